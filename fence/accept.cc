@@ -1,0 +1,11 @@
+#include "fence/accept.h"
+
+namespace fencepost::fence {
+
+Decision Decide(std::optional<Token> highest, Token token) {
+  if (!highest) return {.accepted = true, .creates = true, .advances = false};
+  if (token < *highest) return {};
+  return {.accepted = true, .creates = false, .advances = token > *highest};
+}
+
+}  // namespace fencepost::fence

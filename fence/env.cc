@@ -1,0 +1,99 @@
+#include "fence/env.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+
+namespace fencepost::fence {
+namespace {
+
+constexpr std::uint64_t kInitialMapSize = 1ull << 30;
+
+std::runtime_error LmdbFailure(const std::string& what, int rc) {
+  return std::runtime_error(what + ": " + mdb_strerror(rc));
+}
+
+}  // namespace
+
+Env::Env(const Options& options) : max_map_size_(options.max_map_size) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.dir, ec);
+  if (ec || !std::filesystem::is_directory(options.dir)) {
+    throw std::runtime_error("data directory " + options.dir +
+                             " is not usable: " +
+                             (ec ? ec.message() : "not a directory"));
+  }
+  if (int rc = mdb_env_create(&env_); rc != 0) {
+    throw LmdbFailure("mdb_env_create", rc);
+  }
+  try {
+    map_size_ = std::min(kInitialMapSize, max_map_size_);
+    if (int rc = mdb_env_set_mapsize(env_, map_size_); rc != 0) {
+      throw LmdbFailure("mdb_env_set_mapsize", rc);
+    }
+    if (int rc = mdb_env_set_maxdbs(env_, 4); rc != 0) {
+      throw LmdbFailure("mdb_env_set_maxdbs", rc);
+    }
+    // Default flags on purpose: every commit is synced before it returns.
+    if (int rc = mdb_env_open(env_, options.dir.c_str(), 0, 0644); rc != 0) {
+      throw LmdbFailure("cannot open LMDB environment in " + options.dir, rc);
+    }
+    MDB_envinfo info;
+    mdb_env_info(env_, &info);
+    map_size_ = info.me_mapsize;
+
+    MDB_txn* txn = nullptr;
+    if (int rc = mdb_txn_begin(env_, nullptr, 0, &txn); rc != 0) {
+      throw LmdbFailure("mdb_txn_begin", rc);
+    }
+    int rc = mdb_dbi_open(txn, "fences", MDB_CREATE, &fences_);
+    if (rc == 0) rc = mdb_dbi_open(txn, "values", MDB_CREATE, &values_);
+    if (rc == 0) {
+      rc = mdb_txn_commit(txn);
+    } else {
+      mdb_txn_abort(txn);
+    }
+    if (rc != 0) throw LmdbFailure("cannot open the fence databases", rc);
+  } catch (...) {
+    mdb_env_close(env_);
+    throw;
+  }
+}
+
+Env::~Env() { mdb_env_close(env_); }
+
+unsigned Env::flags() const {
+  unsigned flags = 0;
+  mdb_env_get_flags(env_, &flags);
+  return flags;
+}
+
+std::uint64_t Env::used_bytes() const {
+  MDB_envinfo info;
+  MDB_stat stat;
+  mdb_env_info(env_, &info);
+  mdb_env_stat(env_, &stat);
+  return (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+}
+
+bool Env::Grow() {
+  if (map_size_ >= max_map_size_) return false;
+  const std::uint64_t next = std::min(max_map_size_, map_size_.load() * 2);
+  std::unique_lock lock(resize_mutex_);
+  if (mdb_env_set_mapsize(env_, next) != 0) return false;
+  map_size_ = next;
+  return true;
+}
+
+Env::ReadTxn::ReadTxn(const Env& env) : lock_(env.resize_mutex_) {
+  rc_ = mdb_txn_begin(env.env_, nullptr, MDB_RDONLY, &txn_);
+  if (rc_ != 0) txn_ = nullptr;
+}
+
+Env::ReadTxn::~ReadTxn() {
+  if (txn_ != nullptr) mdb_txn_abort(txn_);
+}
+
+}  // namespace fencepost::fence

@@ -1,0 +1,84 @@
+#pragma once
+
+#include <lmdb.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <shared_mutex>
+#include <string>
+
+namespace fencepost::fence {
+
+// The one LMDB environment of a fencepost process: the fences database and
+// the values database of the embedded backend.
+//
+// Durability: the environment is opened with LMDB's default sync behaviour
+// (none of MDB_NOSYNC, MDB_NOMETASYNC, MDB_WRITEMAP, MDB_MAPASYNC), so a
+// committed write transaction is on disk when mdb_txn_commit returns.
+//
+// The map starts at min(1 GiB, max_map_size) and grows by doubling, up to
+// max_map_size, when a write transaction reports MDB_MAP_FULL (see Grow).
+// Because growing remaps the file, readers hold a ReadTxn, which takes a
+// shared lock that Grow takes exclusively.
+//
+// Thread safety: ReadTxn may be begun on any thread; each one belongs to the
+// thread that began it. Write transactions and Grow belong to the one writer
+// thread (see Committer).
+class Env {
+ public:
+  struct Options {
+    std::string dir;
+    std::uint64_t max_map_size = 64ull << 30;
+  };
+
+  // Opens (creating if needed) the environment in options.dir. Throws
+  // std::runtime_error with a readable message when the directory or the
+  // environment cannot be used; this happens only at start-up.
+  explicit Env(const Options& options);
+  ~Env();
+  Env(const Env&) = delete;
+  Env& operator=(const Env&) = delete;
+
+  MDB_env* raw() const { return env_; }
+  MDB_dbi fences() const { return fences_; }
+  MDB_dbi values() const { return values_; }
+  std::uint64_t map_size() const { return map_size_.load(); }
+  std::uint64_t max_map_size() const { return max_map_size_; }
+  // The flags the environment was opened with (mdb_env_get_flags).
+  unsigned flags() const;
+  // Bytes of the map in use: (last page number + 1) * page size.
+  std::uint64_t used_bytes() const;
+
+  // Doubles the map size, capped at max_map_size. Returns false when it is
+  // already at the cap or LMDB refused. Only the writer thread calls this,
+  // with no write transaction open; it waits for readers to finish.
+  bool Grow();
+
+  // A read-only transaction. Keep it short: it holds off Grow.
+  class ReadTxn {
+   public:
+    explicit ReadTxn(const Env& env);
+    ~ReadTxn();
+    ReadTxn(const ReadTxn&) = delete;
+    ReadTxn& operator=(const ReadTxn&) = delete;
+    // nullptr when LMDB could not begin the transaction; see error().
+    MDB_txn* get() const { return txn_; }
+    int error() const { return rc_; }
+
+   private:
+    std::shared_lock<std::shared_mutex> lock_;
+    MDB_txn* txn_ = nullptr;
+    int rc_ = 0;
+  };
+
+ private:
+  MDB_env* env_ = nullptr;
+  MDB_dbi fences_ = 0;
+  MDB_dbi values_ = 0;
+  std::atomic<std::uint64_t> map_size_ = 0;
+  std::uint64_t max_map_size_ = 0;
+  mutable std::shared_mutex resize_mutex_;
+};
+
+}  // namespace fencepost::fence

@@ -1,0 +1,43 @@
+#include "fence/errc.h"
+
+#include <lmdb.h>
+
+#include <string>
+
+namespace fencepost::fence {
+namespace {
+
+class FenceCategory : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "fencepost.fence"; }
+  std::string message(int ev) const override {
+    switch (static_cast<Errc>(ev)) {
+      case Errc::kOk:
+        return "ok";
+      case Errc::kMapFull:
+        return "the LMDB map is full (see --max-map-size)";
+      case Errc::kStorage:
+        return "LMDB storage failure";
+      case Errc::kNameTooLong:
+        return "name too long";
+    }
+    return "unknown fence error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& Category() {
+  static const FenceCategory category;
+  return category;
+}
+
+std::error_code MakeError(Errc e) { return {static_cast<int>(e), Category()}; }
+
+std::error_code FromLmdb(int rc) {
+  if (rc == MDB_SUCCESS) return {};
+  if (rc == MDB_MAP_FULL) return MakeError(Errc::kMapFull);
+  return MakeError(Errc::kStorage);
+}
+
+}  // namespace fencepost::fence

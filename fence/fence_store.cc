@@ -1,0 +1,133 @@
+#include "fence/fence_store.h"
+
+#include <cstring>
+
+#include "fence/errc.h"
+
+namespace fencepost::fence {
+namespace {
+
+constexpr std::size_t kHeader = 16;
+
+std::uint64_t LoadBigEndian(const char* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+void StoreBigEndian(char* p, std::uint64_t v) {
+  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
+}
+
+FenceRecord Decode(std::string_view name, MDB_val data) {
+  const auto* p = static_cast<const char*>(data.mv_data);
+  FenceRecord record;
+  record.name.assign(name);
+  if (data.mv_size >= kHeader) {
+    record.token = LoadBigEndian(p);
+    record.updated_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 8));
+  }
+  return record;
+}
+
+}  // namespace
+
+std::string_view FenceNameOf(MDB_val data) {
+  if (data.mv_size < kHeader) return {};
+  return View(data).substr(kHeader);
+}
+
+int ReadFence(MDB_txn* txn, MDB_dbi dbi, std::string_view name, Slot* slot,
+              std::optional<FenceRecord>* fence) {
+  const int rc = FindSlot(txn, dbi, name, FenceNameOf, slot);
+  if (rc != 0) return rc;
+  if (slot->found) {
+    *fence = Decode(name, slot->data);
+  } else {
+    fence->reset();
+  }
+  return 0;
+}
+
+int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
+               std::string_view name, Token token, std::int64_t now_ns) {
+  const bool is_long = IsLongKey(slot.db_key);
+  std::string data(kHeader + (is_long ? name.size() : 0), '\0');
+  StoreBigEndian(data.data(), token);
+  StoreBigEndian(data.data() + 8, static_cast<std::uint64_t>(now_ns));
+  if (is_long) std::memcpy(data.data() + kHeader, name.data(), name.size());
+  MDB_val key = Val(slot.db_key);
+  MDB_val value = Val(data);
+  return mdb_put(txn, dbi, &key, &value, 0);
+}
+
+std::error_code FenceStore::Get(std::string_view name,
+                                std::optional<FenceRecord>* fence) const {
+  Env::ReadTxn txn(env_);
+  if (txn.get() == nullptr) return FromLmdb(txn.error());
+  Slot slot;
+  return FromLmdb(ReadFence(txn.get(), env_.fences(), name, &slot, fence));
+}
+
+std::error_code FenceStore::List(std::string_view prefix,
+                                 std::string_view after, std::size_t limit,
+                                 FenceList* list) const {
+  list->fences.clear();
+  list->next.reset();
+  Env::ReadTxn txn(env_);
+  if (txn.get() == nullptr) return FromLmdb(txn.error());
+
+  // Every database key of a name starting with `prefix` starts with `scan`.
+  const std::string_view scan = prefix.substr(0, kLongPrefix);
+  std::string start(scan);
+  bool skip_exact = false;
+  if (!after.empty()) {
+    Slot slot;
+    if (int rc = FindSlot(txn.get(), env_.fences(), after, FenceNameOf, &slot);
+        rc != 0) {
+      return FromLmdb(rc);
+    }
+    if (slot.db_key > start) {
+      start = slot.db_key;
+      skip_exact = slot.found;
+    }
+  }
+
+  MDB_cursor* cursor = nullptr;
+  if (int rc = mdb_cursor_open(txn.get(), env_.fences(), &cursor); rc != 0) {
+    return FromLmdb(rc);
+  }
+  MDB_val key = Val(start);
+  MDB_val data;
+  // LMDB refuses an empty key, even as a range start.
+  int rc = mdb_cursor_get(cursor, &key, &data,
+                          start.empty() ? MDB_FIRST : MDB_SET_RANGE);
+  if (rc == 0 && skip_exact && View(key) == start) {
+    rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT);
+  }
+  for (; rc == 0; rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
+    if (View(key).substr(0, scan.size()) != scan) break;
+    const std::string_view name = NameOfEntry(key, data, FenceNameOf);
+    if (name.substr(0, prefix.size()) != prefix) continue;
+    if (list->fences.size() == limit) {
+      list->next = list->fences.back().name;
+      break;
+    }
+    list->fences.push_back(Decode(name, data));
+  }
+  mdb_cursor_close(cursor);
+  return rc == 0 || rc == MDB_NOTFOUND ? std::error_code{} : FromLmdb(rc);
+}
+
+std::error_code FenceStore::Count(std::uint64_t* count) const {
+  Env::ReadTxn txn(env_);
+  if (txn.get() == nullptr) return FromLmdb(txn.error());
+  MDB_stat stat;
+  if (int rc = mdb_stat(txn.get(), env_.fences(), &stat); rc != 0) {
+    return FromLmdb(rc);
+  }
+  *count = stat.ms_entries;
+  return {};
+}
+
+}  // namespace fencepost::fence

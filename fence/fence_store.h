@@ -1,0 +1,62 @@
+#pragma once
+
+#include <lmdb.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "fence/env.h"
+#include "fence/long_keys.h"
+#include "fence/token.h"
+
+namespace fencepost::fence {
+
+// A fence: the highest token accepted for a key or a scope of keys.
+struct FenceRecord {
+  std::string name;
+  Token token = 0;
+  std::int64_t updated_at_ns = 0;  // Unix time of the last accepted write
+};
+
+struct FenceList {
+  std::vector<FenceRecord> fences;
+  std::optional<std::string> next;  // the `after` of the following page
+};
+
+// Reads fences. Each call runs in its own short read transaction.
+// Thread safety: safe to call from any thread.
+class FenceStore {
+ public:
+  explicit FenceStore(const Env& env) : env_(env) {}
+
+  // The fence named `name`, nullopt when there is none.
+  std::error_code Get(std::string_view name,
+                      std::optional<FenceRecord>* fence) const;
+
+  // Up to `limit` fences whose names start with `prefix` and come after
+  // `after` (exclusive), in database order (see long_keys.h).
+  std::error_code List(std::string_view prefix, std::string_view after,
+                       std::size_t limit, FenceList* list) const;
+
+  // How many fence records the database holds.
+  std::error_code Count(std::uint64_t* count) const;
+
+ private:
+  const Env& env_;
+};
+
+// In-transaction helpers the committer and readers share.
+// Record layout: token (8 bytes, big-endian), update time in Unix
+// nanoseconds (8 bytes, big-endian), then the full name for long names.
+int ReadFence(MDB_txn* txn, MDB_dbi dbi, std::string_view name, Slot* slot,
+              std::optional<FenceRecord>* fence);
+int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
+               std::string_view name, Token token, std::int64_t now_ns);
+std::string_view FenceNameOf(MDB_val data);
+
+}  // namespace fencepost::fence

@@ -1,0 +1,114 @@
+#include "metrics/metrics.h"
+
+#include <prometheus/text_serializer.h>
+
+namespace fencepost::metrics {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+std::string_view MethodLabel(std::string_view method) {
+  static constexpr std::string_view kKnown[] = {
+      "GET", "HEAD", "PUT", "POST", "PATCH", "DELETE", "OPTIONS"};
+  for (std::string_view known : kKnown) {
+    if (method == known) return known;
+  }
+  return "OTHER";
+}
+
+const char* PortLabel(Port port) {
+  return port == Port::kData ? "data" : "admin";
+}
+
+}  // namespace
+
+Metrics::Metrics(std::string_view backend)
+    : registry_(std::make_shared<prometheus::Registry>()) {
+  auto& r = *registry_;
+  accepted_ = &BuildCounter()
+                   .Name("fencepost_writes_accepted_total")
+                   .Help("Fenced writes (PUT, DELETE, POST, PATCH, bumps) "
+                         "accepted.")
+                   .Register(r)
+                   .Add({});
+  auto& rejected = BuildCounter()
+                       .Name("fencepost_writes_rejected_total")
+                       .Help("Fenced writes rejected, by reason.")
+                       .Register(r);
+  rejected_ = {&rejected.Add({{"reason", "stale_token"}}),
+               &rejected.Add({{"reason", "missing_token"}}),
+               &rejected.Add({{"reason", "invalid_token"}})};
+  advances_ = &BuildCounter()
+                   .Name("fencepost_token_advances_total")
+                   .Help("Accepted writes and bumps that raised a fence "
+                         "(leadership churn).")
+                   .Register(r)
+                   .Add({});
+  fences_ = &BuildGauge()
+                 .Name("fencepost_fences")
+                 .Help("Fence records held.")
+                 .Register(r)
+                 .Add({});
+  requests_ = &BuildCounter()
+                   .Name("fencepost_http_requests_total")
+                   .Help("HTTP requests served.")
+                   .Register(r);
+  auto& durations =
+      BuildHistogram()
+          .Name("fencepost_http_request_duration_seconds")
+          .Help("Time from request read to response written.")
+          .Register(r);
+  const prometheus::Histogram::BucketBoundaries buckets = {
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+      0.01,   0.025,   0.05,   0.1,   0.25,   0.5,  1, 2.5, 5, 10};
+  durations_ = {&durations.Add({{"port", "data"}}, buckets),
+                &durations.Add({{"port", "admin"}}, buckets)};
+  backend_errors_ = &BuildCounter()
+                         .Name("fencepost_backend_errors_total")
+                         .Help("Storage backend failures.")
+                         .Register(r)
+                         .Add({{"backend", std::string(backend)}});
+  would_reject_ = &BuildCounter()
+                       .Name("fencepost_writes_would_reject_total")
+                       .Help("Observe mode: writes enforce mode would have "
+                             "rejected, stored or forwarded anyway.")
+                       .Register(r)
+                       .Add({});
+  outcome_unknown_ = &BuildCounter()
+                          .Name("fencepost_upstream_outcome_unknown_total")
+                          .Help("Upstream writes whose outcome is unknown.")
+                          .Register(r)
+                          .Add({});
+}
+
+void Metrics::WriteAccepted(bool advanced) {
+  accepted_->Increment();
+  if (advanced) advances_->Increment();
+}
+
+void Metrics::WriteRejected(RejectReason reason) {
+  rejected_[static_cast<int>(reason)]->Increment();
+}
+
+void Metrics::WouldReject() { would_reject_->Increment(); }
+void Metrics::BackendError() { backend_errors_->Increment(); }
+void Metrics::OutcomeUnknown() { outcome_unknown_->Increment(); }
+void Metrics::SetFences(double count) { fences_->Set(count); }
+
+void Metrics::Request(Port port, std::string_view method, unsigned status,
+                      double seconds) {
+  requests_
+      ->Add({{"port", PortLabel(port)},
+             {"method", std::string(MethodLabel(method))},
+             {"code", std::to_string(status)}})
+      .Increment();
+  durations_[static_cast<int>(port)]->Observe(seconds);
+}
+
+std::string Metrics::Serialize() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace fencepost::metrics

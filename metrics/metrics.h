@@ -1,0 +1,55 @@
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <array>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+namespace fencepost::metrics {
+
+enum class RejectReason { kStaleToken, kMissingToken, kInvalidToken };
+enum class Port { kData, kAdmin };
+
+// Owns the Prometheus registry and every metric family fencepost exports
+// (SPEC's metric table), and serializes them in the text exposition format
+// 0.0.4. No label ever carries a key: methods outside a fixed set count as
+// "OTHER".
+//
+// Thread safety: every method may be called from any thread.
+class Metrics {
+ public:
+  // `backend` is the label value of fencepost_backend_errors_total.
+  explicit Metrics(std::string_view backend);
+
+  void WriteAccepted(bool advanced);
+  void WriteRejected(RejectReason reason);
+  void WouldReject();
+  void BackendError();
+  void OutcomeUnknown();
+  void SetFences(double count);
+  void Request(Port port, std::string_view method, unsigned status,
+               double seconds);
+
+  std::string Serialize() const;
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Counter* accepted_;
+  std::array<prometheus::Counter*, 3> rejected_;
+  prometheus::Counter* advances_;
+  prometheus::Gauge* fences_;
+  prometheus::Family<prometheus::Counter>* requests_;
+  std::array<prometheus::Histogram*, 2> durations_;
+  prometheus::Counter* backend_errors_;
+  prometheus::Counter* would_reject_;
+  prometheus::Counter* outcome_unknown_;
+};
+
+}  // namespace fencepost::metrics

@@ -1,0 +1,322 @@
+#include "proxy/config.h"
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "fence/key.h"
+
+namespace fencepost::proxy {
+namespace {
+
+std::uint64_t ParseUnsigned(const std::string& flag, const std::string& v) {
+  std::uint64_t out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size()) {
+    throw ConfigError("--" + flag + ": '" + v + "' is not a whole number");
+  }
+  return out;
+}
+
+double ParseSeconds(const std::string& flag, const std::string& v) {
+  double out = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc() || end != v.data() + v.size() ||
+      !std::isfinite(out) || out <= 0 || out > 86400) {
+    throw ConfigError("--" + flag + ": '" + v +
+                      "' is not a number of seconds between 0 and 86400");
+  }
+  return out;
+}
+
+bool ParseSwitch(const std::string& flag, const std::string& v) {
+  if (v == "1" || v == "true") return true;
+  if (v == "0" || v == "false") return false;
+  throw ConfigError("--" + flag + ": '" + v + "' is not 1, true, 0 or false");
+}
+
+ListenAddress ParseListen(const std::string& flag, const std::string& v) {
+  const auto colon = v.rfind(':');
+  if (colon == std::string::npos) {
+    throw ConfigError("--" + flag + ": '" + v + "' is not HOST:PORT");
+  }
+  ListenAddress address;
+  address.host = v.substr(0, colon);
+  if (address.host.size() >= 2 && address.host.front() == '[' &&
+      address.host.back() == ']') {
+    address.host = address.host.substr(1, address.host.size() - 2);
+  } else if (address.host == "localhost") {
+    address.host = "127.0.0.1";
+  } else if (address.host.empty()) {
+    address.host = "0.0.0.0";
+  }
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, address.host.c_str(), buf) != 1 &&
+      inet_pton(AF_INET6, address.host.c_str(), buf) != 1) {
+    throw ConfigError("--" + flag + ": '" + address.host +
+                      "' is not an IP address");
+  }
+  const std::uint64_t port = ParseUnsigned(flag, v.substr(colon + 1));
+  if (port > 65535) {
+    throw ConfigError("--" + flag + ": port " + std::to_string(port) +
+                      " is out of range");
+  }
+  address.port = static_cast<std::uint16_t>(port);
+  return address;
+}
+
+void CheckBackend(const std::string& v) {
+  if (v == "lmdb") return;
+  if (v.rfind("fs:", 0) == 0 && v.size() > 3) return;
+  if (v.rfind("http://", 0) == 0 && v.size() > 7) return;
+  throw ConfigError("--backend: '" + v +
+                    "' is not lmdb, fs:DIR or http://HOST:PORT[/BASE]");
+}
+
+std::vector<std::string> SplitList(const std::string& v) {
+  std::vector<std::string> out;
+  std::stringstream in(v);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+void CheckScope(const std::string& prefix) {
+  if (prefix.empty() || prefix.size() > fence::kMaxNameBytes ||
+      prefix.find('\0') != std::string::npos || !fence::IsValidUtf8(prefix)) {
+    throw ConfigError("--fence-scope: '" + prefix +
+                      "' is not a prefix of 1 to 1024 bytes of UTF-8");
+  }
+}
+
+enum class Kind { kValue, kSwitch, kRepeatable };
+
+struct Flag {
+  Kind kind;
+  std::function<void(Config&, const std::string&)> set;
+};
+
+const std::map<std::string, Flag>& Flags() {
+  static const std::map<std::string, Flag> flags = {
+      {"listen",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.listen = ParseListen("listen", v);
+        }}},
+      {"admin-listen",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.admin_listen = ParseListen("admin-listen", v);
+        }}},
+      {"data-dir",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v.empty()) throw ConfigError("--data-dir: empty path");
+          c.data_dir = v;
+        }}},
+      {"backend",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          CheckBackend(v);
+          c.backend = v;
+        }}},
+      {"fence-scope",
+       {Kind::kRepeatable,
+        [](Config& c, const std::string& v) {
+          CheckScope(v);
+          c.fence_scopes.push_back(v);
+        }}},
+      {"max-body",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.max_body = ParseUnsigned("max-body", v);
+        }}},
+      {"mode",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v == "enforce") {
+            c.mode = Mode::kEnforce;
+          } else if (v == "observe") {
+            c.mode = Mode::kObserve;
+          } else {
+            throw ConfigError("--mode: '" + v + "' is not enforce or observe");
+          }
+        }}},
+      {"upstream-timeout",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.upstream_timeout = ParseSeconds("upstream-timeout", v);
+        }}},
+      {"upstream-settle",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.upstream_settle = ParseSeconds("upstream-settle", v);
+        }}},
+      {"forward-token",
+       {Kind::kSwitch,
+        [](Config& c, const std::string& v) {
+          c.forward_token = ParseSwitch("forward-token", v);
+        }}},
+      {"max-map-size",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.max_map_size = ParseUnsigned("max-map-size", v);
+          if (c.max_map_size < (1u << 20)) {
+            throw ConfigError("--max-map-size: must be at least 1048576");
+          }
+        }}},
+      {"log-format",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v == "text") {
+            c.log_format = LogFormat::kText;
+          } else if (v == "json") {
+            c.log_format = LogFormat::kJson;
+          } else {
+            throw ConfigError("--log-format: '" + v + "' is not text or json");
+          }
+        }}},
+      {"log-level",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          static const char* kLevels[] = {"trace", "debug", "info",    "warn",
+                                          "error", "critical", "off"};
+          for (const char* level : kLevels) {
+            if (v == level) {
+              c.log_level = v;
+              return;
+            }
+          }
+          throw ConfigError("--log-level: '" + v +
+                            "' is not trace, debug, info, warn, error, "
+                            "critical or off");
+        }}},
+      {"read-timeout",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.read_timeout = ParseSeconds("read-timeout", v);
+        }}},
+      {"idle-timeout",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.idle_timeout = ParseSeconds("idle-timeout", v);
+        }}},
+  };
+  return flags;
+}
+
+std::string EnvName(const std::string& flag) {
+  std::string name = "FENCEPOST_";
+  for (char c : flag) name.push_back(c == '-' ? '_' : std::toupper(c));
+  return name;
+}
+
+}  // namespace
+
+std::string ListenAddress::ToString() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Invocation ParseInvocation(
+    const std::vector<std::string>& args,
+    const std::function<std::optional<std::string>(const std::string&)>&
+        getenv) {
+  Invocation out;
+  std::map<std::string, std::vector<std::string>> given;
+  std::size_t i = 0;
+  if (!args.empty() && args[0] == "serve") ++i;
+  for (; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h" || arg == "help") {
+      out.command = Command::kHelp;
+      return out;
+    }
+    if (arg == "--version" || arg == "version") {
+      out.command = Command::kVersion;
+      return out;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      throw ConfigError("unexpected argument '" + arg + "'");
+    }
+    std::string name = arg.substr(2);
+    std::optional<std::string> value;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    }
+    const auto flag = Flags().find(name);
+    if (flag == Flags().end()) throw ConfigError("unknown flag --" + name);
+    if (!value) {
+      if (flag->second.kind == Kind::kSwitch) {
+        value = "true";
+      } else if (i + 1 < args.size()) {
+        value = args[++i];
+      } else {
+        throw ConfigError("--" + name + " needs a value");
+      }
+    }
+    if (flag->second.kind != Kind::kRepeatable && given.count(name)) {
+      throw ConfigError("--" + name + " given twice");
+    }
+    given[name].push_back(*value);
+  }
+
+  for (const auto& [name, flag] : Flags()) {
+    std::vector<std::string> values;
+    if (auto it = given.find(name); it != given.end()) {
+      values = it->second;
+    } else if (auto env = getenv(EnvName(name))) {
+      if (flag.kind == Kind::kRepeatable) {
+        values = SplitList(*env);
+      } else {
+        values.push_back(*env);
+      }
+    }
+    for (const std::string& v : values) {
+      try {
+        flag.set(out.config, v);
+      } catch (const ConfigError& e) {
+        if (given.count(name)) throw;
+        throw ConfigError(std::string(e.what()) + " (from " + EnvName(name) +
+                          ")");
+      }
+    }
+  }
+  return out;
+}
+
+std::string Usage() {
+  return R"(fencepost: a fencing-token guard in front of a key-value or file store.
+
+Usage:
+  fencepost [serve] [flags]
+  fencepost --help | --version
+
+Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
+  --listen HOST:PORT           data port (default 127.0.0.1:7400)
+  --admin-listen HOST:PORT     admin port: metrics, health, fences (default 127.0.0.1:7401)
+  --data-dir DIR               LMDB environment directory (default ./fencepost-data)
+  --backend SPEC               lmdb | fs:DIR | http://HOST:PORT[/BASE] (default lmdb)
+  --fence-scope PREFIX         keys starting with PREFIX share one fence (repeatable)
+  --max-body BYTES             larger request bodies get 413 (default 4194304)
+  --mode enforce|observe       observe stores writes enforce would reject (default enforce)
+  --upstream-timeout SECONDS   http:// backend deadline (default 10)
+  --upstream-settle SECONDS    http:// backend hold after an unknown outcome (default 2)
+  --forward-token              http:// backend: send Fencing-Token upstream
+  --max-map-size BYTES         largest LMDB map, at least 1048576 (default 68719476736)
+  --log-format text|json       (default text)
+  --log-level LEVEL            trace, debug, info, warn, error, critical, off (default info)
+  --read-timeout SECONDS       deadline for a request's headers, then its body (default 10)
+  --idle-timeout SECONDS       idle keep-alive connections close after this (default 75)
+
+Port 0 binds an ephemeral port; bound addresses are logged at start-up.
+Bad flags exit with status 2.
+)";
+}
+
+}  // namespace fencepost::proxy

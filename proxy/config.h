@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace fencepost::proxy {
+
+enum class Mode { kEnforce, kObserve };
+enum class LogFormat { kText, kJson };
+
+// A HOST:PORT the server binds.
+struct ListenAddress {
+  std::string host;  // an IP literal (IPv6 without brackets)
+  std::uint16_t port = 0;
+  std::string ToString() const;
+};
+
+// Everything `fencepost serve` is configured with. Field defaults are SPEC's.
+struct Config {
+  ListenAddress listen{"127.0.0.1", 7400};
+  ListenAddress admin_listen{"127.0.0.1", 7401};
+  std::string data_dir = "./fencepost-data";
+  std::string backend = "lmdb";
+  std::vector<std::string> fence_scopes;
+  std::uint64_t max_body = 4194304;
+  Mode mode = Mode::kEnforce;
+  double upstream_timeout = 10;
+  double upstream_settle = 2;
+  bool forward_token = false;
+  std::uint64_t max_map_size = 68719476736ull;
+  LogFormat log_format = LogFormat::kText;
+  std::string log_level = "info";
+  // Not in SPEC's table: how long one request's headers, and then its body,
+  // may take to arrive, and how long an idle keep-alive connection is kept.
+  double read_timeout = 10;
+  double idle_timeout = 75;
+};
+
+enum class Command { kServe, kHelp, kVersion };
+
+struct Invocation {
+  Command command = Command::kServe;
+  Config config;
+};
+
+// Thrown for unknown flags and bad values; the message names the flag.
+class ConfigError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads the command line, with FENCEPOST_<NAME> environment variables (looked
+// up through `getenv`) as the fallback for each flag. Throws ConfigError.
+Invocation ParseInvocation(
+    const std::vector<std::string>& args,
+    const std::function<std::optional<std::string>(const std::string&)>&
+        getenv);
+
+// The --help text.
+std::string Usage();
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,136 @@
+// fencepost: a fencing-token guard in front of a key-value or file store.
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <csignal>
+#include <cstdlib>
+#include <iostream>
+
+#include "fence/committer.h"
+#include "fence/env.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/logging.h"
+#include "proxy/server.h"
+#include "proxy/service.h"
+#include "storage/lmdb_backend.h"
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace fencepost;
+
+constexpr int kUsageExit = 2;
+
+int Fail(const std::string& message) {
+  std::cerr << "fencepost: " << message << "\n";
+  return kUsageExit;
+}
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+asio::ip::tcp::endpoint Endpoint(const proxy::ListenAddress& address) {
+  return {asio::ip::make_address(address.host), address.port};
+}
+
+int Serve(const proxy::Config& config) {
+  if (config.backend != "lmdb") {
+    return Fail("--backend " + config.backend +
+                ": only the embedded lmdb backend is available in this "
+                "version");
+  }
+  std::unique_ptr<fence::Env> env;
+  try {
+    env = std::make_unique<fence::Env>(
+        fence::Env::Options{config.data_dir, config.max_map_size});
+  } catch (const std::exception& e) {
+    return Fail(e.what());
+  }
+
+  fence::Committer committer(
+      *env, {.on_fatal = [](const std::string& message) {
+        spdlog::critical("stopping: {}", message);
+        spdlog::shutdown();
+      }});
+  metrics::Metrics metrics("lmdb");
+  storage::LmdbBackend backend(*env, committer);
+  proxy::Service service(config, *env, committer, backend, metrics);
+
+  asio::io_context io(1);
+  proxy::Server server(io, service, metrics,
+                       {.max_body = config.max_body,
+                        .read_timeout = Millis(config.read_timeout),
+                        .idle_timeout = Millis(config.idle_timeout)});
+  asio::ip::tcp::endpoint data, admin;
+  try {
+    data = server.Listen(metrics::Port::kData, Endpoint(config.listen));
+  } catch (const std::exception& e) {
+    return Fail("cannot listen on " + config.listen.ToString() + ": " +
+                e.what());
+  }
+  try {
+    admin = server.Listen(metrics::Port::kAdmin, Endpoint(config.admin_listen));
+  } catch (const std::exception& e) {
+    return Fail("cannot listen on " + config.admin_listen.ToString() + ": " +
+                e.what());
+  }
+
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    spdlog::info("received signal {}; draining", signal);
+    service.StartDraining();
+    server.Shutdown();
+  });
+
+  auto to_string = [](const asio::ip::tcp::endpoint& e) {
+    proxy::ListenAddress a{e.address().to_string(), e.port()};
+    return a.ToString();
+  };
+  spdlog::info("fencepost {} listening data={} admin={} backend={} "
+               "data_dir={} mode={}",
+               FENCEPOST_VERSION, to_string(data), to_string(admin),
+               config.backend, config.data_dir,
+               config.mode == proxy::Mode::kEnforce ? "enforce" : "observe");
+  io.run();
+  committer.Stop();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  proxy::Invocation invocation;
+  try {
+    invocation = proxy::ParseInvocation(
+        std::vector<std::string>(argv + 1, argv + argc),
+        [](const std::string& name) -> std::optional<std::string> {
+          const char* value = std::getenv(name.c_str());
+          if (value == nullptr) return std::nullopt;
+          return std::string(value);
+        });
+  } catch (const proxy::ConfigError& e) {
+    std::cerr << "fencepost: " << e.what()
+              << "\nRun 'fencepost --help' for usage.\n";
+    return kUsageExit;
+  }
+  switch (invocation.command) {
+    case proxy::Command::kHelp:
+      std::cout << proxy::Usage();
+      return 0;
+    case proxy::Command::kVersion:
+      std::cout << "fencepost " << FENCEPOST_VERSION << "\n";
+      return 0;
+    case proxy::Command::kServe:
+      break;
+  }
+  proxy::SetUpLogging(invocation.config.log_format,
+                      invocation.config.log_level);
+  return Serve(invocation.config);
+}

@@ -1,0 +1,115 @@
+#include "proxy/problem.h"
+
+#include <array>
+
+#include "fence/errc.h"
+#include "proxy/json.h"
+
+namespace fencepost::proxy {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+struct Info {
+  http::status status;
+  std::string_view slug;
+  std::string_view title;
+};
+
+Info InfoOf(ProblemType type) {
+  switch (type) {
+    case ProblemType::kStaleToken:
+      return {http::status::conflict, "stale-token",
+              "Fencing token is lower than the fence's highest"};
+    case ProblemType::kMissingToken:
+      return {http::status::precondition_required, "missing-token",
+              "Fencing-Token header is required"};
+    case ProblemType::kInvalidToken:
+      return {http::status::bad_request, "invalid-token",
+              "Fencing-Token is not a plain decimal uint64"};
+    case ProblemType::kBadKey:
+      return {http::status::bad_request, "bad-key", "Invalid key"};
+    case ProblemType::kBadRequest:
+      return {http::status::bad_request, "bad-request", "Bad request"};
+    case ProblemType::kBadFraming:
+      return {http::status::bad_request, "bad-framing",
+              "Ambiguous or malformed HTTP framing"};
+    case ProblemType::kBodyTooLarge:
+      return {http::status::payload_too_large, "body-too-large",
+              "Request body is larger than --max-body"};
+    case ProblemType::kHeadersTooLarge:
+      return {http::status::request_header_fields_too_large,
+              "headers-too-large", "Request headers are larger than 16 KiB"};
+    case ProblemType::kMethodNotAllowed:
+      return {http::status::method_not_allowed, "method-not-allowed",
+              "Method not allowed"};
+    case ProblemType::kNotFound:
+      return {http::status::not_found, "not-found", "Not found"};
+    case ProblemType::kMapFull:
+      return {http::status::insufficient_storage, "map-full",
+              "Storage is full (LMDB map at --max-map-size)"};
+    case ProblemType::kStorageFailure:
+      return {http::status::internal_server_error, "storage-failure",
+              "Storage failure"};
+    case ProblemType::kNotReady:
+      return {http::status::service_unavailable, "not-ready", "Not ready"};
+  }
+  return {http::status::internal_server_error, "internal", "Internal error"};
+}
+
+}  // namespace
+
+http::status StatusOf(ProblemType type) { return InfoOf(type).status; }
+
+std::string_view TypeUri(ProblemType type) {
+  constexpr int kCount = static_cast<int>(ProblemType::kNotReady) + 1;
+  static const std::array<std::string, kCount> uris = [] {
+    std::array<std::string, kCount> out;
+    for (int i = 0; i < kCount; ++i) {
+      out[i] = "urn:fencepost:problem:" +
+               std::string(InfoOf(static_cast<ProblemType>(i)).slug);
+    }
+    return out;
+  }();
+  return uris[static_cast<int>(type)];
+}
+
+Problem ProblemFromStorage(std::error_code error, std::string key) {
+  const bool full = error == fence::Errc::kMapFull;
+  return {full ? ProblemType::kMapFull : ProblemType::kStorageFailure,
+          error.message(), std::move(key), std::nullopt, std::nullopt};
+}
+
+Response MakeProblemResponse(const Problem& problem, unsigned version) {
+  const Info info = InfoOf(problem.type);
+  std::string body = "{\"type\":";
+  AppendJsonString(&body, TypeUri(problem.type));
+  body += ",\"title\":";
+  AppendJsonString(&body, info.title);
+  body += ",\"status\":" + std::to_string(static_cast<unsigned>(info.status));
+  body += ",\"detail\":";
+  AppendJsonString(&body, problem.detail);
+  if (problem.key) {
+    body += ",\"key\":";
+    AppendJsonString(&body, *problem.key);
+  }
+  if (problem.presented_token) {
+    body += ",\"presented_token\":" + std::to_string(*problem.presented_token);
+  }
+  if (problem.current_token) {
+    body += ",\"current_token\":" + std::to_string(*problem.current_token);
+  }
+  body += "}\n";
+
+  Response res(info.status, version);
+  res.set(http::field::content_type, "application/problem+json");
+  if (problem.current_token) {
+    res.set("Fencing-Token", std::to_string(*problem.current_token));
+  }
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,50 @@
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "fence/token.h"
+#include "proxy/http_types.h"
+
+namespace fencepost::proxy {
+
+// Every error case fencepost answers, each with its own problem type URI.
+enum class ProblemType {
+  kStaleToken,
+  kMissingToken,
+  kInvalidToken,
+  kBadKey,
+  kBadRequest,  // a malformed query parameter
+  kBadFraming,  // ambiguous or malformed HTTP framing
+  kBodyTooLarge,
+  kHeadersTooLarge,
+  kMethodNotAllowed,
+  kNotFound,
+  kMapFull,
+  kStorageFailure,
+  kNotReady,
+};
+
+// An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,
+// where they apply, `presented_token` and `current_token`.
+struct Problem {
+  ProblemType type;
+  std::string detail;
+  std::optional<std::string> key;
+  std::optional<fence::Token> presented_token;
+  std::optional<fence::Token> current_token;
+};
+
+// The one mapping from an error case to its HTTP status.
+boost::beast::http::status StatusOf(ProblemType type);
+std::string_view TypeUri(ProblemType type);
+
+// The problem a storage error stands for (map full: 507; anything else: 500).
+Problem ProblemFromStorage(std::error_code error, std::string key);
+
+// A complete application/problem+json response, payload prepared.
+Response MakeProblemResponse(const Problem& problem, unsigned version);
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,247 @@
+#include "proxy/server.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "proxy/problem.h"
+
+namespace fencepost::proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kHeaderLimit = 16 * 1024;
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// Framing Beast lets through but a proxy must not: a length that another
+// parser could read differently (RFC 9112 section 6.3).
+std::optional<std::string> FramingError(const Request& req) {
+  const auto te = req.count(http::field::transfer_encoding);
+  const auto cl = req.count(http::field::content_length);
+  if (te > 0 && cl > 0) {
+    return "both Content-Length and Transfer-Encoding are present";
+  }
+  if (te > 1 || (te == 1 && !beast::iequals(
+                                Trim(req[http::field::transfer_encoding]),
+                                "chunked"))) {
+    return "Transfer-Encoding must be exactly 'chunked'";
+  }
+  if (cl > 1) {
+    auto range = req.equal_range(http::field::content_length);
+    const std::string_view first = Trim(range.first->value());
+    for (auto it = range.first; it != range.second; ++it) {
+      if (Trim(it->value()) != first) return "differing Content-Length headers";
+    }
+  }
+  return std::nullopt;
+}
+
+bool ExpectsContinue(const Request& req) {
+  return beast::iequals(req[http::field::expect], "100-continue");
+}
+
+}  // namespace
+
+Server::Server(asio::io_context& io, Service& service,
+               metrics::Metrics& metrics, Options options)
+    : io_(io), service_(service), metrics_(metrics), options_(options) {}
+
+tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
+  auto acceptor = std::make_unique<tcp::acceptor>(io_);
+  acceptor->open(where.protocol());
+  acceptor->set_option(asio::socket_base::reuse_address(true));
+  acceptor->bind(where);
+  acceptor->listen(asio::socket_base::max_listen_connections);
+  const tcp::endpoint bound = acceptor->local_endpoint();
+  asio::co_spawn(io_, Accept(*acceptor, port), asio::detached);
+  acceptors_.push_back(std::move(acceptor));
+  return bound;
+}
+
+void Server::Shutdown() {
+  shutting_down_ = true;
+  for (auto& acceptor : acceptors_) {
+    beast::error_code ignored;
+    acceptor->close(ignored);
+  }
+  for (Connection& c : connections_) {
+    if (c.idle) c.stream->cancel();
+  }
+}
+
+asio::awaitable<void> Server::Accept(tcp::acceptor& acceptor,
+                                     metrics::Port port) {
+  while (!shutting_down_) {
+    beast::error_code ec;
+    tcp::socket socket = co_await acceptor.async_accept(
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (shutting_down_) co_return;
+    if (ec) {
+      spdlog::warn("accept failed: {}", ec.message());
+      continue;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    asio::co_spawn(io_, Serve(std::move(socket), port), asio::detached);
+  }
+}
+
+asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
+  beast::tcp_stream stream(std::move(socket));
+  const auto self = connections_.insert(connections_.end(), {&stream, true});
+  beast::flat_buffer buffer;
+  beast::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+
+  // Answers a request that cannot be served as framed, then closes.
+  auto refuse = [&](Problem problem, std::string_view method)
+      -> asio::awaitable<void> {
+    const auto start = std::chrono::steady_clock::now();
+    Response res = MakeProblemResponse(problem, 11);
+    res.keep_alive(false);
+    stream.expires_after(options_.read_timeout);
+    co_await http::async_write(stream, res, token);
+    metrics_.Request(port, method, res.result_int(),
+                     std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count());
+  };
+
+  while (!shutting_down_ || buffer.size() > 0) {
+    if (buffer.size() == 0) {
+      self->idle = true;
+      stream.expires_after(options_.idle_timeout);
+      const std::size_t n = co_await stream.async_read_some(
+          buffer.prepare(8192), token);
+      buffer.commit(n);
+      self->idle = false;
+      if (ec) break;
+    }
+
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(kHeaderLimit);
+    parser.body_limit(options_.max_body);
+    stream.expires_after(options_.read_timeout);
+    co_await http::async_read_header(stream, buffer, parser, token);
+    if (ec == http::error::header_limit) {
+      co_await refuse({ProblemType::kHeadersTooLarge,
+                       "request headers exceed 16 KiB", std::nullopt,
+                       std::nullopt, std::nullopt},
+                      "OTHER");
+      break;
+    }
+    if (ec == http::error::body_limit) {
+      co_await refuse({ProblemType::kBodyTooLarge,
+                       "Content-Length exceeds --max-body (" +
+                           std::to_string(options_.max_body) + " bytes)",
+                       std::nullopt, std::nullopt, std::nullopt},
+                      parser.get().method_string());
+      break;
+    }
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset) {
+      break;
+    }
+    if (ec) {
+      co_await refuse({ProblemType::kBadFraming, ec.message(), std::nullopt,
+                       std::nullopt, std::nullopt},
+                      "OTHER");
+      break;
+    }
+    if (auto error = FramingError(parser.get())) {
+      co_await refuse({ProblemType::kBadFraming, *error, std::nullopt,
+                       std::nullopt, std::nullopt},
+                      parser.get().method_string());
+      break;
+    }
+    if (!parser.is_done()) {
+      if (ExpectsContinue(parser.get())) {
+        static constexpr std::string_view kContinue =
+            "HTTP/1.1 100 Continue\r\n\r\n";
+        co_await asio::async_write(stream, asio::buffer(kContinue), token);
+        if (ec) break;
+      }
+      stream.expires_after(options_.read_timeout);
+      co_await http::async_read(stream, buffer, parser, token);
+      if (ec == http::error::body_limit) {
+        co_await refuse({ProblemType::kBodyTooLarge,
+                         "body exceeds --max-body (" +
+                             std::to_string(options_.max_body) + " bytes)",
+                         std::nullopt, std::nullopt, std::nullopt},
+                        parser.get().method_string());
+        break;
+      }
+      if (ec == http::error::partial_message || ec == beast::error::timeout ||
+          ec == http::error::end_of_stream ||
+          ec == asio::error::connection_reset) {
+        break;
+      }
+      if (ec) {
+        co_await refuse({ProblemType::kBadFraming, ec.message(), std::nullopt,
+                         std::nullopt, std::nullopt},
+                        parser.get().method_string());
+        break;
+      }
+    }
+
+    const auto start = std::chrono::steady_clock::now();
+    const Request& request = parser.get();
+    Response res = co_await service_.Handle(port, request);
+    if (request.method() == http::verb::head && !res.body().empty()) {
+      const auto size = res.body().size();
+      res.body().clear();
+      res.content_length(size);
+    }
+    const bool keep_alive = request.keep_alive() && !shutting_down_;
+    res.keep_alive(keep_alive);
+    stream.expires_after(options_.read_timeout);
+    co_await http::async_write(stream, res, token);
+    metrics_.Request(port, request.method_string(), res.result_int(),
+                     std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start)
+                         .count());
+    if (ec || !keep_alive) break;
+  }
+
+  connections_.erase(self);
+  // Lingering close: after our FIN, drain what the client still sends for a
+  // moment, so unread request bytes do not turn the close into a reset that
+  // could destroy the response before the client reads it.
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (!ec) {
+    stream.expires_after(std::chrono::seconds(1));
+    std::size_t drained = 0;
+    char sink[4096];
+    while (drained < (1u << 20)) {
+      drained += co_await stream.async_read_some(asio::buffer(sink), token);
+      if (ec) break;
+    }
+  }
+  stream.close();
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,417 @@
+#include "proxy/service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+
+#include "fence/key.h"
+#include "proxy/json.h"
+#include "proxy/problem.h"
+
+namespace fencepost::proxy {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using metrics::RejectReason;
+
+namespace {
+
+constexpr std::string_view kTokenHeader = "Fencing-Token";
+constexpr std::string_view kFencesPath = "/v1/fences";
+
+Response Problemed(const Request& req, Problem problem) {
+  return MakeProblemResponse(problem, req.version());
+}
+
+Response Text(const Request& req, http::status status, std::string body,
+              std::string_view content_type = "text/plain; charset=utf-8") {
+  Response res(status, req.version());
+  res.set(http::field::content_type, content_type);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response MethodNotAllowed(const Request& req, std::string_view allow) {
+  Response res = Problemed(
+      req, {ProblemType::kMethodNotAllowed,
+            std::string(req.method_string()) + " is not allowed here; allowed: " +
+                std::string(allow),
+            std::nullopt, std::nullopt, std::nullopt});
+  res.set(http::field::allow, allow);
+  return res;
+}
+
+enum class TokenState { kOk, kMissing, kInvalid };
+
+TokenState ReadToken(const Request& req, fence::Token* token) {
+  const auto count = req.count(kTokenHeader);
+  if (count == 0) return TokenState::kMissing;
+  if (count > 1) return TokenState::kInvalid;
+  const auto parsed = fence::ParseToken(req[kTokenHeader]);
+  if (!parsed) return TokenState::kInvalid;
+  *token = *parsed;
+  return TokenState::kOk;
+}
+
+std::string_view PathOf(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+// One query parameter, percent-decoded with '+' as space; nullopt if absent
+// or malformed.
+std::optional<std::string> QueryParam(std::string_view target,
+                                      std::string_view name) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  std::optional<std::string> found;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    const auto eq = pair.find('=');
+    if (pair.substr(0, eq) != name) continue;
+    const std::string_view raw =
+        eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    std::string value;
+    for (std::size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] == '+') {
+        value.push_back(' ');
+      } else if (raw[i] == '%' && i + 2 < raw.size() &&
+                 std::isxdigit(static_cast<unsigned char>(raw[i + 1])) &&
+                 std::isxdigit(static_cast<unsigned char>(raw[i + 2]))) {
+        value.push_back(static_cast<char>(
+            std::stoi(std::string(raw.substr(i + 1, 2)), nullptr, 16)));
+        i += 2;
+      } else {
+        value.push_back(raw[i]);
+      }
+    }
+    found = std::move(value);
+  }
+  return found;
+}
+
+void AppendFence(std::string* out, const fence::FenceRecord& fence) {
+  *out += "{\"fence\":";
+  AppendJsonString(out, fence.name);
+  *out += ",\"token\":" + std::to_string(fence.token) + ",\"updated_at\":";
+  AppendJsonString(out, FormatRfc3339(fence.updated_at_ns));
+  *out += "}";
+}
+
+Response FenceDocument(const Request& req, http::status status,
+                       const fence::FenceRecord& fence) {
+  std::string body;
+  AppendFence(&body, fence);
+  body += "\n";
+  Response res = Text(req, status, std::move(body), "application/json");
+  res.set(kTokenHeader, std::to_string(fence.token));
+  return res;
+}
+
+storage::WriteKind KindOf(http::verb verb) {
+  switch (verb) {
+    case http::verb::delete_:
+      return storage::WriteKind::kDelete;
+    case http::verb::post:
+      return storage::WriteKind::kPost;
+    case http::verb::patch:
+      return storage::WriteKind::kPatch;
+    default:
+      return storage::WriteKind::kPut;
+  }
+}
+
+}  // namespace
+
+Service::Service(const Config& config, fence::Env& env,
+                 fence::Committer& committer, storage::Backend& backend,
+                 metrics::Metrics& metrics)
+    : config_(config),
+      env_(env),
+      committer_(committer),
+      backend_(backend),
+      metrics_(metrics),
+      scopes_(config.fence_scopes),
+      fences_(env) {}
+
+asio::awaitable<Response> Service::Handle(metrics::Port port,
+                                          const Request& request) {
+  if (port == metrics::Port::kData) co_return co_await HandleData(request);
+  co_return co_await HandleAdmin(request);
+}
+
+asio::awaitable<Response> Service::HandleData(const Request& req) {
+  std::string key;
+  if (auto error = fence::DecodeKey(req.target(), &key);
+      error != fence::KeyError::kOk) {
+    co_return Problemed(req, {ProblemType::kBadKey,
+                              std::string(fence::Describe(error)),
+                              std::string(PathOf(req.target())), std::nullopt,
+                              std::nullopt});
+  }
+  switch (req.method()) {
+    case http::verb::get:
+    case http::verb::head:
+      co_return co_await Read(req, std::move(key));
+    case http::verb::put:
+    case http::verb::delete_:
+      co_return co_await Write(req, std::move(key));
+    case http::verb::post:
+    case http::verb::patch:
+      if (backend_.supports_post_patch()) {
+        co_return co_await Write(req, std::move(key));
+      }
+      [[fallthrough]];
+    default:
+      co_return MethodNotAllowed(req, backend_.supports_post_patch()
+                                          ? "GET, HEAD, PUT, DELETE, POST, PATCH"
+                                          : "GET, HEAD, PUT, DELETE");
+  }
+}
+
+asio::awaitable<Response> Service::Read(const Request& req, std::string key) {
+  const bool head = req.method() == http::verb::head;
+  storage::ReadResult read = co_await backend_.Read(key, head);
+  if (read.error) {
+    metrics_.BackendError();
+    spdlog::error("read of {} failed: {}", key, read.error.message());
+    co_return Problemed(req, ProblemFromStorage(read.error, std::move(key)));
+  }
+  if (!read.found) {
+    co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
+                              std::move(key), std::nullopt, std::nullopt});
+  }
+  Response res(http::status::ok, req.version());
+  res.set(http::field::content_type, "application/octet-stream");
+  if (read.token) res.set(kTokenHeader, std::to_string(*read.token));
+  if (head) {
+    res.content_length(read.size);
+  } else {
+    res.body() = std::move(read.body);
+    res.prepare_payload();
+  }
+  co_return res;
+}
+
+asio::awaitable<Response> Service::Write(const Request& req, std::string key) {
+  const bool observe = config_.mode == Mode::kObserve;
+  fence::Token token = 0;
+  const TokenState state = ReadToken(req, &token);
+  if (state == TokenState::kInvalid) {
+    metrics_.WriteRejected(RejectReason::kInvalidToken);
+    co_return Problemed(req, {ProblemType::kInvalidToken,
+                              "Fencing-Token must be one header of 1 to 20 "
+                              "decimal digits, at most 18446744073709551615",
+                              std::move(key), std::nullopt, std::nullopt});
+  }
+  if (state == TokenState::kMissing && !observe) {
+    metrics_.WriteRejected(RejectReason::kMissingToken);
+    co_return Problemed(req, {ProblemType::kMissingToken,
+                              "writes must carry a Fencing-Token header",
+                              std::move(key), std::nullopt, std::nullopt});
+  }
+
+  storage::WriteRequest write;
+  write.kind = KindOf(req.method());
+  write.fence = std::string(scopes_.FenceFor(key));
+  write.key = key;
+  if (state == TokenState::kOk) write.token = token;
+  write.observe = observe;
+  write.body = req.body();
+  const std::string fence_name = write.fence;
+  const storage::WriteResult result = co_await backend_.Write(std::move(write));
+  const fence::WriteOutcome& outcome = result.outcome;
+
+  using Verdict = fence::WriteOutcome::Verdict;
+  switch (outcome.verdict) {
+    case Verdict::kFailed:
+      metrics_.BackendError();
+      spdlog::error("write of {} failed: {}", key, outcome.error.message());
+      co_return Problemed(req, ProblemFromStorage(outcome.error, key));
+    case Verdict::kRejected:
+      metrics_.WriteRejected(RejectReason::kStaleToken);
+      spdlog::info("stale write rejected: key={} fence={} presented={} "
+                   "current={}",
+                   key, fence_name, token, outcome.current.value_or(0));
+      co_return Problemed(
+          req, {ProblemType::kStaleToken,
+                "token " + std::to_string(token) +
+                    " is lower than the fence's highest token " +
+                    std::to_string(outcome.current.value_or(0)),
+                std::move(key), token, outcome.current});
+    case Verdict::kObserved:
+      metrics_.WouldReject();
+      spdlog::warn("observe mode stored a write enforce would reject: key={} "
+                   "fence={} presented={} current={}",
+                   key, fence_name,
+                   state == TokenState::kOk ? std::to_string(token) : "none",
+                   outcome.current ? std::to_string(*outcome.current) : "none");
+      break;
+    case Verdict::kAccepted:
+      metrics_.WriteAccepted(outcome.decision.advances);
+      break;
+  }
+  const bool created =
+      result.created && req.method() != http::verb::delete_;
+  Response res(created ? http::status::created : http::status::no_content,
+               req.version());
+  if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
+  res.prepare_payload();
+  co_return res;
+}
+
+asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
+  const std::string_view path = PathOf(req.target());
+  const bool get = req.method() == http::verb::get ||
+                   req.method() == http::verb::head;
+  if (path == "/metrics" || path == "/livez" || path == "/healthz" ||
+      path == "/readyz" || path == kFencesPath) {
+    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
+    if (path == "/metrics") co_return Metrics(req);
+    if (path == "/readyz") co_return co_await Ready(req);
+    if (path == kFencesPath) co_return ListFences(req);
+    co_return Text(req, http::status::ok, "ok\n");
+  }
+  if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
+    std::string key;
+    const std::string_view rest = req.target().substr(kFencesPath.size());
+    if (auto error = fence::DecodeKey(rest, &key);
+        error != fence::KeyError::kOk) {
+      co_return Problemed(req, {ProblemType::kBadKey,
+                                std::string(fence::Describe(error)),
+                                std::string(PathOf(rest.substr(1))),
+                                std::nullopt, std::nullopt});
+    }
+    if (get) co_return GetFence(req, key);
+    if (req.method() == http::verb::put) co_return co_await Bump(req, key);
+    co_return MethodNotAllowed(req, "GET, HEAD, PUT");
+  }
+  co_return Problemed(req, {ProblemType::kNotFound,
+                            "no such admin endpoint", std::nullopt,
+                            std::nullopt, std::nullopt});
+}
+
+Response Service::Metrics(const Request& req) {
+  std::uint64_t count = 0;
+  if (!fences_.Count(&count)) metrics_.SetFences(static_cast<double>(count));
+  return Text(req, http::status::ok, metrics_.Serialize(),
+              "text/plain; version=0.0.4; charset=utf-8");
+}
+
+asio::awaitable<Response> Service::Ready(const Request& req) {
+  if (draining_) co_return Text(req, http::status::service_unavailable,
+                                "draining\n");
+  if (!co_await backend_.Ready()) {
+    co_return Text(req, http::status::service_unavailable,
+                   "backend not ready\n");
+  }
+  co_return Text(req, http::status::ok, "ok\n");
+}
+
+Response Service::GetFence(const Request& req, const std::string& key) {
+  std::optional<fence::FenceRecord> fence;
+  if (auto error = fences_.Get(scopes_.FenceFor(key), &fence)) {
+    metrics_.BackendError();
+    return Problemed(req, ProblemFromStorage(error, key));
+  }
+  if (!fence) {
+    return Problemed(req, {ProblemType::kNotFound,
+                           "no fence guards this key yet", key, std::nullopt,
+                           std::nullopt});
+  }
+  return FenceDocument(req, http::status::ok, *fence);
+}
+
+asio::awaitable<Response> Service::Bump(const Request& req, std::string key) {
+  fence::Token token = 0;
+  switch (ReadToken(req, &token)) {
+    case TokenState::kMissing:
+      metrics_.WriteRejected(RejectReason::kMissingToken);
+      co_return Problemed(req, {ProblemType::kMissingToken,
+                                "a bump must carry a Fencing-Token header",
+                                std::move(key), std::nullopt, std::nullopt});
+    case TokenState::kInvalid:
+      metrics_.WriteRejected(RejectReason::kInvalidToken);
+      co_return Problemed(req, {ProblemType::kInvalidToken,
+                                "Fencing-Token must be one header of 1 to 20 "
+                                "decimal digits, at most 18446744073709551615",
+                                std::move(key), std::nullopt, std::nullopt});
+    case TokenState::kOk:
+      break;
+  }
+  fence::FenceWrite write;
+  write.fence = std::string(scopes_.FenceFor(key));
+  write.token = token;
+  fence::FenceRecord fence{write.fence, token, 0};
+  const fence::WriteOutcome outcome =
+      co_await storage::AsyncCommit(committer_, std::move(write));
+  switch (outcome.verdict) {
+    case fence::WriteOutcome::Verdict::kAccepted:
+      metrics_.WriteAccepted(outcome.decision.advances);
+      fence.updated_at_ns = outcome.updated_at_ns;
+      if (outcome.decision.advances) {
+        spdlog::info("fence {} bumped to {}", fence.name, token);
+      }
+      co_return FenceDocument(req,
+                              outcome.decision.creates ? http::status::created
+                                                       : http::status::ok,
+                              fence);
+    case fence::WriteOutcome::Verdict::kRejected:
+    case fence::WriteOutcome::Verdict::kObserved:
+      metrics_.WriteRejected(RejectReason::kStaleToken);
+      co_return Problemed(
+          req, {ProblemType::kStaleToken,
+                "token " + std::to_string(token) +
+                    " is lower than the fence's highest token " +
+                    std::to_string(outcome.current.value_or(0)),
+                std::move(key), token, outcome.current});
+    case fence::WriteOutcome::Verdict::kFailed:
+      break;
+  }
+  metrics_.BackendError();
+  co_return Problemed(req, ProblemFromStorage(outcome.error, std::move(key)));
+}
+
+Response Service::ListFences(const Request& req) {
+  constexpr std::size_t kDefaultLimit = 100, kMaxLimit = 1000;
+  std::size_t limit = kDefaultLimit;
+  if (auto text = QueryParam(req.target(), "limit")) {
+    const bool digits =
+        !text->empty() && text->find_first_not_of("0123456789") ==
+                              std::string::npos;
+    std::uint64_t n = 0;
+    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    if (!digits || (ec == std::errc() && n == 0)) {
+      return Problemed(req, {ProblemType::kBadRequest,
+                             "limit must be a whole number from 1 to 1000",
+                             std::nullopt, std::nullopt, std::nullopt});
+    }
+    limit = ec == std::errc() ? std::min<std::uint64_t>(n, kMaxLimit) : kMaxLimit;
+  }
+  const std::string prefix = QueryParam(req.target(), "prefix").value_or("");
+  const std::string after = QueryParam(req.target(), "after").value_or("");
+
+  fence::FenceList list;
+  if (auto error = fences_.List(prefix, after, limit, &list)) {
+    metrics_.BackendError();
+    return Problemed(req, ProblemFromStorage(error, ""));
+  }
+  std::string body = "{\"fences\":[";
+  for (std::size_t i = 0; i < list.fences.size(); ++i) {
+    if (i > 0) body += ",";
+    AppendFence(&body, list.fences[i]);
+  }
+  body += "],\"next\":";
+  if (list.next) {
+    AppendJsonString(&body, *list.next);
+  } else {
+    body += "null";
+  }
+  body += "}\n";
+  return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+}  // namespace fencepost::proxy

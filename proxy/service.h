@@ -1,0 +1,62 @@
+#pragma once
+
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+
+#include <atomic>
+#include <boost/asio/awaitable.hpp>
+
+#include "fence/committer.h"
+#include "fence/env.h"
+#include "fence/fence_store.h"
+#include "fence/scope.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/http_types.h"
+#include "storage/async_commit.h"
+#include "storage/backend.h"
+
+namespace fencepost::proxy {
+
+// Turns one complete request into one response; no sockets. The data port's
+// key space and the admin port's routes both live here, so tests drive them
+// directly. Counts fenced-write outcomes; the server counts requests.
+//
+// Thread safety: Handle may run concurrently on any threads.
+class Service {
+ public:
+  Service(const Config& config, fence::Env& env, fence::Committer& committer,
+          storage::Backend& backend, metrics::Metrics& metrics);
+
+  // The response is complete (Content-Length set); the caller sets keep-alive.
+  boost::asio::awaitable<Response> Handle(metrics::Port port,
+                                          const Request& request);
+
+  // From now on /readyz answers 503.
+  void StartDraining() { draining_ = true; }
+
+ private:
+  boost::asio::awaitable<Response> HandleData(const Request& request);
+  boost::asio::awaitable<Response> HandleAdmin(const Request& request);
+  boost::asio::awaitable<Response> Read(const Request& request,
+                                        std::string key);
+  boost::asio::awaitable<Response> Write(const Request& request,
+                                         std::string key);
+  boost::asio::awaitable<Response> Bump(const Request& request,
+                                        std::string key);
+  Response GetFence(const Request& request, const std::string& key);
+  Response ListFences(const Request& request);
+  Response Metrics(const Request& request);
+  boost::asio::awaitable<Response> Ready(const Request& request);
+
+  const Config& config_;
+  fence::Env& env_;
+  fence::Committer& committer_;
+  storage::Backend& backend_;
+  metrics::Metrics& metrics_;
+  fence::Scopes scopes_;
+  fence::FenceStore fences_;
+  std::atomic<bool> draining_ = false;
+};
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,34 @@
+#pragma once
+
+#include "fence/committer.h"
+#include "fence/env.h"
+#include "storage/backend.h"
+
+namespace fencepost::storage {
+
+// The embedded backend: values live in the LMDB environment's values
+// database and are written in the same transaction as their fence, so the
+// check, the write and the advance are one atomic, durable step.
+//
+// Value record layout: flags (1 byte, bit 0: a token is present), token
+// (8 bytes, big-endian), name length (2 bytes, big-endian, 0 unless the key
+// is longer than 511 bytes), the name, then the body.
+//
+// Thread safety: Read and Write may be called from any thread.
+class LmdbBackend : public Backend {
+ public:
+  LmdbBackend(fence::Env& env, fence::Committer& committer)
+      : env_(env), committer_(committer) {}
+
+  std::string_view name() const override { return "lmdb"; }
+  bool supports_post_patch() const override { return false; }
+  boost::asio::awaitable<ReadResult> Read(std::string key, bool head) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
+  boost::asio::awaitable<bool> Ready() override;
+
+ private:
+  fence::Env& env_;
+  fence::Committer& committer_;
+};
+
+}  // namespace fencepost::storage
