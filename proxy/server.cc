@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -109,33 +111,60 @@ asio::awaitable<void> Server::Accept(tcp::acceptor& acceptor,
   }
 }
 
+namespace {
+
+// What a read error means for the connection: a quiet close (the peer left or
+// stalled), or a problem to answer before closing.
+std::optional<Problem> ReadProblem(const beast::error_code& ec,
+                                   std::uint64_t max_body, bool* quit) {
+  *quit = false;
+  if (!ec) return std::nullopt;
+  if (ec == http::error::header_limit) {
+    return Problem{ProblemType::kHeadersTooLarge,
+                   "request headers exceed 16 KiB", std::nullopt,
+                   std::nullopt, std::nullopt};
+  }
+  if (ec == http::error::body_limit) {
+    return Problem{ProblemType::kBodyTooLarge,
+                   "the body exceeds --max-body (" + std::to_string(max_body) +
+                       " bytes)",
+                   std::nullopt, std::nullopt, std::nullopt};
+  }
+  if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+      ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+      ec == asio::error::connection_reset || ec == asio::error::eof) {
+    *quit = true;
+    return std::nullopt;
+  }
+  return Problem{ProblemType::kBadFraming, ec.message(), std::nullopt,
+                 std::nullopt, std::nullopt};
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                       start)
+      .count();
+}
+
+}  // namespace
+
+// Coroutines here follow two rules that keep g++ 12 correct: every co_await
+// is a statement of its own (never inside a condition), and no temporary
+// with a destructor lives across one.
 asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
   beast::tcp_stream stream(std::move(socket));
   const auto self = connections_.insert(connections_.end(), {&stream, true});
   beast::flat_buffer buffer;
   beast::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
-
-  // Answers a request that cannot be served as framed, then closes.
-  auto refuse = [&](Problem problem, std::string_view method)
-      -> asio::awaitable<void> {
-    const auto start = std::chrono::steady_clock::now();
-    Response res = MakeProblemResponse(problem, 11);
-    res.keep_alive(false);
-    stream.expires_after(options_.read_timeout);
-    co_await http::async_write(stream, res, token);
-    metrics_.Request(port, method, res.result_int(),
-                     std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count());
-  };
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
   while (!shutting_down_ || buffer.size() > 0) {
     if (buffer.size() == 0) {
       self->idle = true;
       stream.expires_after(options_.idle_timeout);
-      const std::size_t n = co_await stream.async_read_some(
-          buffer.prepare(8192), token);
+      const std::size_t n =
+          co_await stream.async_read_some(buffer.prepare(8192), token);
       buffer.commit(n);
       self->idle = false;
       if (ec) break;
@@ -146,84 +175,47 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
     parser.body_limit(options_.max_body);
     stream.expires_after(options_.read_timeout);
     co_await http::async_read_header(stream, buffer, parser, token);
-    if (ec == http::error::header_limit) {
-      co_await refuse({ProblemType::kHeadersTooLarge,
-                       "request headers exceed 16 KiB", std::nullopt,
-                       std::nullopt, std::nullopt},
-                      "OTHER");
-      break;
+    bool quit = false;
+    std::optional<Problem> refusal = ReadProblem(ec, options_.max_body, &quit);
+    if (quit) break;
+    if (!refusal) {
+      if (auto error = FramingError(parser.get())) {
+        refusal = Problem{ProblemType::kBadFraming, *error, std::nullopt,
+                          std::nullopt, std::nullopt};
+      }
     }
-    if (ec == http::error::body_limit) {
-      co_await refuse({ProblemType::kBodyTooLarge,
-                       "Content-Length exceeds --max-body (" +
-                           std::to_string(options_.max_body) + " bytes)",
-                       std::nullopt, std::nullopt, std::nullopt},
-                      parser.get().method_string());
-      break;
-    }
-    if (ec == http::error::end_of_stream || ec == beast::error::timeout ||
-        ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset) {
-      break;
-    }
-    if (ec) {
-      co_await refuse({ProblemType::kBadFraming, ec.message(), std::nullopt,
-                       std::nullopt, std::nullopt},
-                      "OTHER");
-      break;
-    }
-    if (auto error = FramingError(parser.get())) {
-      co_await refuse({ProblemType::kBadFraming, *error, std::nullopt,
-                       std::nullopt, std::nullopt},
-                      parser.get().method_string());
-      break;
-    }
-    if (!parser.is_done()) {
+    if (!refusal && !parser.is_done()) {
       if (ExpectsContinue(parser.get())) {
-        static constexpr std::string_view kContinue =
-            "HTTP/1.1 100 Continue\r\n\r\n";
         co_await asio::async_write(stream, asio::buffer(kContinue), token);
         if (ec) break;
       }
       stream.expires_after(options_.read_timeout);
       co_await http::async_read(stream, buffer, parser, token);
-      if (ec == http::error::body_limit) {
-        co_await refuse({ProblemType::kBodyTooLarge,
-                         "body exceeds --max-body (" +
-                             std::to_string(options_.max_body) + " bytes)",
-                         std::nullopt, std::nullopt, std::nullopt},
-                        parser.get().method_string());
-        break;
-      }
-      if (ec == http::error::partial_message || ec == beast::error::timeout ||
-          ec == http::error::end_of_stream ||
-          ec == asio::error::connection_reset) {
-        break;
-      }
-      if (ec) {
-        co_await refuse({ProblemType::kBadFraming, ec.message(), std::nullopt,
-                         std::nullopt, std::nullopt},
-                        parser.get().method_string());
-        break;
-      }
+      refusal = ReadProblem(ec, options_.max_body, &quit);
+      if (quit) break;
     }
 
     const auto start = std::chrono::steady_clock::now();
     const Request& request = parser.get();
-    Response res = co_await service_.Handle(port, request);
+    Response res;
+    if (refusal) {
+      // The framing is in doubt: answer, then close without reading on.
+      res = MakeProblemResponse(*refusal, 11);
+    } else {
+      res = co_await service_.Handle(port, request);
+    }
     if (request.method() == http::verb::head && !res.body().empty()) {
       const auto size = res.body().size();
       res.body().clear();
       res.content_length(size);
     }
-    const bool keep_alive = request.keep_alive() && !shutting_down_;
+    const bool keep_alive =
+        !refusal && request.keep_alive() && !shutting_down_;
     res.keep_alive(keep_alive);
     stream.expires_after(options_.read_timeout);
     co_await http::async_write(stream, res, token);
-    metrics_.Request(port, request.method_string(), res.result_int(),
-                     std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - start)
-                         .count());
+    metrics_.Request(port, refusal ? "OTHER" : request.method_string(),
+                     res.result_int(), SecondsSince(start));
     if (ec || !keep_alive) break;
   }
 
@@ -234,9 +226,8 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
   if (!ec) {
     stream.expires_after(std::chrono::seconds(1));
-    std::size_t drained = 0;
-    char sink[4096];
-    while (drained < (1u << 20)) {
+    std::array<char, 4096> sink;
+    for (std::size_t drained = 0; drained < (1u << 20);) {
       drained += co_await stream.async_read_some(asio::buffer(sink), token);
       if (ec) break;
     }

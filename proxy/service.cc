@@ -155,14 +155,14 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
   switch (req.method()) {
     case http::verb::get:
     case http::verb::head:
-      co_return co_await Read(req, std::move(key));
+      co_return co_await Read(req, key);
     case http::verb::put:
     case http::verb::delete_:
-      co_return co_await Write(req, std::move(key));
+      co_return co_await Write(req, key);
     case http::verb::post:
     case http::verb::patch:
       if (backend_.supports_post_patch()) {
-        co_return co_await Write(req, std::move(key));
+        co_return co_await Write(req, key);
       }
       [[fallthrough]];
     default:
@@ -172,17 +172,18 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
   }
 }
 
-asio::awaitable<Response> Service::Read(const Request& req, std::string key) {
+asio::awaitable<Response> Service::Read(const Request& req,
+                                        const std::string& key) {
   const bool head = req.method() == http::verb::head;
   storage::ReadResult read = co_await backend_.Read(key, head);
   if (read.error) {
     metrics_.BackendError();
     spdlog::error("read of {} failed: {}", key, read.error.message());
-    co_return Problemed(req, ProblemFromStorage(read.error, std::move(key)));
+    co_return Problemed(req, ProblemFromStorage(read.error, key));
   }
   if (!read.found) {
     co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
-                              std::move(key), std::nullopt, std::nullopt});
+                              key, std::nullopt, std::nullopt});
   }
   Response res(http::status::ok, req.version());
   res.set(http::field::content_type, "application/octet-stream");
@@ -196,7 +197,8 @@ asio::awaitable<Response> Service::Read(const Request& req, std::string key) {
   co_return res;
 }
 
-asio::awaitable<Response> Service::Write(const Request& req, std::string key) {
+asio::awaitable<Response> Service::Write(const Request& req,
+                                         const std::string& key) {
   const bool observe = config_.mode == Mode::kObserve;
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
@@ -205,13 +207,13 @@ asio::awaitable<Response> Service::Write(const Request& req, std::string key) {
     co_return Problemed(req, {ProblemType::kInvalidToken,
                               "Fencing-Token must be one header of 1 to 20 "
                               "decimal digits, at most 18446744073709551615",
-                              std::move(key), std::nullopt, std::nullopt});
+                              key, std::nullopt, std::nullopt});
   }
   if (state == TokenState::kMissing && !observe) {
     metrics_.WriteRejected(RejectReason::kMissingToken);
     co_return Problemed(req, {ProblemType::kMissingToken,
                               "writes must carry a Fencing-Token header",
-                              std::move(key), std::nullopt, std::nullopt});
+                              key, std::nullopt, std::nullopt});
   }
 
   storage::WriteRequest write;
@@ -222,7 +224,7 @@ asio::awaitable<Response> Service::Write(const Request& req, std::string key) {
   write.observe = observe;
   write.body = req.body();
   const std::string fence_name = write.fence;
-  const storage::WriteResult result = co_await backend_.Write(std::move(write));
+  const storage::WriteResult result = co_await backend_.Write(write);
   const fence::WriteOutcome& outcome = result.outcome;
 
   using Verdict = fence::WriteOutcome::Verdict;
@@ -241,7 +243,7 @@ asio::awaitable<Response> Service::Write(const Request& req, std::string key) {
                 "token " + std::to_string(token) +
                     " is lower than the fence's highest token " +
                     std::to_string(outcome.current.value_or(0)),
-                std::move(key), token, outcome.current});
+                key, token, outcome.current});
     case Verdict::kObserved:
       metrics_.WouldReject();
       spdlog::warn("observe mode stored a write enforce would reject: key={} "
@@ -302,13 +304,18 @@ Response Service::Metrics(const Request& req) {
 }
 
 asio::awaitable<Response> Service::Ready(const Request& req) {
-  if (draining_) co_return Text(req, http::status::service_unavailable,
-                                "draining\n");
-  if (!co_await backend_.Ready()) {
-    co_return Text(req, http::status::service_unavailable,
-                   "backend not ready\n");
+  bool backend_ready = false;
+  if (!draining_) backend_ready = co_await backend_.Ready();
+  std::string_view answer = "ok\n";
+  if (draining_) {
+    answer = "draining\n";
+  } else if (!backend_ready) {
+    answer = "backend not ready\n";
   }
-  co_return Text(req, http::status::ok, "ok\n");
+  co_return Text(req,
+                 answer == "ok\n" ? http::status::ok
+                                  : http::status::service_unavailable,
+                 std::string(answer));
 }
 
 Response Service::GetFence(const Request& req, const std::string& key) {
@@ -325,20 +332,21 @@ Response Service::GetFence(const Request& req, const std::string& key) {
   return FenceDocument(req, http::status::ok, *fence);
 }
 
-asio::awaitable<Response> Service::Bump(const Request& req, std::string key) {
+asio::awaitable<Response> Service::Bump(const Request& req,
+                                        const std::string& key) {
   fence::Token token = 0;
   switch (ReadToken(req, &token)) {
     case TokenState::kMissing:
       metrics_.WriteRejected(RejectReason::kMissingToken);
       co_return Problemed(req, {ProblemType::kMissingToken,
                                 "a bump must carry a Fencing-Token header",
-                                std::move(key), std::nullopt, std::nullopt});
+                                key, std::nullopt, std::nullopt});
     case TokenState::kInvalid:
       metrics_.WriteRejected(RejectReason::kInvalidToken);
       co_return Problemed(req, {ProblemType::kInvalidToken,
                                 "Fencing-Token must be one header of 1 to 20 "
                                 "decimal digits, at most 18446744073709551615",
-                                std::move(key), std::nullopt, std::nullopt});
+                                key, std::nullopt, std::nullopt});
     case TokenState::kOk:
       break;
   }
@@ -367,12 +375,12 @@ asio::awaitable<Response> Service::Bump(const Request& req, std::string key) {
                 "token " + std::to_string(token) +
                     " is lower than the fence's highest token " +
                     std::to_string(outcome.current.value_or(0)),
-                std::move(key), token, outcome.current});
+                key, token, outcome.current});
     case fence::WriteOutcome::Verdict::kFailed:
       break;
   }
   metrics_.BackendError();
-  co_return Problemed(req, ProblemFromStorage(outcome.error, std::move(key)));
+  co_return Problemed(req, ProblemFromStorage(outcome.error, key));
 }
 
 Response Service::ListFences(const Request& req) {

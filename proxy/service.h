@@ -38,12 +38,13 @@ class Service {
  private:
   boost::asio::awaitable<Response> HandleData(const Request& request);
   boost::asio::awaitable<Response> HandleAdmin(const Request& request);
+  // Coroutines take references: their callers co_await them at once.
   boost::asio::awaitable<Response> Read(const Request& request,
-                                        std::string key);
+                                        const std::string& key);
   boost::asio::awaitable<Response> Write(const Request& request,
-                                         std::string key);
+                                         const std::string& key);
   boost::asio::awaitable<Response> Bump(const Request& request,
-                                        std::string key);
+                                        const std::string& key);
   Response GetFence(const Request& request, const std::string& key);
   Response ListFences(const Request& request);
   Response Metrics(const Request& request);

@@ -11,6 +11,7 @@ namespace fencepost::storage {
 
 namespace asio = boost::asio;
 
+// Not a coroutine itself: it returns the awaitable that async_initiate makes.
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     fence::Committer& committer, fence::FenceWrite write) {
   auto initiate = [&committer](auto handler, fence::FenceWrite write) {
@@ -25,8 +26,8 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
       });
     });
   };
-  co_return co_await asio::async_initiate<decltype(asio::use_awaitable),
-                                          void(fence::WriteOutcome)>(
+  return asio::async_initiate<decltype(asio::use_awaitable),
+                              void(fence::WriteOutcome)>(
       initiate, asio::use_awaitable, std::move(write));
 }
 

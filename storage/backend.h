@@ -53,9 +53,12 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Whether POST and PATCH are accepted as fenced writes.
   virtual bool supports_post_patch() const = 0;
-  virtual boost::asio::awaitable<ReadResult> Read(std::string key,
+  // Coroutines: the caller keeps `key` and `request` alive until the
+  // returned awaitable completes.
+  virtual boost::asio::awaitable<ReadResult> Read(const std::string& key,
                                                   bool head) = 0;
-  virtual boost::asio::awaitable<WriteResult> Write(WriteRequest request) = 0;
+  virtual boost::asio::awaitable<WriteResult> Write(
+      WriteRequest& request) = 0;
   // Whether the backend answers (for /readyz).
   virtual boost::asio::awaitable<bool> Ready() = 0;
 };

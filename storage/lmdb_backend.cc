@@ -69,7 +69,7 @@ struct ValueWrite {
 
 }  // namespace
 
-boost::asio::awaitable<ReadResult> LmdbBackend::Read(std::string key,
+boost::asio::awaitable<ReadResult> LmdbBackend::Read(const std::string& key,
                                                      bool head) {
   ReadResult result;
   fence::Env::ReadTxn txn(env_);
@@ -94,7 +94,8 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(std::string key,
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
+boost::asio::awaitable<WriteResult> LmdbBackend::Write(
+    WriteRequest& request) {
   auto value = std::make_shared<ValueWrite>(
       ValueWrite{request.kind, std::move(request.key), std::move(request.body),
                  request.token, env_.values()});

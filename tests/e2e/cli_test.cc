@@ -1,0 +1,150 @@
+// The binary's command line, start-up failures and graceful drain.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "tests/testing/http_client.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost {
+namespace {
+
+using testing::HttpClient;
+using testing::RunFencepost;
+using testing::ServerProcess;
+using testing::TempDir;
+
+TEST(CliTest, VersionAndHelp) {
+  auto version = RunFencepost({"--version"});
+  EXPECT_EQ(version.exit_status, 0);
+  EXPECT_NE(version.output.find("fencepost 0.1.0"), std::string::npos);
+  auto help = RunFencepost({"--help"});
+  EXPECT_EQ(help.exit_status, 0);
+  EXPECT_NE(help.output.find("--max-map-size"), std::string::npos);
+}
+
+TEST(CliTest, BadFlagsExitTwoWithAMessage) {
+  TempDir dir;
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"serve", "--bogus"},
+           {"serve", "--mode", "strict"},
+           {"serve", "--listen", "nowhere"},
+           {"serve", "--max-map-size", "12"},
+           {"serve", "--data-dir", dir.path(), "--backend", "ftp://x"}}) {
+    auto run = RunFencepost(args);
+    EXPECT_EQ(run.exit_status, 2) << args[1];
+    EXPECT_NE(run.output.find("fencepost: "), std::string::npos) << run.output;
+  }
+  auto env = RunFencepost({"serve"}, {"FENCEPOST_MAX_BODY=lots"});
+  EXPECT_EQ(env.exit_status, 2);
+  EXPECT_NE(env.output.find("FENCEPOST_MAX_BODY"), std::string::npos);
+}
+
+TEST(CliTest, UnusableDataDirectoryExitsTwo) {
+  TempDir dir;
+  const std::string file = dir / "file";
+  fclose(fopen(file.c_str(), "w"));
+  auto run = RunFencepost({"serve", "--data-dir", file, "--listen",
+                           "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_status, 2);
+  EXPECT_NE(run.output.find("not usable"), std::string::npos) << run.output;
+}
+
+TEST(CliTest, PortInUseExitsTwo) {
+  TempDir dir;
+  ServerProcess first(dir / "a");
+  auto run = RunFencepost(
+      {"serve", "--data-dir", dir / "b", "--listen",
+       "127.0.0.1:" + std::to_string(first.data_port()), "--admin-listen",
+       "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_status, 2);
+  EXPECT_NE(run.output.find("cannot listen"), std::string::npos);
+}
+
+TEST(CliTest, EnvironmentConfiguresTheServer) {
+  TempDir dir;
+  ServerProcess server("", {"--max-body", "8"},
+                       {"FENCEPOST_DATA_DIR=" + (dir / "env-data"),
+                        "FENCEPOST_FENCE_SCOPE=a/,b/",
+                        "FENCEPOST_MAX_BODY=1"});
+  EXPECT_TRUE(std::filesystem::exists(dir / "env-data/data.mdb"));
+  const int port = server.data_port();
+  EXPECT_EQ(testing::Fetch(port, "PUT", "/b/1", {{"Fencing-Token", "9"}},
+                           "12345678")
+                .status,
+            201)
+      << "the command line's --max-body wins over the environment's";
+  EXPECT_EQ(
+      testing::Fetch(port, "PUT", "/b/2", {{"Fencing-Token", "8"}}, "x").status,
+      409)
+      << "the second scope from the comma-separated list applies";
+}
+
+TEST(CliTest, JsonLogsAreOneObjectPerLine) {
+  TempDir dir;
+  ServerProcess server(dir / "d", {"--log-format", "json"});
+  testing::Fetch(server.data_port(), "PUT", "/k\"q", {{"Fencing-Token", "2"}},
+                 "v");
+  testing::Fetch(server.data_port(), "PUT", "/k\"q", {{"Fencing-Token", "1"}},
+                 "v");
+  server.Signal(SIGTERM);
+  EXPECT_EQ(server.Wait(), 0);
+  std::istringstream lines(server.Log());
+  int count = 0;
+  for (std::string line; std::getline(lines, line); ++count) {
+    EXPECT_EQ(line.rfind("{\"time\":\"", 0), 0u) << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    EXPECT_NE(line.find("\"msg\":\""), std::string::npos) << line;
+  }
+  EXPECT_GE(count, 3);
+  EXPECT_NE(server.Log().find("key=k\\\"q"), std::string::npos)
+      << "quotes in keys are escaped";
+}
+
+TEST(DrainTest, SigtermFinishesStartedRequestsThenExitsZero) {
+  TempDir dir;
+  ServerProcess server(dir / "d");
+  HttpClient idle(server.data_port());
+  HttpClient writer(server.data_port());
+  HttpClient admin(server.admin_port());
+  // Requests whose headers are on their way when the signal lands.
+  writer.Send(
+      "PUT /drained HTTP/1.1\r\nHost: x\r\nFencing-Token: 3\r\n"
+      "Content-Length: 5\r\n\r\n");
+  admin.Send("GET /readyz HTTP/1.1\r\nHost: x\r\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.Signal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+
+  admin.Send("\r\n");
+  auto ready = admin.ReadResponse();
+  EXPECT_EQ(ready.status, 503) << "readyz turns 503 at once";
+  writer.Send("hello");
+  auto put = writer.ReadResponse();
+  EXPECT_EQ(put.status, 201) << "a request already started finishes";
+  EXPECT_EQ(put.header("connection"), "close");
+  EXPECT_TRUE(idle.ClosedByPeer()) << "idle connections are closed";
+  EXPECT_EQ(server.Wait(), 0);
+
+  EXPECT_THROW(HttpClient(server.data_port()), std::exception)
+      << "no new connections";
+  ServerProcess again(dir / "d");
+  EXPECT_EQ(testing::Fetch(again.data_port(), "GET", "/drained").body,
+            "hello");
+}
+
+TEST(DrainTest, SigintAlsoDrains) {
+  TempDir dir;
+  ServerProcess server(dir / "d");
+  server.Signal(SIGINT);
+  EXPECT_EQ(server.Wait(), 0);
+}
+
+}  // namespace
+}  // namespace fencepost

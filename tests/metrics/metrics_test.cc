@@ -1,0 +1,78 @@
+#include "metrics/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/testing/server_process.h"
+
+namespace fencepost::metrics {
+namespace {
+
+using testing::MetricValue;
+
+TEST(MetricsTest, ExportsEverySpecMetricAtZero) {
+  const std::string text = Metrics("lmdb").Serialize();
+  for (const char* series : {
+           "fencepost_writes_accepted_total",
+           "fencepost_writes_rejected_total{reason=\"stale_token\"}",
+           "fencepost_writes_rejected_total{reason=\"missing_token\"}",
+           "fencepost_writes_rejected_total{reason=\"invalid_token\"}",
+           "fencepost_token_advances_total",
+           "fencepost_fences",
+           "fencepost_backend_errors_total{backend=\"lmdb\"}",
+           "fencepost_writes_would_reject_total",
+           "fencepost_upstream_outcome_unknown_total",
+           "fencepost_http_request_duration_seconds_count{port=\"data\"}",
+       }) {
+    EXPECT_EQ(MetricValue(text, series), 0) << series;
+  }
+  EXPECT_NE(text.find("# TYPE fencepost_http_request_duration_seconds "
+                      "histogram"),
+            std::string::npos);
+  EXPECT_NE(text.find("# TYPE fencepost_fences gauge"), std::string::npos);
+}
+
+TEST(MetricsTest, CountsMoveByExactAmounts) {
+  Metrics m("lmdb");
+  m.WriteAccepted(false);
+  m.WriteAccepted(true);
+  m.WriteRejected(RejectReason::kStaleToken);
+  m.WriteRejected(RejectReason::kInvalidToken);
+  m.WriteRejected(RejectReason::kInvalidToken);
+  m.WouldReject();
+  m.BackendError();
+  m.OutcomeUnknown();
+  m.SetFences(7);
+  m.Request(Port::kData, "PUT", 409, 0.002);
+  m.Request(Port::kAdmin, "BREW", 405, 0.001);
+  const std::string text = m.Serialize();
+  EXPECT_EQ(MetricValue(text, "fencepost_writes_accepted_total"), 2);
+  EXPECT_EQ(MetricValue(text, "fencepost_token_advances_total"), 1);
+  EXPECT_EQ(MetricValue(
+                text, "fencepost_writes_rejected_total{reason=\"stale_token\"}"),
+            1);
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_writes_rejected_total{reason=\"invalid_"
+                        "token\"}"),
+            2);
+  EXPECT_EQ(MetricValue(text, "fencepost_writes_would_reject_total"), 1);
+  EXPECT_EQ(MetricValue(text, "fencepost_backend_errors_total{backend=\"lmdb\"}"),
+            1);
+  EXPECT_EQ(MetricValue(text, "fencepost_upstream_outcome_unknown_total"), 1);
+  EXPECT_EQ(MetricValue(text, "fencepost_fences"), 7);
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_http_requests_total{code=\"409\",method="
+                        "\"PUT\",port=\"data\"}"),
+            1);
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_http_requests_total{code=\"405\",method="
+                        "\"OTHER\",port=\"admin\"}"),
+            1)
+      << "unknown methods never become label values";
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_http_request_duration_seconds_bucket{port="
+                        "\"data\",le=\"0.0025\"}"),
+            1);
+}
+
+}  // namespace
+}  // namespace fencepost::metrics

@@ -1,0 +1,101 @@
+#include "proxy/config.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace fencepost::proxy {
+namespace {
+
+Invocation Parse(std::vector<std::string> args,
+                 std::map<std::string, std::string> env = {}) {
+  return ParseInvocation(
+      args, [&env](const std::string& name) -> std::optional<std::string> {
+        auto it = env.find(name);
+        if (it == env.end()) return std::nullopt;
+        return it->second;
+      });
+}
+
+TEST(ConfigTest, DefaultsAreSpecs) {
+  const Config c = Parse({}).config;
+  EXPECT_EQ(c.listen.ToString(), "127.0.0.1:7400");
+  EXPECT_EQ(c.admin_listen.ToString(), "127.0.0.1:7401");
+  EXPECT_EQ(c.data_dir, "./fencepost-data");
+  EXPECT_EQ(c.backend, "lmdb");
+  EXPECT_EQ(c.max_body, 4194304u);
+  EXPECT_EQ(c.mode, Mode::kEnforce);
+  EXPECT_EQ(c.upstream_timeout, 10);
+  EXPECT_EQ(c.upstream_settle, 2);
+  EXPECT_FALSE(c.forward_token);
+  EXPECT_EQ(c.max_map_size, 68719476736ull);
+  EXPECT_EQ(c.log_format, LogFormat::kText);
+  EXPECT_EQ(c.log_level, "info");
+}
+
+TEST(ConfigTest, FlagsInBothFormsAndServeCommand) {
+  const Config c =
+      Parse({"serve", "--listen=0.0.0.0:0", "--max-body", "10",
+             "--fence-scope", "a/", "--fence-scope=b/", "--forward-token",
+             "--mode", "observe", "--admin-listen", "[::1]:9"})
+          .config;
+  EXPECT_EQ(c.listen.ToString(), "0.0.0.0:0");
+  EXPECT_EQ(c.admin_listen.ToString(), "[::1]:9");
+  EXPECT_EQ(c.max_body, 10u);
+  EXPECT_EQ(c.fence_scopes, (std::vector<std::string>{"a/", "b/"}));
+  EXPECT_TRUE(c.forward_token);
+  EXPECT_EQ(c.mode, Mode::kObserve);
+}
+
+TEST(ConfigTest, EnvironmentFillsInAndCommandLineWins) {
+  const Config c = Parse({"--max-body", "5"},
+                         {{"FENCEPOST_MAX_BODY", "7"},
+                          {"FENCEPOST_DATA_DIR", "/var/lib/fp"},
+                          {"FENCEPOST_FENCE_SCOPE", "x/,y/"},
+                          {"FENCEPOST_FORWARD_TOKEN", "1"},
+                          {"FENCEPOST_LOG_FORMAT", "json"}})
+                       .config;
+  EXPECT_EQ(c.max_body, 5u);
+  EXPECT_EQ(c.data_dir, "/var/lib/fp");
+  EXPECT_EQ(c.fence_scopes, (std::vector<std::string>{"x/", "y/"}));
+  EXPECT_TRUE(c.forward_token);
+  EXPECT_EQ(c.log_format, LogFormat::kJson);
+}
+
+TEST(ConfigTest, HelpAndVersion) {
+  EXPECT_EQ(Parse({"--help"}).command, Command::kHelp);
+  EXPECT_EQ(Parse({"--version"}).command, Command::kVersion);
+  EXPECT_NE(Usage().find("--fence-scope"), std::string::npos);
+}
+
+TEST(ConfigTest, BadInputThrowsNamingTheFlag) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--nope"},
+      {"--listen", "127.0.0.1"},
+      {"--listen", "127.0.0.1:70000"},
+      {"--listen", "example.com:80"},
+      {"--max-body", "-1"},
+      {"--max-body", "12k"},
+      {"--mode", "strict"},
+      {"--backend", "s3://x"},
+      {"--max-map-size", "1000"},
+      {"--log-level", "loud"},
+      {"--upstream-timeout", "0"},
+      {"--listen"},
+      {"--fence-scope", ""},
+      {"positional"},
+      {"--max-body", "1", "--max-body", "2"},
+  };
+  for (const auto& args : bad) {
+    EXPECT_THROW(Parse(args), ConfigError) << args[0];
+  }
+  try {
+    Parse({}, {{"FENCEPOST_MODE", "loud"}});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("FENCEPOST_MODE"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace fencepost::proxy

@@ -1,0 +1,241 @@
+#include "proxy/service.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+
+#include "storage/lmdb_backend.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::proxy {
+namespace {
+
+namespace http = boost::beast::http;
+using testing::MetricValue;
+
+// The request handler alone, over real LMDB in a temp dir: no sockets.
+class ServiceTest : public ::testing::Test {
+ protected:
+  explicit ServiceTest(Config config = {}) : config_(std::move(config)) {
+    config_.data_dir = dir_.path();
+  }
+
+  Response Call(metrics::Port port, http::verb method, std::string target,
+                std::optional<std::string> token = std::nullopt,
+                std::string body = "") {
+    Request req(method, target, 11);
+    if (token) req.set("Fencing-Token", *token);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    boost::asio::io_context io;
+    auto future = boost::asio::co_spawn(io, service_.Handle(port, req),
+                                        boost::asio::use_future);
+    io.run();
+    return future.get();
+  }
+  Response Data(http::verb method, std::string target,
+                std::optional<std::string> token = std::nullopt,
+                std::string body = "") {
+    return Call(metrics::Port::kData, method, std::move(target),
+                std::move(token), std::move(body));
+  }
+  Response Admin(http::verb method, std::string target,
+                 std::optional<std::string> token = std::nullopt) {
+    return Call(metrics::Port::kAdmin, method, std::move(target),
+                std::move(token));
+  }
+
+  testing::TempDir dir_;
+  Config config_;
+  fence::Env env_{{dir_.path(), 64u << 20}};
+  fence::Committer committer_{env_, {}};
+  storage::LmdbBackend backend_{env_, committer_};
+  metrics::Metrics metrics_{"lmdb"};
+  Service service_{config_, env_, committer_, backend_, metrics_};
+};
+
+TEST_F(ServiceTest, SeedStory) {
+  EXPECT_EQ(Data(http::verb::put, "/orders/1", "33", "from A").result_int(),
+            201);
+  Response b = Data(http::verb::put, "/orders/1", "34", "from B");
+  EXPECT_EQ(b.result_int(), 204);
+  EXPECT_EQ(b["Fencing-Token"], "34");
+  Response stale = Data(http::verb::put, "/orders/1", "33", "stale A");
+  EXPECT_EQ(stale.result_int(), 409);
+  EXPECT_EQ(stale[http::field::content_type], "application/problem+json");
+  EXPECT_NE(stale.body().find("\"current_token\":34"), std::string::npos);
+  EXPECT_NE(stale.body().find("\"presented_token\":33"), std::string::npos);
+  EXPECT_NE(stale.body().find("urn:fencepost:problem:stale-token"),
+            std::string::npos);
+  Response get = Data(http::verb::get, "/orders/1");
+  EXPECT_EQ(get.result_int(), 200);
+  EXPECT_EQ(get.body(), "from B");
+  EXPECT_EQ(get["Fencing-Token"], "34");
+}
+
+TEST_F(ServiceTest, TokenErrorsChangeNothing) {
+  Data(http::verb::put, "/k", "5", "v");
+  EXPECT_EQ(Data(http::verb::put, "/k", std::nullopt, "x").result_int(), 428);
+  for (const char* bad : {"", "-1", "0x5", "1 2", "18446744073709551616"}) {
+    EXPECT_EQ(Data(http::verb::put, "/k", bad, "x").result_int(), 400) << bad;
+  }
+  EXPECT_EQ(Data(http::verb::delete_, "/k", "abc").result_int(), 400);
+  EXPECT_EQ(Data(http::verb::get, "/k").body(), "v");
+  const std::string text = metrics_.Serialize();
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_writes_rejected_total{reason=\"invalid_"
+                        "token\"}"),
+            6);
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_writes_rejected_total{reason=\"missing_"
+                        "token\"}"),
+            1);
+}
+
+TEST_F(ServiceTest, RepeatedTokenHeaderIsInvalid) {
+  Request req(http::verb::put, "/k", 11);
+  req.insert("Fencing-Token", "5");
+  req.insert("Fencing-Token", "5");
+  req.prepare_payload();
+  boost::asio::io_context io;
+  auto future = boost::asio::co_spawn(
+      io, service_.Handle(metrics::Port::kData, req), boost::asio::use_future);
+  io.run();
+  EXPECT_EQ(future.get().result_int(), 400);
+}
+
+TEST_F(ServiceTest, DeleteKeepsTheFence) {
+  Data(http::verb::put, "/k", "7", "v");
+  Response del = Data(http::verb::delete_, "/k", "8");
+  EXPECT_EQ(del.result_int(), 204);
+  EXPECT_EQ(Data(http::verb::get, "/k").result_int(), 404);
+  EXPECT_EQ(Data(http::verb::put, "/k", "7", "old").result_int(), 409);
+  Response fence = Admin(http::verb::get, "/v1/fences/k");
+  EXPECT_NE(fence.body().find("\"token\":8"), std::string::npos);
+  EXPECT_EQ(Data(http::verb::delete_, "/missing", "1").result_int(), 204);
+}
+
+TEST_F(ServiceTest, MethodsOutsideTheTableGet405WithAllow) {
+  Response post = Data(http::verb::post, "/k", "1", "v");
+  EXPECT_EQ(post.result_int(), 405);
+  EXPECT_EQ(post[http::field::allow], "GET, HEAD, PUT, DELETE");
+  EXPECT_EQ(Data(http::verb::patch, "/k", "1", "v").result_int(), 405);
+  EXPECT_EQ(Data(http::verb::get, "/k").result_int(), 404);
+}
+
+TEST_F(ServiceTest, BadKeys) {
+  for (const char* target : {"/", "//a", "/a/", "/a//b", "/a/../b", "/./a",
+                             "/a%00", "/%ff", "/a%2"}) {
+    Response r = Data(http::verb::put, target, "1", "v");
+    EXPECT_EQ(r.result_int(), 400) << target;
+    EXPECT_NE(r.body().find("bad-key"), std::string::npos);
+  }
+}
+
+TEST_F(ServiceTest, FenceDocumentsAndBump) {
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/a").result_int(), 404);
+  Response created = Admin(http::verb::put, "/v1/fences/a", "10");
+  EXPECT_EQ(created.result_int(), 201);
+  EXPECT_NE(created.body().find("\"fence\":\"a\",\"token\":10,\"updated_at\":\""),
+            std::string::npos);
+  EXPECT_EQ(Admin(http::verb::put, "/v1/fences/a", "11").result_int(), 200);
+  EXPECT_EQ(Admin(http::verb::put, "/v1/fences/a", "9").result_int(), 409);
+  EXPECT_EQ(Admin(http::verb::put, "/v1/fences/a").result_int(), 428);
+  EXPECT_EQ(Data(http::verb::put, "/a", "10", "v").result_int(), 409)
+      << "a bump fences out the old leader before it writes";
+  EXPECT_EQ(Admin(http::verb::delete_, "/v1/fences/a").result_int(), 405);
+}
+
+TEST_F(ServiceTest, ListingValidatesLimit) {
+  for (int i = 0; i < 5; ++i) {
+    Admin(http::verb::put, "/v1/fences/k" + std::to_string(i), "1");
+  }
+  Response page = Admin(http::verb::get, "/v1/fences?limit=2");
+  EXPECT_EQ(page.result_int(), 200);
+  EXPECT_NE(page.body().find("\"next\":\"k1\""), std::string::npos);
+  Response rest = Admin(http::verb::get, "/v1/fences?limit=5000&after=k1");
+  EXPECT_NE(rest.body().find("\"fence\":\"k4\""), std::string::npos);
+  EXPECT_EQ(rest.body().find("\"fence\":\"k1\""), std::string::npos);
+  EXPECT_NE(rest.body().find("\"next\":null"), std::string::npos);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences?limit=0").result_int(), 400);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences?limit=ten").result_int(), 400);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences?limit=-1").result_int(), 400);
+}
+
+TEST_F(ServiceTest, HealthAndReadiness) {
+  EXPECT_EQ(Admin(http::verb::get, "/livez").result_int(), 200);
+  EXPECT_EQ(Admin(http::verb::get, "/healthz").result_int(), 200);
+  EXPECT_EQ(Admin(http::verb::get, "/readyz").result_int(), 200);
+  service_.StartDraining();
+  EXPECT_EQ(Admin(http::verb::get, "/readyz").result_int(), 503);
+  EXPECT_EQ(Admin(http::verb::get, "/livez").result_int(), 200);
+  EXPECT_EQ(Admin(http::verb::get, "/nope").result_int(), 404);
+}
+
+TEST_F(ServiceTest, LongKeysRoundTripWithoutCollisions) {
+  const std::string a = "/" + std::string(900, 'x') + "a";
+  const std::string b = "/" + std::string(900, 'x') + "b";
+  EXPECT_EQ(Data(http::verb::put, a, "1", "A").result_int(), 201);
+  EXPECT_EQ(Data(http::verb::put, b, "2", "B").result_int(), 201);
+  EXPECT_EQ(Data(http::verb::get, a).body(), "A");
+  EXPECT_EQ(Data(http::verb::get, b).body(), "B");
+  EXPECT_EQ(Data(http::verb::put, a, "0", "stale").result_int(), 409);
+  EXPECT_EQ(Data(http::verb::put, "/" + std::string(1025, 'x'), "1", "v")
+                .result_int(),
+            400);
+}
+
+class ScopedServiceTest : public ServiceTest {
+ protected:
+  static Config Scoped() {
+    Config c;
+    c.fence_scopes = {"tenants/acme/"};
+    return c;
+  }
+  ScopedServiceTest() : ServiceTest(Scoped()) {}
+};
+
+TEST_F(ScopedServiceTest, KeysInAScopeShareOneFence) {
+  EXPECT_EQ(Data(http::verb::put, "/tenants/acme/a", "34", "B").result_int(),
+            201);
+  Response stale = Data(http::verb::put, "/tenants/acme/b", "33", "A");
+  EXPECT_EQ(stale.result_int(), 409)
+      << "a key the new leader never touched is still fenced";
+  EXPECT_EQ(Data(http::verb::get, "/tenants/acme/b").result_int(), 404);
+  Response fence = Admin(http::verb::get, "/v1/fences/tenants/acme/zzz");
+  EXPECT_NE(fence.body().find("\"fence\":\"tenants/acme/\""),
+            std::string::npos);
+  EXPECT_EQ(Data(http::verb::put, "/tenants/other", "1", "x").result_int(),
+            201);
+}
+
+class ObserveServiceTest : public ServiceTest {
+ protected:
+  static Config Observe() {
+    Config c;
+    c.mode = Mode::kObserve;
+    return c;
+  }
+  ObserveServiceTest() : ServiceTest(Observe()) {}
+};
+
+TEST_F(ObserveServiceTest, StoresWhatEnforceWouldRejectAndCountsIt) {
+  Data(http::verb::put, "/k", "34", "B");
+  Response stale = Data(http::verb::put, "/k", "33", "A");
+  EXPECT_EQ(stale.result_int(), 204);
+  EXPECT_EQ(stale["Fencing-Token"], "34") << "the response carries the fence's";
+  EXPECT_EQ(Data(http::verb::put, "/k", std::nullopt, "C").result_int(), 204);
+  EXPECT_EQ(Data(http::verb::get, "/k").body(), "C");
+  EXPECT_EQ(Data(http::verb::put, "/k", "x1", "D").result_int(), 400);
+  Response fence = Admin(http::verb::get, "/v1/fences/k");
+  EXPECT_NE(fence.body().find("\"token\":34"), std::string::npos);
+  EXPECT_EQ(
+      MetricValue(metrics_.Serialize(), "fencepost_writes_would_reject_total"),
+      2);
+}
+
+}  // namespace
+}  // namespace fencepost::proxy

@@ -1,0 +1,158 @@
+#include "tests/testing/server_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace fencepost::testing {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+pid_t Spawn(const std::vector<std::string>& args,
+            const std::vector<std::string>& env, const std::string& log_path) {
+  std::vector<char*> argv;
+  std::string binary = FENCEPOST_BINARY;
+  argv.push_back(binary.data());
+  std::vector<std::string> copy = args;
+  for (std::string& a : copy) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) throw std::runtime_error("fork failed");
+  if (pid == 0) {
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    const int null = open("/dev/null", O_RDONLY);
+    dup2(null, 0);
+    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int WaitFor(pid_t pid, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(int(seconds * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    const pid_t r = waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return -1;
+}
+
+}  // namespace
+
+ServerProcess::ServerProcess(const std::string& data_dir,
+                             const std::vector<std::string>& args,
+                             const std::vector<std::string>& env) {
+  static int counter = 0;
+  log_path_ = "/tmp/fencepost-server-" + std::to_string(getpid()) + "-" +
+              std::to_string(counter++) + ".log";
+  std::vector<std::string> all = {"serve", "--listen", "127.0.0.1:0",
+                                  "--admin-listen", "127.0.0.1:0"};
+  if (!data_dir.empty()) {
+    all.push_back("--data-dir");
+    all.push_back(data_dir);
+  }
+  all.insert(all.end(), args.begin(), args.end());
+  pid_ = Spawn(all, env, log_path_);
+
+  static const std::regex kListening(
+      R"(listening data=127\.0\.0\.1:(\d+) admin=127\.0\.0\.1:(\d+))");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::smatch m;
+    const std::string log = ReadFile(log_path_);
+    if (std::regex_search(log, m, kListening)) {
+      data_port_ = static_cast<std::uint16_t>(std::stoi(m[1]));
+      admin_port_ = static_cast<std::uint16_t>(std::stoi(m[2]));
+      return;
+    }
+    int status = 0;
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("fencepost exited at start: " + log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Kill();
+  throw std::runtime_error("fencepost did not start: " + ReadFile(log_path_));
+}
+
+ServerProcess::~ServerProcess() {
+  Kill();
+  unlink(log_path_.c_str());
+}
+
+void ServerProcess::Signal(int signal) {
+  if (pid_ > 0) kill(pid_, signal);
+}
+
+int ServerProcess::Wait(double seconds) {
+  if (pid_ <= 0) return -1;
+  const int status = WaitFor(pid_, seconds);
+  if (status >= 0) pid_ = -1;
+  return status;
+}
+
+void ServerProcess::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  WaitFor(pid_, 15);
+  pid_ = -1;
+}
+
+std::string ServerProcess::Log() const { return ReadFile(log_path_); }
+
+RunResult RunFencepost(const std::vector<std::string>& args,
+                       const std::vector<std::string>& env) {
+  char path[] = "/tmp/fencepost-run-XXXXXX";
+  const int fd = mkstemp(path);
+  close(fd);
+  const pid_t pid = Spawn(args, env, path);
+  RunResult result;
+  result.exit_status = WaitFor(pid, 15);
+  if (result.exit_status < 0) {
+    kill(pid, SIGKILL);
+    WaitFor(pid, 5);
+  }
+  result.output = ReadFile(path);
+  unlink(path);
+  return result;
+}
+
+double MetricValue(const std::string& exposition, const std::string& series) {
+  std::istringstream in(exposition);
+  for (std::string line; std::getline(in, line);) {
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+        line[series.size()] == ' ') {
+      return std::stod(line.substr(series.size() + 1));
+    }
+  }
+  return -1;
+}
+
+}  // namespace fencepost::testing

@@ -1,0 +1,59 @@
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace fencepost::testing {
+
+// The real fencepost binary, started on 127.0.0.1:0 for both ports. Its
+// output goes to a log file, from which the bound ports are read. The
+// destructor kills it if it still runs.
+class ServerProcess {
+ public:
+  // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is
+  // empty) plus `args`, with `env` (NAME=VALUE) added to its environment;
+  // waits (at most 15 s) for it to log its addresses. Throws if it does not.
+  ServerProcess(const std::string& data_dir,
+                const std::vector<std::string>& args = {},
+                const std::vector<std::string>& env = {});
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  std::uint16_t data_port() const { return data_port_; }
+  std::uint16_t admin_port() const { return admin_port_; }
+  pid_t pid() const { return pid_; }
+
+  // Sends `signal` without waiting.
+  void Signal(int signal);
+  // Waits (at most `seconds`) for the process to exit; returns its exit
+  // status, 128 + signal when killed, or -1 on timeout.
+  int Wait(double seconds = 15);
+  // SIGKILL and reap.
+  void Kill();
+  std::string Log() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  std::uint16_t data_port_ = 0;
+  std::uint16_t admin_port_ = 0;
+};
+
+struct RunResult {
+  int exit_status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+// Runs the binary with `args` and `env` (NAME=VALUE entries added to the
+// environment) to completion, at most 15 s.
+RunResult RunFencepost(const std::vector<std::string>& args,
+                       const std::vector<std::string>& env = {});
+
+// A metric sample's value from a /metrics text body; -1 when absent.
+double MetricValue(const std::string& exposition, const std::string& series);
+
+}  // namespace fencepost::testing
