@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -79,16 +78,19 @@ ServerProcess::ServerProcess(const std::string& data_dir,
   all.insert(all.end(), args.begin(), args.end());
   pid_ = Spawn(all, env, log_path_);
 
-  static const std::regex kListening(
-      R"(listening data=127\.0\.0\.1:(\d+) admin=127\.0\.0\.1:(\d+))");
+  const std::string kData = "listening data=127.0.0.1:";
+  const std::string kAdmin = "admin=127.0.0.1:";
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(15);
   while (std::chrono::steady_clock::now() < deadline) {
-    std::smatch m;
     const std::string log = ReadFile(log_path_);
-    if (std::regex_search(log, m, kListening)) {
-      data_port_ = static_cast<std::uint16_t>(std::stoi(m[1]));
-      admin_port_ = static_cast<std::uint16_t>(std::stoi(m[2]));
+    const auto data = log.find(kData);
+    const auto admin = log.find(kAdmin, data);
+    if (data != std::string::npos && admin != std::string::npos) {
+      data_port_ = static_cast<std::uint16_t>(
+          std::stoi(log.substr(data + kData.size())));
+      admin_port_ = static_cast<std::uint16_t>(
+          std::stoi(log.substr(admin + kAdmin.size())));
       return;
     }
     int status = 0;
