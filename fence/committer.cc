@@ -139,8 +139,8 @@ int Committer::ApplyOne(MDB_txn* txn, Pending& pending, std::int64_t now_ns,
     outcome->decision = Decide(outcome->previous, *write.token);
   }
   if (outcome->decision.accepted) {
-    if (int rc = WriteFence(txn, env_.fences(), slot, write.fence,
-                            *write.token, now_ns);
+    if (int rc = WriteFence(txn, env_.fences(), slot, write.fence, *write.token,
+                            now_ns);
         rc != 0) {
       return rc;
     }

@@ -98,7 +98,8 @@ class Committer {
   void Run();
   void CommitGroup(std::vector<Pending>& group);
   // One transaction over `group`; fills `outcomes`. Returns an LMDB code.
-  int TryGroup(std::vector<Pending>& group, std::vector<WriteOutcome>* outcomes);
+  int TryGroup(std::vector<Pending>& group,
+               std::vector<WriteOutcome>* outcomes);
   int ApplyOne(MDB_txn* txn, Pending& pending, std::int64_t now_ns,
                WriteOutcome* outcome);
   [[noreturn]] void Fatal(const std::string& what, int rc);

@@ -21,9 +21,9 @@ Env::Env(const Options& options) : max_map_size_(options.max_map_size) {
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   if (ec || !std::filesystem::is_directory(options.dir)) {
-    throw std::runtime_error("data directory " + options.dir +
-                             " is not usable: " +
-                             (ec ? ec.message() : "not a directory"));
+    throw std::runtime_error(
+        "data directory " + options.dir +
+        " is not usable: " + (ec ? ec.message() : "not a directory"));
   }
   if (int rc = mdb_env_create(&env_); rc != 0) {
     throw LmdbFailure("mdb_env_create", rc);

@@ -66,7 +66,8 @@ int FindSlot(MDB_txn* txn, MDB_dbi dbi, std::string_view name, NameOf name_of,
     }
     const std::string_view k = View(key);
     next_seq = (static_cast<unsigned char>(k[k.size() - 2]) << 8 |
-                static_cast<unsigned char>(k[k.size() - 1])) + 1;
+                static_cast<unsigned char>(k[k.size() - 1])) +
+               1;
     rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT);
   }
   mdb_cursor_close(cursor);

@@ -29,7 +29,7 @@ using NameOf = std::string_view (*)(MDB_val data);
 struct Slot {
   std::string db_key;  // the existing record's key, or the key to insert at
   bool found = false;
-  MDB_val data{};      // the record, valid for the transaction, when found
+  MDB_val data{};  // the record, valid for the transaction, when found
 };
 
 // Finds `name`'s slot in `dbi`. Returns 0 or an LMDB error code.

@@ -29,8 +29,9 @@ Metrics::Metrics(std::string_view backend)
   auto& r = *registry_;
   accepted_ = &BuildCounter()
                    .Name("fencepost_writes_accepted_total")
-                   .Help("Fenced writes (PUT, DELETE, POST, PATCH, bumps) "
-                         "accepted.")
+                   .Help(
+                       "Fenced writes (PUT, DELETE, POST, PATCH, bumps) "
+                       "accepted.")
                    .Register(r)
                    .Add({});
   auto& rejected = BuildCounter()
@@ -42,8 +43,9 @@ Metrics::Metrics(std::string_view backend)
                &rejected.Add({{"reason", "invalid_token"}})};
   advances_ = &BuildCounter()
                    .Name("fencepost_token_advances_total")
-                   .Help("Accepted writes and bumps that raised a fence "
-                         "(leadership churn).")
+                   .Help(
+                       "Accepted writes and bumps that raised a fence "
+                       "(leadership churn).")
                    .Register(r)
                    .Add({});
   fences_ = &BuildGauge()
@@ -55,14 +57,13 @@ Metrics::Metrics(std::string_view backend)
                    .Name("fencepost_http_requests_total")
                    .Help("HTTP requests served.")
                    .Register(r);
-  auto& durations =
-      BuildHistogram()
-          .Name("fencepost_http_request_duration_seconds")
-          .Help("Time from request read to response written.")
-          .Register(r);
+  auto& durations = BuildHistogram()
+                        .Name("fencepost_http_request_duration_seconds")
+                        .Help("Time from request read to response written.")
+                        .Register(r);
   const prometheus::Histogram::BucketBoundaries buckets = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-      0.01,   0.025,   0.05,   0.1,   0.25,   0.5,  1, 2.5, 5, 10};
+      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+      0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   durations_ = {&durations.Add({{"port", "data"}}, buckets),
                 &durations.Add({{"port", "admin"}}, buckets)};
   backend_errors_ = &BuildCounter()
@@ -72,8 +73,9 @@ Metrics::Metrics(std::string_view backend)
                          .Add({{"backend", std::string(backend)}});
   would_reject_ = &BuildCounter()
                        .Name("fencepost_writes_would_reject_total")
-                       .Help("Observe mode: writes enforce mode would have "
-                             "rejected, stored or forwarded anyway.")
+                       .Help(
+                           "Observe mode: writes enforce mode would have "
+                           "rejected, stored or forwarded anyway.")
                        .Register(r)
                        .Add({});
   outcome_unknown_ = &BuildCounter()

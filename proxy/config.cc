@@ -183,7 +183,7 @@ const std::map<std::string, Flag>& Flags() {
       {"log-level",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
-          static const char* kLevels[] = {"trace", "debug", "info",    "warn",
+          static const char* kLevels[] = {"trace", "debug",    "info", "warn",
                                           "error", "critical", "off"};
           for (const char* level : kLevels) {
             if (v == level) {

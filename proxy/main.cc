@@ -52,11 +52,10 @@ int Serve(const proxy::Config& config) {
     return Fail(e.what());
   }
 
-  fence::Committer committer(
-      *env, {.on_fatal = [](const std::string& message) {
-        spdlog::critical("stopping: {}", message);
-        spdlog::shutdown();
-      }});
+  fence::Committer committer(*env, {.on_fatal = [](const std::string& message) {
+    spdlog::critical("stopping: {}", message);
+    spdlog::shutdown();
+  }});
   metrics::Metrics metrics("lmdb");
   storage::LmdbBackend backend(*env, committer);
   proxy::Service service(config, *env, committer, backend, metrics);
@@ -92,11 +91,12 @@ int Serve(const proxy::Config& config) {
     proxy::ListenAddress a{e.address().to_string(), e.port()};
     return a.ToString();
   };
-  spdlog::info("fencepost {} listening data={} admin={} backend={} "
-               "data_dir={} mode={}",
-               FENCEPOST_VERSION, to_string(data), to_string(admin),
-               config.backend, config.data_dir,
-               config.mode == proxy::Mode::kEnforce ? "enforce" : "observe");
+  spdlog::info(
+      "fencepost {} listening data={} admin={} backend={} "
+      "data_dir={} mode={}",
+      FENCEPOST_VERSION, to_string(data), to_string(admin), config.backend,
+      config.data_dir,
+      config.mode == proxy::Mode::kEnforce ? "enforce" : "observe");
   io.run();
   committer.Stop();
   spdlog::info("stopped");

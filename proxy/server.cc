@@ -3,7 +3,6 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
-
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -47,9 +46,9 @@ std::optional<std::string> FramingError(const Request& req) {
   if (te > 0 && cl > 0) {
     return "both Content-Length and Transfer-Encoding are present";
   }
-  if (te > 1 || (te == 1 && !beast::iequals(
-                                Trim(req[http::field::transfer_encoding]),
-                                "chunked"))) {
+  if (te > 1 ||
+      (te == 1 &&
+       !beast::iequals(Trim(req[http::field::transfer_encoding]), "chunked"))) {
     return "Transfer-Encoding must be exactly 'chunked'";
   }
   if (cl > 1) {
@@ -121,14 +120,14 @@ std::optional<Problem> ReadProblem(const beast::error_code& ec,
   if (!ec) return std::nullopt;
   if (ec == http::error::header_limit) {
     return Problem{ProblemType::kHeadersTooLarge,
-                   "request headers exceed 16 KiB", std::nullopt,
-                   std::nullopt, std::nullopt};
+                   "request headers exceed 16 KiB", std::nullopt, std::nullopt,
+                   std::nullopt};
   }
   if (ec == http::error::body_limit) {
-    return Problem{ProblemType::kBodyTooLarge,
-                   "the body exceeds --max-body (" + std::to_string(max_body) +
-                       " bytes)",
-                   std::nullopt, std::nullopt, std::nullopt};
+    return Problem{
+        ProblemType::kBodyTooLarge,
+        "the body exceeds --max-body (" + std::to_string(max_body) + " bytes)",
+        std::nullopt, std::nullopt, std::nullopt};
   }
   if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
       ec == beast::error::timeout || ec == asio::error::operation_aborted ||
@@ -141,8 +140,7 @@ std::optional<Problem> ReadProblem(const beast::error_code& ec,
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                       start)
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
@@ -209,8 +207,7 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
       res.body().clear();
       res.content_length(size);
     }
-    const bool keep_alive =
-        !refusal && request.keep_alive() && !shutting_down_;
+    const bool keep_alive = !refusal && request.keep_alive() && !shutting_down_;
     res.keep_alive(keep_alive);
     stream.expires_after(options_.read_timeout);
     co_await http::async_write(stream, res, token);

@@ -1,7 +1,9 @@
 #pragma once
 
+// clang-format off
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
+// clang-format on
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>

@@ -35,8 +35,8 @@ Response Text(const Request& req, http::status status, std::string body,
 Response MethodNotAllowed(const Request& req, std::string_view allow) {
   Response res = Problemed(
       req, {ProblemType::kMethodNotAllowed,
-            std::string(req.method_string()) + " is not allowed here; allowed: " +
-                std::string(allow),
+            std::string(req.method_string()) +
+                " is not allowed here; allowed: " + std::string(allow),
             std::nullopt, std::nullopt, std::nullopt});
   res.set(http::field::allow, allow);
   return res;
@@ -147,10 +147,9 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
   std::string key;
   if (auto error = fence::DecodeKey(req.target(), &key);
       error != fence::KeyError::kOk) {
-    co_return Problemed(req, {ProblemType::kBadKey,
-                              std::string(fence::Describe(error)),
-                              std::string(PathOf(req.target())), std::nullopt,
-                              std::nullopt});
+    co_return Problemed(
+        req, {ProblemType::kBadKey, std::string(fence::Describe(error)),
+              std::string(PathOf(req.target())), std::nullopt, std::nullopt});
   }
   switch (req.method()) {
     case http::verb::get:
@@ -166,9 +165,10 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
       }
       [[fallthrough]];
     default:
-      co_return MethodNotAllowed(req, backend_.supports_post_patch()
-                                          ? "GET, HEAD, PUT, DELETE, POST, PATCH"
-                                          : "GET, HEAD, PUT, DELETE");
+      co_return MethodNotAllowed(req,
+                                 backend_.supports_post_patch()
+                                     ? "GET, HEAD, PUT, DELETE, POST, PATCH"
+                                     : "GET, HEAD, PUT, DELETE");
   }
 }
 
@@ -212,8 +212,8 @@ asio::awaitable<Response> Service::Write(const Request& req,
   if (state == TokenState::kMissing && !observe) {
     metrics_.WriteRejected(RejectReason::kMissingToken);
     co_return Problemed(req, {ProblemType::kMissingToken,
-                              "writes must carry a Fencing-Token header",
-                              key, std::nullopt, std::nullopt});
+                              "writes must carry a Fencing-Token header", key,
+                              std::nullopt, std::nullopt});
   }
 
   storage::WriteRequest write;
@@ -235,40 +235,47 @@ asio::awaitable<Response> Service::Write(const Request& req,
       co_return Problemed(req, ProblemFromStorage(outcome.error, key));
     case Verdict::kRejected:
       metrics_.WriteRejected(RejectReason::kStaleToken);
-      spdlog::info("stale write rejected: key={} fence={} presented={} "
-                   "current={}",
-                   key, fence_name, token, outcome.current.value_or(0));
-      co_return Problemed(
-          req, {ProblemType::kStaleToken,
-                "token " + std::to_string(token) +
-                    " is lower than the fence's highest token " +
-                    std::to_string(outcome.current.value_or(0)),
-                key, token, outcome.current});
+      spdlog::info(
+          "stale write rejected: key={} fence={} presented={} "
+          "current={}",
+          key, fence_name, token, outcome.current.value_or(0));
+      co_return Problemed(req,
+                          {ProblemType::kStaleToken,
+                           "token " + std::to_string(token) +
+                               " is lower than the fence's highest token " +
+                               std::to_string(outcome.current.value_or(0)),
+                           key, token, outcome.current});
     case Verdict::kObserved:
       metrics_.WouldReject();
-      spdlog::warn("observe mode stored a write enforce would reject: key={} "
-                   "fence={} presented={} current={}",
-                   key, fence_name,
-                   state == TokenState::kOk ? std::to_string(token) : "none",
-                   outcome.current ? std::to_string(*outcome.current) : "none");
+      spdlog::warn(
+          "observe mode stored a write enforce would reject: key={} "
+          "fence={} presented={} current={}",
+          key, fence_name,
+          state == TokenState::kOk ? std::to_string(token) : "none",
+          outcome.current ? std::to_string(*outcome.current) : "none");
       break;
     case Verdict::kAccepted:
       metrics_.WriteAccepted(outcome.decision.advances);
       break;
   }
-  const bool created =
-      result.created && req.method() != http::verb::delete_;
-  Response res(created ? http::status::created : http::status::no_content,
-               req.version());
+  // PUT: 201 when it made the value, else 200 with an empty body. DELETE:
+  // 204, which RFC 9110 forbids to carry Content-Length.
+  http::status status = http::status::ok;
+  if (req.method() == http::verb::delete_) {
+    status = http::status::no_content;
+  } else if (result.created) {
+    status = http::status::created;
+  }
+  Response res(status, req.version());
   if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
-  res.prepare_payload();
+  if (status != http::status::no_content) res.prepare_payload();
   co_return res;
 }
 
 asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
   const std::string_view path = PathOf(req.target());
-  const bool get = req.method() == http::verb::get ||
-                   req.method() == http::verb::head;
+  const bool get =
+      req.method() == http::verb::get || req.method() == http::verb::head;
   if (path == "/metrics" || path == "/livez" || path == "/healthz" ||
       path == "/readyz" || path == kFencesPath) {
     if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
@@ -282,18 +289,17 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
     const std::string_view rest = req.target().substr(kFencesPath.size());
     if (auto error = fence::DecodeKey(rest, &key);
         error != fence::KeyError::kOk) {
-      co_return Problemed(req, {ProblemType::kBadKey,
-                                std::string(fence::Describe(error)),
-                                std::string(PathOf(rest.substr(1))),
-                                std::nullopt, std::nullopt});
+      co_return Problemed(
+          req,
+          {ProblemType::kBadKey, std::string(fence::Describe(error)),
+           std::string(PathOf(rest.substr(1))), std::nullopt, std::nullopt});
     }
     if (get) co_return GetFence(req, key);
     if (req.method() == http::verb::put) co_return co_await Bump(req, key);
     co_return MethodNotAllowed(req, "GET, HEAD, PUT");
   }
-  co_return Problemed(req, {ProblemType::kNotFound,
-                            "no such admin endpoint", std::nullopt,
-                            std::nullopt, std::nullopt});
+  co_return Problemed(req, {ProblemType::kNotFound, "no such admin endpoint",
+                            std::nullopt, std::nullopt, std::nullopt});
 }
 
 Response Service::Metrics(const Request& req) {
@@ -312,10 +318,10 @@ asio::awaitable<Response> Service::Ready(const Request& req) {
   } else if (!backend_ready) {
     answer = "backend not ready\n";
   }
-  co_return Text(req,
-                 answer == "ok\n" ? http::status::ok
-                                  : http::status::service_unavailable,
-                 std::string(answer));
+  co_return Text(
+      req,
+      answer == "ok\n" ? http::status::ok : http::status::service_unavailable,
+      std::string(answer));
 }
 
 Response Service::GetFence(const Request& req, const std::string& key) {
@@ -325,9 +331,9 @@ Response Service::GetFence(const Request& req, const std::string& key) {
     return Problemed(req, ProblemFromStorage(error, key));
   }
   if (!fence) {
-    return Problemed(req, {ProblemType::kNotFound,
-                           "no fence guards this key yet", key, std::nullopt,
-                           std::nullopt});
+    return Problemed(
+        req, {ProblemType::kNotFound, "no fence guards this key yet", key,
+              std::nullopt, std::nullopt});
   }
   return FenceDocument(req, http::status::ok, *fence);
 }
@@ -339,8 +345,8 @@ asio::awaitable<Response> Service::Bump(const Request& req,
     case TokenState::kMissing:
       metrics_.WriteRejected(RejectReason::kMissingToken);
       co_return Problemed(req, {ProblemType::kMissingToken,
-                                "a bump must carry a Fencing-Token header",
-                                key, std::nullopt, std::nullopt});
+                                "a bump must carry a Fencing-Token header", key,
+                                std::nullopt, std::nullopt});
     case TokenState::kInvalid:
       metrics_.WriteRejected(RejectReason::kInvalidToken);
       co_return Problemed(req, {ProblemType::kInvalidToken,
@@ -363,19 +369,19 @@ asio::awaitable<Response> Service::Bump(const Request& req,
       if (outcome.decision.advances) {
         spdlog::info("fence {} bumped to {}", fence.name, token);
       }
-      co_return FenceDocument(req,
-                              outcome.decision.creates ? http::status::created
-                                                       : http::status::ok,
-                              fence);
+      co_return FenceDocument(
+          req,
+          outcome.decision.creates ? http::status::created : http::status::ok,
+          fence);
     case fence::WriteOutcome::Verdict::kRejected:
     case fence::WriteOutcome::Verdict::kObserved:
       metrics_.WriteRejected(RejectReason::kStaleToken);
-      co_return Problemed(
-          req, {ProblemType::kStaleToken,
-                "token " + std::to_string(token) +
-                    " is lower than the fence's highest token " +
-                    std::to_string(outcome.current.value_or(0)),
-                key, token, outcome.current});
+      co_return Problemed(req,
+                          {ProblemType::kStaleToken,
+                           "token " + std::to_string(token) +
+                               " is lower than the fence's highest token " +
+                               std::to_string(outcome.current.value_or(0)),
+                           key, token, outcome.current});
     case fence::WriteOutcome::Verdict::kFailed:
       break;
   }
@@ -388,16 +394,18 @@ Response Service::ListFences(const Request& req) {
   std::size_t limit = kDefaultLimit;
   if (auto text = QueryParam(req.target(), "limit")) {
     const bool digits =
-        !text->empty() && text->find_first_not_of("0123456789") ==
-                              std::string::npos;
+        !text->empty() &&
+        text->find_first_not_of("0123456789") == std::string::npos;
     std::uint64_t n = 0;
-    auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+    auto [end, ec] =
+        std::from_chars(text->data(), text->data() + text->size(), n);
     if (!digits || (ec == std::errc() && n == 0)) {
       return Problemed(req, {ProblemType::kBadRequest,
                              "limit must be a whole number from 1 to 1000",
                              std::nullopt, std::nullopt, std::nullopt});
     }
-    limit = ec == std::errc() ? std::min<std::uint64_t>(n, kMaxLimit) : kMaxLimit;
+    limit =
+        ec == std::errc() ? std::min<std::uint64_t>(n, kMaxLimit) : kMaxLimit;
   }
   const std::string prefix = QueryParam(req.target(), "prefix").value_or("");
   const std::string after = QueryParam(req.target(), "after").value_or("");

@@ -1,7 +1,9 @@
 #pragma once
 
+// clang-format off
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
 #include <utility>
+// clang-format on
 
 #include <boost/asio/awaitable.hpp>
 #include <optional>
@@ -57,8 +59,7 @@ class Backend {
   // returned awaitable completes.
   virtual boost::asio::awaitable<ReadResult> Read(const std::string& key,
                                                   bool head) = 0;
-  virtual boost::asio::awaitable<WriteResult> Write(
-      WriteRequest& request) = 0;
+  virtual boost::asio::awaitable<WriteResult> Write(WriteRequest& request) = 0;
   // Whether the backend answers (for /readyz).
   virtual boost::asio::awaitable<bool> Ready() = 0;
 };

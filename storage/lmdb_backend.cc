@@ -78,8 +78,8 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(const std::string& key,
     co_return result;
   }
   fence::Slot slot;
-  if (int rc = fence::FindSlot(txn.get(), env_.values(), key, ValueNameOf,
-                               &slot);
+  if (int rc =
+          fence::FindSlot(txn.get(), env_.values(), key, ValueNameOf, &slot);
       rc != 0) {
     result.error = fence::FromLmdb(rc);
     co_return result;
@@ -94,8 +94,7 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(const std::string& key,
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> LmdbBackend::Write(
-    WriteRequest& request) {
+boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest& request) {
   auto value = std::make_shared<ValueWrite>(
       ValueWrite{request.kind, std::move(request.key), std::move(request.body),
                  request.token, env_.values()});

@@ -59,10 +59,9 @@ TEST(CliTest, UnusableDataDirectoryExitsTwo) {
 TEST(CliTest, PortInUseExitsTwo) {
   TempDir dir;
   ServerProcess first(dir / "a");
-  auto run = RunFencepost(
-      {"serve", "--data-dir", dir / "b", "--listen",
-       "127.0.0.1:" + std::to_string(first.data_port()), "--admin-listen",
-       "127.0.0.1:0"});
+  auto run = RunFencepost({"serve", "--data-dir", dir / "b", "--listen",
+                           "127.0.0.1:" + std::to_string(first.data_port()),
+                           "--admin-listen", "127.0.0.1:0"});
   EXPECT_EQ(run.exit_status, 2);
   EXPECT_NE(run.output.find("cannot listen"), std::string::npos);
 }
@@ -71,14 +70,13 @@ TEST(CliTest, EnvironmentConfiguresTheServer) {
   TempDir dir;
   ServerProcess server("", {"--max-body", "8"},
                        {"FENCEPOST_DATA_DIR=" + (dir / "env-data"),
-                        "FENCEPOST_FENCE_SCOPE=a/,b/",
-                        "FENCEPOST_MAX_BODY=1"});
+                        "FENCEPOST_FENCE_SCOPE=a/,b/", "FENCEPOST_MAX_BODY=1"});
   EXPECT_TRUE(std::filesystem::exists(dir / "env-data/data.mdb"));
   const int port = server.data_port();
-  EXPECT_EQ(testing::Fetch(port, "PUT", "/b/1", {{"Fencing-Token", "9"}},
-                           "12345678")
-                .status,
-            201)
+  EXPECT_EQ(
+      testing::Fetch(port, "PUT", "/b/1", {{"Fencing-Token", "9"}}, "12345678")
+          .status,
+      201)
       << "the command line's --max-body wins over the environment's";
   EXPECT_EQ(
       testing::Fetch(port, "PUT", "/b/2", {{"Fencing-Token", "8"}}, "x").status,
@@ -135,8 +133,7 @@ TEST(DrainTest, SigtermFinishesStartedRequestsThenExitsZero) {
   EXPECT_THROW(HttpClient(server.data_port()), std::exception)
       << "no new connections";
   ServerProcess again(dir / "d");
-  EXPECT_EQ(testing::Fetch(again.data_port(), "GET", "/drained").body,
-            "hello");
+  EXPECT_EQ(testing::Fetch(again.data_port(), "GET", "/drained").body, "hello");
 }
 
 TEST(DrainTest, SigintAlsoDrains) {

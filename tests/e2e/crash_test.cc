@@ -39,8 +39,8 @@ TEST(CrashTest, NoAcknowledgedWriteLostAfterSigkill) {
             const std::string key = "crash/" + std::to_string(t % 3);
             const std::uint64_t tok = token++;
             const std::string body = std::to_string(tok);
-            auto r = client.Request("PUT", "/" + key,
-                                    {{"Fencing-Token", body}}, body);
+            auto r = client.Request("PUT", "/" + key, {{"Fencing-Token", body}},
+                                    body);
             if (r.status / 100 == 2) {
               std::lock_guard lock(mu);
               auto& best = acked[key];

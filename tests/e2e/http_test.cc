@@ -24,8 +24,8 @@ class HttpTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new TempDir();
     server_ = new ServerProcess(
-        *dir_ / "data", {"--max-body", "1024", "--fence-scope",
-                         "tenants/acme/", "--read-timeout", "1"});
+        *dir_ / "data", {"--max-body", "1024", "--fence-scope", "tenants/acme/",
+                         "--read-timeout", "1"});
   }
   static void TearDownTestSuite() {
     delete server_;
@@ -59,10 +59,10 @@ ServerProcess* HttpTest::server_ = nullptr;
 
 TEST_F(HttpTest, TokenEdges) {
   EXPECT_EQ(Put("edge/first", "12345").status, 201) << "any first token";
-  EXPECT_EQ(Put("edge/first", "12345", "again").status, 204) << "equal token";
+  EXPECT_EQ(Put("edge/first", "12345", "again").status, 200) << "equal token";
   EXPECT_EQ(Get("edge/first"), "again");
   EXPECT_EQ(Put("edge/zero", "0").status, 201);
-  EXPECT_EQ(Put("edge/zero", "0").status, 204);
+  EXPECT_EQ(Put("edge/zero", "0").status, 200);
   auto max = Put("edge/max", "18446744073709551615");
   EXPECT_EQ(max.status, 201);
   EXPECT_EQ(max.header("fencing-token"), "18446744073709551615");
@@ -78,8 +78,8 @@ TEST_F(HttpTest, MissingAndMalformedTokens) {
   auto missing = Fetch(port(), "PUT", "/tok/k", {}, "v");
   EXPECT_EQ(missing.status, 428);
   EXPECT_NE(missing.body.find("missing-token"), std::string::npos);
-  for (const char* bad : {"", "+1", "-1", "0x1f", "1 2", "1.5", "one",
-                          "99999999999999999999"}) {
+  for (const char* bad :
+       {"", "+1", "-1", "0x1f", "1 2", "1.5", "one", "99999999999999999999"}) {
     EXPECT_EQ(Put("tok/k", bad).status, 400) << "'" << bad << "'";
   }
   EXPECT_EQ(Fetch(port(), "PUT", "/tok/k",
@@ -87,18 +87,17 @@ TEST_F(HttpTest, MissingAndMalformedTokens) {
                 .status,
             400)
       << "repeated header";
-  auto spaced = Raw(
-      "PUT /tok/k HTTP/1.1\r\nHost: x\r\nFencing-Token:   7  \r\n"
-      "Content-Length: 1\r\n\r\nv");
+  auto spaced =
+      Raw("PUT /tok/k HTTP/1.1\r\nHost: x\r\nFencing-Token:   7  \r\n"
+          "Content-Length: 1\r\n\r\nv");
   EXPECT_EQ(spaced.status, 201) << "surrounding spaces are trimmed";
   EXPECT_EQ(spaced.header("fencing-token"), "7");
   EXPECT_EQ(Fetch(port(), "DELETE", "/tok/k").status, 428);
 }
 
 TEST_F(HttpTest, BadKeysAre400) {
-  for (const char* target :
-       {"/", "//a", "/a/", "/a//b", "/a/./b", "/a/../b", "/%2e%2e/b",
-        "/a%00b", "/a%zz", "/%C0%AF"}) {
+  for (const char* target : {"/", "//a", "/a/", "/a//b", "/a/./b", "/a/../b",
+                             "/%2e%2e/b", "/a%00b", "/a%zz", "/%C0%AF"}) {
     auto r = Raw(std::string("PUT ") + target +
                  " HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
                  "Content-Length: 1\r\n\r\nv");
@@ -115,12 +114,12 @@ TEST_F(HttpTest, BadKeysAre400) {
 
 TEST_F(HttpTest, HeadersOver16KiBAre431) {
   auto r = RawThenClosed("GET /k HTTP/1.1\r\nHost: x\r\nX-Big: " +
-               std::string(17 * 1024, 'a') + "\r\n\r\n");
+                         std::string(17 * 1024, 'a') + "\r\n\r\n");
   EXPECT_EQ(r.first.status, 431);
   EXPECT_TRUE(r.second);
-  EXPECT_EQ(Fetch(port(), "GET", "/k", {{"X-Ok", std::string(8000, 'a')}})
-                .status,
-            404)
+  EXPECT_EQ(
+      Fetch(port(), "GET", "/k", {{"X-Ok", std::string(8000, 'a')}}).status,
+      404)
       << "large but legal headers pass";
 }
 
@@ -167,9 +166,9 @@ TEST_F(HttpTest, SmugglingShapedRequestsAre400AndClose) {
 
 TEST_F(HttpTest, KeepAliveAndPipelining) {
   HttpClient client(port());
-  EXPECT_EQ(client.Request("PUT", "/pipe/a", {{"Fencing-Token", "1"}}, "A")
-                .status,
-            201);
+  EXPECT_EQ(
+      client.Request("PUT", "/pipe/a", {{"Fencing-Token", "1"}}, "A").status,
+      201);
   EXPECT_EQ(client.Request("GET", "/pipe/a").body, "A");
   client.Send(
       "PUT /pipe/b HTTP/1.1\r\nHost: x\r\nFencing-Token: 2\r\n"
@@ -222,14 +221,15 @@ TEST_F(HttpTest, ScopeSharedByTwoKeys) {
 }
 
 TEST_F(HttpTest, BumpFencesOutTheOldLeader) {
-  auto bump = Fetch(admin(), "PUT", "/v1/fences/bump/k",
-                    {{"Fencing-Token", "50"}});
+  auto bump =
+      Fetch(admin(), "PUT", "/v1/fences/bump/k", {{"Fencing-Token", "50"}});
   EXPECT_EQ(bump.status, 201);
   EXPECT_NE(bump.body.find("\"token\":50"), std::string::npos);
   EXPECT_EQ(Put("bump/k", "49").status, 409);
-  EXPECT_EQ(Fetch(admin(), "PUT", "/v1/fences/bump/k", {{"Fencing-Token", "49"}})
-                .status,
-            409);
+  EXPECT_EQ(
+      Fetch(admin(), "PUT", "/v1/fences/bump/k", {{"Fencing-Token", "49"}})
+          .status,
+      409);
   EXPECT_EQ(Put("bump/k", "50").status, 201);
 }
 
@@ -264,10 +264,15 @@ TEST_F(HttpTest, StalledClientIsCutOffWithoutHoldingUpOthers) {
 TEST_F(HttpTest, EveryResponseHasContentLength) {
   for (auto r : {Fetch(port(), "GET", "/none"), Fetch(admin(), "GET", "/livez"),
                  Fetch(admin(), "GET", "/metrics"), Put("cl/k", "1"),
+                 Put("cl/k", "1"), Put("cl/k", "0"),
                  Fetch(port(), "POST", "/cl/k", {{"Fencing-Token", "1"}}, "x"),
                  Fetch(admin(), "GET", "/v1/fences")}) {
     EXPECT_TRUE(r.has("content-length")) << r.status;
   }
+  auto deleted = Fetch(port(), "DELETE", "/cl/k", {{"Fencing-Token", "1"}});
+  EXPECT_EQ(deleted.status, 204);
+  EXPECT_FALSE(deleted.has("content-length"))
+      << "RFC 9110 forbids Content-Length on a 204";
 }
 
 // A fresh server so the counters start at zero.
@@ -281,8 +286,8 @@ TEST(MetricsEndToEndTest, CountersMoveByExactlyTheExpectedAmounts) {
         .status;
   };
   EXPECT_EQ(put("10"), 201);  // accepted, creates (no advance)
-  EXPECT_EQ(put("10"), 204);  // accepted, equal
-  EXPECT_EQ(put("11"), 204);  // accepted, advance
+  EXPECT_EQ(put("10"), 200);  // accepted, equal
+  EXPECT_EQ(put("11"), 200);  // accepted, advance
   EXPECT_EQ(put("9"), 409);   // stale
   EXPECT_EQ(put("x"), 400);   // invalid
   EXPECT_EQ(Fetch(port, "PUT", "/" + secret, {}, "v").status, 428);
@@ -296,13 +301,28 @@ TEST(MetricsEndToEndTest, CountersMoveByExactlyTheExpectedAmounts) {
   const std::string m = Fetch(server.admin_port(), "GET", "/metrics").body;
   EXPECT_EQ(MetricValue(m, "fencepost_writes_accepted_total"), 5);
   EXPECT_EQ(MetricValue(m, "fencepost_token_advances_total"), 2);
-  EXPECT_EQ(MetricValue(m, "fencepost_writes_rejected_total{reason=\"stale_token\"}"), 1);
-  EXPECT_EQ(MetricValue(m, "fencepost_writes_rejected_total{reason=\"invalid_token\"}"), 1);
-  EXPECT_EQ(MetricValue(m, "fencepost_writes_rejected_total{reason=\"missing_token\"}"), 1);
+  EXPECT_EQ(
+      MetricValue(m, "fencepost_writes_rejected_total{reason=\"stale_token\"}"),
+      1);
+  EXPECT_EQ(MetricValue(
+                m, "fencepost_writes_rejected_total{reason=\"invalid_token\"}"),
+            1);
+  EXPECT_EQ(MetricValue(
+                m, "fencepost_writes_rejected_total{reason=\"missing_token\"}"),
+            1);
   EXPECT_EQ(MetricValue(m, "fencepost_fences"), 2);
-  EXPECT_EQ(MetricValue(m, "fencepost_http_requests_total{code=\"204\",method=\"PUT\",port=\"data\"}"), 2);
-  EXPECT_EQ(MetricValue(m, "fencepost_http_requests_total{code=\"409\",method=\"PUT\",port=\"data\"}"), 1);
-  EXPECT_EQ(MetricValue(m, "fencepost_http_request_duration_seconds_count{port=\"data\"}"), 7);
+  EXPECT_EQ(MetricValue(m,
+                        "fencepost_http_requests_total{code=\"200\",method="
+                        "\"PUT\",port=\"data\"}"),
+            2);
+  EXPECT_EQ(MetricValue(m,
+                        "fencepost_http_requests_total{code=\"409\",method="
+                        "\"PUT\",port=\"data\"}"),
+            1);
+  EXPECT_EQ(
+      MetricValue(
+          m, "fencepost_http_request_duration_seconds_count{port=\"data\"}"),
+      7);
   EXPECT_EQ(m.find(secret), std::string::npos) << "no label carries a key";
   EXPECT_EQ(m.find("other"), std::string::npos) << "no label carries a key";
 }

@@ -25,13 +25,13 @@ TEST(SeedStoryTest, StaleLeaderBouncesOffAndNewLeadersDataStands) {
   ServerProcess server(dir / "d");
   const int port = server.data_port();
   // Leader A holds the lease with token 33 and writes.
-  EXPECT_EQ(Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}},
-                  "A: pending")
-                .status,
-            201);
+  EXPECT_EQ(
+      Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "A: pending")
+          .status,
+      201);
   // A pauses; B is elected with 34 and writes.
-  auto b = Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "34"}},
-                 "B: shipped");
+  auto b =
+      Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "34"}}, "B: shipped");
   EXPECT_EQ(b.status / 100, 2);
   EXPECT_EQ(b.header("fencing-token"), "34");
   // A wakes, still believing it leads, and writes with 33.
@@ -98,9 +98,8 @@ TEST(ConcurrencyTest, FinalStateMatchesTheHighestAcceptedWrite) {
         const std::uint64_t token = rng() % 200;
         const std::string body =
             "t" + std::to_string(t) + "-" + std::to_string(i);
-        auto r = client.Request("PUT", "/" + key,
-                                {{"Fencing-Token", std::to_string(token)}},
-                                body);
+        auto r = client.Request(
+            "PUT", "/" + key, {{"Fencing-Token", std::to_string(token)}}, body);
         std::lock_guard lock(mu);
         body_token[key][body] = token;
         if (r.status >= 500) ++server_errors;

@@ -59,7 +59,8 @@ TEST_F(CommitterTest, AppliesTheAcceptRule) {
 TEST_F(CommitterTest, RejectedWriteDoesNotRunApply) {
   Commit("k", 10);
   bool ran = false;
-  WriteOutcome o = Commit(FenceWrite{"k", 9, false, [&](MDB_txn*) {
+  WriteOutcome o = Commit(FenceWrite{"k", 9, false,
+                                     [&](MDB_txn*) {
                                        ran = true;
                                        return 0;
                                      },
@@ -71,7 +72,8 @@ TEST_F(CommitterTest, RejectedWriteDoesNotRunApply) {
 TEST_F(CommitterTest, ObserveAppliesStaleWriteButNeverLowersTheFence) {
   Commit("k", 10);
   bool ran = false;
-  WriteOutcome o = Commit(FenceWrite{"k", 3, true, [&](MDB_txn*) {
+  WriteOutcome o = Commit(FenceWrite{"k", 3, true,
+                                     [&](MDB_txn*) {
                                        ran = true;
                                        return 0;
                                      },
@@ -93,8 +95,7 @@ TEST_F(CommitterTest, FailedApplyFailsOnlyItsOwnWrite) {
   for (int i = 0; i < kWrites; ++i) {
     futures.push_back(promises[i].get_future());
     FenceWrite w{"f" + std::to_string(i), Token(i), false,
-                 [i](MDB_txn*) { return i % 3 == 0 ? MDB_BAD_VALSIZE : 0; },
-                 0};
+                 [i](MDB_txn*) { return i % 3 == 0 ? MDB_BAD_VALSIZE : 0; }, 0};
     committer_.Submit(std::move(w), [&promises, i](WriteOutcome o) {
       promises[i].set_value(o);
     });
@@ -160,15 +161,15 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
     auto f = p.get_future();
     const std::string value(4000, 'v');
     committer.Submit(
-        FenceWrite{"k" + std::to_string(i), 1, false,
-                   [&env, value, i](MDB_txn* txn) {
-                     std::string k = "v" + std::to_string(i);
-                     MDB_val key{k.size(), k.data()};
-                     MDB_val data{value.size(),
-                                  const_cast<char*>(value.data())};
-                     return mdb_put(txn, env.values(), &key, &data, 0);
-                   },
-                   value.size()},
+        FenceWrite{
+            "k" + std::to_string(i), 1, false,
+            [&env, value, i](MDB_txn* txn) {
+              std::string k = "v" + std::to_string(i);
+              MDB_val key{k.size(), k.data()};
+              MDB_val data{value.size(), const_cast<char*>(value.data())};
+              return mdb_put(txn, env.values(), &key, &data, 0);
+            },
+            value.size()},
         [&p](WriteOutcome o) { p.set_value(o); });
     return f.get();
   };

@@ -20,8 +20,8 @@ TEST(ParseTokenTest, TrimsSurroundingSpacesAndTabs) {
 TEST(ParseTokenTest, RejectsEverythingElse) {
   for (const char* bad :
        {"", " ", "\t", "+1", "-1", "1 2", "0x10", "1e3", "1.0", "12a", "a",
-        "18446744073709551616", "99999999999999999999",
-        "000000000000000000001", "１", "1\n", "1\r", ",1", "1,2"}) {
+        "18446744073709551616", "99999999999999999999", "000000000000000000001",
+        "１", "1\n", "1\r", ",1", "1,2"}) {
     EXPECT_EQ(ParseToken(bad), std::nullopt) << "'" << bad << "'";
   }
 }

@@ -47,16 +47,17 @@ TEST(MetricsTest, CountsMoveByExactAmounts) {
   const std::string text = m.Serialize();
   EXPECT_EQ(MetricValue(text, "fencepost_writes_accepted_total"), 2);
   EXPECT_EQ(MetricValue(text, "fencepost_token_advances_total"), 1);
-  EXPECT_EQ(MetricValue(
-                text, "fencepost_writes_rejected_total{reason=\"stale_token\"}"),
-            1);
+  EXPECT_EQ(
+      MetricValue(text,
+                  "fencepost_writes_rejected_total{reason=\"stale_token\"}"),
+      1);
   EXPECT_EQ(MetricValue(text,
                         "fencepost_writes_rejected_total{reason=\"invalid_"
                         "token\"}"),
             2);
   EXPECT_EQ(MetricValue(text, "fencepost_writes_would_reject_total"), 1);
-  EXPECT_EQ(MetricValue(text, "fencepost_backend_errors_total{backend=\"lmdb\"}"),
-            1);
+  EXPECT_EQ(
+      MetricValue(text, "fencepost_backend_errors_total{backend=\"lmdb\"}"), 1);
   EXPECT_EQ(MetricValue(text, "fencepost_upstream_outcome_unknown_total"), 1);
   EXPECT_EQ(MetricValue(text, "fencepost_fences"), 7);
   EXPECT_EQ(MetricValue(text,

@@ -35,9 +35,9 @@ TEST(ConfigTest, DefaultsAreSpecs) {
 
 TEST(ConfigTest, FlagsInBothFormsAndServeCommand) {
   const Config c =
-      Parse({"serve", "--listen=0.0.0.0:0", "--max-body", "10",
-             "--fence-scope", "a/", "--fence-scope=b/", "--forward-token",
-             "--mode", "observe", "--admin-listen", "[::1]:9"})
+      Parse({"serve", "--listen=0.0.0.0:0", "--max-body", "10", "--fence-scope",
+             "a/", "--fence-scope=b/", "--forward-token", "--mode", "observe",
+             "--admin-listen", "[::1]:9"})
           .config;
   EXPECT_EQ(c.listen.ToString(), "0.0.0.0:0");
   EXPECT_EQ(c.admin_listen.ToString(), "[::1]:9");
@@ -48,13 +48,13 @@ TEST(ConfigTest, FlagsInBothFormsAndServeCommand) {
 }
 
 TEST(ConfigTest, EnvironmentFillsInAndCommandLineWins) {
-  const Config c = Parse({"--max-body", "5"},
-                         {{"FENCEPOST_MAX_BODY", "7"},
-                          {"FENCEPOST_DATA_DIR", "/var/lib/fp"},
-                          {"FENCEPOST_FENCE_SCOPE", "x/,y/"},
-                          {"FENCEPOST_FORWARD_TOKEN", "1"},
-                          {"FENCEPOST_LOG_FORMAT", "json"}})
-                       .config;
+  const Config c =
+      Parse({"--max-body", "5"}, {{"FENCEPOST_MAX_BODY", "7"},
+                                  {"FENCEPOST_DATA_DIR", "/var/lib/fp"},
+                                  {"FENCEPOST_FENCE_SCOPE", "x/,y/"},
+                                  {"FENCEPOST_FORWARD_TOKEN", "1"},
+                                  {"FENCEPOST_LOG_FORMAT", "json"}})
+          .config;
   EXPECT_EQ(c.max_body, 5u);
   EXPECT_EQ(c.data_dir, "/var/lib/fp");
   EXPECT_EQ(c.fence_scopes, (std::vector<std::string>{"x/", "y/"}));

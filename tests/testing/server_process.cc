@@ -149,7 +149,8 @@ RunResult RunFencepost(const std::vector<std::string>& args,
 double MetricValue(const std::string& exposition, const std::string& series) {
   std::istringstream in(exposition);
   for (std::string line; std::getline(in, line);) {
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
+    if (line.size() > series.size() &&
+        line.compare(0, series.size(), series) == 0 &&
         line[series.size()] == ' ') {
       return std::stod(line.substr(series.size() + 1));
     }
