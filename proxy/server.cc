@@ -6,6 +6,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -102,7 +103,10 @@ asio::awaitable<void> Server::Accept(tcp::acceptor& acceptor,
         asio::redirect_error(asio::use_awaitable, ec));
     if (shutting_down_) co_return;
     if (ec) {
+      // Out of descriptors, say: back off instead of spinning.
       spdlog::warn("accept failed: {}", ec.message());
+      asio::steady_timer pause(io_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
