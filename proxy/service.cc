@@ -54,6 +54,27 @@ TokenState ReadToken(const Request& req, fence::Token* token) {
   return TokenState::kOk;
 }
 
+// The 400 or 428 for a write whose token is invalid or (unless
+// `allow_missing`) missing, counted; nullopt when the write may go on.
+std::optional<Response> RefuseToken(const Request& req, const std::string& key,
+                                    TokenState state, bool allow_missing,
+                                    metrics::Metrics& metrics) {
+  if (state == TokenState::kInvalid) {
+    metrics.WriteRejected(RejectReason::kInvalidToken);
+    return Problemed(req, {ProblemType::kInvalidToken,
+                           "Fencing-Token must be one header of 1 to 20 "
+                           "decimal digits, at most 18446744073709551615",
+                           key, std::nullopt, std::nullopt});
+  }
+  if (state == TokenState::kMissing && !allow_missing) {
+    metrics.WriteRejected(RejectReason::kMissingToken);
+    return Problemed(req, {ProblemType::kMissingToken,
+                           "writes and bumps must carry a Fencing-Token header",
+                           key, std::nullopt, std::nullopt});
+  }
+  return std::nullopt;
+}
+
 std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
 }
@@ -109,6 +130,15 @@ Response FenceDocument(const Request& req, http::status status,
   Response res = Text(req, status, std::move(body), "application/json");
   res.set(kTokenHeader, std::to_string(fence.token));
   return res;
+}
+
+Problem StaleToken(const std::string& key, fence::Token presented,
+                   std::optional<fence::Token> current) {
+  return {ProblemType::kStaleToken,
+          "token " + std::to_string(presented) +
+              " is lower than the fence's highest token " +
+              std::to_string(current.value_or(0)),
+          key, presented, current};
 }
 
 storage::WriteKind KindOf(http::verb verb) {
@@ -202,18 +232,8 @@ asio::awaitable<Response> Service::Write(const Request& req,
   const bool observe = config_.mode == Mode::kObserve;
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
-  if (state == TokenState::kInvalid) {
-    metrics_.WriteRejected(RejectReason::kInvalidToken);
-    co_return Problemed(req, {ProblemType::kInvalidToken,
-                              "Fencing-Token must be one header of 1 to 20 "
-                              "decimal digits, at most 18446744073709551615",
-                              key, std::nullopt, std::nullopt});
-  }
-  if (state == TokenState::kMissing && !observe) {
-    metrics_.WriteRejected(RejectReason::kMissingToken);
-    co_return Problemed(req, {ProblemType::kMissingToken,
-                              "writes must carry a Fencing-Token header", key,
-                              std::nullopt, std::nullopt});
+  if (auto refused = RefuseToken(req, key, state, observe, metrics_)) {
+    co_return std::move(*refused);
   }
 
   storage::WriteRequest write;
@@ -239,12 +259,7 @@ asio::awaitable<Response> Service::Write(const Request& req,
           "stale write rejected: key={} fence={} presented={} "
           "current={}",
           key, fence_name, token, outcome.current.value_or(0));
-      co_return Problemed(req,
-                          {ProblemType::kStaleToken,
-                           "token " + std::to_string(token) +
-                               " is lower than the fence's highest token " +
-                               std::to_string(outcome.current.value_or(0)),
-                           key, token, outcome.current});
+      co_return Problemed(req, StaleToken(key, token, outcome.current));
     case Verdict::kObserved:
       metrics_.WouldReject();
       spdlog::warn(
@@ -341,20 +356,9 @@ Response Service::GetFence(const Request& req, const std::string& key) {
 asio::awaitable<Response> Service::Bump(const Request& req,
                                         const std::string& key) {
   fence::Token token = 0;
-  switch (ReadToken(req, &token)) {
-    case TokenState::kMissing:
-      metrics_.WriteRejected(RejectReason::kMissingToken);
-      co_return Problemed(req, {ProblemType::kMissingToken,
-                                "a bump must carry a Fencing-Token header", key,
-                                std::nullopt, std::nullopt});
-    case TokenState::kInvalid:
-      metrics_.WriteRejected(RejectReason::kInvalidToken);
-      co_return Problemed(req, {ProblemType::kInvalidToken,
-                                "Fencing-Token must be one header of 1 to 20 "
-                                "decimal digits, at most 18446744073709551615",
-                                key, std::nullopt, std::nullopt});
-    case TokenState::kOk:
-      break;
+  const TokenState state = ReadToken(req, &token);
+  if (auto refused = RefuseToken(req, key, state, false, metrics_)) {
+    co_return std::move(*refused);
   }
   fence::FenceWrite write;
   write.fence = std::string(scopes_.FenceFor(key));
@@ -376,12 +380,7 @@ asio::awaitable<Response> Service::Bump(const Request& req,
     case fence::WriteOutcome::Verdict::kRejected:
     case fence::WriteOutcome::Verdict::kObserved:
       metrics_.WriteRejected(RejectReason::kStaleToken);
-      co_return Problemed(req,
-                          {ProblemType::kStaleToken,
-                           "token " + std::to_string(token) +
-                               " is lower than the fence's highest token " +
-                               std::to_string(outcome.current.value_or(0)),
-                           key, token, outcome.current});
+      co_return Problemed(req, StaleToken(key, token, outcome.current));
     case fence::WriteOutcome::Verdict::kFailed:
       break;
   }
