@@ -70,14 +70,6 @@ unsigned Env::flags() const {
   return flags;
 }
 
-std::uint64_t Env::used_bytes() const {
-  MDB_envinfo info;
-  MDB_stat stat;
-  mdb_env_info(env_, &info);
-  mdb_env_stat(env_, &stat);
-  return (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
-}
-
 bool Env::Grow() {
   if (map_size_ >= max_map_size_) return false;
   const std::uint64_t next = std::min(max_map_size_, map_size_.load() * 2);

@@ -82,7 +82,7 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
 }
 
 Response MakeProblemResponse(const Problem& problem, unsigned version) {
-  const Info info = InfoOf(problem.type);
+  const Info info = InfoOf(problem.type);  // the status is StatusOf's
   std::string body = "{\"type\":";
   AppendJsonString(&body, TypeUri(problem.type));
   body += ",\"title\":";
