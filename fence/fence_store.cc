@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "fence/big_endian.h"
 #include "fence/errc.h"
 
 namespace fencepost::fence {
@@ -9,23 +10,13 @@ namespace {
 
 constexpr std::size_t kHeader = 16;
 
-std::uint64_t LoadBigEndian(const char* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-void StoreBigEndian(char* p, std::uint64_t v) {
-  for (int i = 7; i >= 0; --i, v >>= 8) p[i] = static_cast<char>(v & 0xff);
-}
-
 FenceRecord Decode(std::string_view name, MDB_val data) {
   const auto* p = static_cast<const char*>(data.mv_data);
   FenceRecord record;
   record.name.assign(name);
   if (data.mv_size >= kHeader) {
-    record.token = LoadBigEndian(p);
-    record.updated_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 8));
+    record.token = LoadBigEndian(p, 8);
+    record.updated_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 8, 8));
   }
   return record;
 }
@@ -53,8 +44,8 @@ int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
                std::string_view name, Token token, std::int64_t now_ns) {
   const bool is_long = IsLongKey(slot.db_key);
   std::string data(kHeader + (is_long ? name.size() : 0), '\0');
-  StoreBigEndian(data.data(), token);
-  StoreBigEndian(data.data() + 8, static_cast<std::uint64_t>(now_ns));
+  StoreBigEndian(data.data(), token, 8);
+  StoreBigEndian(data.data() + 8, static_cast<std::uint64_t>(now_ns), 8);
   if (is_long) std::memcpy(data.data() + kHeader, name.data(), name.size());
   MDB_val key = Val(slot.db_key);
   MDB_val value = Val(data);

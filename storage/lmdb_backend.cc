@@ -3,6 +3,7 @@
 #include <cstring>
 #include <memory>
 
+#include "fence/big_endian.h"
 #include "fence/errc.h"
 #include "fence/long_keys.h"
 #include "storage/async_commit.h"
@@ -10,19 +11,10 @@
 namespace fencepost::storage {
 namespace {
 
+using fence::LoadBigEndian;
+using fence::StoreBigEndian;
+
 constexpr std::size_t kHeader = 11;  // flags, token, name length
-
-std::uint64_t LoadBigEndian(const char* p, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v = v << 8 | static_cast<unsigned char>(p[i]);
-  return v;
-}
-
-void StoreBigEndian(char* p, std::uint64_t v, int bytes) {
-  for (int i = bytes - 1; i >= 0; --i, v >>= 8) {
-    p[i] = static_cast<char>(v & 0xff);
-  }
-}
 
 std::string_view ValueNameOf(MDB_val data) {
   if (data.mv_size < kHeader) return {};
