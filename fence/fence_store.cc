@@ -1,5 +1,6 @@
 #include "fence/fence_store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "fence/big_endian.h"
@@ -54,18 +55,25 @@ int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
 
 std::error_code FenceStore::Get(std::string_view name,
                                 std::optional<FenceRecord>* fence) const {
-  Env::ReadTxn txn(env_);
+  const Env& env = EnvOf(name);
+  Env::ReadTxn txn(env);
   if (txn.get() == nullptr) return FromLmdb(txn.error());
   Slot slot;
-  return FromLmdb(ReadFence(txn.get(), env_.fences(), name, &slot, fence));
+  return FromLmdb(ReadFence(txn.get(), env.fences(), name, &slot, fence));
 }
 
-std::error_code FenceStore::List(std::string_view prefix,
-                                 std::string_view after, std::size_t limit,
-                                 FenceList* list) const {
-  list->fences.clear();
-  list->next.reset();
-  Env::ReadTxn txn(env_);
+namespace {
+
+struct Listed {
+  std::string db_key;
+  FenceRecord fence;
+};
+
+// Up to `limit` fences of one environment, in database order.
+std::error_code ListShard(const Env& env, std::string_view prefix,
+                          std::string_view after, std::size_t limit,
+                          std::vector<Listed>* out) {
+  Env::ReadTxn txn(env);
   if (txn.get() == nullptr) return FromLmdb(txn.error());
 
   // Every database key of a name starting with `prefix` starts with `scan`.
@@ -74,7 +82,7 @@ std::error_code FenceStore::List(std::string_view prefix,
   bool skip_exact = false;
   if (!after.empty()) {
     Slot slot;
-    if (int rc = FindSlot(txn.get(), env_.fences(), after, FenceNameOf, &slot);
+    if (int rc = FindSlot(txn.get(), env.fences(), after, FenceNameOf, &slot);
         rc != 0) {
       return FromLmdb(rc);
     }
@@ -85,7 +93,7 @@ std::error_code FenceStore::List(std::string_view prefix,
   }
 
   MDB_cursor* cursor = nullptr;
-  if (int rc = mdb_cursor_open(txn.get(), env_.fences(), &cursor); rc != 0) {
+  if (int rc = mdb_cursor_open(txn.get(), env.fences(), &cursor); rc != 0) {
     return FromLmdb(rc);
   }
   MDB_val key = Val(start);
@@ -96,28 +104,57 @@ std::error_code FenceStore::List(std::string_view prefix,
   if (rc == 0 && skip_exact && View(key) == start) {
     rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT);
   }
-  for (; rc == 0; rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
+  for (std::size_t taken = 0; rc == 0 && taken < limit;
+       rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
     if (View(key).substr(0, scan.size()) != scan) break;
     const std::string_view name = NameOfEntry(key, data, FenceNameOf);
     if (name.substr(0, prefix.size()) != prefix) continue;
-    if (list->fences.size() == limit) {
-      list->next = list->fences.back().name;
-      break;
-    }
-    list->fences.push_back(Decode(name, data));
+    out->push_back({std::string(View(key)), Decode(name, data)});
+    ++taken;
   }
   mdb_cursor_close(cursor);
   return rc == 0 || rc == MDB_NOTFOUND ? std::error_code{} : FromLmdb(rc);
 }
 
-std::error_code FenceStore::Count(std::uint64_t* count) const {
-  Env::ReadTxn txn(env_);
-  if (txn.get() == nullptr) return FromLmdb(txn.error());
-  MDB_stat stat;
-  if (int rc = mdb_stat(txn.get(), env_.fences(), &stat); rc != 0) {
-    return FromLmdb(rc);
+}  // namespace
+
+std::error_code FenceStore::List(std::string_view prefix,
+                                 std::string_view after, std::size_t limit,
+                                 FenceList* list) const {
+  list->fences.clear();
+  list->next.reset();
+  // One more than the page from each environment tells whether more follow.
+  // Database keys are unique across environments (see ShardOf), so merging
+  // by key gives one order that every page continues.
+  std::vector<Listed> merged;
+  for (const Env* env : shards_) {
+    if (auto error = ListShard(*env, prefix, after, limit + 1, &merged)) {
+      return error;
+    }
   }
-  *count = stat.ms_entries;
+  std::sort(merged.begin(), merged.end(),
+            [](const Listed& a, const Listed& b) { return a.db_key < b.db_key; });
+  for (Listed& entry : merged) {
+    if (list->fences.size() == limit) {
+      list->next = list->fences.back().name;
+      break;
+    }
+    list->fences.push_back(std::move(entry.fence));
+  }
+  return {};
+}
+
+std::error_code FenceStore::Count(std::uint64_t* count) const {
+  *count = 0;
+  for (const Env* env : shards_) {
+    Env::ReadTxn txn(*env);
+    if (txn.get() == nullptr) return FromLmdb(txn.error());
+    MDB_stat stat;
+    if (int rc = mdb_stat(txn.get(), env->fences(), &stat); rc != 0) {
+      return FromLmdb(rc);
+    }
+    *count += stat.ms_entries;
+  }
   return {};
 }
 

@@ -28,26 +28,35 @@ struct FenceList {
   std::optional<std::string> next;  // the `after` of the following page
 };
 
-// Reads fences. Each call runs in its own short read transaction.
+// Reads fences from the environments of a data directory (see Shards), or
+// from one environment. Each call runs in short read transactions.
 // Thread safety: safe to call from any thread.
 class FenceStore {
  public:
-  explicit FenceStore(const Env& env) : env_(env) {}
+  explicit FenceStore(std::vector<const Env*> shards)
+      : shards_(std::move(shards)) {}
+  explicit FenceStore(const Env& env) : shards_{&env} {}
 
   // The fence named `name`, nullopt when there is none.
   std::error_code Get(std::string_view name,
                       std::optional<FenceRecord>* fence) const;
 
   // Up to `limit` fences whose names start with `prefix` and come after
-  // `after` (exclusive), in database order (see long_keys.h).
+  // `after` (exclusive), in database-key order over all environments (name
+  // order, except that long names sort by hash among themselves; see
+  // long_keys.h).
   std::error_code List(std::string_view prefix, std::string_view after,
                        std::size_t limit, FenceList* list) const;
 
-  // How many fence records the database holds.
+  // How many fence records the environments hold.
   std::error_code Count(std::uint64_t* count) const;
 
  private:
-  const Env& env_;
+  const Env& EnvOf(std::string_view name) const {
+    return *shards_[ShardOf(name, shards_.size())];
+  }
+
+  std::vector<const Env*> shards_;
 };
 
 // In-transaction helpers the committer and readers share.

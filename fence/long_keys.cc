@@ -3,16 +3,21 @@
 #include <cstdint>
 
 namespace fencepost::fence {
-namespace {
 
-std::uint64_t Fnv1a64(std::string_view s) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) {
+std::uint64_t NameHash(std::string_view name) {
+  std::uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (unsigned char c : name) {
     h ^= c;
     h *= 0x100000001b3ull;
   }
   return h;
 }
+
+std::size_t ShardOf(std::string_view name, std::size_t shards) {
+  return static_cast<std::size_t>(NameHash(name) % shards);
+}
+
+namespace {
 
 void AppendBigEndian(std::string* out, std::uint64_t v, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) {
@@ -47,7 +52,7 @@ int FindSlot(MDB_txn* txn, MDB_dbi dbi, std::string_view name, NameOf name_of,
   // this name's prefix and hash.
   std::string bucket(name.substr(0, kLongPrefix));
   bucket.push_back('\0');
-  AppendBigEndian(&bucket, Fnv1a64(name), 8);
+  AppendBigEndian(&bucket, NameHash(name), 8);
 
   MDB_cursor* cursor = nullptr;
   if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc != 0) return rc;

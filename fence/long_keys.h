@@ -3,6 +3,7 @@
 #include <lmdb.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,15 @@ namespace fencepost::fence {
 // share their first 495 bytes sort among themselves by hash.
 inline constexpr std::size_t kMaxDirectKey = 511;
 inline constexpr std::size_t kLongPrefix = 495;
+
+// FNV-1a-64 of a name: the hash in long names' keys.
+std::uint64_t NameHash(std::string_view name);
+
+// Which of `shards` LMDB environments holds the fence `name` (and the values
+// it guards). It uses the long-key hash, so long names whose keys could
+// collide always share an environment, and database keys are unique across
+// environments.
+std::size_t ShardOf(std::string_view name, std::size_t shards);
 
 // Extracts the full name stored in a long name's record.
 using NameOf = std::string_view (*)(MDB_val data);

@@ -9,13 +9,15 @@ using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
-std::string_view MethodLabel(std::string_view method) {
-  static constexpr std::string_view kKnown[] = {
-      "GET", "HEAD", "PUT", "POST", "PATCH", "DELETE", "OPTIONS"};
-  for (std::string_view known : kKnown) {
-    if (method == known) return known;
-  }
-  return "OTHER";
+constexpr std::string_view kMethods[] = {"GET",   "HEAD",   "PUT",
+                                         "POST",  "PATCH",  "DELETE",
+                                         "OPTIONS", "OTHER"};
+
+// The index of `method` in kMethods; methods outside the set are OTHER.
+std::uint32_t MethodIndex(std::string_view method) {
+  std::uint32_t i = 0;
+  while (i + 1 < std::size(kMethods) && kMethods[i] != method) ++i;
+  return i;
 }
 
 const char* PortLabel(Port port) {
@@ -101,11 +103,22 @@ void Metrics::SetFences(double count) { fences_->Set(count); }
 
 void Metrics::Request(Port port, std::string_view method, unsigned status,
                       double seconds) {
-  requests_
-      ->Add({{"port", PortLabel(port)},
-             {"method", std::string(MethodLabel(method))},
-             {"code", std::to_string(status)}})
-      .Increment();
+  const std::uint32_t method_index = MethodIndex(method);
+  const std::uint32_t key = (status << 8) | (method_index << 1) |
+                            static_cast<std::uint32_t>(port);
+  prometheus::Counter* counter;
+  {
+    std::lock_guard lock(request_mu_);
+    auto [it, added] = request_children_.try_emplace(key, nullptr);
+    if (added) {
+      it->second = &requests_->Add(
+          {{"port", PortLabel(port)},
+           {"method", std::string(kMethods[method_index])},
+           {"code", std::to_string(status)}});
+    }
+    counter = it->second;
+  }
+  counter->Increment();
   durations_[static_cast<int>(port)]->Observe(seconds);
 }
 

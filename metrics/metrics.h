@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 
 namespace fencepost::metrics {
 
@@ -46,6 +47,10 @@ class Metrics {
   prometheus::Counter* advances_;
   prometheus::Gauge* fences_;
   prometheus::Family<prometheus::Counter>* requests_;
+  // The request counters already looked up, by (port, method, status): the
+  // family's own lookup builds a label map per call.
+  std::mutex request_mu_;
+  std::unordered_map<std::uint32_t, prometheus::Counter*> request_children_;
   std::array<prometheus::Histogram*, 2> durations_;
   prometheus::Counter* backend_errors_;
   prometheus::Counter* would_reject_;

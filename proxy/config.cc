@@ -205,6 +205,15 @@ const std::map<std::string, Flag>& Flags() {
         [](Config& c, const std::string& v) {
           c.idle_timeout = ParseSeconds("idle-timeout", v);
         }}},
+      {"lmdb-shards",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          const std::uint64_t n = ParseUnsigned("lmdb-shards", v);
+          if (n < 1 || n > 64) {
+            throw ConfigError("--lmdb-shards: must be from 1 to 64");
+          }
+          c.lmdb_shards = n;
+        }}},
   };
   return flags;
 }
@@ -313,6 +322,7 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --log-level LEVEL            trace, debug, info, warn, error, critical, off (default info)
   --read-timeout SECONDS       deadline for a request's headers, then its body (default 10)
   --idle-timeout SECONDS       idle keep-alive connections close after this (default 75)
+  --lmdb-shards N              LMDB environments of a new data directory, 1-64 (default 1)
 
 Port 0 binds an ephemeral port; bound addresses are logged at start-up.
 Bad flags exit with status 2.

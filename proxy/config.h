@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "fence/shards.h"
+
 namespace fencepost::proxy {
 
 enum class Mode { kEnforce, kObserve };
@@ -38,6 +40,9 @@ struct Config {
   // may take to arrive, and how long an idle keep-alive connection is kept.
   double read_timeout = 10;
   double idle_timeout = 75;
+  // Not in SPEC's table: how many LMDB environments a new data directory is
+  // split into (see fence::Shards); an existing directory keeps its own.
+  std::size_t lmdb_shards = fence::Shards::kDefaultCount;
 };
 
 enum class Command { kServe, kHelp, kVersion };

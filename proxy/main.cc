@@ -9,8 +9,7 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "fence/committer.h"
-#include "fence/env.h"
+#include "fence/shards.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/logging.h"
@@ -44,21 +43,27 @@ int Serve(const proxy::Config& config) {
                 ": only the embedded lmdb backend is available in this "
                 "version");
   }
-  std::unique_ptr<fence::Env> env;
+  std::unique_ptr<fence::Shards> shards;
   try {
-    env = std::make_unique<fence::Env>(
-        fence::Env::Options{config.data_dir, config.max_map_size});
+    fence::Shards::Options options;
+    options.dir = config.data_dir;
+    options.max_map_size = config.max_map_size;
+    options.count = config.lmdb_shards;
+    options.committer.on_fatal = [](const std::string& message) {
+      spdlog::critical("stopping: {}", message);
+      spdlog::shutdown();
+    };
+    shards = std::make_unique<fence::Shards>(options);
   } catch (const std::exception& e) {
     return Fail(e.what());
   }
-
-  fence::Committer committer(*env, {.on_fatal = [](const std::string& message) {
-    spdlog::critical("stopping: {}", message);
-    spdlog::shutdown();
-  }});
+  if (shards->size() != config.lmdb_shards) {
+    spdlog::info("{} keeps the {} LMDB shards it was created with",
+                 config.data_dir, shards->size());
+  }
   metrics::Metrics metrics("lmdb");
-  storage::LmdbBackend backend(*env, committer);
-  proxy::Service service(config, *env, committer, backend, metrics);
+  storage::LmdbBackend backend(*shards);
+  proxy::Service service(config, *shards, backend, metrics);
 
   asio::io_context io(1);
   proxy::Server server(io, service, metrics,
@@ -98,7 +103,7 @@ int Serve(const proxy::Config& config) {
       config.data_dir,
       config.mode == proxy::Mode::kEnforce ? "enforce" : "observe");
   io.run();
-  committer.Stop();
+  shards->Stop();
   spdlog::info("stopped");
   return 0;
 }

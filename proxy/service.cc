@@ -156,16 +156,14 @@ storage::WriteKind KindOf(http::verb verb) {
 
 }  // namespace
 
-Service::Service(const Config& config, fence::Env& env,
-                 fence::Committer& committer, storage::Backend& backend,
-                 metrics::Metrics& metrics)
+Service::Service(const Config& config, fence::Shards& shards,
+                 storage::Backend& backend, metrics::Metrics& metrics)
     : config_(config),
-      env_(env),
-      committer_(committer),
+      shards_(shards),
       backend_(backend),
       metrics_(metrics),
       scopes_(config.fence_scopes),
-      fences_(env) {}
+      fences_(shards.envs()) {}
 
 asio::awaitable<Response> Service::Handle(metrics::Port port,
                                           const Request& request) {
@@ -205,7 +203,8 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
 asio::awaitable<Response> Service::Read(const Request& req,
                                         const std::string& key) {
   const bool head = req.method() == http::verb::head;
-  storage::ReadResult read = co_await backend_.Read(key, head);
+  const std::string fence(scopes_.FenceFor(key));
+  storage::ReadResult read = co_await backend_.Read(key, fence, head);
   if (read.error) {
     metrics_.BackendError();
     spdlog::error("read of {} failed: {}", key, read.error.message());
@@ -365,7 +364,8 @@ asio::awaitable<Response> Service::Bump(const Request& req,
   write.token = token;
   fence::FenceRecord fence{write.fence, token, 0};
   const fence::WriteOutcome outcome =
-      co_await storage::AsyncCommit(committer_, std::move(write));
+      co_await storage::AsyncCommit(shards_.CommitterOf(fence.name),
+                                    std::move(write));
   switch (outcome.verdict) {
     case fence::WriteOutcome::Verdict::kAccepted:
       metrics_.WriteAccepted(outcome.decision.advances);

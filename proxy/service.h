@@ -8,8 +8,7 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 
-#include "fence/committer.h"
-#include "fence/env.h"
+#include "fence/shards.h"
 #include "fence/fence_store.h"
 #include "fence/scope.h"
 #include "metrics/metrics.h"
@@ -27,7 +26,7 @@ namespace fencepost::proxy {
 // Thread safety: Handle may run concurrently on any threads.
 class Service {
  public:
-  Service(const Config& config, fence::Env& env, fence::Committer& committer,
+  Service(const Config& config, fence::Shards& shards,
           storage::Backend& backend, metrics::Metrics& metrics);
 
   // The response is complete (Content-Length set); the caller sets keep-alive.
@@ -53,8 +52,7 @@ class Service {
   boost::asio::awaitable<Response> Ready(const Request& request);
 
   const Config& config_;
-  fence::Env& env_;
-  fence::Committer& committer_;
+  fence::Shards& shards_;
   storage::Backend& backend_;
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;

@@ -55,9 +55,10 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Whether POST and PATCH are accepted as fenced writes.
   virtual bool supports_post_patch() const = 0;
-  // Coroutines: the caller keeps `key` and `request` alive until the
-  // returned awaitable completes.
+  // Coroutines: the caller keeps `key`, `fence` and `request` alive until
+  // the returned awaitable completes. `fence` guards `key`.
   virtual boost::asio::awaitable<ReadResult> Read(const std::string& key,
+                                                  const std::string& fence,
                                                   bool head) = 0;
   virtual boost::asio::awaitable<WriteResult> Write(WriteRequest& request) = 0;
   // Whether the backend answers (for /readyz).

@@ -62,16 +62,18 @@ struct ValueWrite {
 }  // namespace
 
 boost::asio::awaitable<ReadResult> LmdbBackend::Read(const std::string& key,
+                                                     const std::string& fence,
                                                      bool head) {
   ReadResult result;
-  fence::Env::ReadTxn txn(env_);
+  const fence::Env& env = shards_.env(shards_.IndexOf(fence));
+  fence::Env::ReadTxn txn(env);
   if (txn.get() == nullptr) {
     result.error = fence::FromLmdb(txn.error());
     co_return result;
   }
   fence::Slot slot;
   if (int rc =
-          fence::FindSlot(txn.get(), env_.values(), key, ValueNameOf, &slot);
+          fence::FindSlot(txn.get(), env.values(), key, ValueNameOf, &slot);
       rc != 0) {
     result.error = fence::FromLmdb(rc);
     co_return result;
@@ -87,9 +89,10 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(const std::string& key,
 }
 
 boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest& request) {
+  const std::size_t shard = shards_.IndexOf(request.fence);
   auto value = std::make_shared<ValueWrite>(
       ValueWrite{request.kind, std::move(request.key), std::move(request.body),
-                 request.token, env_.values()});
+                 request.token, shards_.env(shard).values()});
   fence::FenceWrite write;
   write.fence = std::move(request.fence);
   write.token = request.token;
@@ -97,14 +100,18 @@ boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest& request) {
   write.bytes = value->key.size() + value->body.size();
   write.apply = [value](MDB_txn* txn) { return (*value)(txn); };
   WriteResult result;
-  result.outcome = co_await AsyncCommit(committer_, std::move(write));
+  result.outcome =
+      co_await AsyncCommit(shards_.committer(shard), std::move(write));
   result.created = value->created;
   co_return result;
 }
 
 boost::asio::awaitable<bool> LmdbBackend::Ready() {
-  fence::Env::ReadTxn txn(env_);
-  co_return txn.get() != nullptr;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    fence::Env::ReadTxn txn(shards_.env(i));
+    if (txn.get() == nullptr) co_return false;
+  }
+  co_return true;
 }
 
 }  // namespace fencepost::storage

@@ -1,7 +1,6 @@
 #pragma once
 
-#include "fence/committer.h"
-#include "fence/env.h"
+#include "fence/shards.h"
 #include "storage/backend.h"
 
 namespace fencepost::storage {
@@ -14,22 +13,23 @@ namespace fencepost::storage {
 // (8 bytes, big-endian), name length (2 bytes, big-endian, 0 unless the key
 // is longer than 511 bytes), the name, then the body.
 //
+// A value lives in the environment of its fence (see fence::Shards).
+//
 // Thread safety: Read and Write may be called from any thread.
 class LmdbBackend : public Backend {
  public:
-  LmdbBackend(fence::Env& env, fence::Committer& committer)
-      : env_(env), committer_(committer) {}
+  explicit LmdbBackend(fence::Shards& shards) : shards_(shards) {}
 
   std::string_view name() const override { return "lmdb"; }
   bool supports_post_patch() const override { return false; }
   boost::asio::awaitable<ReadResult> Read(const std::string& key,
+                                          const std::string& fence,
                                           bool head) override;
   boost::asio::awaitable<WriteResult> Write(WriteRequest& request) override;
   boost::asio::awaitable<bool> Ready() override;
 
  private:
-  fence::Env& env_;
-  fence::Committer& committer_;
+  fence::Shards& shards_;
 };
 
 }  // namespace fencepost::storage

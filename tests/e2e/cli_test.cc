@@ -71,7 +71,7 @@ TEST(CliTest, EnvironmentConfiguresTheServer) {
   ServerProcess server("", {"--max-body", "8"},
                        {"FENCEPOST_DATA_DIR=" + (dir / "env-data"),
                         "FENCEPOST_FENCE_SCOPE=a/,b/", "FENCEPOST_MAX_BODY=1"});
-  EXPECT_TRUE(std::filesystem::exists(dir / "env-data/data.mdb"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "env-data/shard-0/data.mdb"));
   const int port = server.data_port();
   EXPECT_EQ(
       testing::Fetch(port, "PUT", "/b/1", {{"Fencing-Token", "9"}}, "12345678")

@@ -16,6 +16,14 @@ namespace {
 namespace http = boost::beast::http;
 using testing::MetricValue;
 
+fence::Shards::Options ShardsIn(const std::string& dir) {
+  fence::Shards::Options options;
+  options.dir = dir;
+  options.max_map_size = 256u << 20;
+  options.count = 4;  // every path crosses environments
+  return options;
+}
+
 // The request handler alone, over real LMDB in a temp dir: no sockets.
 class ServiceTest : public ::testing::Test {
  protected:
@@ -50,11 +58,10 @@ class ServiceTest : public ::testing::Test {
 
   testing::TempDir dir_;
   Config config_;
-  fence::Env env_{{dir_.path(), 64u << 20}};
-  fence::Committer committer_{env_, {}};
-  storage::LmdbBackend backend_{env_, committer_};
+  fence::Shards shards_{ShardsIn(dir_.path())};
+  storage::LmdbBackend backend_{shards_};
   metrics::Metrics metrics_{"lmdb"};
-  Service service_{config_, env_, committer_, backend_, metrics_};
+  Service service_{config_, shards_, backend_, metrics_};
 };
 
 TEST_F(ServiceTest, SeedStory) {

@@ -1,0 +1,108 @@
+#include "fence/shards.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "fence/long_keys.h"
+
+namespace fencepost::fence {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::runtime_error Unusable(const std::string& dir, const std::string& why) {
+  return std::runtime_error("data directory " + dir + " is not usable: " + why);
+}
+
+void SyncPath(const fs::path& path, const std::string& dir) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::fsync(fd) != 0) {
+    const std::string why = std::strerror(errno);
+    if (fd >= 0) ::close(fd);
+    throw Unusable(dir, "cannot sync " + path.string() + ": " + why);
+  }
+  ::close(fd);
+}
+
+// Reads DIR/shards, or writes it (durably, atomically) for a new directory.
+std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
+  const fs::path file = fs::path(dir) / "shards";
+  std::error_code ec;
+  if (fs::exists(file, ec)) {
+    std::ifstream in(file);
+    std::size_t count = 0;
+    if (!(in >> count) || count < 1 || count > Shards::kMaxCount) {
+      throw Unusable(dir, file.string() + " does not hold a shard count");
+    }
+    return count;
+  }
+  if (fs::exists(fs::path(dir) / "data.mdb", ec)) {
+    throw Unusable(dir,
+                   "it holds a single LMDB environment of fencepost 0.1; "
+                   "start with an empty directory");
+  }
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    throw Unusable(dir, ec ? ec.message() : "not a directory");
+  }
+  const fs::path temp = fs::path(dir) / "shards.tmp";
+  {
+    std::ofstream out(temp, std::ios::trunc);
+    out << wanted << "\n";
+    if (!out.flush()) throw Unusable(dir, "cannot write " + temp.string());
+  }
+  SyncPath(temp, dir);
+  fs::rename(temp, file, ec);
+  if (ec) throw Unusable(dir, "cannot create " + file.string());
+  SyncPath(dir, dir);
+  return wanted;
+}
+
+}  // namespace
+
+Shards::Shards(const Options& options) {
+  if (options.count < 1 || options.count > kMaxCount) {
+    throw std::runtime_error("the shard count must be 1 to " +
+                             std::to_string(kMaxCount));
+  }
+  const std::size_t count = ShardCount(options.dir, options.count);
+  const std::uint64_t cap = options.max_map_size / count;
+  for (std::size_t i = 0; i < count; ++i) {
+    envs_.push_back(std::make_unique<Env>(Env::Options{
+        (fs::path(options.dir) / ("shard-" + std::to_string(i))).string(),
+        cap}));
+  }
+  for (auto& env : envs_) {
+    committers_.push_back(std::make_unique<Committer>(*env, options.committer));
+  }
+}
+
+Shards::~Shards() { Stop(); }
+
+std::size_t Shards::IndexOf(std::string_view fence) const {
+  return ShardOf(fence, envs_.size());
+}
+
+std::vector<const Env*> Shards::envs() const {
+  std::vector<const Env*> out;
+  for (const auto& env : envs_) out.push_back(env.get());
+  return out;
+}
+
+void Shards::Stop() {
+  for (auto& committer : committers_) committer->Stop();
+}
+
+std::uint64_t Shards::commits() const {
+  std::uint64_t total = 0;
+  for (const auto& committer : committers_) total += committer->commits();
+  return total;
+}
+
+}  // namespace fencepost::fence

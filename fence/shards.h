@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fence/committer.h"
+#include "fence/env.h"
+
+namespace fencepost::fence {
+
+// The LMDB environments of a data directory, each with its own committer.
+//
+// Every durable LMDB commit costs two flushes, and one writer cannot overlap
+// them; several environments can, and the disk completes parallel flushes
+// far faster than serial ones. A fence and the values it guards live in the
+// environment ShardOf(fence) picks, so a write stays one transaction.
+//
+// Layout: DIR/shards holds the count, written once when DIR is created;
+// environment i lives in DIR/shard-i. The count of an existing directory
+// always wins over Options::count, since changing it would move fences.
+// --max-map-size is split evenly among the environments.
+//
+// Thread safety: the accessors may be called from any thread.
+class Shards {
+ public:
+  static constexpr std::size_t kDefaultCount = 1;
+  static constexpr std::size_t kMaxCount = 64;
+
+  struct Options {
+    std::string dir;
+    std::uint64_t max_map_size = 64ull << 30;
+    std::size_t count = kDefaultCount;  // for a new directory only
+    Committer::Options committer;
+  };
+
+  // Opens or creates the environments. Throws std::runtime_error with a
+  // readable message when the directory cannot be used.
+  explicit Shards(const Options& options);
+  ~Shards();  // Stop()
+  Shards(const Shards&) = delete;
+  Shards& operator=(const Shards&) = delete;
+
+  std::size_t size() const { return envs_.size(); }
+  std::size_t IndexOf(std::string_view fence) const;
+  Env& env(std::size_t i) const { return *envs_[i]; }
+  Committer& committer(std::size_t i) const { return *committers_[i]; }
+  Committer& CommitterOf(std::string_view fence) const {
+    return committer(IndexOf(fence));
+  }
+  std::vector<const Env*> envs() const;
+
+  // Commits what is queued, then stops every committer. Idempotent.
+  void Stop();
+  // Durable commits so far, over all environments.
+  std::uint64_t commits() const;
+
+ private:
+  std::vector<std::unique_ptr<Env>> envs_;
+  std::vector<std::unique_ptr<Committer>> committers_;
+};
+
+}  // namespace fencepost::fence
