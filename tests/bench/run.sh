@@ -1,0 +1,467 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark: durable fenced writes through fencepost and
+# through what a team would pick instead (Redis with AOF fsync always,
+# PostgreSQL with synchronous commit, etcd), with the same workload: 128-byte
+# values over BENCH_KEYS keys, one writer in ten a stale leader. Also the
+# ceilings (a null Beast HTTP server with the same client, raw LMDB), a
+# single client, one hot fence, scale runs and restart-to-ready.
+#
+#   tests/bench/run.sh            # everything (about 10 minutes)
+#   tests/bench/run.sh --smoke    # fencepost and the ceilings, a few seconds
+#                                 # each; checks only that the counts add up
+#
+# Environment: BENCH_SECONDS (10), BENCH_CLIENTS (32), BENCH_KEYS (10000),
+# BENCH_SCALE ("10000 100000 1000000"; empty skips), BENCH_PEERS=0 skips the
+# peers, BENCH_MICRO=0 skips the Google Benchmark programs, BENCH_PREBUILT=DIR
+# uses the binaries of an existing build (the test command's) instead of
+# building Release.
+#
+# Installs what it needs from Debian, starts every server on 127.0.0.1 in a
+# temp directory, stops them all on exit, and prints one table. Every run
+# checks afterwards that no stale write landed. Exit status 1 when one did,
+# or when the counts do not add up.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BENCH=$ROOT/tests/bench
+
+SMOKE=0
+[[ ${1:-} == --smoke ]] && SMOKE=1
+SECS=${BENCH_SECONDS:-10}
+CLIENTS=${BENCH_CLIENTS:-32}
+KEYS=${BENCH_KEYS:-10000}
+SCALE=${BENCH_SCALE-10000 100000 1000000}
+PEERS=${BENCH_PEERS:-1}
+MICRO=${BENCH_MICRO:-1}
+BUILD=${FENCEPOST_BENCH_BUILD_DIR:-build-bench}
+if ((SMOKE)); then
+  SECS=${BENCH_SECONDS:-2}
+  KEYS=${BENCH_KEYS:-1000}
+  SCALE=""
+  PEERS=0
+  MICRO=0
+fi
+
+log() { printf '== %s\n' "$*" >&2; }
+
+# --- set-up -----------------------------------------------------------------
+if [[ -n ${BENCH_PREBUILT:-} ]]; then
+  # The test command's own build (configured with FENCEPOST_BUILD_BENCH=ON).
+  BUILD=$BENCH_PREBUILT
+  MICRO=0
+else
+  scripts/deps.sh
+fi
+need=()
+command -v wrk >/dev/null || need+=(wrk)
+if ((PEERS)); then
+  command -v redis-server >/dev/null || need+=(redis-server)
+  command -v pgbench >/dev/null && [[ -d /usr/lib/postgresql ]] || need+=(postgresql)
+  command -v etcd >/dev/null || need+=(etcd-server)
+  command -v etcdctl >/dev/null || need+=(etcd-client)
+fi
+if ((${#need[@]})); then
+  log "installing ${need[*]}"
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [[ -z ${BENCH_PREBUILT:-} ]]; then
+  log "building Release in $BUILD"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DFENCEPOST_BUILD_TESTS=OFF -DFENCEPOST_BUILD_BENCH=ON >/dev/null
+  cmake --build "$BUILD" --target fencepost raw_lmdb null_server micro_bench >/dev/null
+fi
+BUILD=$(cd "$BUILD" && pwd)
+FENCEPOST=$BUILD/proxy/fencepost
+
+WORK=$(mktemp -d /tmp/fencepost-bench.XXXXXX)
+chmod 755 "$WORK"
+PIDS=()
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null || true; done
+  if [[ -d $WORK/pg ]]; then
+    as_postgres "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+FAILED=0
+ROWS=$WORK/rows.tsv
+WARNINGS=$WORK/warnings
+: >"$ROWS"
+: >"$WARNINGS"
+
+fail() { echo "FAIL: $*" >&2; FAILED=1; }
+
+# Warns when the machine was busy just before a run: idle under 85% of one
+# second's CPU time means another load skews the figures.
+busy_check() {
+  local a b
+  read -r -a a < <(head -1 /proc/stat)
+  sleep 1
+  read -r -a b < <(head -1 /proc/stat)
+  local total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$((total + b[i] - a[i])); done
+  local idle=$(((b[4] - a[4]) * 100 / (total > 0 ? total : 1)))
+  if ((idle < 85)); then
+    echo "machine busy before '$1': ${idle}% idle" >>"$WARNINGS"
+  fi
+}
+
+free_port() {
+  local port
+  while true; do
+    port=$((20000 + RANDOM % 40000))
+    (: </dev/tcp/127.0.0.1/$port) 2>/dev/null || { echo "$port"; return; }
+  done
+}
+
+wait_for() {  # command... : retries for up to 10 s
+  for _ in $(seq 200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
+  return 1
+}
+
+threads() { echo $(($1 < 2 ? $1 : 2)); }  # wrk threads for CLIENTS
+
+# row SYSTEM MODE CLIENTS OPS P50_MS P99_MS ACCEPTED REJECTED
+row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$ROWS"; }
+
+# wrk_stats FILE -> "ops p50ms p99ms"
+wrk_stats() {
+  awk '
+    function ms(v) {
+      if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
+      if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec:/ { ops = $2 }
+    $1 == "50.000%" || $1 == "50%" { p50 = ms($2) }
+    $1 == "99.000%" || $1 == "99%" { p99 = ms($2) }
+    END { printf "%.0f %.2f %.2f\n", ops, p50, p99 }' "$1"
+}
+
+metric() {  # PORT NAME_WITH_LABELS
+  curl -fsS "http://127.0.0.1:$1/metrics" |
+    awk -v m="$2" 'index($0, m " ") == 1 { print $2 + 0; found = 1 }
+                   END { if (!found) print 0 }'
+}
+
+# --- fencepost ----------------------------------------------------------------
+FP_PID=""
+FP_DATA=""
+FP_ADMIN=""
+start_fencepost() {  # DATA_DIR [extra flags]
+  FP_DATA=$1
+  shift
+  local port admin
+  port=$(free_port)
+  admin=$(free_port)
+  "$FENCEPOST" serve --data-dir "$FP_DATA" --listen "127.0.0.1:$port" \
+    --admin-listen "127.0.0.1:$admin" --log-level warn "$@" \
+    >>"$WORK/fencepost.log" 2>&1 &
+  FP_PID=$!
+  PIDS+=("$FP_PID")
+  FP_PORT=$port
+  FP_ADMIN=$admin
+  wait_for curl -fsS "http://127.0.0.1:$admin/readyz" ||
+    { cat "$WORK/fencepost.log" >&2; fail "fencepost did not start"; exit 1; }
+}
+
+stop_fencepost() {
+  kill "$FP_PID"
+  wait "$FP_PID" || fail "fencepost exited with $?"
+}
+
+fence_count() { metric "$FP_ADMIN" fencepost_fences; }
+
+# Runs a seeding wrk script until COUNT_COMMAND prints at least KEYS, then
+# stops it. seed_until KEYS COUNT_COMMAND wrk-args...
+seed_until() {
+  local keys=$1 count=$2
+  shift 2
+  BENCH_KEYS=$keys BENCH_THREADS=2 wrk -t2 -c64 -d600s "$@" >/dev/null &
+  local wrk_pid=$!
+  while kill -0 "$wrk_pid" 2>/dev/null && (($($count) < keys)); do
+    sleep 0.1
+  done
+  kill -INT "$wrk_pid" 2>/dev/null || true
+  wait "$wrk_pid" 2>/dev/null || true
+  (($($count) >= keys)) || fail "seeding stopped at $($count) of $keys keys"
+}
+
+seed_fencepost() {  # KEYS
+  seed_until "$1" fence_count -s "$BENCH/seed_put.lua" "http://127.0.0.1:$FP_PORT"
+}
+
+# No value may start with "stale-": every stale writer presented token 1 to a
+# key seeded with token 2. Reads LMDB's files directly, after the run.
+check_no_stale_fencepost() {
+  local landed=0 dir
+  for dir in "$FP_DATA"/shard-*; do
+    landed=$((landed + $(mdb_dump -p -s values "$dir" | grep -c 'stale-' || true)))
+  done
+  ((landed == 0)) || fail "$landed stale writes landed in fencepost ($1)"
+}
+
+# fencepost_run LABEL CLIENTS KEYS [flags]: seeds, runs wrk, checks.
+fencepost_run() {
+  local label=$1 clients=$2 keys=$3
+  shift 3
+  local dir=$WORK/fp-$RANDOM
+  start_fencepost "$dir" "$@"
+  seed_fencepost "$keys"
+  local acc0 rej0
+  acc0=$(metric "$FP_ADMIN" fencepost_writes_accepted_total)
+  rej0=$(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}')
+  busy_check "fencepost $label"
+  BENCH_KEYS=$keys wrk -t"$(threads "$clients")" -c"$clients" -d"${SECS}s" \
+    --latency -s "$BENCH/fenced_put.lua" "http://127.0.0.1:$FP_PORT" >"$WORK/wrk.out"
+  local acc rej stats
+  acc=$(($(metric "$FP_ADMIN" fencepost_writes_accepted_total) - acc0))
+  rej=$(($(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}') - rej0))
+  stats=$(wrk_stats "$WORK/wrk.out")
+  local requests non2xx
+  requests=$(awk '/requests in/ { print $1 }' "$WORK/wrk.out")
+  non2xx=$(awk '/Non-2xx/ { print $5 }' "$WORK/wrk.out")
+  # wrk counts completed responses only; the server may finish a few more.
+  if ((acc + rej < requests || acc + rej > requests + clients)); then
+    fail "fencepost $label: $acc accepted + $rej rejected != $requests responses"
+  fi
+  if ((${non2xx:-0} > rej)); then
+    fail "fencepost $label: $non2xx non-2xx responses but $rej stale rejections"
+  fi
+  ((rej > 0)) || fail "fencepost $label: no stale write was rejected"
+  stop_fencepost
+  check_no_stale_fencepost "$label"
+  read -r ops p50 p99 <<<"$stats"
+  row fencepost "$label" "$clients" "$ops" "$p50" "$p99" "$acc" "$rej"
+  echo "$ops" >"$WORK/last_ops"
+}
+
+# --- the ceilings -----------------------------------------------------------
+null_run() {
+  local port
+  port=$(free_port)
+  "$BUILD/tests/bench/null_server" "$port" &
+  local pid=$!
+  PIDS+=("$pid")
+  wait_for bash -c "(: </dev/tcp/127.0.0.1/$port)"
+  busy_check "null HTTP $1"
+  BENCH_KEYS=$KEYS wrk -t"$(threads "$1")" -c"$1" -d"${SECS}s" --latency \
+    -s "$BENCH/fenced_put.lua" "http://127.0.0.1:$port" >"$WORK/wrk.out"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  read -r ops p50 p99 <<<"$(wrk_stats "$WORK/wrk.out")"
+  row "null HTTP server" "does nothing (ceiling)" "$1" "$ops" "$p50" "$p99" - -
+}
+
+raw_lmdb_run() {  # BATCH
+  busy_check "raw LMDB batch $1"
+  local out
+  out=$("$BUILD/tests/bench/raw_lmdb" --dir "$WORK/raw-$1" --batch "$1" \
+    --keys "$KEYS" --seconds "$SECS")
+  local ops
+  ops=$(sed -n 's/.*writes_per_s=\([0-9]*\).*/\1/p' <<<"$out")
+  row "raw LMDB" "$1 writes per durable commit" - "$ops" - - - -
+  rm -rf "$WORK/raw-$1"
+}
+
+sync_probe() {
+  local out p50 p99
+  out=$("$BUILD/tests/bench/raw_lmdb" --dir "$WORK/probe" --sync-probe 1)
+  p50=$(sed -n 's/.*fdatasync_p50_us=\([0-9]*\).*/\1/p' <<<"$out")
+  p99=$(sed -n 's/.*fdatasync_p99_us=\([0-9]*\).*/\1/p' <<<"$out")
+  row "disk" "one 4 KiB write + fdatasync" 1 - "$(awk -v v="$p50" 'BEGIN { printf "%.2f", v / 1000 }')" \
+    "$(awk -v v="$p99" 'BEGIN { printf "%.2f", v / 1000 }')" - -
+}
+
+# --- the peers --------------------------------------------------------------
+redis_run() {
+  local port dir=$WORK/redis
+  port=$(free_port)
+  mkdir -p "$dir"
+  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes \
+    --appendfsync always --save "" --daemonize no --logfile "$dir/log" &
+  local pid=$!
+  PIDS+=("$pid")
+  wait_for redis-cli -p "$port" ping
+  local cli=(redis-cli -p "$port")
+  local sha pad
+  sha=$("${cli[@]}" SCRIPT LOAD "$(cat "$BENCH/redis_cas.lua")")
+  pad=$(printf 'v%.0s' $(seq 122))
+  "${cli[@]}" EVAL "for i = 0, tonumber(ARGV[1]) - 1 do
+      redis.call('HSET', string.format('bench:%012d', i), 't', 2, 'v', 'seed') end" \
+    0 "$KEYS" >/dev/null
+  busy_check "redis"
+  local n=$((SECS * 35000))
+  redis-benchmark -p "$port" -c "$CLIENTS" -n "$n" -r "$KEYS" --csv \
+    EVALSHA "$sha" 1 'bench:__rand_int__' __rand_int__ "$pad" >"$WORK/redis.csv"
+  local acc rej landed
+  acc=$("${cli[@]}" HGET bench:stats accepted)
+  rej=$("${cli[@]}" HGET bench:stats rejected)
+  ((acc + rej == n)) || fail "redis: $acc accepted + $rej rejected != $n"
+  landed=$("${cli[@]}" EVAL "local n = 0
+      for i = 0, tonumber(ARGV[1]) - 1 do
+        local v = redis.call('HGET', string.format('bench:%012d', i), 'v')
+        if v and string.sub(v, 1, 6) == 'stale-' then n = n + 1 end
+      end
+      return n" 0 "$KEYS")
+  ((landed == 0)) || fail "$landed stale writes landed in redis"
+  "${cli[@]}" shutdown nosave >/dev/null 2>&1 || true
+  wait "$pid" 2>/dev/null || true
+  # "test","rps","avg","min","p50","p95","p99","max"
+  local ops p50 p99
+  IFS=, read -r _ ops _ _ p50 _ p99 _ < <(tail -1 "$WORK/redis.csv" | tr -d '"')
+  row redis "Lua CAS, AOF fsync always" "$CLIENTS" "${ops%.*}" "$p50" "$p99" "$acc" "$rej"
+}
+
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
+as_postgres() {
+  if [[ $(id -u) -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
+}
+
+postgres_run() {
+  local port dir=$WORK/pg sock=$WORK/pgsock
+  port=$(free_port)
+  mkdir -p "$sock"
+  [[ $(id -u) -eq 0 ]] && chown postgres "$WORK" "$sock"
+  as_postgres "$PGBIN/initdb" -D "$dir" -U bench --auth=trust >/dev/null
+  as_postgres "$PGBIN/pg_ctl" -D "$dir" -l "$dir/log" -w -o \
+    "-p $port -k $sock -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=100" \
+    start >/dev/null
+  local psql=(psql -h 127.0.0.1 -p "$port" -U bench -d postgres -qtA)
+  "${psql[@]}" \
+    -c "CREATE TABLE fences (key int PRIMARY KEY, token bigint NOT NULL, value text NOT NULL)" \
+    -c "INSERT INTO fences SELECT g, 2, 'seed' FROM generate_series(1, $KEYS) g" \
+    -c "VACUUM ANALYZE fences" >/dev/null
+  busy_check "postgres"
+  (cd "$WORK" && pgbench -h 127.0.0.1 -p "$port" -U bench -n -c "$CLIENTS" -j 2 \
+    -T "$SECS" -D keys="$KEYS" -f "$BENCH/pg_update.sql" -l --log-prefix=pglog \
+    postgres >"$WORK/pgbench.out" 2>&1) || { cat "$WORK/pgbench.out" >&2; fail "pgbench"; }
+  local done_tx ops acc landed
+  done_tx=$(awk '/number of transactions actually processed/ { split($NF, a, "/"); print a[1] }' "$WORK/pgbench.out")
+  ops=$(awk '/^tps =/ { printf "%.0f", $3 }' "$WORK/pgbench.out")
+  sleep 1  # statistics are flushed about once a second
+  acc=$("${psql[@]}" -c "SELECT pg_stat_force_next_flush(); SELECT n_tup_upd FROM pg_stat_user_tables WHERE relname = 'fences'" | tail -1)
+  landed=$("${psql[@]}" -c "SELECT count(*) FROM fences WHERE value LIKE 'stale-%'")
+  ((landed == 0)) || fail "$landed stale writes landed in postgres"
+  read -r p50 p99 < <(cat "$WORK"/pglog.* | awk '{ print $3 / 1000 }' | sort -n |
+    awk '{ v[NR] = $1 } END { printf "%.2f %.2f\n", v[int(NR * 0.5)], v[int(NR * 0.99)] }')
+  as_postgres "$PGBIN/pg_ctl" -D "$dir" -m fast stop >/dev/null
+  row postgresql "UPDATE … WHERE token <= t, synchronous_commit on" "$CLIENTS" \
+    "$ops" "$p50" "$p99" "$acc" "$((done_tx - acc))"
+}
+
+etcd_count() {
+  ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$ETCD_PORT" get --prefix \
+    bench/t/ --limit 1 --write-out json | grep -o '"count":[0-9]*' | cut -d: -f2 ||
+    echo 0
+}
+
+etcd_run() {
+  local port peer dir=$WORK/etcd
+  port=$(free_port)
+  peer=$(free_port)
+  etcd --name bench --data-dir "$dir" \
+    --listen-client-urls "http://127.0.0.1:$port" \
+    --advertise-client-urls "http://127.0.0.1:$port" \
+    --listen-peer-urls "http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "bench=http://127.0.0.1:$peer" >"$WORK/etcd.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  wait_for curl -fsS "http://127.0.0.1:$port/health"
+  ETCD_PORT=$port
+  BENCH_SEED=1 seed_until "$KEYS" etcd_count -s "$BENCH/etcd_txn.lua" \
+    "http://127.0.0.1:$port"
+  busy_check "etcd"
+  BENCH_KEYS=$KEYS wrk -t2 -c"$CLIENTS" -d"${SECS}s" --latency \
+    -s "$BENCH/etcd_txn.lua" "http://127.0.0.1:$port" >"$WORK/wrk.out"
+  local acc rej landed
+  read -r acc rej < <(sed -n 's/^etcd accepted=\([0-9]*\) rejected=\([0-9]*\)/\1 \2/p' "$WORK/wrk.out")
+  landed=$(ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$port" get --prefix \
+    bench/v/ --print-value-only | grep -c '^stale-' || true)
+  ((landed == 0)) || fail "$landed stale writes landed in etcd"
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+  read -r ops p50 p99 <<<"$(wrk_stats "$WORK/wrk.out")"
+  row etcd "txn compare via JSON gateway" "$CLIENTS" "$ops" "$p50" "$p99" "$acc" "$rej"
+}
+
+# --- restart-to-ready -------------------------------------------------------
+# Milliseconds from starting fencepost on DIR to /readyz answering 200.
+ready_ms() {
+  local port admin start
+  port=$(free_port)
+  admin=$(free_port)
+  start=$(date +%s%N)
+  "$FENCEPOST" serve --data-dir "$1" --listen "127.0.0.1:$port" \
+    --admin-listen "127.0.0.1:$admin" --log-level warn >>"$WORK/fencepost.log" 2>&1 &
+  local pid=$!
+  PIDS+=("$pid")
+  until curl -fsS -o /dev/null "http://127.0.0.1:$admin/readyz" 2>/dev/null; do
+    sleep 0.002
+  done
+  echo $((($(date +%s%N) - start) / 1000000))
+  kill "$pid"
+  wait "$pid" 2>/dev/null || true
+}
+
+# --- the runs ---------------------------------------------------------------
+log "fencepost, $CLIENTS clients, $KEYS keys"
+fencepost_run "durable, $KEYS keys" "$CLIENTS" "$KEYS"
+FP_OPS=$(cat "$WORK/last_ops")
+log "fencepost, 1 client"
+fencepost_run "durable, 1 client" 1 "$KEYS"
+log "fencepost, one hot fence"
+fencepost_run "durable, one hot fence" "$CLIENTS" 1
+log "null HTTP server"
+null_run "$CLIENTS"
+null_run 1
+log "raw LMDB"
+raw_lmdb_run 1
+raw_lmdb_run "$CLIENTS"
+raw_lmdb_run 64
+sync_probe
+if ((PEERS)); then
+  log "redis"; redis_run
+  log "postgresql"; postgres_run
+  log "etcd"; etcd_run
+fi
+RESTARTS=$WORK/restarts
+: >"$RESTARTS"
+for n in $SCALE; do
+  log "fencepost scale run, $n fences"
+  fencepost_run "durable, $n fences" "$CLIENTS" "$n"
+  ms=$(ready_ms "$FP_DATA")
+  size=$(du -sh "$FP_DATA" | cut -f1)
+  echo "$n fences ($size on disk): restart to ready in ${ms} ms" >>"$RESTARTS"
+done
+
+# --- the table --------------------------------------------------------------
+echo
+echo "fencepost benchmark, $(date -u +%Y-%m-%d), $(nproc) cores, $(uname -r)," \
+  "${SECS}s per run, $KEYS keys, 128-byte values, ~10% stale writers"
+echo
+echo "| system | mode | clients | ops/s | p50 ms | p99 ms | accepted | rejected | fencepost ÷ this |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+awk -F'\t' -v fp="$FP_OPS" -v clients="$CLIENTS" '{
+  ratio = ($4 > 0 && ($3 == clients || $3 == "-")) ? sprintf("%.2f×", fp / $4) : "-"
+  printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, ratio
+}' "$ROWS"
+if [[ -s $RESTARTS ]]; then
+  echo
+  sed 's/^/- /' "$RESTARTS"
+fi
+if [[ -s $WARNINGS ]]; then
+  echo
+  sed 's/^/WARNING: /' "$WARNINGS"
+fi
+if ((MICRO)); then
+  echo
+  "$BUILD/tests/bench/micro_bench" --benchmark_min_time=0.2 \
+    2>/dev/null
+fi
+((FAILED == 0)) || { echo "FAILED: see the messages above" >&2; exit 1; }
