@@ -15,6 +15,7 @@
 #include "proxy/logging.h"
 #include "proxy/server.h"
 #include "proxy/service.h"
+#include "storage/fs_backend.h"
 #include "storage/lmdb_backend.h"
 
 namespace {
@@ -38,10 +39,9 @@ asio::ip::tcp::endpoint Endpoint(const proxy::ListenAddress& address) {
 }
 
 int Serve(const proxy::Config& config) {
-  if (config.backend != "lmdb") {
+  if (config.backend.rfind("http://", 0) == 0) {
     return Fail("--backend " + config.backend +
-                ": only the embedded lmdb backend is available in this "
-                "version");
+                ": the http:// backend is not available in this version");
   }
   std::unique_ptr<fence::Shards> shards;
   try {
@@ -61,9 +61,19 @@ int Serve(const proxy::Config& config) {
     spdlog::info("{} keeps the {} LMDB shards it was created with",
                  config.data_dir, shards->size());
   }
-  metrics::Metrics metrics("lmdb");
-  storage::LmdbBackend backend(*shards);
-  proxy::Service service(config, *shards, backend, metrics);
+  std::unique_ptr<storage::Backend> backend;
+  try {
+    if (config.backend.rfind("fs:", 0) == 0) {
+      backend = std::make_unique<storage::FsBackend>(config.backend.substr(3),
+                                                     *shards);
+    } else {
+      backend = std::make_unique<storage::LmdbBackend>(*shards);
+    }
+  } catch (const std::exception& e) {
+    return Fail(e.what());
+  }
+  metrics::Metrics metrics(backend->name());
+  proxy::Service service(config, *shards, *backend, metrics);
 
   asio::io_context io(1);
   proxy::Server server(io, service, metrics,

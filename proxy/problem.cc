@@ -3,6 +3,7 @@
 #include <array>
 
 #include "fence/errc.h"
+#include "storage/errc.h"
 #include "proxy/json.h"
 
 namespace fencepost::proxy {
@@ -49,6 +50,12 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kMapFull:
       return {http::status::insufficient_storage, "map-full",
               "Storage is full (LMDB map at --max-map-size)"};
+    case ProblemType::kKeyCollision:
+      return {http::status::conflict, "key-collision",
+              "The key collides with a file or directory of the other kind"};
+    case ProblemType::kDiskFull:
+      return {http::status::insufficient_storage, "disk-full",
+              "The backend's file system is full"};
     case ProblemType::kStorageFailure:
       return {http::status::internal_server_error, "storage-failure",
               "Storage failure"};
@@ -76,9 +83,19 @@ std::string_view TypeUri(ProblemType type) {
 }
 
 Problem ProblemFromStorage(std::error_code error, std::string key) {
-  const bool full = error == fence::Errc::kMapFull;
-  return {full ? ProblemType::kMapFull : ProblemType::kStorageFailure,
-          error.message(), std::move(key), std::nullopt, std::nullopt};
+  ProblemType type = ProblemType::kStorageFailure;
+  if (error == fence::Errc::kMapFull) {
+    type = ProblemType::kMapFull;
+  } else if (error == storage::Errc::kCollision) {
+    type = ProblemType::kKeyCollision;
+  } else if (error == storage::Errc::kNoSpace) {
+    type = ProblemType::kDiskFull;
+  } else if (error == storage::Errc::kSymlink ||
+             error == storage::Errc::kSegmentTooLong ||
+             error == storage::Errc::kReservedName) {
+    type = ProblemType::kBadKey;
+  }
+  return {type, error.message(), std::move(key), std::nullopt, std::nullopt};
 }
 
 Response MakeProblemResponse(const Problem& problem, unsigned version) {

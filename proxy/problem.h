@@ -23,6 +23,8 @@ enum class ProblemType {
   kMethodNotAllowed,
   kNotFound,
   kMapFull,
+  kKeyCollision,  // fs: a key and a file or directory of the other kind
+  kDiskFull,      // fs: the file system is full
   kStorageFailure,
   kNotReady,
 };
@@ -41,7 +43,8 @@ struct Problem {
 boost::beast::http::status StatusOf(ProblemType type);
 std::string_view TypeUri(ProblemType type);
 
-// The problem a storage error stands for (map full: 507; anything else: 500).
+// The problem a storage error stands for: 400 for keys the file system
+// cannot hold, 409 for collisions, 507 for a full map or disk, else 500.
 Problem ProblemFromStorage(std::error_code error, std::string key);
 
 // A complete application/problem+json response, payload prepared.

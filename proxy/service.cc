@@ -206,9 +206,7 @@ asio::awaitable<Response> Service::Read(const Request& req,
   const std::string fence(scopes_.FenceFor(key));
   storage::ReadResult read = co_await backend_.Read(key, fence, head);
   if (read.error) {
-    metrics_.BackendError();
-    spdlog::error("read of {} failed: {}", key, read.error.message());
-    co_return Problemed(req, ProblemFromStorage(read.error, key));
+    co_return Problemed(req, StorageProblem(read.error, key, "read"));
   }
   if (!read.found) {
     co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
@@ -249,9 +247,7 @@ asio::awaitable<Response> Service::Write(const Request& req,
   using Verdict = fence::WriteOutcome::Verdict;
   switch (outcome.verdict) {
     case Verdict::kFailed:
-      metrics_.BackendError();
-      spdlog::error("write of {} failed: {}", key, outcome.error.message());
-      co_return Problemed(req, ProblemFromStorage(outcome.error, key));
+      co_return Problemed(req, StorageProblem(outcome.error, key, "write"));
     case Verdict::kRejected:
       metrics_.WriteRejected(RejectReason::kStaleToken);
       spdlog::info(
@@ -284,6 +280,16 @@ asio::awaitable<Response> Service::Write(const Request& req,
   if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
   if (status != http::status::no_content) res.prepare_payload();
   co_return res;
+}
+
+Problem Service::StorageProblem(std::error_code error, const std::string& key,
+                                std::string_view what) {
+  Problem problem = ProblemFromStorage(error, key);
+  if (static_cast<unsigned>(StatusOf(problem.type)) >= 500) {
+    metrics_.BackendError();
+    spdlog::error("{} of {} failed: {}", what, key, error.message());
+  }
+  return problem;
 }
 
 asio::awaitable<Response> Service::HandleAdmin(const Request& req) {

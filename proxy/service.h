@@ -8,12 +8,13 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 
-#include "fence/shards.h"
 #include "fence/fence_store.h"
 #include "fence/scope.h"
+#include "fence/shards.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
+#include "proxy/problem.h"
 #include "storage/async_commit.h"
 #include "storage/backend.h"
 
@@ -50,6 +51,10 @@ class Service {
   Response ListFences(const Request& request);
   Response Metrics(const Request& request);
   boost::asio::awaitable<Response> Ready(const Request& request);
+  // The problem for a backend error; counts and logs it when it is the
+  // backend's fault (5xx), not the request's.
+  Problem StorageProblem(std::error_code error, const std::string& key,
+                         std::string_view what);
 
   const Config& config_;
   fence::Shards& shards_;

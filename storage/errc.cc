@@ -1,0 +1,39 @@
+#include "storage/errc.h"
+
+#include <string>
+
+namespace fencepost::storage {
+namespace {
+
+class StorageCategory : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "fencepost.storage"; }
+  std::string message(int ev) const override {
+    switch (static_cast<Errc>(ev)) {
+      case Errc::kOk:
+        return "ok";
+      case Errc::kCollision:
+        return "the key collides with a file or directory of the other kind";
+      case Errc::kSymlink:
+        return "a symlink on the key's path is never followed";
+      case Errc::kSegmentTooLong:
+        return "a path segment is longer than 255 bytes";
+      case Errc::kReservedName:
+        return "names starting with .fencepost-tmp. are fencepost's temp files";
+      case Errc::kNoSpace:
+        return "the file system is full";
+      case Errc::kIo:
+        return "file system failure";
+    }
+    return "unknown storage error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& Category() {
+  static const StorageCategory category;
+  return category;
+}
+
+}  // namespace fencepost::storage

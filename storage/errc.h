@@ -1,0 +1,29 @@
+#pragma once
+
+#include <system_error>
+
+namespace fencepost::storage {
+
+// Errors of the fs: and http:// backends (LMDB's are fence::Errc).
+enum class Errc {
+  kOk = 0,
+  kCollision = 1,       // a key and a file or directory of the other kind (409)
+  kSymlink = 2,         // a symlink on the key's path, never followed (400)
+  kSegmentTooLong = 3,  // a path segment over 255 bytes (400)
+  kReservedName = 4,    // the name fencepost gives its temp files (400)
+  kNoSpace = 5,         // the file system is full (507)
+  kIo = 6,              // any other file system failure (500)
+};
+
+const std::error_category& Category();
+
+}  // namespace fencepost::storage
+
+template <>
+struct std::is_error_code_enum<fencepost::storage::Errc> : std::true_type {};
+
+namespace fencepost::storage {
+inline std::error_code make_error_code(Errc e) {
+  return {static_cast<int>(e), Category()};
+}
+}  // namespace fencepost::storage

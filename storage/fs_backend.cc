@@ -1,0 +1,75 @@
+#include "storage/fs_backend.h"
+
+#include "storage/async_commit.h"
+#include "storage/blocking.h"
+
+namespace fencepost::storage {
+
+FsBackend::FsBackend(const std::string& dir, fence::Shards& shards)
+    : tree_(dir), shards_(shards) {}
+
+FsBackend::~FsBackend() { pool_.join(); }
+
+boost::asio::awaitable<ReadResult> FsBackend::Read(const std::string& key,
+                                                   const std::string&,
+                                                   bool head) {
+  FsValue value;
+  const std::error_code error = co_await RunBlocking<std::error_code>(
+      pool_, [this, &key, head, &value] { return tree_.Read(key, head, &value); });
+  ReadResult result;
+  result.error = error;
+  result.found = value.found;
+  result.body = std::move(value.body);
+  result.size = value.size;
+  result.token = value.token;
+  co_return result;
+}
+
+boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest& request) {
+  WriteResult result;
+  const bool remove = request.kind == WriteKind::kDelete;
+  FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
+
+  const std::error_code refused = co_await RunBlocking<std::error_code>(
+      pool_, [this, &request, remove] { return tree_.Check(request.key, remove); });
+  if (refused) {
+    result.outcome.error = refused;
+    co_return result;
+  }
+
+  fence::FenceWrite write;
+  write.fence = request.fence;
+  write.token = request.token;
+  write.observe = request.observe;
+  result.outcome =
+      co_await AsyncCommit(shards_.CommitterOf(request.fence), std::move(write));
+  using Verdict = fence::WriteOutcome::Verdict;
+  if (result.outcome.verdict != Verdict::kAccepted &&
+      result.outcome.verdict != Verdict::kObserved) {
+    co_return result;
+  }
+
+  bool created = false;
+  const std::error_code failed = co_await RunBlocking<std::error_code>(
+      pool_, [this, &request, remove, &created] {
+        return remove ? tree_.Remove(request.key)
+                      : tree_.Write(request.key, request.body, request.token,
+                                    &created);
+      });
+  if (failed) {
+    result.outcome.verdict = Verdict::kFailed;
+    result.outcome.error = failed;
+  }
+  result.created = created;
+  co_return result;
+}
+
+boost::asio::awaitable<bool> FsBackend::Ready() {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    fence::Env::ReadTxn txn(shards_.env(i));
+    if (txn.get() == nullptr) co_return false;
+  }
+  co_return tree_.Usable();
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,43 @@
+#pragma once
+
+#include <boost/asio/thread_pool.hpp>
+#include <string>
+
+#include "fence/shards.h"
+#include "storage/backend.h"
+#include "storage/fence_locks.h"
+#include "storage/fs_tree.h"
+
+namespace fencepost::storage {
+
+// --backend fs:DIR: values are files under DIR (see FsTree), fences stay in
+// LMDB. A write holds its fence's turn (FenceLocks), makes the fence durable
+// first, then writes the file on a small thread pool, so writes to one fence
+// land in the order their fence commits accepted them.
+//
+// A refused write changes nothing: FsTree::Check runs before the fence
+// commit. A file-system failure after it (disk full, say) leaves the fence
+// advanced, which is safe, and never a half-written file.
+//
+// Thread safety: Read, Write and Ready on the server's io thread.
+class FsBackend : public Backend {
+ public:
+  FsBackend(const std::string& dir, fence::Shards& shards);
+  ~FsBackend() override;
+
+  std::string_view name() const override { return "fs"; }
+  bool supports_post_patch() const override { return false; }
+  boost::asio::awaitable<ReadResult> Read(const std::string& key,
+                                          const std::string& fence,
+                                          bool head) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest& request) override;
+  boost::asio::awaitable<bool> Ready() override;
+
+ private:
+  FsTree tree_;
+  fence::Shards& shards_;
+  FenceLocks locks_;
+  boost::asio::thread_pool pool_{2};
+};
+
+}  // namespace fencepost::storage

@@ -1,0 +1,309 @@
+#include "storage/fs_tree.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "storage/errc.h"
+
+namespace fencepost::storage {
+namespace {
+
+constexpr std::string_view kTempPrefix = ".fencepost-tmp.";
+constexpr const char* kTokenXattr = "user.fencepost.token";
+constexpr std::size_t kMaxSegment = 255;
+
+// An owned file descriptor.
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() { Reset(-1); }
+  Fd(Fd&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+  Fd& operator=(Fd&& other) noexcept {
+    Reset(other.fd_);
+    other.fd_ = -1;
+    return *this;
+  }
+  int get() const { return fd_; }
+  void Reset(int fd) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::error_code FromErrno(int e) {
+  switch (e) {
+    case ELOOP:
+      return Errc::kSymlink;
+    case ENAMETOOLONG:
+      return Errc::kSegmentTooLong;
+    case ENOTDIR:
+    case EISDIR:
+      return Errc::kCollision;
+    case ENOSPC:
+    case EDQUOT:
+      return Errc::kNoSpace;
+    default:
+      return Errc::kIo;
+  }
+}
+
+// The key's segments; the last one names the file.
+std::error_code Split(std::string_view key, std::vector<std::string>* out) {
+  out->clear();
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t slash = key.find('/', start);
+    const std::string_view segment = key.substr(
+        start, slash == std::string_view::npos ? slash : slash - start);
+    if (segment.size() > kMaxSegment) return Errc::kSegmentTooLong;
+    out->emplace_back(segment);
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  if (out->back().compare(0, kTempPrefix.size(), kTempPrefix) == 0) {
+    return Errc::kReservedName;
+  }
+  return {};
+}
+
+// Opens directory `name` under `parent` without following a symlink.
+int OpenDir(int parent, const std::string& name) {
+  return ::openat(parent, name.c_str(),
+                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+// Walks to the directory that holds the key's file. With `create`, missing
+// directories are made (and synced into their parents); without it, a
+// missing one sets *missing. A file where a directory should be is a
+// collision.
+std::error_code OpenParent(int root, const std::vector<std::string>& segments,
+                           bool create, Fd* out, bool* missing) {
+  *missing = false;
+  Fd dir(::dup(root));
+  if (dir.get() < 0) return FromErrno(errno);
+  for (std::size_t i = 0; i + 1 < segments.size(); ++i) {
+    int next = OpenDir(dir.get(), segments[i]);
+    if (next < 0 && errno == ENOENT && create) {
+      if (::mkdirat(dir.get(), segments[i].c_str(), 0755) == 0) {
+        if (::fsync(dir.get()) != 0) return FromErrno(errno);
+      } else if (errno != EEXIST) {
+        return FromErrno(errno);
+      }
+      next = OpenDir(dir.get(), segments[i]);
+    }
+    if (next < 0) {
+      const int e = errno;
+      if (e == ENOENT) {
+        *missing = true;
+        return {};
+      }
+      // O_DIRECTORY fails first with ENOTDIR on a symlink: tell a link (never
+      // followed) from a file where a directory should be (a collision).
+      struct stat st;
+      if ((e == ENOTDIR || e == ELOOP) &&
+          ::fstatat(dir.get(), segments[i].c_str(), &st,
+                    AT_SYMLINK_NOFOLLOW) == 0) {
+        return S_ISLNK(st.st_mode) ? Errc::kSymlink : Errc::kCollision;
+      }
+      return FromErrno(e);
+    }
+    dir.Reset(next);
+  }
+  *out = std::move(dir);
+  return {};
+}
+
+std::string TempName() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string name(kTempPrefix);
+  std::uint64_t r = rng();
+  for (int i = 0; i < 16; ++i, r >>= 4) name.push_back(kHex[r & 15]);
+  return name;
+}
+
+bool WriteAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
+FsTree::FsTree(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd_ < 0) {
+    throw std::runtime_error("fs: backend directory " + dir +
+                             " is not usable: " + std::strerror(errno));
+  }
+}
+
+FsTree::~FsTree() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+bool FsTree::Usable() const {
+  struct stat st;
+  return ::fstat(dir_fd_, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::error_code FsTree::Check(std::string_view key, bool remove) const {
+  std::vector<std::string> segments;
+  if (auto error = Split(key, &segments)) return error;
+  Fd parent;
+  bool missing = false;
+  auto error = OpenParent(dir_fd_, segments, false, &parent, &missing);
+  if (error == Errc::kCollision && remove) return {};
+  if (error || missing) return error;
+  struct stat st;
+  if (::fstatat(parent.get(), segments.back().c_str(), &st,
+                AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
+  }
+  if (S_ISLNK(st.st_mode)) return Errc::kSymlink;
+  if (!S_ISREG(st.st_mode) && !remove) return Errc::kCollision;
+  return {};
+}
+
+std::error_code FsTree::Read(std::string_view key, bool head,
+                             FsValue* value) const {
+  *value = FsValue{};
+  std::vector<std::string> segments;
+  if (auto error = Split(key, &segments)) return error;
+  Fd parent;
+  bool missing = false;
+  auto error = OpenParent(dir_fd_, segments, false, &parent, &missing);
+  if (error == Errc::kCollision) return {};  // a file where a directory is
+  if (error || missing) return error;
+  Fd file(::openat(parent.get(), segments.back().c_str(),
+                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (file.get() < 0) {
+    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
+  }
+  struct stat st;
+  if (::fstat(file.get(), &st) != 0) return FromErrno(errno);
+  if (!S_ISREG(st.st_mode)) return {};  // a directory: no value
+  value->found = true;
+  value->size = static_cast<std::size_t>(st.st_size);
+  if (!head) {
+    value->body.resize(value->size);
+    std::size_t done = 0;
+    while (done < value->size) {
+      const ssize_t n = ::pread(file.get(), value->body.data() + done,
+                                value->size - done, static_cast<off_t>(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return FromErrno(errno);
+      if (n == 0) break;  // truncated by someone else meanwhile
+      done += static_cast<std::size_t>(n);
+    }
+    value->body.resize(done);
+    value->size = done;
+  }
+  char token[32];
+  const ssize_t n = ::fgetxattr(file.get(), kTokenXattr, token, sizeof token);
+  if (n > 0) {
+    value->token = fence::ParseToken(std::string_view(token, n));
+  }
+  return {};
+}
+
+std::error_code FsTree::Write(std::string_view key, std::string_view body,
+                              std::optional<fence::Token> token,
+                              bool* created) const {
+  std::vector<std::string> segments;
+  if (auto error = Split(key, &segments)) return error;
+  Fd parent;
+  bool missing = false;
+  if (auto error = OpenParent(dir_fd_, segments, true, &parent, &missing)) {
+    return error;
+  }
+  const std::string& leaf = segments.back();
+  struct stat st;
+  if (::fstatat(parent.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+    if (S_ISLNK(st.st_mode)) return Errc::kSymlink;
+    if (!S_ISREG(st.st_mode)) return Errc::kCollision;
+    *created = false;
+  } else if (errno == ENOENT) {
+    *created = true;
+  } else {
+    return FromErrno(errno);
+  }
+
+  std::string temp;
+  Fd file;
+  for (int attempt = 0; attempt < 8 && file.get() < 0; ++attempt) {
+    temp = TempName();
+    file.Reset(::openat(parent.get(), temp.c_str(),
+                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        0644));
+    if (file.get() < 0 && errno != EEXIST) return FromErrno(errno);
+  }
+  if (file.get() < 0) return Errc::kIo;
+  auto fail = [&](int e) {
+    file.Reset(-1);
+    ::unlinkat(parent.get(), temp.c_str(), 0);
+    return FromErrno(e);
+  };
+  if (!WriteAll(file.get(), body)) return fail(errno);
+  if (token) {
+    const std::string text = std::to_string(*token);
+    if (::fsetxattr(file.get(), kTokenXattr, text.data(), text.size(), 0) !=
+            0 &&
+        errno != ENOTSUP) {
+      return fail(errno);
+    }
+  }
+  if (::fsync(file.get()) != 0) return fail(errno);
+  file.Reset(-1);
+  if (::renameat(parent.get(), temp.c_str(), parent.get(), leaf.c_str()) !=
+      0) {
+    return fail(errno);
+  }
+  if (::fsync(parent.get()) != 0) return FromErrno(errno);
+  return {};
+}
+
+std::error_code FsTree::Remove(std::string_view key) const {
+  std::vector<std::string> segments;
+  if (auto error = Split(key, &segments)) return error;
+  Fd parent;
+  bool missing = false;
+  auto error = OpenParent(dir_fd_, segments, false, &parent, &missing);
+  if (error == Errc::kCollision) return {};
+  if (error || missing) return error;
+  const std::string& leaf = segments.back();
+  struct stat st;
+  if (::fstatat(parent.get(), leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
+  }
+  if (S_ISLNK(st.st_mode)) return Errc::kSymlink;
+  if (!S_ISREG(st.st_mode)) return {};  // a directory: no value to remove
+  if (::unlinkat(parent.get(), leaf.c_str(), 0) != 0 && errno != ENOENT) {
+    return FromErrno(errno);
+  }
+  if (::fsync(parent.get()) != 0) return FromErrno(errno);
+  return {};
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,65 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "fence/token.h"
+
+namespace fencepost::storage {
+
+struct FsValue {
+  bool found = false;
+  std::string body;  // empty for a HEAD
+  std::size_t size = 0;
+  std::optional<fence::Token> token;  // from the user.fencepost.token xattr
+};
+
+// The files of the fs: backend: key "a/b/c" is the file DIR/a/b/c, so other
+// programs can read them. Keys arrive validated (see fence/key.h); this adds
+// what only the file system can say.
+//
+// Confinement: every path is opened relative to DIR's descriptor one segment
+// at a time with O_NOFOLLOW, so no symlink met on the way is followed (400),
+// and `..`, absolute paths and NUL cannot occur in a valid key. A segment
+// over 255 bytes is 400; a key whose file would be a directory, or whose
+// directory is a file, is a collision (409). Reads and deletes of such keys
+// find nothing.
+//
+// Atomicity: a write goes to a temp file `.fencepost-tmp.<random>` in the
+// target's directory, which is fsynced, renamed over the target, and the
+// directory fsynced: a reader sees the old or the new value, and after a
+// crash the file holds one of them (a temp file may be left behind). New
+// directories are fsynced into their parents. Keys whose last segment starts
+// with `.fencepost-tmp.` are refused (400).
+//
+// Thread safety: all methods may run concurrently; callers serialize writes
+// to one key (the backend holds the key's fence).
+class FsTree {
+ public:
+  // Opens DIR, creating it if missing. Throws std::runtime_error.
+  explicit FsTree(const std::string& dir);
+  ~FsTree();
+  FsTree(const FsTree&) = delete;
+  FsTree& operator=(const FsTree&) = delete;
+
+  // What a write or delete of `key` would meet, without changing anything:
+  // 400-class errors and collisions, so a refused write leaves the fence as
+  // it was.
+  std::error_code Check(std::string_view key, bool remove) const;
+  std::error_code Read(std::string_view key, bool head, FsValue* value) const;
+  std::error_code Write(std::string_view key, std::string_view body,
+                        std::optional<fence::Token> token,
+                        bool* created) const;
+  // Removes the file; a missing file (or a directory) is not an error.
+  std::error_code Remove(std::string_view key) const;
+  // Whether DIR is still there.
+  bool Usable() const;
+
+ private:
+  int dir_fd_ = -1;
+};
+
+}  // namespace fencepost::storage

@@ -1,0 +1,142 @@
+#include "storage/fs_tree.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "storage/errc.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::storage {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+class FsTreeTest : public ::testing::Test {
+ protected:
+  FsTreeTest() {
+    fs::create_directories(outside_);
+    std::ofstream(outside_ / "secret") << "outside";
+  }
+  std::error_code Put(const std::string& key, const std::string& body,
+                      std::optional<fence::Token> token = 1) {
+    bool created = false;
+    return tree_.Write(key, body, token, &created);
+  }
+  // Nothing but `secret` is ever in the directory beside the store.
+  void ExpectOutsideUntouched() {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(outside_)) {
+      names.push_back(entry.path().filename());
+    }
+    EXPECT_EQ(names, std::vector<std::string>{"secret"});
+    EXPECT_EQ(Slurp(outside_ / "secret"), "outside");
+  }
+  std::vector<std::string> StoreFiles() {
+    std::vector<std::string> out;
+    for (const auto& entry : fs::recursive_directory_iterator(root_)) {
+      out.push_back(fs::relative(entry.path(), root_).string());
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  testing::TempDir dir_;
+  fs::path root_ = fs::path(dir_.path()) / "store";
+  fs::path outside_ = fs::path(dir_.path()) / "outside";
+  FsTree tree_{root_.string()};
+};
+
+TEST_F(FsTreeTest, RoundTripWithTokenAndAtomicReplace) {
+  bool created = false;
+  ASSERT_FALSE(tree_.Write("orders/1", "from A", 33, &created));
+  EXPECT_TRUE(created);
+  ASSERT_FALSE(tree_.Write("orders/1", "from B", 34, &created));
+  EXPECT_FALSE(created);
+  EXPECT_EQ(Slurp(root_ / "orders/1"), "from B");
+
+  FsValue value;
+  ASSERT_FALSE(tree_.Read("orders/1", false, &value));
+  EXPECT_TRUE(value.found);
+  EXPECT_EQ(value.body, "from B");
+  EXPECT_EQ(value.token, fence::Token{34});
+  ASSERT_FALSE(tree_.Read("orders/1", true, &value));
+  EXPECT_EQ(value.size, 6u);
+  EXPECT_TRUE(value.body.empty());
+  // The temp file was renamed away: only the directory and the file remain.
+  EXPECT_EQ(StoreFiles(), (std::vector<std::string>{"orders", "orders/1"}));
+
+  ASSERT_FALSE(tree_.Remove("orders/1"));
+  ASSERT_FALSE(tree_.Read("orders/1", false, &value));
+  EXPECT_FALSE(value.found);
+  EXPECT_FALSE(tree_.Remove("orders/1")) << "a missing value is no error";
+  EXPECT_FALSE(tree_.Remove("never/was"));
+}
+
+TEST_F(FsTreeTest, CollisionsBetweenFilesAndDirectories) {
+  ASSERT_FALSE(Put("x", "file"));
+  EXPECT_EQ(tree_.Check("x/y", false), Errc::kCollision);
+  EXPECT_EQ(Put("x/y", "under a file"), Errc::kCollision);
+  ASSERT_FALSE(Put("d/y", "in a dir"));
+  EXPECT_EQ(tree_.Check("d", false), Errc::kCollision);
+  EXPECT_EQ(Put("d", "over a dir"), Errc::kCollision);
+  // Reads and deletes of such keys find nothing and remove nothing.
+  FsValue value;
+  ASSERT_FALSE(tree_.Read("x/y", false, &value));
+  EXPECT_FALSE(value.found);
+  ASSERT_FALSE(tree_.Read("d", false, &value));
+  EXPECT_FALSE(value.found);
+  EXPECT_FALSE(tree_.Check("d", true));
+  EXPECT_FALSE(tree_.Remove("d"));
+  EXPECT_FALSE(tree_.Remove("x/y"));
+  EXPECT_EQ(Slurp(root_ / "x"), "file");
+  EXPECT_EQ(Slurp(root_ / "d/y"), "in a dir");
+}
+
+TEST_F(FsTreeTest, SymlinksAreNeverFollowed) {
+  fs::create_directories(root_);
+  fs::create_directory_symlink(outside_, root_ / "link");
+  fs::create_symlink(outside_ / "secret", root_ / "leaf");
+  FsValue value;
+  EXPECT_EQ(Put("link/x", "escape"), Errc::kSymlink);
+  EXPECT_EQ(Put("link/secret", "overwrite"), Errc::kSymlink);
+  EXPECT_EQ(tree_.Check("link/secret", false), Errc::kSymlink);
+  EXPECT_EQ(tree_.Read("link/secret", false, &value), Errc::kSymlink);
+  EXPECT_EQ(Put("leaf", "through a leaf link"), Errc::kSymlink);
+  EXPECT_EQ(tree_.Read("leaf", false, &value), Errc::kSymlink);
+  EXPECT_EQ(tree_.Remove("leaf"), Errc::kSymlink);
+  EXPECT_EQ(tree_.Remove("link/secret"), Errc::kSymlink);
+  ExpectOutsideUntouched();
+  EXPECT_TRUE(fs::is_symlink(root_ / "leaf"));
+}
+
+TEST_F(FsTreeTest, LongSegmentsAndReservedNames) {
+  const std::string long_segment(256, 'a');
+  EXPECT_EQ(Put(long_segment, "x"), Errc::kSegmentTooLong);
+  EXPECT_EQ(Put("a/" + long_segment + "/b", "x"), Errc::kSegmentTooLong);
+  EXPECT_FALSE(Put(std::string(255, 'a'), "x"));
+  EXPECT_EQ(Put("a/.fencepost-tmp.0123", "x"), Errc::kReservedName);
+  EXPECT_FALSE(Put(".fencepost-tmp.dir/x", "x")) << "only the file name";
+}
+
+TEST_F(FsTreeTest, EmptyBodyAndNoToken) {
+  ASSERT_FALSE(Put("empty", "", std::nullopt));
+  FsValue value;
+  ASSERT_FALSE(tree_.Read("empty", false, &value));
+  EXPECT_TRUE(value.found);
+  EXPECT_EQ(value.size, 0u);
+  EXPECT_FALSE(value.token);
+}
+
+}  // namespace
+}  // namespace fencepost::storage
