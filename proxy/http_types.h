@@ -1,11 +1,10 @@
 #pragma once
 
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/string_body.hpp>
+#include "storage/backend.h"
 
 namespace fencepost::proxy {
 
-using Request = boost::beast::http::request<boost::beast::http::string_body>;
-using Response = boost::beast::http::response<boost::beast::http::string_body>;
+using Request = storage::HttpRequest;
+using Response = storage::HttpResponse;
 
 }  // namespace fencepost::proxy

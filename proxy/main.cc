@@ -16,6 +16,7 @@
 #include "proxy/server.h"
 #include "proxy/service.h"
 #include "storage/fs_backend.h"
+#include "storage/http_backend.h"
 #include "storage/lmdb_backend.h"
 
 namespace {
@@ -39,10 +40,7 @@ asio::ip::tcp::endpoint Endpoint(const proxy::ListenAddress& address) {
 }
 
 int Serve(const proxy::Config& config) {
-  if (config.backend.rfind("http://", 0) == 0) {
-    return Fail("--backend " + config.backend +
-                ": the http:// backend is not available in this version");
-  }
+  asio::io_context io(1);
   std::unique_ptr<fence::Shards> shards;
   try {
     fence::Shards::Options options;
@@ -66,6 +64,21 @@ int Serve(const proxy::Config& config) {
     if (config.backend.rfind("fs:", 0) == 0) {
       backend = std::make_unique<storage::FsBackend>(config.backend.substr(3),
                                                      *shards);
+    } else if (config.backend.rfind("http://", 0) == 0) {
+      storage::HttpBackend::Options options;
+      options.url = config.backend;
+      options.timeout = Millis(config.upstream_timeout);
+      options.settle = Millis(config.upstream_settle);
+      options.forward_token = config.forward_token;
+      // Test-only: lets a test show the overwrite the hold prevents.
+      if (const char* off = std::getenv("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE");
+          off != nullptr && std::string_view(off) == "1") {
+        options.disable_gate = true;
+        spdlog::critical(
+            "FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1: fences are NOT held after "
+            "unknown upstream outcomes; for tests only");
+      }
+      backend = std::make_unique<storage::HttpBackend>(io, options, *shards);
     } else {
       backend = std::make_unique<storage::LmdbBackend>(*shards);
     }
@@ -75,7 +88,6 @@ int Serve(const proxy::Config& config) {
   metrics::Metrics metrics(backend->name());
   proxy::Service service(config, *shards, *backend, metrics);
 
-  asio::io_context io(1);
   proxy::Server server(io, service, metrics,
                        {.max_body = config.max_body,
                         .read_timeout = Millis(config.read_timeout),

@@ -56,6 +56,15 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kDiskFull:
       return {http::status::insufficient_storage, "disk-full",
               "The backend's file system is full"};
+    case ProblemType::kUpstreamFailed:
+      return {http::status::bad_gateway, "upstream-failed",
+              "The upstream refused or failed before the write was sent"};
+    case ProblemType::kOutcomeUnknown:
+      return {http::status::gateway_timeout, "upstream-outcome-unknown",
+              "The upstream's outcome is unknown"};
+    case ProblemType::kFenceHeld:
+      return {http::status::service_unavailable, "fence-held",
+              "The fence is held closed after an unknown upstream outcome"};
     case ProblemType::kStorageFailure:
       return {http::status::internal_server_error, "storage-failure",
               "Storage failure"};
@@ -90,6 +99,12 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
     type = ProblemType::kKeyCollision;
   } else if (error == storage::Errc::kNoSpace) {
     type = ProblemType::kDiskFull;
+  } else if (error == storage::Errc::kUpstreamFailed) {
+    type = ProblemType::kUpstreamFailed;
+  } else if (error == storage::Errc::kOutcomeUnknown) {
+    type = ProblemType::kOutcomeUnknown;
+  } else if (error == storage::Errc::kFenceHeld) {
+    type = ProblemType::kFenceHeld;
   } else if (error == storage::Errc::kSymlink ||
              error == storage::Errc::kSegmentTooLong ||
              error == storage::Errc::kReservedName) {

@@ -25,6 +25,9 @@ enum class ProblemType {
   kMapFull,
   kKeyCollision,  // fs: a key and a file or directory of the other kind
   kDiskFull,      // fs: the file system is full
+  kUpstreamFailed,   // http://: refused or failed before the write was sent
+  kOutcomeUnknown,   // http://: no answer after the write was sent
+  kFenceHeld,        // http://: held closed after an unknown outcome
   kStorageFailure,
   kNotReady,
 };

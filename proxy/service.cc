@@ -7,6 +7,7 @@
 #include "fence/key.h"
 #include "proxy/json.h"
 #include "proxy/problem.h"
+#include "storage/errc.h"
 
 namespace fencepost::proxy {
 
@@ -203,10 +204,15 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
 asio::awaitable<Response> Service::Read(const Request& req,
                                         const std::string& key) {
   const bool head = req.method() == http::verb::head;
-  const std::string fence(scopes_.FenceFor(key));
-  storage::ReadResult read = co_await backend_.Read(key, fence, head);
+  storage::ReadRequest request{key, std::string(scopes_.FenceFor(key)), head,
+                               &req};
+  storage::ReadResult read = co_await backend_.Read(request);
   if (read.error) {
     co_return Problemed(req, StorageProblem(read.error, key, "read"));
+  }
+  if (read.upstream) {
+    read.upstream->version(req.version());
+    co_return std::move(*read.upstream);
   }
   if (!read.found) {
     co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
@@ -240,14 +246,24 @@ asio::awaitable<Response> Service::Write(const Request& req,
   if (state == TokenState::kOk) write.token = token;
   write.observe = observe;
   write.body = req.body();
+  write.original = &req;
   const std::string fence_name = write.fence;
-  const storage::WriteResult result = co_await backend_.Write(write);
+  storage::WriteResult result = co_await backend_.Write(write);
   const fence::WriteOutcome& outcome = result.outcome;
 
   using Verdict = fence::WriteOutcome::Verdict;
   switch (outcome.verdict) {
-    case Verdict::kFailed:
-      co_return Problemed(req, StorageProblem(outcome.error, key, "write"));
+    case Verdict::kFailed: {
+      if (outcome.error == storage::Errc::kOutcomeUnknown) {
+        metrics_.OutcomeUnknown();
+      }
+      Response res =
+          Problemed(req, StorageProblem(outcome.error, key, "write"));
+      if (result.retry_after > 0) {
+        res.set(http::field::retry_after, std::to_string(result.retry_after));
+      }
+      co_return res;
+    }
     case Verdict::kRejected:
       metrics_.WriteRejected(RejectReason::kStaleToken);
       spdlog::info(
@@ -268,6 +284,15 @@ asio::awaitable<Response> Service::Write(const Request& req,
       metrics_.WriteAccepted(outcome.decision.advances);
       break;
   }
+  if (result.upstream) {
+    // The upstream's answer, with the fence's token.
+    Response res = std::move(*result.upstream);
+    res.version(req.version());
+    if (outcome.current) {
+      res.set(kTokenHeader, std::to_string(*outcome.current));
+    }
+    co_return res;
+  }
   // PUT: 201 when it made the value, else 200 with an empty body. DELETE:
   // 204, which RFC 9110 forbids to carry Content-Length.
   http::status status = http::status::ok;
@@ -285,7 +310,8 @@ asio::awaitable<Response> Service::Write(const Request& req,
 Problem Service::StorageProblem(std::error_code error, const std::string& key,
                                 std::string_view what) {
   Problem problem = ProblemFromStorage(error, key);
-  if (static_cast<unsigned>(StatusOf(problem.type)) >= 500) {
+  if (static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
+      problem.type != ProblemType::kFenceHeld) {
     metrics_.BackendError();
     spdlog::error("{} of {} failed: {}", what, key, error.message());
   }

@@ -5,7 +5,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev liblmdb-dev lmdb-utils prometheus-cpp-dev libspdlog-dev
-  libfmt-dev libgtest-dev libbenchmark-dev curl wrk
+  libfmt-dev libgtest-dev libbenchmark-dev curl wrk nginx
 )
 missing=()
 for p in "${packages[@]}"; do

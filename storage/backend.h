@@ -6,6 +6,8 @@
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +18,19 @@
 
 namespace fencepost::storage {
 
+using HttpRequest =
+    boost::beast::http::request<boost::beast::http::string_body>;
+using HttpResponse =
+    boost::beast::http::response<boost::beast::http::string_body>;
+
 enum class WriteKind { kPut, kDelete, kPost, kPatch };
+
+struct ReadRequest {
+  std::string key;
+  std::string fence;  // the fence that guards `key`
+  bool head = false;
+  const HttpRequest* original = nullptr;  // for backends that forward it
+};
 
 // A write routed through a fence. `fence` is the fence that guards `key`
 // (the key itself, or its scope).
@@ -27,11 +41,16 @@ struct WriteRequest {
   std::optional<fence::Token> token;  // nullopt only in observe mode
   bool observe = false;
   std::string body;
+  const HttpRequest* original = nullptr;  // for backends that forward it
 };
 
 struct WriteResult {
   fence::WriteOutcome outcome;
   bool created = false;  // the write made a value that did not exist before
+  // A forwarding backend's answer, hop-by-hop fields removed and the length
+  // set, to relay as it is (plus Fencing-Token).
+  std::optional<HttpResponse> upstream;
+  int retry_after = 0;  // seconds, with Errc::kFenceHeld
 };
 
 struct ReadResult {
@@ -40,6 +59,7 @@ struct ReadResult {
   std::optional<fence::Token> token;  // the token of the write that stored it
   std::size_t size = 0;               // the value's size, also for HEAD
   std::error_code error;
+  std::optional<HttpResponse> upstream;  // a forwarding backend's answer
 };
 
 // Where values live. Implementations check and advance the fence (through
@@ -55,11 +75,10 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Whether POST and PATCH are accepted as fenced writes.
   virtual bool supports_post_patch() const = 0;
-  // Coroutines: the caller keeps `key`, `fence` and `request` alive until
-  // the returned awaitable completes. `fence` guards `key`.
-  virtual boost::asio::awaitable<ReadResult> Read(const std::string& key,
-                                                  const std::string& fence,
-                                                  bool head) = 0;
+  // Coroutines: the caller keeps `request` alive until the returned
+  // awaitable completes.
+  virtual boost::asio::awaitable<ReadResult> Read(
+      const ReadRequest& request) = 0;
   virtual boost::asio::awaitable<WriteResult> Write(WriteRequest& request) = 0;
   // Whether the backend answers (for /readyz).
   virtual boost::asio::awaitable<bool> Ready() = 0;

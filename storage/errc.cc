@@ -24,6 +24,14 @@ class StorageCategory : public std::error_category {
         return "the file system is full";
       case Errc::kIo:
         return "file system failure";
+      case Errc::kUpstreamFailed:
+        return "the upstream refused or failed before the write was sent";
+      case Errc::kOutcomeUnknown:
+        return "the upstream did not answer after the write was sent: it may "
+               "or may not have applied it";
+      case Errc::kFenceHeld:
+        return "the fence is held closed after an upstream write's outcome "
+               "became unknown; retry after Retry-After seconds";
     }
     return "unknown storage error";
   }

@@ -13,6 +13,9 @@ enum class Errc {
   kReservedName = 4,    // the name fencepost gives its temp files (400)
   kNoSpace = 5,         // the file system is full (507)
   kIo = 6,              // any other file system failure (500)
+  kUpstreamFailed = 7,  // refused or failed before the write was sent (502)
+  kOutcomeUnknown = 8,  // timed out or reset after it was sent (504)
+  kFenceHeld = 9,       // the fence waits out an unknown outcome (503)
 };
 
 const std::error_category& Category();

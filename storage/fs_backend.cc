@@ -10,12 +10,12 @@ FsBackend::FsBackend(const std::string& dir, fence::Shards& shards)
 
 FsBackend::~FsBackend() { pool_.join(); }
 
-boost::asio::awaitable<ReadResult> FsBackend::Read(const std::string& key,
-                                                   const std::string&,
-                                                   bool head) {
+boost::asio::awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
   FsValue value;
   const std::error_code error = co_await RunBlocking<std::error_code>(
-      pool_, [this, &key, head, &value] { return tree_.Read(key, head, &value); });
+      pool_, [this, &request, &value] {
+        return tree_.Read(request.key, request.head, &value);
+      });
   ReadResult result;
   result.error = error;
   result.found = value.found;

@@ -61,11 +61,12 @@ struct ValueWrite {
 
 }  // namespace
 
-boost::asio::awaitable<ReadResult> LmdbBackend::Read(const std::string& key,
-                                                     const std::string& fence,
-                                                     bool head) {
+boost::asio::awaitable<ReadResult> LmdbBackend::Read(
+    const ReadRequest& request) {
+  const std::string& key = request.key;
+  const bool head = request.head;
   ReadResult result;
-  const fence::Env& env = shards_.env(shards_.IndexOf(fence));
+  const fence::Env& env = shards_.env(shards_.IndexOf(request.fence));
   fence::Env::ReadTxn txn(env);
   if (txn.get() == nullptr) {
     result.error = fence::FromLmdb(txn.error());

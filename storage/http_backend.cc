@@ -1,0 +1,335 @@
+#include "storage/http_backend.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+#include "storage/async_commit.h"
+#include "storage/errc.h"
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+constexpr std::size_t kMaxIdle = 64;
+constexpr std::uint64_t kMaxUpstreamBody = 64ull << 20;
+
+struct Url {
+  std::string host;
+  std::string port;
+  std::string base;
+};
+
+Url ParseUrl(const std::string& url) {
+  auto bad = [&url](const std::string& why) {
+    return std::runtime_error("--backend " + url + ": " + why +
+                              " (expected http://HOST:PORT[/BASE])");
+  };
+  if (url.rfind("http://", 0) != 0) throw bad("not an http:// URL");
+  const std::string rest = url.substr(7);
+  const std::size_t slash = rest.find('/');
+  const std::string authority = rest.substr(0, slash);
+  Url out;
+  if (slash != std::string::npos) out.base = rest.substr(slash);
+  while (!out.base.empty() && out.base.back() == '/') out.base.pop_back();
+  std::size_t colon = std::string::npos;
+  if (!authority.empty() && authority.front() == '[') {
+    const std::size_t close = authority.find(']');
+    if (close == std::string::npos) throw bad("unclosed [");
+    out.host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size()) {
+      if (authority[close + 1] != ':') throw bad("junk after ]");
+      colon = close + 1;
+    }
+  } else {
+    colon = authority.rfind(':');
+    out.host = authority.substr(0, colon);
+  }
+  out.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+  if (out.host.empty()) throw bad("no host");
+  if (out.port.empty() ||
+      out.port.find_first_not_of("0123456789") != std::string::npos) {
+    throw bad("bad port");
+  }
+  return out;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+// The upstream's answer made ready to relay.
+HttpResponse Relay(HttpResponse response, bool head) {
+  StripHopByHop(response);
+  const unsigned status = response.result_int();
+  if (status == 204 || status == 304 || status < 200) {
+    response.erase(http::field::content_length);
+  } else if (!head) {
+    response.content_length(response.body().size());
+  }
+  return response;
+}
+
+}  // namespace
+
+void StripHopByHop(http::fields& fields) {
+  std::vector<std::string> named;
+  for (const auto& field : fields) {
+    if (field.name() != http::field::connection) continue;
+    std::string_view list = field.value();
+    while (!list.empty()) {
+      const std::size_t comma = list.find(',');
+      const std::string_view name = Trim(list.substr(0, comma));
+      if (!name.empty()) named.emplace_back(name);
+      list = comma == std::string_view::npos ? "" : list.substr(comma + 1);
+    }
+  }
+  for (const std::string& name : named) fields.erase(name);
+  for (http::field f :
+       {http::field::connection, http::field::keep_alive,
+        http::field::proxy_connection, http::field::te, http::field::trailer,
+        http::field::transfer_encoding, http::field::upgrade}) {
+    fields.erase(f);
+  }
+}
+
+HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
+                         fence::Shards& shards)
+    : io_(io),
+      options_(options),
+      shards_(shards),
+      fences_(shards.envs()) {
+  const Url url = ParseUrl(options.url);
+  base_ = url.base;
+  const bool v6 = url.host.find(':') != std::string::npos;
+  host_header_ = (v6 ? "[" + url.host + "]" : url.host) + ":" + url.port;
+  tcp::resolver resolver(io);
+  beast::error_code ec;
+  const auto results = resolver.resolve(url.host, url.port, ec);
+  if (ec) {
+    throw std::runtime_error("--backend " + options.url + ": cannot resolve " +
+                             url.host + ": " + ec.message());
+  }
+  for (const auto& entry : results) endpoints_.push_back(entry.endpoint());
+}
+
+HttpRequest HttpBackend::Upstream(const HttpRequest& original) const {
+  HttpRequest out;
+  out.method(original.method());
+  out.target(base_ + std::string(original.target()));
+  out.version(11);
+  for (const auto& field : original) {
+    out.insert(field.name_string(), field.value());
+  }
+  StripHopByHop(out);
+  out.erase(http::field::host);
+  out.erase(http::field::expect);
+  out.erase(http::field::content_length);
+  if (!options_.forward_token) out.erase("Fencing-Token");
+  out.set(http::field::host, host_header_);
+  out.set(http::field::via, "1.1 fencepost");
+  out.body() = original.body();
+  const http::verb m = original.method();
+  if (!out.body().empty() || m == http::verb::put || m == http::verb::post ||
+      m == http::verb::patch) {
+    out.content_length(out.body().size());
+  }
+  out.keep_alive(true);
+  return out;
+}
+
+// Coroutines here follow the project's g++ 12 rules: every co_await is a
+// statement of its own, and no temporary with a destructor lives across one.
+asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
+    const HttpRequest& request, bool idempotent) {
+  Exchange out;
+  beast::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<beast::tcp_stream> conn;
+    bool reused = false;
+    if (attempt == 0 && !idle_.empty()) {
+      conn = std::move(idle_.back());
+      idle_.pop_back();
+      reused = true;
+    } else {
+      conn = std::make_unique<beast::tcp_stream>(io_);
+      conn->expires_after(options_.timeout);
+      co_await conn->async_connect(endpoints_, token);
+      if (ec) {
+        out.sent = Sent::kNotSent;
+        out.error = "connect: " + ec.message();
+        co_return out;
+      }
+      conn->socket().set_option(tcp::no_delay(true), ec);
+    }
+
+    conn->expires_after(options_.timeout);
+    const std::size_t written = co_await http::async_write(*conn, request, token);
+    if (ec) {
+      if (written == 0 && reused) continue;  // it had closed; nothing sent
+      out.sent = written == 0 ? Sent::kNotSent : Sent::kUnknown;
+      out.error = "send: " + ec.message();
+      co_return out;
+    }
+
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(kMaxUpstreamBody);
+    if (request.method() == http::verb::head) parser.skip(true);
+    co_await http::async_read(*conn, buffer, parser, token);
+    if (ec) {
+      // A kept-alive connection the upstream had already closed: it never
+      // read this request. Retry idempotent requests once, on a new one.
+      const bool closed_idle =
+          reused && !parser.got_some() &&
+          (ec == http::error::end_of_stream ||
+           ec == asio::error::connection_reset || ec == asio::error::eof);
+      if (closed_idle && idempotent) continue;
+      out.sent = Sent::kUnknown;
+      out.error = "answer: " + ec.message();
+      co_return out;
+    }
+    out.response = parser.release();
+    out.sent = Sent::kAnswered;
+    if (out.response.keep_alive() && idle_.size() < kMaxIdle) {
+      conn->expires_never();
+      idle_.push_back(std::move(conn));
+    }
+    co_return out;
+  }
+  co_return out;
+}
+
+bool HttpBackend::Held(const std::string& fence, int* seconds) {
+  auto it = held_until_.find(fence);
+  if (it == held_until_.end()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now >= it->second) {
+    held_until_.erase(it);
+    return false;
+  }
+  const auto left =
+      std::chrono::duration_cast<std::chrono::milliseconds>(it->second - now);
+  *seconds = static_cast<int>((left.count() + 999) / 1000);
+  return true;
+}
+
+asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
+  ReadResult result;
+  const HttpRequest upstream = Upstream(*request.original);
+  Exchange exchange = co_await RoundTrip(upstream, true);
+  if (exchange.sent != Sent::kAnswered) {
+    spdlog::warn("upstream {} {} failed: {}", upstream.method_string(),
+                 upstream.target(), exchange.error);
+    result.error = Errc::kUpstreamFailed;
+    co_return result;
+  }
+  result.found = true;
+  result.upstream = Relay(std::move(exchange.response), request.head);
+  co_return result;
+}
+
+asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest& request) {
+  WriteResult result;
+  FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
+
+  int wait = 0;
+  if (!options_.disable_gate && Held(request.fence, &wait)) {
+    // A stale token still gets 409 first.
+    std::optional<fence::FenceRecord> current;
+    if (auto error = fences_.Get(request.fence, &current)) {
+      result.outcome.error = error;
+      co_return result;
+    }
+    if (request.token && current && *request.token < current->token &&
+        !request.observe) {
+      result.outcome.verdict = fence::WriteOutcome::Verdict::kRejected;
+      result.outcome.previous = current->token;
+      result.outcome.current = current->token;
+      co_return result;
+    }
+    result.outcome.error = Errc::kFenceHeld;
+    result.retry_after = wait;
+    co_return result;
+  }
+
+  fence::FenceWrite write;
+  write.fence = request.fence;
+  write.token = request.token;
+  write.observe = request.observe;
+  result.outcome =
+      co_await AsyncCommit(shards_.CommitterOf(request.fence), std::move(write));
+  using Verdict = fence::WriteOutcome::Verdict;
+  if (result.outcome.verdict != Verdict::kAccepted &&
+      result.outcome.verdict != Verdict::kObserved) {
+    co_return result;
+  }
+
+  const HttpRequest upstream = Upstream(*request.original);
+  const bool idempotent =
+      request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete;
+  Exchange exchange = co_await RoundTrip(upstream, idempotent);
+  if (exchange.sent != Sent::kAnswered) {
+    spdlog::warn("upstream {} {} (fence {}, token {}) {}: {}",
+                 upstream.method_string(), upstream.target(), request.fence,
+                 request.token ? std::to_string(*request.token) : "none",
+                 exchange.sent == Sent::kNotSent ? "was not sent"
+                                                 : "has an unknown outcome",
+                 exchange.error);
+  }
+  switch (exchange.sent) {
+    case Sent::kAnswered:
+      result.created = exchange.response.result() == http::status::created;
+      result.upstream = Relay(std::move(exchange.response), false);
+      break;
+    case Sent::kNotSent:
+      result.outcome.verdict = Verdict::kFailed;
+      result.outcome.error = Errc::kUpstreamFailed;
+      break;
+    case Sent::kUnknown:
+      result.outcome.verdict = Verdict::kFailed;
+      result.outcome.error = Errc::kOutcomeUnknown;
+      // The connection is closed (RoundTrip dropped it); the upstream may
+      // still apply the write, so the fence stays closed for `settle`.
+      if (!options_.disable_gate) {
+        held_until_[request.fence] =
+            std::chrono::steady_clock::now() + options_.settle;
+      }
+      break;
+  }
+  co_return result;
+}
+
+asio::awaitable<bool> HttpBackend::Ready() {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    fence::Env::ReadTxn txn(shards_.env(i));
+    if (txn.get() == nullptr) co_return false;
+  }
+  HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
+  head.set(http::field::host, host_header_);
+  head.keep_alive(true);
+  Exchange exchange = co_await RoundTrip(head, true);
+  co_return exchange.sent == Sent::kAnswered;
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,99 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "fence/fence_store.h"
+#include "fence/shards.h"
+#include "storage/backend.h"
+#include "storage/fence_locks.h"
+
+namespace fencepost::storage {
+
+// --backend http://HOST:PORT[/BASE]: a legacy store behind the fence. The
+// request path (and query) is forwarded unchanged after BASE. GET and HEAD
+// pass through; PUT, DELETE, POST and PATCH are fenced: the write holds its
+// fence's turn, the fence is made durable, then the request is forwarded,
+// so writes to one fence reach the upstream one at a time, in token order.
+//
+// Outcomes: a refused connection, or a failure before any byte of the
+// request was sent, is 502 (Errc::kUpstreamFailed) and nothing was
+// acknowledged. A timeout or reset after bytes were sent is 504
+// (Errc::kOutcomeUnknown): the upstream may still apply the write, so the
+// connection is closed and the fence is held closed (503 with Retry-After,
+// Errc::kFenceHeld) for `settle` from then, so a newer write cannot be
+// acknowledged and then overwritten by the late one. A stale token still
+// gets 409 first; bumps are not held. What remains: a proxy cannot recall a
+// request already on the wire, so an upstream that applies a write later
+// than `settle` after its connection closed can still overwrite a newer one.
+//
+// Hop-by-hop fields (RFC 9110 section 7.6.1: Connection and the fields it
+// names, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
+// Upgrade) are not forwarded either way; Host names the upstream;
+// Fencing-Token is sent only with `forward_token`. Connections are kept
+// alive and reused; a reused connection that turns out closed before any
+// answer is retried once on a new one for PUT and DELETE (idempotent).
+//
+// Thread safety: every call on the server's one io thread.
+class HttpBackend : public Backend {
+ public:
+  struct Options {
+    std::string url;  // http://HOST:PORT[/BASE]
+    std::chrono::milliseconds timeout{10000};
+    std::chrono::milliseconds settle{2000};
+    bool forward_token = false;
+    // Test-only: no hold after an unknown outcome, so a test can show the
+    // overwrite the hold prevents. Never set it in production.
+    bool disable_gate = false;
+  };
+
+  // Resolves HOST at once. Throws std::runtime_error for a bad URL or an
+  // unknown host.
+  HttpBackend(boost::asio::io_context& io, const Options& options,
+              fence::Shards& shards);
+
+  std::string_view name() const override { return "http"; }
+  bool supports_post_patch() const override { return true; }
+  boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest& request) override;
+  boost::asio::awaitable<bool> Ready() override;
+
+ private:
+  enum class Sent { kAnswered, kNotSent, kUnknown };
+  struct Exchange {
+    Sent sent = Sent::kNotSent;
+    HttpResponse response;
+    std::string error;
+  };
+
+  HttpRequest Upstream(const HttpRequest& original) const;
+  // One request and its answer on a pooled or new connection.
+  boost::asio::awaitable<Exchange> RoundTrip(const HttpRequest& request,
+                                             bool idempotent);
+  // Whether `fence` is held now; sets *seconds to the time left.
+  bool Held(const std::string& fence, int* seconds);
+
+  boost::asio::io_context& io_;
+  Options options_;
+  fence::Shards& shards_;
+  fence::FenceStore fences_;
+  std::string host_header_;
+  std::string base_;
+  std::vector<boost::asio::ip::tcp::endpoint> endpoints_;
+  std::vector<std::unique_ptr<boost::beast::tcp_stream>> idle_;
+  FenceLocks locks_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point>
+      held_until_;
+};
+
+// Removes the hop-by-hop fields of `fields`, including those its Connection
+// field names.
+void StripHopByHop(boost::beast::http::fields& fields);
+
+}  // namespace fencepost::storage

@@ -1,0 +1,241 @@
+#include "tests/testing/upstreams.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace fencepost::testing {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+int Listen(std::uint16_t port, std::uint16_t* bound) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, 64) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot listen on 127.0.0.1:" +
+                             std::to_string(port));
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *bound = ntohs(addr.sin_port);
+  return fd;
+}
+
+bool CanConnect(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  const bool ok =
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(c));
+  return s;
+}
+
+}  // namespace
+
+std::uint16_t FreePort() {
+  std::uint16_t port = 0;
+  ::close(Listen(0, &port));
+  return port;
+}
+
+FakeUpstream::FakeUpstream(std::chrono::milliseconds stall, std::uint16_t port)
+    : stall_(stall) {
+  listen_fd_ = Listen(port, &port_);
+  acceptor_ = std::thread([this] { AcceptLoop(); });
+}
+
+FakeUpstream::~FakeUpstream() {
+  stopping_ = true;
+  ::shutdown(listen_fd_, SHUT_RDWR);
+  acceptor_.join();
+  ::close(listen_fd_);
+  {
+    std::lock_guard lock(mu_);
+    for (int fd : connections_) ::shutdown(fd, SHUT_RDWR);
+  }
+  for (auto& t : threads_) t.join();
+}
+
+std::string FakeUpstream::Value(const std::string& target) {
+  std::lock_guard lock(mu_);
+  auto it = values_.find(target);
+  return it == values_.end() ? "" : it->second;
+}
+
+std::vector<FakeUpstream::Seen> FakeUpstream::Requests() {
+  std::lock_guard lock(mu_);
+  return seen_;
+}
+
+void FakeUpstream::AcceptLoop() {
+  while (!stopping_) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (stopping_) return;
+      continue;
+    }
+    std::lock_guard lock(mu_);
+    connections_.push_back(fd);
+    threads_.emplace_back([this, fd] { Serve(fd); });
+  }
+}
+
+void FakeUpstream::Serve(int fd) {
+  asio::io_context io;
+  tcp::socket socket(io);
+  socket.assign(tcp::v4(), fd);
+  beast::flat_buffer buffer;
+  while (!stopping_) {
+    http::request<http::string_body> req;
+    beast::error_code ec;
+    http::read(socket, buffer, req, ec);
+    if (ec) break;
+    Seen seen{std::string(req.method_string()), std::string(req.target()), {}};
+    for (const auto& field : req) {
+      seen.headers[Lower(std::string(field.name_string()))] =
+          std::string(field.value());
+    }
+    {
+      std::lock_guard lock(mu_);
+      seen_.push_back(seen);
+    }
+    http::response<http::string_body> res(http::status::ok, req.version());
+    const std::string target(req.target());
+    if (req.method() == http::verb::put || req.method() == http::verb::post ||
+        req.method() == http::verb::patch) {
+      const bool stalled = req.body().rfind("stall:", 0) == 0;
+      if (stalled) std::this_thread::sleep_for(stall_);
+      std::lock_guard lock(mu_);
+      const bool existed = values_.count(target) > 0;
+      values_[target] = req.body();
+      if (stalled) ++stalled_applied_;
+      res.result(existed ? http::status::no_content : http::status::created);
+    } else if (req.method() == http::verb::delete_) {
+      std::lock_guard lock(mu_);
+      values_.erase(target);
+      res.result(http::status::no_content);
+    } else if (req.method() == http::verb::get) {
+      std::lock_guard lock(mu_);
+      auto it = values_.find(target);
+      if (it == values_.end()) {
+        res.result(http::status::not_found);
+      } else {
+        res.body() = it->second;
+      }
+    }
+    if (res.result() != http::status::no_content) res.prepare_payload();
+    res.keep_alive(req.keep_alive());
+    http::write(socket, res, ec);
+    if (ec || !req.keep_alive()) break;
+  }
+  beast::error_code ignored;
+  socket.shutdown(tcp::socket::shutdown_both, ignored);
+}
+
+NginxProcess::NginxProcess(const std::string& root, const std::string& work)
+    : work_(work) {
+  namespace fs = std::filesystem;
+  fs::create_directories(root);
+  fs::create_directories(work + "/tmp");
+  const char* binary = fs::exists("/usr/sbin/nginx") ? "/usr/sbin/nginx"
+                                                     : "nginx";
+  for (int attempt = 0; attempt < 5 && pid_ < 0; ++attempt) {
+    port_ = FreePort();
+    const std::string t = work + "/tmp";
+    std::ofstream(work + "/nginx.conf")
+        << "daemon off;\nmaster_process off;\nworker_processes 1;\n"
+        << "pid " << work << "/nginx.pid;\nerror_log " << work
+        << "/error.log;\nevents { worker_connections 64; }\nhttp {\n"
+        << "  access_log " << work << "/access.log;\n"
+        << "  client_body_temp_path " << t << ";\n  proxy_temp_path " << t
+        << ";\n  fastcgi_temp_path " << t << ";\n  uwsgi_temp_path " << t
+        << ";\n  scgi_temp_path " << t << ";\n"
+        << "  server {\n    listen 127.0.0.1:" << port_ << ";\n    root "
+        << root << ";\n    location / { dav_methods PUT DELETE; "
+        << "create_full_put_path on; }\n  }\n}\n";
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      const int log = ::open((work + "/stderr.log").c_str(),
+                             O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(log, 1);
+      dup2(log, 2);
+      const std::string conf = work + "/nginx.conf";
+      const std::string errors = work + "/error.log";
+      execlp(binary, binary, "-c", conf.c_str(), "-e", errors.c_str(),
+             static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 500; ++i) {
+      if (CanConnect(port_)) {
+        pid_ = pid;
+        break;
+      }
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) break;  // e.g. port taken
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (pid_ < 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  if (pid_ < 0) {
+    std::ifstream in(work + "/error.log");
+    std::stringstream s;
+    s << in.rdbuf();
+    throw std::runtime_error("nginx did not start: " + s.str());
+  }
+}
+
+NginxProcess::~NginxProcess() {
+  if (pid_ > 0) {
+    kill(pid_, SIGTERM);
+    waitpid(pid_, nullptr, 0);
+  }
+}
+
+std::string NginxProcess::AccessLog() const {
+  std::ifstream in(work_ + "/access.log");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace fencepost::testing

@@ -1,0 +1,87 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace fencepost::testing {
+
+// A free TCP port on 127.0.0.1 (bound, read, released: a tiny race).
+std::uint16_t FreePort();
+
+// A small legacy store for the http:// backend's tests: PUT stores the body
+// under the target, GET returns it, DELETE removes it, HEAD answers 200. A PUT
+// whose body starts with "stall:" is held `stall` before it is applied; it is
+// applied even when the client has given up meanwhile (the delayed-write
+// hazard). Every request is recorded as it arrives.
+class FakeUpstream {
+ public:
+  struct Seen {
+    std::string method;
+    std::string target;
+    std::map<std::string, std::string> headers;  // names in lower case
+  };
+
+  explicit FakeUpstream(std::chrono::milliseconds stall =
+                            std::chrono::milliseconds(1000),
+                        std::uint16_t port = 0);
+  ~FakeUpstream();
+  FakeUpstream(const FakeUpstream&) = delete;
+  FakeUpstream& operator=(const FakeUpstream&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  // The stored value, or "" when there is none.
+  std::string Value(const std::string& target);
+  std::vector<Seen> Requests();
+  // How many stalled writes have been applied so far.
+  int stalled_applied() const { return stalled_applied_; }
+
+ private:
+  void AcceptLoop();
+  void Serve(int fd);
+
+  std::chrono::milliseconds stall_;
+  int listen_fd_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stopping_ = false;
+  std::atomic<int> stalled_applied_ = 0;
+  std::mutex mu_;
+  std::map<std::string, std::string> values_;
+  std::vector<Seen> seen_;
+  std::vector<int> connections_;
+  std::vector<std::thread> threads_;
+  std::thread acceptor_;
+};
+
+// Debian's nginx on 127.0.0.1 as a WebDAV store (PUT and DELETE enabled) over
+// a root directory, in the foreground, logging to files under `work`.
+class NginxProcess {
+ public:
+  NginxProcess(const std::string& root, const std::string& work);
+  ~NginxProcess();
+  NginxProcess(const NginxProcess&) = delete;
+  NginxProcess& operator=(const NginxProcess&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  std::string AccessLog() const;
+
+ private:
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+  std::string work_;
+};
+
+}  // namespace fencepost::testing
