@@ -167,7 +167,9 @@ asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<beast::tcp_stream> conn;
     bool reused = false;
-    if (attempt == 0 && !idle_.empty()) {
+    // POST and PATCH always get a new connection: on a kept-alive one the
+    // upstream may have closed meanwhile, and they cannot be retried.
+    if (attempt == 0 && idempotent && !idle_.empty()) {
       conn = std::move(idle_.back());
       idle_.pop_back();
       reused = true;

@@ -37,8 +37,9 @@ namespace fencepost::storage {
 // names, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
 // Upgrade) are not forwarded either way; Host names the upstream;
 // Fencing-Token is sent only with `forward_token`. Connections are kept
-// alive and reused; a reused connection that turns out closed before any
-// answer is retried once on a new one for PUT and DELETE (idempotent).
+// alive and reused by idempotent requests; a reused connection that turns
+// out closed before any answer is retried once on a new one. POST and PATCH
+// always take a new connection.
 //
 // Thread safety: every call on the server's one io thread.
 class HttpBackend : public Backend {
