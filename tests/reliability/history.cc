@@ -1,0 +1,96 @@
+#include "tests/reliability/history.h"
+
+#include <algorithm>
+#include <set>
+
+namespace fencepost::reliability {
+
+std::vector<std::string> Check(const std::vector<Op>& history,
+                               const std::map<std::string, KeyState>& state) {
+  std::vector<std::string> violations;
+  std::map<std::string, std::set<std::uint64_t>> presented;
+  std::map<std::string, std::vector<const Op*>> accepted;
+  for (const Op& op : history) {
+    presented[op.key].insert(op.token);
+    if (op.outcome == Op::Outcome::kAccepted) accepted[op.key].push_back(&op);
+  }
+
+  for (const auto& [key, ops] : accepted) {
+    // Lost acknowledgements.
+    std::uint64_t highest = 0;
+    for (const Op* op : ops) highest = std::max(highest, op->token);
+    auto it = state.find(key);
+    const KeyState found = it == state.end() ? KeyState{} : it->second;
+    if (found.fence < highest) {
+      violations.push_back(key + ": fence " + std::to_string(found.fence) +
+                           " is below acknowledged token " +
+                           std::to_string(highest));
+    }
+    if (!found.value || *found.value < highest) {
+      violations.push_back(
+          key + ": stored value's token " +
+          (found.value ? std::to_string(*found.value) : "none") +
+          " is below acknowledged token " + std::to_string(highest));
+    }
+
+    // Accepted below an earlier acknowledged acceptance. Sorting by ack time
+    // lets one pass keep the highest token acknowledged before each send.
+    std::vector<const Op*> by_ack = ops;
+    std::sort(by_ack.begin(), by_ack.end(), [](const Op* a, const Op* b) {
+      return a->acked_ns < b->acked_ns;
+    });
+    std::vector<const Op*> by_send = ops;
+    std::sort(by_send.begin(), by_send.end(), [](const Op* a, const Op* b) {
+      return a->sent_ns < b->sent_ns;
+    });
+    std::size_t next_ack = 0;
+    std::uint64_t acked_before = 0;
+    const Op* witness = nullptr;
+    for (const Op* op : by_send) {
+      while (next_ack < by_ack.size() &&
+             by_ack[next_ack]->acked_ns < op->sent_ns) {
+        if (by_ack[next_ack]->token >= acked_before) {
+          acked_before = by_ack[next_ack]->token;
+          witness = by_ack[next_ack];
+        }
+        ++next_ack;
+      }
+      if (witness != nullptr && op->token < acked_before) {
+        violations.push_back(key + ": token " + std::to_string(op->token) +
+                             " was accepted after token " +
+                             std::to_string(acked_before) +
+                             " had been acknowledged");
+      }
+    }
+  }
+
+  for (const Op& op : history) {
+    if (op.outcome != Op::Outcome::kRejected) continue;
+    if (!op.current_token || presented[op.key].count(*op.current_token) == 0) {
+      violations.push_back(
+          op.key + ": 409 names current_token " +
+          (op.current_token ? std::to_string(*op.current_token) : "none") +
+          ", which no writer presented");
+    } else if (*op.current_token <= op.token) {
+      violations.push_back(op.key + ": 409 refused token " +
+                           std::to_string(op.token) + " at current_token " +
+                           std::to_string(*op.current_token));
+    }
+  }
+
+  for (const auto& [key, found] : state) {
+    const auto& tokens = presented[key];
+    if (found.fence != 0 && tokens.count(found.fence) == 0) {
+      violations.push_back(key + ": fence " + std::to_string(found.fence) +
+                           " is a token nobody presented");
+    }
+    if (found.value && tokens.count(*found.value) == 0) {
+      violations.push_back(key + ": stored value's token " +
+                           std::to_string(*found.value) +
+                           " is a token nobody presented");
+    }
+  }
+  return violations;
+}
+
+}  // namespace fencepost::reliability
