@@ -82,6 +82,33 @@ std::string Head(const Response& res) {
   return head;
 }
 
+std::string_view Bytes(const beast::flat_buffer& buffer) {
+  return {static_cast<const char*>(buffer.data().data()), buffer.size()};
+}
+
+// Whether the buffer holds a whole header block (a bare-LF one too, which
+// the parser then refuses).
+bool HeaderEnd(const beast::flat_buffer& buffer) {
+  const std::string_view bytes = Bytes(buffer);
+  return bytes.find("\r\n\r\n") != std::string_view::npos ||
+         bytes.find("\n\n") != std::string_view::npos;
+}
+
+// Obsolete line folding (RFC 9112 section 5.2): a header line that starts
+// with a space or tab. Beast joins it to the line before; a store behind the
+// proxy might not, so fencepost refuses it.
+bool HasObsFold(const beast::flat_buffer& buffer) {
+  std::string_view head = Bytes(buffer);
+  head = head.substr(0, head.find("\r\n\r\n"));
+  for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;
+       at = head.find("\r\n", at + 2)) {
+    if (at + 2 < head.size() && (head[at + 2] == ' ' || head[at + 2] == '\t')) {
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ExpectsContinue(const Request& req) {
   return beast::iequals(req[http::field::expect], "100-continue");
 }
@@ -196,10 +223,25 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options_.max_body);
     stream.expires_after(options_.read_timeout);
+    // The whole header block first (up to the limit), so its raw bytes can
+    // be checked for what Beast would quietly repair.
+    while (!HeaderEnd(buffer) && buffer.size() <= kHeaderLimit) {
+      const std::size_t n =
+          co_await stream.async_read_some(buffer.prepare(8192), token);
+      buffer.commit(n);
+      if (ec) break;
+    }
+    if (ec) break;
+    const bool folded = HasObsFold(buffer);
     co_await http::async_read_header(stream, buffer, parser, token);
     bool quit = false;
     std::optional<Problem> refusal = ReadProblem(ec, options_.max_body, &quit);
     if (quit) break;
+    if (!refusal && folded) {
+      refusal = Problem{ProblemType::kBadFraming,
+                        "obsolete line folding in a header field",
+                        std::nullopt, std::nullopt, std::nullopt};
+    }
     if (!refusal) {
       if (auto error = FramingError(parser.get())) {
         refusal = Problem{ProblemType::kBadFraming, *error, std::nullopt,

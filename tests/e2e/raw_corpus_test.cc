@@ -1,0 +1,150 @@
+// Hostile bytes on a raw socket, sent exactly as written. Each request gets
+// its SPEC status, the connection closes where the framing is in doubt, a
+// well-behaved client is served all along, and nothing is stored.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "tests/testing/http_client.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost {
+namespace {
+
+using testing::Fetch;
+using testing::HttpClient;
+using testing::ServerProcess;
+using testing::TempDir;
+
+struct Case {
+  std::string name;
+  std::string bytes;
+  int status;
+  bool closes;  // the framing is in doubt: the server must close
+};
+
+std::string Put(const std::string& target, const std::string& token_line,
+                const std::string& rest = "Content-Length: 4\r\n\r\nevil") {
+  return "PUT " + target + " HTTP/1.1\r\nHost: x\r\n" + token_line + rest;
+}
+
+TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--max-body", "1024",
+                                      "--read-timeout", "1"});
+  const std::string token = "Fencing-Token: 5\r\n";
+  const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<Case> cases = {
+      {"CL.TE", Put("/c", token, "Content-Length: 5\r\nTransfer-Encoding: "
+                                 "chunked\r\n\r\n0\r\n\r\n" + smuggled),
+       400, true},
+      {"TE.CL", Put("/c", token, "Transfer-Encoding: chunked\r\nContent-"
+                                 "Length: 5\r\n\r\n0\r\n\r\n" + smuggled),
+       400, true},
+      {"TE gzip + CL", Put("/c", token, "Transfer-Encoding: gzip\r\nContent-"
+                                        "Length: 5\r\n\r\nhello"),
+       400, true},
+      {"CL + TE gzip", Put("/c", token, "Content-Length: 5\r\nTransfer-"
+                                        "Encoding: gzip\r\n\r\nhello"),
+       400, true},
+      {"chunked, chunked", Put("/c", token, "Transfer-Encoding: chunked, "
+                                            "chunked\r\n\r\n0\r\n\r\n"),
+       400, true},
+      {"two Content-Lengths", Put("/c", token, "Content-Length: 4\r\nContent-"
+                                               "Length: 5\r\n\r\nevil!"),
+       400, true},
+      {"obs-fold", Put("/c", token, "X-A: 1\r\n  folded\r\nContent-Length: "
+                                    "4\r\n\r\nevil"),
+       400, true},
+      {"obs-fold in the token", Put("/c", "Fencing-Token:\r\n 5\r\n"), 400,
+       true},
+      {"spaces in the target", "PUT /a b HTTP/1.1\r\nHost: x\r\n" + token +
+                                   "Content-Length: 4\r\n\r\nevil",
+       400, true},
+      {"10 KiB of headers are fine, 17 KiB are not",
+       Put("/c", token, "X-Big: " + std::string(17 * 1024, 'a') +
+                            "\r\nContent-Length: 4\r\n\r\nevil"),
+       431, true},
+      {"body over --max-body", Put("/c", token, "Content-Length: 2000\r\n\r\n" +
+                                                    std::string(2000, 'b')),
+       413, true},
+      {"hex token", Put("/c", "Fencing-Token: 0x10\r\n"), 400, false},
+      {"negative token", Put("/c", "Fencing-Token: -1\r\n"), 400, false},
+      {"21-digit token", Put("/c", "Fencing-Token: 100000000000000000000\r\n"),
+       400, false},
+      {"2^64 token", Put("/c", "Fencing-Token: 18446744073709551616\r\n"), 400,
+       false},
+      {"fullwidth digit token", Put("/c", "Fencing-Token: \xef\xbc\x95\r\n"),
+       400, false},
+      {"two tokens", Put("/c", token + token), 400, false},
+      {"no token", Put("/c", ""), 428, false},
+      {"invalid UTF-8 key", Put("/%ff%fe", token), 400, false},
+      {"overlong UTF-8 key", Put("/%c0%af", token), 400, false},
+      {"NUL in key", Put("/a%00b", token), 400, false},
+      {"dot segments", Put("/a/%2e%2e/b", token), 400, false},
+      {"empty segment", Put("/a//b", token), 400, false},
+      {"key over 1024 bytes", Put("/" + std::string(1025, 'k'), token), 400,
+       false},
+  };
+
+  // A well-behaved client writes all along and must always be answered.
+  std::atomic<bool> stop = false;
+  std::atomic<int> served = 0, failed = 0;
+  std::thread good([&] {
+    HttpClient client(server.data_port());
+    for (std::uint64_t t = 1; !stop; ++t) {
+      auto r = client.Request("PUT", "/good", {{"Fencing-Token",
+                                                std::to_string(t)}}, "ok");
+      (r.status / 100 == 2 ? served : failed)++;
+    }
+  });
+  for (const Case& c : cases) {
+    HttpClient client(server.data_port());
+    auto r = client.Raw(c.bytes);
+    EXPECT_EQ(r.status, c.status) << c.name;
+    if (c.closes) {
+      EXPECT_TRUE(client.ClosedByPeer(3)) << c.name;
+    }
+  }
+  // A client dripping its header a byte every 150 ms is cut off at the read
+  // deadline (1 s here) while the good client is still served.
+  {
+    HttpClient drip(server.data_port());
+    const std::string header = "GET /drip HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n";
+    const auto began = std::chrono::steady_clock::now();
+    bool cut = false;
+    for (char c : header) {
+      try {
+        drip.Send(std::string(1, c));
+      } catch (const std::exception&) {
+        cut = true;  // the server had closed: the write failed
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    }
+    if (!cut) cut = drip.ClosedByPeer(3);
+    const double seconds = std::chrono::duration<double>(
+                               std::chrono::steady_clock::now() - began)
+                               .count();
+    EXPECT_TRUE(cut) << "the dripping client was never cut off";
+    EXPECT_GE(seconds, 0.9) << "cut off before its deadline";
+    EXPECT_LT(seconds, 4.0);
+  }
+  stop = true;
+  good.join();
+  EXPECT_GT(served, 0);
+  EXPECT_EQ(failed, 0);
+
+  // Nothing but the good client's key was stored or fenced.
+  auto fences = Fetch(server.admin_port(), "GET", "/v1/fences");
+  EXPECT_NE(fences.body.find("\"fence\":\"good\""), std::string::npos);
+  EXPECT_EQ(fences.body.find("\"fence\":\"c\""), std::string::npos)
+      << fences.body;
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/smuggled").status, 404);
+}
+
+}  // namespace
+}  // namespace fencepost
