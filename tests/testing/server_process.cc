@@ -23,8 +23,11 @@ std::string ReadFile(const std::string& path) {
 }
 
 pid_t Spawn(const std::vector<std::string>& args,
-            const std::vector<std::string>& env, const std::string& log_path) {
+            const std::vector<std::string>& env, const std::string& log_path,
+            const std::vector<std::string>& wrapper = {}) {
   std::vector<char*> argv;
+  std::vector<std::string> prefix = wrapper;
+  for (std::string& w : prefix) argv.push_back(w.data());
   std::string binary = FENCEPOST_BINARY;
   argv.push_back(binary.data());
   std::vector<std::string> copy = args;
@@ -40,7 +43,12 @@ pid_t Spawn(const std::vector<std::string>& args,
     const int null = open("/dev/null", O_RDONLY);
     dup2(null, 0);
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    execv(binary.c_str(), argv.data());
+    setpgid(0, 0);
+    if (prefix.empty()) {
+      execv(binary.c_str(), argv.data());
+    } else {
+      execvp(prefix[0].c_str(), argv.data());
+    }
     _exit(127);
   }
   return pid;
@@ -65,7 +73,8 @@ int WaitFor(pid_t pid, double seconds) {
 
 ServerProcess::ServerProcess(const std::string& data_dir,
                              const std::vector<std::string>& args,
-                             const std::vector<std::string>& env) {
+                             const std::vector<std::string>& env,
+                             const std::vector<std::string>& wrapper) {
   static int counter = 0;
   log_path_ = "/tmp/fencepost-server-" + std::to_string(getpid()) + "-" +
               std::to_string(counter++) + ".log";
@@ -76,7 +85,7 @@ ServerProcess::ServerProcess(const std::string& data_dir,
     all.push_back(data_dir);
   }
   all.insert(all.end(), args.begin(), args.end());
-  pid_ = Spawn(all, env, log_path_);
+  pid_ = Spawn(all, env, log_path_, wrapper);
 
   const std::string kData = "listening data=127.0.0.1:";
   const std::string kAdmin = "admin=127.0.0.1:";
@@ -122,6 +131,7 @@ int ServerProcess::Wait(double seconds) {
 
 void ServerProcess::Kill() {
   if (pid_ <= 0) return;
+  kill(-pid_, SIGKILL);  // the whole group: a wrapper's child too
   kill(pid_, SIGKILL);
   WaitFor(pid_, 15);
   pid_ = -1;

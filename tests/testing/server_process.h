@@ -16,9 +16,12 @@ class ServerProcess {
   // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is
   // empty) plus `args`, with `env` (NAME=VALUE) added to its environment;
   // waits (at most 15 s) for it to log its addresses. Throws if it does not.
+  // `wrapper` (e.g. strace and its flags) runs the binary when given. The
+  // process gets its own process group, so Kill also ends a wrapper's child.
   ServerProcess(const std::string& data_dir,
                 const std::vector<std::string>& args = {},
-                const std::vector<std::string>& env = {});
+                const std::vector<std::string>& env = {},
+                const std::vector<std::string>& wrapper = {});
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;

@@ -1,0 +1,107 @@
+// Storage faults, end to end: a map that fills up, and fsync failing with
+// EIO (injected with strace).
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include "tests/testing/http_client.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost {
+namespace {
+
+using testing::Fetch;
+using testing::ServerProcess;
+using testing::TempDir;
+
+TEST(FaultsTest, TinyMapFillsUpWith507AndRecoversWithALargerOne) {
+  TempDir dir;
+  const std::string body(8192, 'v');
+  int stored = 0;
+  {
+    ServerProcess server(dir / "data", {"--max-map-size", "1048576"});
+    int status = 0;
+    for (int i = 0; i < 1000; ++i) {
+      status = Fetch(server.data_port(), "PUT", "/fill/" + std::to_string(i),
+                     {{"Fencing-Token", "1"}}, body)
+                   .status;
+      if (status != 201) break;
+      ++stored;
+    }
+    ASSERT_EQ(status, 507) << "after " << stored << " values";
+    ASSERT_GT(stored, 10);
+    auto full = Fetch(server.data_port(), "PUT", "/fill/more",
+                      {{"Fencing-Token", "1"}}, body);
+    EXPECT_EQ(full.status, 507);
+    EXPECT_NE(full.body.find("urn:fencepost:problem:map-full"),
+              std::string::npos);
+    // Reads and the admin port keep working.
+    EXPECT_EQ(Fetch(server.data_port(), "GET", "/fill/0").body, body);
+    EXPECT_EQ(Fetch(server.admin_port(), "GET", "/metrics").status, 200);
+    EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
+    EXPECT_EQ(Fetch(server.data_port(), "PUT", "/fill/0",
+                    {{"Fencing-Token", "0"}}, "stale")
+                  .status,
+              409)
+        << "the accept rule still answers first";
+  }
+  ServerProcess bigger(dir / "data", {"--max-map-size", "67108864"});
+  EXPECT_EQ(Fetch(bigger.data_port(), "PUT", "/fill/more",
+                  {{"Fencing-Token", "1"}}, body)
+                .status,
+            201);
+  EXPECT_EQ(Fetch(bigger.data_port(), "GET", "/fill/" + std::to_string(stored - 1))
+                .body,
+            body);
+}
+
+bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
+
+// fdatasync (LMDB's data flush) fails with EIO on the 3rd call, under
+// strace's fault injection: that write is never acknowledged, the process
+// stops instead of carrying on, and after a restart the fence is the last
+// acknowledged token.
+TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
+  if (!HaveStrace()) GTEST_SKIP() << "strace is not installed";
+  TempDir dir;
+  const std::string data = dir / "data";
+  // Create the environment first, so the injection counts only writes.
+  { ServerProcess first(data); }
+  ServerProcess server(data, {}, {},
+                       {"strace", "-f", "-qq", "-o", "/dev/null",
+                        "-e", "trace=fdatasync",
+                        "-e", "inject=fdatasync:error=EIO:when=3"});
+  int acked = 0, last = 0;
+  for (int token = 1; token <= 10; ++token) {
+    try {
+      auto r = Fetch(server.data_port(), "PUT", "/eio",
+                     {{"Fencing-Token", std::to_string(token)}}, "v");
+      if (r.status / 100 != 2) break;
+      ++acked;
+      last = token;
+    } catch (const std::exception&) {
+      break;  // the server stopped mid-request: not acknowledged
+    }
+  }
+  EXPECT_EQ(acked, 2) << "the third commit's fsync failed";
+  const int status = server.Wait(15);
+  EXPECT_NE(status, 0) << "the process must stop, not carry on";
+  EXPECT_NE(server.Log().find("stopping"), std::string::npos) << server.Log();
+
+  ServerProcess restarted(data);
+  auto fence = Fetch(restarted.admin_port(), "GET", "/v1/fences/eio");
+  ASSERT_EQ(fence.status, 200);
+  EXPECT_NE(fence.body.find("\"token\":" + std::to_string(last) + ","),
+            std::string::npos)
+      << fence.body;
+}
+
+}  // namespace
+}  // namespace fencepost
