@@ -15,6 +15,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 
+#include "proxy/framing.h"
 #include "proxy/problem.h"
 
 namespace fencepost::proxy {
@@ -27,39 +28,6 @@ using tcp = asio::ip::tcp;
 namespace {
 
 constexpr std::size_t kHeaderLimit = 16 * 1024;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-// Framing Beast lets through but a proxy must not: a length that another
-// parser could read differently (RFC 9112 section 6.3).
-std::optional<std::string> FramingError(const Request& req) {
-  const auto te = req.count(http::field::transfer_encoding);
-  const auto cl = req.count(http::field::content_length);
-  if (te > 0 && cl > 0) {
-    return "both Content-Length and Transfer-Encoding are present";
-  }
-  if (te > 1 ||
-      (te == 1 &&
-       !beast::iequals(Trim(req[http::field::transfer_encoding]), "chunked"))) {
-    return "Transfer-Encoding must be exactly 'chunked'";
-  }
-  if (cl > 1) {
-    auto range = req.equal_range(http::field::content_length);
-    const std::string_view first = Trim(range.first->value());
-    for (auto it = range.first; it != range.second; ++it) {
-      if (Trim(it->value()) != first) return "differing Content-Length headers";
-    }
-  }
-  return std::nullopt;
-}
 
 // The status line and header fields of `res`, exactly as they are set: one
 // string, written with the body in one gather write. (Beast's serializer
@@ -92,21 +60,6 @@ bool HeaderEnd(const beast::flat_buffer& buffer) {
   const std::string_view bytes = Bytes(buffer);
   return bytes.find("\r\n\r\n") != std::string_view::npos ||
          bytes.find("\n\n") != std::string_view::npos;
-}
-
-// Obsolete line folding (RFC 9112 section 5.2): a header line that starts
-// with a space or tab. Beast joins it to the line before; a store behind the
-// proxy might not, so fencepost refuses it.
-bool HasObsFold(const beast::flat_buffer& buffer) {
-  std::string_view head = Bytes(buffer);
-  head = head.substr(0, head.find("\r\n\r\n"));
-  for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;
-       at = head.find("\r\n", at + 2)) {
-    if (at + 2 < head.size() && (head[at + 2] == ' ' || head[at + 2] == '\t')) {
-      return true;
-    }
-  }
-  return false;
 }
 
 bool ExpectsContinue(const Request& req) {
@@ -232,7 +185,7 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
       if (ec) break;
     }
     if (ec) break;
-    const bool folded = HasObsFold(buffer);
+    const bool folded = HasObsFold(Bytes(buffer));
     co_await http::async_read_header(stream, buffer, parser, token);
     bool quit = false;
     std::optional<Problem> refusal = ReadProblem(ec, options_.max_body, &quit);

@@ -5,7 +5,8 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev liblmdb-dev lmdb-utils prometheus-cpp-dev libspdlog-dev
-  libfmt-dev libgtest-dev libbenchmark-dev curl wrk nginx
+  libfmt-dev libgtest-dev libbenchmark-dev curl wrk nginx strace
+  clang-14 libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

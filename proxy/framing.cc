@@ -1,0 +1,56 @@
+#include "proxy/framing.h"
+
+#include <boost/beast/core/string.hpp>
+
+namespace fencepost::proxy {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<std::string> FramingError(const Request& req) {
+  const auto te = req.count(http::field::transfer_encoding);
+  const auto cl = req.count(http::field::content_length);
+  if (te > 0 && cl > 0) {
+    return "both Content-Length and Transfer-Encoding are present";
+  }
+  if (te > 1 ||
+      (te == 1 &&
+       !beast::iequals(Trim(req[http::field::transfer_encoding]), "chunked"))) {
+    return "Transfer-Encoding must be exactly 'chunked'";
+  }
+  if (cl > 1) {
+    auto range = req.equal_range(http::field::content_length);
+    const std::string_view first = Trim(range.first->value());
+    for (auto it = range.first; it != range.second; ++it) {
+      if (Trim(it->value()) != first) return "differing Content-Length headers";
+    }
+  }
+  return std::nullopt;
+}
+
+bool HasObsFold(std::string_view head) {
+  head = head.substr(0, head.find("\r\n\r\n"));
+  for (std::size_t at = head.find("\r\n"); at != std::string_view::npos;
+       at = head.find("\r\n", at + 2)) {
+    if (at + 2 < head.size() && (head[at + 2] == ' ' || head[at + 2] == '\t')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,89 @@
+// libFuzzer target: a whole request through Beast's parser, fencepost's
+// framing checks and the request handler, with no sockets (the way Beast
+// fuzzes its own parser). The first byte picks the port. Every answer must
+// carry a length (or be a 204/304), and a refused write must change nothing.
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <stdlib.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "fence/shards.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/framing.h"
+#include "proxy/service.h"
+#include "storage/lmdb_backend.h"
+
+namespace {
+
+namespace http = boost::beast::http;
+using namespace fencepost;
+
+struct World {
+  World() {
+    std::string pattern =
+        (std::filesystem::temp_directory_path() / "fencepost-fuzz.XXXXXX")
+            .string();
+    dir = mkdtemp(pattern.data());
+    fence::Shards::Options options;
+    options.dir = dir;
+    options.max_map_size = 256u << 20;
+    options.count = 2;
+    shards = std::make_unique<fence::Shards>(options);
+    backend = std::make_unique<storage::LmdbBackend>(*shards);
+    config.fence_scopes = {"scoped/"};
+    service = std::make_unique<proxy::Service>(config, *shards, *backend,
+                                               metrics);
+  }
+  std::string dir;
+  proxy::Config config;
+  metrics::Metrics metrics{"lmdb"};
+  std::unique_ptr<fence::Shards> shards;
+  std::unique_ptr<storage::LmdbBackend> backend;
+  std::unique_ptr<proxy::Service> service;
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
+                                      std::size_t size) {
+  static World* world = new World();
+  if (size < 1) return 0;
+  const auto port = data[0] & 1 ? metrics::Port::kAdmin : metrics::Port::kData;
+  const std::string_view bytes(reinterpret_cast<const char*>(data) + 1,
+                               size - 1);
+  http::request_parser<http::string_body> parser;
+  parser.header_limit(16 * 1024);
+  parser.body_limit(64 * 1024);
+  parser.eager(true);
+  boost::beast::error_code ec;
+  parser.put(boost::asio::buffer(bytes.data(), bytes.size()), ec);
+  if (ec || !parser.is_done()) return 0;
+  if (proxy::HasObsFold(bytes)) return 0;
+  const proxy::Request& request = parser.get();
+  if (proxy::FramingError(request)) return 0;
+
+  boost::asio::io_context io;
+  auto future = boost::asio::co_spawn(io, world->service->Handle(port, request),
+                                      boost::asio::use_future);
+  io.run();
+  const proxy::Response response = future.get();
+  const unsigned status = response.result_int();
+  if (status < 200 || status > 599) abort();
+  if (status != 204 && status != 304 &&
+      response.count(http::field::content_length) != 1) {
+    abort();
+  }
+  return 0;
+}
