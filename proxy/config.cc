@@ -156,6 +156,9 @@ const std::map<std::string, Flag>& Flags() {
         [](Config& c, const std::string& v) {
           c.upstream_settle = ParseSeconds("upstream-settle", v);
         }}},
+      {"auth-token-file",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.auth_token_file = v; }}},
       {"forward-token",
        {Kind::kSwitch,
         [](Config& c, const std::string& v) {
@@ -317,6 +320,7 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --upstream-timeout SECONDS   http:// backend deadline (default 10)
   --upstream-settle SECONDS    http:// backend hold after an unknown outcome (default 2)
   --forward-token              http:// backend: send Fencing-Token upstream
+  --auth-token-file FILE       writes and admin mutations need Authorization: Bearer <a token in FILE>
   --max-map-size BYTES         largest LMDB map, at least 1048576 (default 68719476736)
   --log-format text|json       (default text)
   --log-level LEVEL            trace, debug, info, warn, error, critical, off (default info)

@@ -33,6 +33,7 @@ struct Config {
   double upstream_timeout = 10;
   double upstream_settle = 2;
   bool forward_token = false;
+  std::string auth_token_file;  // empty: no auth
   std::uint64_t max_map_size = 68719476736ull;
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";

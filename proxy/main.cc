@@ -85,8 +85,16 @@ int Serve(const proxy::Config& config) {
   } catch (const std::exception& e) {
     return Fail(e.what());
   }
+  proxy::BearerAuth auth;
+  if (!config.auth_token_file.empty()) {
+    try {
+      auth = proxy::BearerAuth::FromFile(config.auth_token_file);
+    } catch (const std::exception& e) {
+      return Fail(e.what());
+    }
+  }
   metrics::Metrics metrics(backend->name());
-  proxy::Service service(config, *shards, *backend, metrics);
+  proxy::Service service(config, *shards, *backend, metrics, std::move(auth));
 
   proxy::Server server(io, service, metrics,
                        {.max_body = config.max_body,

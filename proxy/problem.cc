@@ -65,6 +65,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kFenceHeld:
       return {http::status::service_unavailable, "fence-held",
               "The fence is held closed after an unknown upstream outcome"};
+    case ProblemType::kUnauthorized:
+      return {http::status::unauthorized, "unauthorized",
+              "A valid bearer token is required"};
     case ProblemType::kStorageFailure:
       return {http::status::internal_server_error, "storage-failure",
               "Storage failure"};

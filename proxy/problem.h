@@ -28,6 +28,7 @@ enum class ProblemType {
   kUpstreamFailed,   // http://: refused or failed before the write was sent
   kOutcomeUnknown,   // http://: no answer after the write was sent
   kFenceHeld,        // http://: held closed after an unknown outcome
+  kUnauthorized,     // --auth-token-file: no or a wrong bearer token
   kStorageFailure,
   kNotReady,
 };

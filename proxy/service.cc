@@ -158,10 +158,12 @@ storage::WriteKind KindOf(http::verb verb) {
 }  // namespace
 
 Service::Service(const Config& config, fence::Shards& shards,
-                 storage::Backend& backend, metrics::Metrics& metrics)
+                 storage::Backend& backend, metrics::Metrics& metrics,
+                 BearerAuth auth)
     : config_(config),
       shards_(shards),
       backend_(backend),
+      auth_(std::move(auth)),
       metrics_(metrics),
       scopes_(config.fence_scopes),
       fences_(shards.envs()) {}
@@ -230,8 +232,24 @@ asio::awaitable<Response> Service::Read(const Request& req,
   co_return res;
 }
 
+std::optional<Response> Service::RefuseUnauthorized(const Request& req,
+                                                    const std::string& key) {
+  if (auth_.Allows(req)) return std::nullopt;
+  const bool presented = req.count(http::field::authorization) > 0;
+  Response res = Problemed(
+      req, {ProblemType::kUnauthorized,
+            presented ? "the bearer token is not valid"
+                      : "this request needs Authorization: Bearer <token>",
+            key, std::nullopt, std::nullopt});
+  res.set(http::field::www_authenticate,
+          presented ? "Bearer realm=\"fencepost\", error=\"invalid_token\""
+                    : "Bearer realm=\"fencepost\"");
+  return res;
+}
+
 asio::awaitable<Response> Service::Write(const Request& req,
                                          const std::string& key) {
+  if (auto refused = RefuseUnauthorized(req, key)) co_return std::move(*refused);
   const bool observe = config_.mode == Mode::kObserve;
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
@@ -386,6 +404,7 @@ Response Service::GetFence(const Request& req, const std::string& key) {
 
 asio::awaitable<Response> Service::Bump(const Request& req,
                                         const std::string& key) {
+  if (auto refused = RefuseUnauthorized(req, key)) co_return std::move(*refused);
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
   if (auto refused = RefuseToken(req, key, state, false, metrics_)) {

@@ -12,6 +12,7 @@
 #include "fence/scope.h"
 #include "fence/shards.h"
 #include "metrics/metrics.h"
+#include "proxy/auth.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
@@ -28,7 +29,8 @@ namespace fencepost::proxy {
 class Service {
  public:
   Service(const Config& config, fence::Shards& shards,
-          storage::Backend& backend, metrics::Metrics& metrics);
+          storage::Backend& backend, metrics::Metrics& metrics,
+          BearerAuth auth = {});
 
   // The response is complete (Content-Length set); the caller sets keep-alive.
   boost::asio::awaitable<Response> Handle(metrics::Port port,
@@ -51,6 +53,9 @@ class Service {
   Response ListFences(const Request& request);
   Response Metrics(const Request& request);
   boost::asio::awaitable<Response> Ready(const Request& request);
+  // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
+  std::optional<Response> RefuseUnauthorized(const Request& request,
+                                             const std::string& key);
   // The problem for a backend error; counts and logs it when it is the
   // backend's fault (5xx), not the request's.
   Problem StorageProblem(std::error_code error, const std::string& key,
@@ -59,6 +64,7 @@ class Service {
   const Config& config_;
   fence::Shards& shards_;
   storage::Backend& backend_;
+  BearerAuth auth_;
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;
   fence::FenceStore fences_;
