@@ -156,6 +156,15 @@ const std::map<std::string, Flag>& Flags() {
         [](Config& c, const std::string& v) {
           c.upstream_settle = ParseSeconds("upstream-settle", v);
         }}},
+      {"tls-cert",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.tls_cert = v; }}},
+      {"tls-key",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.tls_key = v; }}},
+      {"tls-client-ca",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.tls_client_ca = v; }}},
       {"auth-token-file",
        {Kind::kValue,
         [](Config& c, const std::string& v) { c.auth_token_file = v; }}},
@@ -299,6 +308,13 @@ Invocation ParseInvocation(
       }
     }
   }
+  const Config& c = out.config;
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    throw ConfigError("--tls-cert and --tls-key go together");
+  }
+  if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
+    throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
   return out;
 }
 
@@ -321,6 +337,9 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --upstream-settle SECONDS    http:// backend hold after an unknown outcome (default 2)
   --forward-token              http:// backend: send Fencing-Token upstream
   --auth-token-file FILE       writes and admin mutations need Authorization: Bearer <a token in FILE>
+  --tls-cert FILE, --tls-key FILE
+                               serve both ports over TLS 1.2+ with this PEM chain and key
+  --tls-client-ca FILE         with --tls-cert: require client certificates from this CA (mTLS)
   --max-map-size BYTES         largest LMDB map, at least 1048576 (default 68719476736)
   --log-format text|json       (default text)
   --log-level LEVEL            trace, debug, info, warn, error, critical, off (default info)

@@ -34,6 +34,11 @@ struct Config {
   double upstream_settle = 2;
   bool forward_token = false;
   std::string auth_token_file;  // empty: no auth
+  // TLS on both ports (not in SPEC's table): a PEM certificate chain and key,
+  // and optionally the CA that client certificates must chain to (mTLS).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_client_ca;
   std::uint64_t max_map_size = 68719476736ull;
   LogFormat log_format = LogFormat::kText;
   std::string log_level = "info";

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
@@ -37,6 +38,24 @@ std::chrono::milliseconds Millis(double seconds) {
 
 asio::ip::tcp::endpoint Endpoint(const proxy::ListenAddress& address) {
   return {asio::ip::make_address(address.host), address.port};
+}
+
+// TLS 1.2 or later with the configured chain and key; with a client CA,
+// clients must present a certificate that chains to it.
+std::shared_ptr<asio::ssl::context> TlsContext(const proxy::Config& config) {
+  namespace ssl = asio::ssl;
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                   ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
+  ctx->use_certificate_chain_file(config.tls_cert);
+  ctx->use_private_key_file(config.tls_key, ssl::context::pem);
+  if (!config.tls_client_ca.empty()) {
+    ctx->load_verify_file(config.tls_client_ca);
+    ctx->set_verify_mode(ssl::verify_peer |
+                         ssl::verify_fail_if_no_peer_cert);
+  }
+  return ctx;
 }
 
 int Serve(const proxy::Config& config) {
@@ -96,10 +115,19 @@ int Serve(const proxy::Config& config) {
   metrics::Metrics metrics(backend->name());
   proxy::Service service(config, *shards, *backend, metrics, std::move(auth));
 
-  proxy::Server server(io, service, metrics,
-                       {.max_body = config.max_body,
-                        .read_timeout = Millis(config.read_timeout),
-                        .idle_timeout = Millis(config.idle_timeout)});
+  proxy::Server::Options server_options{
+      .max_body = config.max_body,
+      .read_timeout = Millis(config.read_timeout),
+      .idle_timeout = Millis(config.idle_timeout),
+      .tls = nullptr};
+  if (!config.tls_cert.empty()) {
+    try {
+      server_options.tls = TlsContext(config);
+    } catch (const std::exception& e) {
+      return Fail(std::string("TLS: ") + e.what());
+    }
+  }
+  proxy::Server server(io, service, metrics, server_options);
   asio::ip::tcp::endpoint data, admin;
   try {
     data = server.Listen(metrics::Port::kData, Endpoint(config.listen));

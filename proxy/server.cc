@@ -14,6 +14,7 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include "proxy/framing.h"
 #include "proxy/problem.h"
@@ -23,6 +24,7 @@ namespace fencepost::proxy {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -153,9 +155,10 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // Coroutines here follow two rules that keep g++ 12 correct: every co_await
 // is a statement of its own (never inside a condition), and no temporary
 // with a destructor lives across one.
-asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
-  beast::tcp_stream stream(std::move(socket));
-  const auto self = connections_.insert(connections_.end(), {&stream, true});
+template <class Stream>
+asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  const auto self = connections_.insert(connections_.end(), {&lowest, true});
   beast::flat_buffer buffer;
   beast::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
@@ -164,7 +167,7 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
   while (!shutting_down_ || buffer.size() > 0) {
     if (buffer.size() == 0) {
       self->idle = true;
-      stream.expires_after(options_.idle_timeout);
+      lowest.expires_after(options_.idle_timeout);
       const std::size_t n =
           co_await stream.async_read_some(buffer.prepare(8192), token);
       buffer.commit(n);
@@ -175,7 +178,7 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options_.max_body);
-    stream.expires_after(options_.read_timeout);
+    lowest.expires_after(options_.read_timeout);
     // The whole header block first (up to the limit), so its raw bytes can
     // be checked for what Beast would quietly repair.
     while (!HeaderEnd(buffer) && buffer.size() <= kHeaderLimit) {
@@ -206,7 +209,7 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
         co_await asio::async_write(stream, asio::buffer(kContinue), token);
         if (ec) break;
       }
-      stream.expires_after(options_.read_timeout);
+      lowest.expires_after(options_.read_timeout);
       co_await http::async_read(stream, buffer, parser, token);
       refusal = ReadProblem(ec, options_.max_body, &quit);
       if (quit) break;
@@ -231,7 +234,7 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
     const std::string head = Head(res);
     const std::array<asio::const_buffer, 2> out = {asio::buffer(head),
                                                     asio::buffer(res.body())};
-    stream.expires_after(options_.read_timeout);
+    lowest.expires_after(options_.read_timeout);
     co_await asio::async_write(stream, out, token);
     metrics_.Request(port, refusal ? "OTHER" : request.method_string(),
                      res.result_int(), SecondsSince(start));
@@ -239,19 +242,46 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
   }
 
   connections_.erase(self);
+  if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+    // TLS: send close_notify (the client need not answer it).
+    lowest.expires_after(std::chrono::seconds(1));
+    co_await stream.async_shutdown(token);
+  }
   // Lingering close: after our FIN, drain what the client still sends for a
   // moment, so unread request bytes do not turn the close into a reset that
   // could destroy the response before the client reads it.
-  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  lowest.socket().shutdown(tcp::socket::shutdown_send, ec);
   if (!ec) {
-    stream.expires_after(std::chrono::seconds(1));
+    lowest.expires_after(std::chrono::seconds(1));
     std::array<char, 4096> sink;
     for (std::size_t drained = 0; drained < (1u << 20);) {
-      drained += co_await stream.async_read_some(asio::buffer(sink), token);
+      drained += co_await lowest.async_read_some(asio::buffer(sink), token);
       if (ec) break;
     }
   }
-  stream.close();
+  lowest.close();
+}
+
+
+asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
+  beast::tcp_stream tcp(std::move(socket));
+  if (!options_.tls) {
+    co_await Session(tcp, port);
+    co_return;
+  }
+  beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *options_.tls);
+  beast::error_code ec;
+  beast::get_lowest_layer(tls).expires_after(options_.read_timeout);
+  // A client that does not speak TLS (plain HTTP, say) fails here and is
+  // closed without an answer.
+  co_await tls.async_handshake(ssl::stream_base::server,
+                               asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    spdlog::debug("TLS handshake failed: {}", ec.message());
+    beast::get_lowest_layer(tls).close();
+    co_return;
+  }
+  co_await Session(tls, port);
 }
 
 }  // namespace fencepost::proxy

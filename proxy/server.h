@@ -8,6 +8,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <list>
@@ -33,6 +34,8 @@ class Server {
     std::uint64_t max_body = 4194304;
     std::chrono::milliseconds read_timeout{10000};
     std::chrono::milliseconds idle_timeout{75000};
+    // TLS on both ports when set (--tls-cert); nullptr serves plain HTTP.
+    std::shared_ptr<boost::asio::ssl::context> tls;
   };
 
   Server(boost::asio::io_context& io, Service& service,
@@ -58,6 +61,9 @@ class Server {
                                       metrics::Port port);
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket,
                                      metrics::Port port);
+  // One connection's request loop, over TCP or TLS.
+  template <class Stream>
+  boost::asio::awaitable<void> Session(Stream& stream, metrics::Port port);
 
   boost::asio::io_context& io_;
   Service& service_;
