@@ -103,5 +103,36 @@ TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
       << fence.body;
 }
 
+// The fs: backend's disk fills up: the file's fsync fails with ENOSPC (as
+// ext4 reports a full disk for delayed allocation), injected with strace on
+// the 3rd fsync (LMDB itself uses fdatasync). The write gets 507 disk-full,
+// the old file is intact, no temp file is left, and the server carries on.
+TEST(FaultsTest, FsBackendDiskFullIs507AndLeavesTheOldFile) {
+  if (!HaveStrace()) GTEST_SKIP() << "strace is not installed";
+  TempDir dir;
+  const std::string data = dir / "data";
+  const std::string store = dir / "store";
+  { ServerProcess first(data, {"--backend", "fs:" + store}); }
+  ServerProcess server(data, {"--backend", "fs:" + store}, {},
+                       {"strace", "-f", "-qq", "-o", "/dev/null", "-e",
+                        "trace=fsync", "-e", "inject=fsync:error=ENOSPC:when=3"});
+  const auto port = server.data_port();
+  ASSERT_EQ(Fetch(port, "PUT", "/full", {{"Fencing-Token", "1"}}, "old").status,
+            201);  // fsync 1 (file) and 2 (directory)
+  auto full = Fetch(port, "PUT", "/full", {{"Fencing-Token", "2"}},
+                    std::string(100000, 'n'));
+  EXPECT_EQ(full.status, 507);
+  EXPECT_NE(full.body.find("urn:fencepost:problem:disk-full"),
+            std::string::npos);
+  EXPECT_EQ(Fetch(port, "GET", "/full").body, "old");
+  for (const auto& entry : std::filesystem::directory_iterator(store)) {
+    EXPECT_EQ(entry.path().filename(), "full") << "a temp file was left";
+  }
+  EXPECT_EQ(Fetch(port, "PUT", "/full", {{"Fencing-Token", "3"}}, "new").status,
+            200)
+      << "the server carries on once there is room";
+  EXPECT_EQ(Fetch(port, "GET", "/full").body, "new");
+}
+
 }  // namespace
 }  // namespace fencepost
