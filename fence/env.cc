@@ -64,6 +64,15 @@ Env::Env(const Options& options) : max_map_size_(options.max_map_size) {
 
 Env::~Env() { mdb_env_close(env_); }
 
+std::uint64_t Env::used_bytes() const {
+  MDB_envinfo info;
+  MDB_stat stat;
+  if (mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &stat) != 0) {
+    return 0;
+  }
+  return (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
+}
+
 unsigned Env::flags() const {
   unsigned flags = 0;
   mdb_env_get_flags(env_, &flags);

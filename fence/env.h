@@ -44,6 +44,9 @@ class Env {
   MDB_dbi fences() const { return fences_; }
   MDB_dbi values() const { return values_; }
   std::uint64_t map_size() const { return map_size_.load(); }
+  std::uint64_t max_map_size() const { return max_map_size_; }
+  // Bytes of the map in use: (last page number + 1) × page size.
+  std::uint64_t used_bytes() const;
   // The flags the environment was opened with (mdb_env_get_flags).
   unsigned flags() const;
 

@@ -26,9 +26,42 @@ const char* PortLabel(Port port) {
 
 }  // namespace
 
-Metrics::Metrics(std::string_view backend)
+Metrics::Metrics(std::string_view backend, std::string_view version,
+                 std::string_view revision)
     : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
+  BuildGauge()
+      .Name("fencepost_build_info")
+      .Help("Always 1; the labels name the build.")
+      .Register(r)
+      .Add({{"version", std::string(version)},
+            {"revision", std::string(revision)}})
+      .Set(1);
+  map_used_ = &BuildGauge()
+                   .Name("fencepost_lmdb_map_used_bytes")
+                   .Help("Bytes of the LMDB maps in use (all shards).")
+                   .Register(r)
+                   .Add({});
+  map_size_ = &BuildGauge()
+                   .Name("fencepost_lmdb_map_size_bytes")
+                   .Help("Current size of the LMDB maps (all shards); they "
+                         "grow up to --max-map-size.")
+                   .Register(r)
+                   .Add({});
+  map_max_ = &BuildGauge()
+                  .Name("fencepost_lmdb_map_max_bytes")
+                  .Help("The most the LMDB maps may grow to (--max-map-size); "
+                        "past it writes get 507.")
+                  .Register(r)
+                  .Add({});
+  token_lag_ = &BuildHistogram()
+                    .Name("fencepost_rejected_token_lag")
+                    .Help("How far below the fence a rejected token was "
+                          "(current - presented).")
+                    .Register(r)
+                    .Add({}, prometheus::Histogram::BucketBoundaries{
+                                 1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e9, 1e12,
+                                 1e15, 1e18});
   accepted_ = &BuildCounter()
                    .Name("fencepost_writes_accepted_total")
                    .Help(
@@ -94,6 +127,18 @@ void Metrics::WriteAccepted(bool advanced) {
 
 void Metrics::WriteRejected(RejectReason reason) {
   rejected_[static_cast<int>(reason)]->Increment();
+}
+
+void Metrics::StaleRejected(std::uint64_t presented, std::uint64_t current) {
+  WriteRejected(RejectReason::kStaleToken);
+  token_lag_->Observe(
+      current > presented ? static_cast<double>(current - presented) : 0.0);
+}
+
+void Metrics::SetMap(double used_bytes, double size_bytes, double max_bytes) {
+  map_used_->Set(used_bytes);
+  map_size_->Set(size_bytes);
+  map_max_->Set(max_bytes);
 }
 
 void Metrics::WouldReject() { would_reject_->Increment(); }

@@ -26,15 +26,20 @@ enum class Port { kData, kAdmin };
 // Thread safety: every method may be called from any thread.
 class Metrics {
  public:
-  // `backend` is the label value of fencepost_backend_errors_total.
-  explicit Metrics(std::string_view backend);
+  // `backend` is the label value of fencepost_backend_errors_total; version
+  // and revision those of fencepost_build_info.
+  explicit Metrics(std::string_view backend, std::string_view version = "",
+                   std::string_view revision = "");
 
   void WriteAccepted(bool advanced);
   void WriteRejected(RejectReason reason);
+  // A stale write refused: counts it and observes how far behind it was.
+  void StaleRejected(std::uint64_t presented, std::uint64_t current);
   void WouldReject();
   void BackendError();
   void OutcomeUnknown();
   void SetFences(double count);
+  void SetMap(double used_bytes, double size_bytes, double max_bytes);
   void Request(Port port, std::string_view method, unsigned status,
                double seconds);
 
@@ -46,6 +51,10 @@ class Metrics {
   std::array<prometheus::Counter*, 3> rejected_;
   prometheus::Counter* advances_;
   prometheus::Gauge* fences_;
+  prometheus::Gauge* map_used_;
+  prometheus::Gauge* map_size_;
+  prometheus::Gauge* map_max_;
+  prometheus::Histogram* token_lag_;
   prometheus::Family<prometheus::Counter>* requests_;
   // The request counters already looked up, by (port, method, status): the
   // family's own lookup builds a label map per call.

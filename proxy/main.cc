@@ -112,7 +112,8 @@ int Serve(const proxy::Config& config) {
       return Fail(e.what());
     }
   }
-  metrics::Metrics metrics(backend->name());
+  metrics::Metrics metrics(backend->name(), FENCEPOST_VERSION,
+                           FENCEPOST_REVISION);
   proxy::Service service(config, *shards, *backend, metrics, std::move(auth));
 
   proxy::Server::Options server_options{

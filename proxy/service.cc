@@ -283,7 +283,7 @@ asio::awaitable<Response> Service::Write(const Request& req,
       co_return res;
     }
     case Verdict::kRejected:
-      metrics_.WriteRejected(RejectReason::kStaleToken);
+      metrics_.StaleRejected(token, outcome.current.value_or(token));
       spdlog::info(
           "stale write rejected: key={} fence={} presented={} "
           "current={}",
@@ -369,6 +369,14 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
 Response Service::Metrics(const Request& req) {
   std::uint64_t count = 0;
   if (!fences_.Count(&count)) metrics_.SetFences(static_cast<double>(count));
+  std::uint64_t used = 0, size = 0, max = 0;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    used += shards_.env(i).used_bytes();
+    size += shards_.env(i).map_size();
+    max += shards_.env(i).max_map_size();
+  }
+  metrics_.SetMap(static_cast<double>(used), static_cast<double>(size),
+                  static_cast<double>(max));
   return Text(req, http::status::ok, metrics_.Serialize(),
               "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -430,7 +438,7 @@ asio::awaitable<Response> Service::Bump(const Request& req,
           fence);
     case fence::WriteOutcome::Verdict::kRejected:
     case fence::WriteOutcome::Verdict::kObserved:
-      metrics_.WriteRejected(RejectReason::kStaleToken);
+      metrics_.StaleRejected(token, outcome.current.value_or(token));
       co_return Problemed(req, StaleToken(key, token, outcome.current));
     case fence::WriteOutcome::Verdict::kFailed:
       break;
