@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev liblmdb-dev lmdb-utils prometheus-cpp-dev libspdlog-dev
   libfmt-dev libgtest-dev libbenchmark-dev curl wrk nginx strace
-  libssl-dev openssl prometheus yamllint
+  libssl-dev openssl prometheus yamllint systemd kubernetes-client
   clang-14 libclang-rt-14-dev
 )
 missing=()

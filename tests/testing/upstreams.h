@@ -66,6 +66,19 @@ class FakeUpstream {
   std::thread acceptor_;
 };
 
+// Any program, started in the foreground with its output in `log`; the
+// destructor stops it (SIGTERM, then SIGKILL after 10 s).
+class ChildProcess {
+ public:
+  ChildProcess(const std::vector<std::string>& argv, const std::string& log);
+  ~ChildProcess();
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+ private:
+  pid_t pid_ = -1;
+};
+
 // Debian's nginx on 127.0.0.1 as a WebDAV store (PUT and DELETE enabled) over
 // a root directory, in the foreground, logging to files under `work`.
 class NginxProcess {
