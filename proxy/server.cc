@@ -158,6 +158,16 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 template <class Stream>
 asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
   auto& lowest = beast::get_lowest_layer(stream);
+  std::string client = "unknown";
+  {
+    beast::error_code ignored;
+    const auto peer = lowest.socket().remote_endpoint(ignored);
+    if (!ignored) {
+      client = (peer.address().is_v6() ? "[" + peer.address().to_string() + "]"
+                                       : peer.address().to_string()) +
+               ":" + std::to_string(peer.port());
+    }
+  }
   const auto self = connections_.insert(connections_.end(), {&lowest, true});
   beast::flat_buffer buffer;
   beast::error_code ec;
@@ -222,7 +232,7 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
       // The framing is in doubt: answer, then close without reading on.
       res = MakeProblemResponse(*refusal, 11);
     } else {
-      res = co_await service_.Handle(port, request);
+      res = co_await service_.Handle(port, request, client);
     }
     if (request.method() == http::verb::head && !res.body().empty()) {
       const auto size = res.body().size();

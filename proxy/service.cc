@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <charconv>
 
 #include "fence/key.h"
@@ -169,12 +170,22 @@ Service::Service(const Config& config, fence::Shards& shards,
       fences_(shards.envs()) {}
 
 asio::awaitable<Response> Service::Handle(metrics::Port port,
-                                          const Request& request) {
-  if (port == metrics::Port::kData) co_return co_await HandleData(request);
+                                          const Request& request,
+                                          const std::string& client) {
+  if (port == metrics::Port::kData) {
+    co_return co_await HandleData(request, client);
+  }
   co_return co_await HandleAdmin(request);
 }
 
-asio::awaitable<Response> Service::HandleData(const Request& req) {
+asio::awaitable<Response> Service::Handle(metrics::Port port,
+                                          const Request& request) {
+  static const std::string kUnknown = "unknown";
+  co_return co_await Handle(port, request, kUnknown);
+}
+
+asio::awaitable<Response> Service::HandleData(const Request& req,
+                                              const std::string& client) {
   std::string key;
   if (auto error = fence::DecodeKey(req.target(), &key);
       error != fence::KeyError::kOk) {
@@ -188,11 +199,11 @@ asio::awaitable<Response> Service::HandleData(const Request& req) {
       co_return co_await Read(req, key);
     case http::verb::put:
     case http::verb::delete_:
-      co_return co_await Write(req, key);
+      co_return co_await Write(req, key, client);
     case http::verb::post:
     case http::verb::patch:
       if (backend_.supports_post_patch()) {
-        co_return co_await Write(req, key);
+        co_return co_await Write(req, key, client);
       }
       [[fallthrough]];
     default:
@@ -248,7 +259,8 @@ std::optional<Response> Service::RefuseUnauthorized(const Request& req,
 }
 
 asio::awaitable<Response> Service::Write(const Request& req,
-                                         const std::string& key) {
+                                         const std::string& key,
+                                         const std::string& client) {
   if (auto refused = RefuseUnauthorized(req, key)) co_return std::move(*refused);
   const bool observe = config_.mode == Mode::kObserve;
   fence::Token token = 0;
@@ -284,6 +296,11 @@ asio::awaitable<Response> Service::Write(const Request& req,
     }
     case Verdict::kRejected:
       metrics_.StaleRejected(token, outcome.current.value_or(token));
+      journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count(),
+                    key, fence_name, token, outcome.current.value_or(0),
+                    client, req.body().size(), Sha256Hex(req.body())});
       spdlog::info(
           "stale write rejected: key={} fence={} presented={} "
           "current={}",
@@ -347,6 +364,16 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
     if (path == "/readyz") co_return co_await Ready(req);
     if (path == kFencesPath) co_return ListFences(req);
     co_return Text(req, http::status::ok, "ok\n");
+  }
+  if (path == "/v1/rejections") {
+    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
+    co_return ListRejections(req);
+  }
+  if (path == "/v1/log-level") {
+    if (!get && req.method() != http::verb::put) {
+      co_return MethodNotAllowed(req, "GET, HEAD, PUT");
+    }
+    co_return LogLevel(req);
   }
   if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
     std::string key;
@@ -447,24 +474,86 @@ asio::awaitable<Response> Service::Bump(const Request& req,
   co_return Problemed(req, ProblemFromStorage(outcome.error, key));
 }
 
-Response Service::ListFences(const Request& req) {
+namespace {
+
+// The `limit` query parameter: 100 when absent, clamped to 1000; 0 or a
+// non-number is a 400, returned in *refused.
+std::size_t LimitOf(const Request& req, std::optional<Response>* refused) {
   constexpr std::size_t kDefaultLimit = 100, kMaxLimit = 1000;
-  std::size_t limit = kDefaultLimit;
-  if (auto text = QueryParam(req.target(), "limit")) {
-    const bool digits =
-        !text->empty() &&
-        text->find_first_not_of("0123456789") == std::string::npos;
-    std::uint64_t n = 0;
-    auto [end, ec] =
-        std::from_chars(text->data(), text->data() + text->size(), n);
-    if (!digits || (ec == std::errc() && n == 0)) {
+  auto text = QueryParam(req.target(), "limit");
+  if (!text) return kDefaultLimit;
+  const bool digits = !text->empty() &&
+                      text->find_first_not_of("0123456789") == std::string::npos;
+  std::uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+  if (!digits || (ec == std::errc() && n == 0)) {
+    *refused = Problemed(req, {ProblemType::kBadRequest,
+                               "limit must be a whole number from 1 to 1000",
+                               std::nullopt, std::nullopt, std::nullopt});
+    return 0;
+  }
+  return ec == std::errc() ? std::min<std::uint64_t>(n, kMaxLimit) : kMaxLimit;
+}
+
+}  // namespace
+
+Response Service::ListRejections(const Request& req) {
+  std::optional<Response> refused;
+  const std::size_t limit = LimitOf(req, &refused);
+  if (refused) return std::move(*refused);
+  std::string body = "{\"rejections\":[";
+  bool first = true;
+  for (const Rejection& r : journal_.Recent(limit)) {
+    if (!first) body += ",";
+    first = false;
+    body += "{\"time\":";
+    AppendJsonString(&body, FormatRfc3339(r.time_ns));
+    body += ",\"key\":";
+    AppendJsonString(&body, r.key);
+    body += ",\"fence\":";
+    AppendJsonString(&body, r.fence);
+    body += ",\"presented_token\":" + std::to_string(r.presented);
+    body += ",\"current_token\":" + std::to_string(r.current);
+    body += ",\"client\":";
+    AppendJsonString(&body, r.client);
+    body += ",\"body_length\":" + std::to_string(r.body_length);
+    body += ",\"body_sha256\":";
+    AppendJsonString(&body, r.body_sha256);
+    body += "}";
+  }
+  body += "]}\n";
+  return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+Response Service::LogLevel(const Request& req) {
+  if (req.method() == http::verb::put) {
+    if (auto refused = RefuseUnauthorized(req, "")) return std::move(*refused);
+    std::string_view wanted = req.body();
+    while (!wanted.empty() && std::isspace(static_cast<unsigned char>(
+                                  wanted.back()))) {
+      wanted.remove_suffix(1);
+    }
+    const auto level = spdlog::level::from_str(std::string(wanted));
+    if (wanted != "off" && level == spdlog::level::off) {
       return Problemed(req, {ProblemType::kBadRequest,
-                             "limit must be a whole number from 1 to 1000",
+                             "the body must be one of trace, debug, info, "
+                             "warn, error, critical, off",
                              std::nullopt, std::nullopt, std::nullopt});
     }
-    limit =
-        ec == std::errc() ? std::min<std::uint64_t>(n, kMaxLimit) : kMaxLimit;
+    spdlog::set_level(level);
+    spdlog::warn("log level set to {}", wanted);
   }
+  std::string body = "{\"level\":";
+  const auto name = spdlog::level::to_string_view(spdlog::get_level());
+  AppendJsonString(&body, std::string_view(name.data(), name.size()));
+  body += "}\n";
+  return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+Response Service::ListFences(const Request& req) {
+  std::optional<Response> refused;
+  const std::size_t limit = LimitOf(req, &refused);
+  if (refused) return std::move(*refused);
   const std::string prefix = QueryParam(req.target(), "prefix").value_or("");
   const std::string after = QueryParam(req.target(), "after").value_or("");
 

@@ -15,6 +15,7 @@
 #include "proxy/auth.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
+#include "proxy/journal.h"
 #include "proxy/problem.h"
 #include "storage/async_commit.h"
 #include "storage/backend.h"
@@ -33,6 +34,10 @@ class Service {
           BearerAuth auth = {});
 
   // The response is complete (Content-Length set); the caller sets keep-alive.
+  // `client` (address:port) goes into the rejection journal.
+  boost::asio::awaitable<Response> Handle(metrics::Port port,
+                                          const Request& request,
+                                          const std::string& client);
   boost::asio::awaitable<Response> Handle(metrics::Port port,
                                           const Request& request);
 
@@ -40,17 +45,21 @@ class Service {
   void StartDraining() { draining_ = true; }
 
  private:
-  boost::asio::awaitable<Response> HandleData(const Request& request);
+  boost::asio::awaitable<Response> HandleData(const Request& request,
+                                              const std::string& client);
   boost::asio::awaitable<Response> HandleAdmin(const Request& request);
   // Coroutines take references: their callers co_await them at once.
   boost::asio::awaitable<Response> Read(const Request& request,
                                         const std::string& key);
   boost::asio::awaitable<Response> Write(const Request& request,
-                                         const std::string& key);
+                                         const std::string& key,
+                                         const std::string& client);
   boost::asio::awaitable<Response> Bump(const Request& request,
                                         const std::string& key);
   Response GetFence(const Request& request, const std::string& key);
   Response ListFences(const Request& request);
+  Response ListRejections(const Request& request);
+  Response LogLevel(const Request& request);
   Response Metrics(const Request& request);
   boost::asio::awaitable<Response> Ready(const Request& request);
   // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
@@ -69,6 +78,7 @@ class Service {
   fence::Scopes scopes_;
   fence::FenceStore fences_;
   std::atomic<bool> draining_ = false;
+  Journal journal_;
 };
 
 }  // namespace fencepost::proxy

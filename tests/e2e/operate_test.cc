@@ -50,5 +50,56 @@ TEST(OperateTest, LiveScrapePassesPromtoolAndCarriesTheNewSeries) {
       << "34 - 33";
 }
 
+TEST(OperateTest, RejectionJournalKeepsWhatTheZombieTriedToWrite) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const auto port = server.data_port();
+  Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "34"}}, "from B");
+  EXPECT_EQ(Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "30"}}, "older")
+                .status,
+            409);
+  EXPECT_EQ(Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "stale A")
+                .status,
+            409);
+  auto journal = Fetch(server.admin_port(), "GET", "/v1/rejections?limit=1");
+  EXPECT_EQ(journal.status, 200);
+  EXPECT_EQ(journal.header("content-type"), "application/json");
+  const std::string& body = journal.body;
+  EXPECT_NE(body.find("\"key\":\"orders/1\",\"fence\":\"orders/1\","
+                      "\"presented_token\":33,\"current_token\":34,"
+                      "\"client\":\"127.0.0.1:"),
+            std::string::npos)
+      << body;
+  EXPECT_NE(body.find("\"body_length\":7,\"body_sha256\":\"7242c0b45ba7aa076d341b6ff1d4c6b1aa52a30b2984dc71311e79a765ea0325\""),
+            std::string::npos)
+      << body;
+  EXPECT_EQ(body.find("\"presented_token\":30"), std::string::npos)
+      << "limit=1 gives the newest only";
+  auto both = Fetch(server.admin_port(), "GET", "/v1/rejections").body;
+  EXPECT_LT(both.find("\"presented_token\":33"),
+            both.find("\"presented_token\":30"))
+      << "newest first";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/rejections?limit=0").status,
+            400);
+}
+
+TEST(OperateTest, LogLevelChangesAtRuntime) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "admin-token\n";
+  ServerProcess server(dir / "data", {"--auth-token-file", dir / "tokens"});
+  const auto admin = server.admin_port();
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/log-level").body, "{\"level\":\"info\"}\n");
+  EXPECT_EQ(Fetch(admin, "PUT", "/v1/log-level", {}, "debug").status, 401)
+      << "an admin mutation needs the token";
+  const testing::Headers auth = {{"Authorization", "Bearer admin-token"}};
+  EXPECT_EQ(Fetch(admin, "PUT", "/v1/log-level", auth, "loud").status, 400);
+  auto set = Fetch(admin, "PUT", "/v1/log-level", auth, "debug\n");
+  EXPECT_EQ(set.status, 200);
+  EXPECT_EQ(set.body, "{\"level\":\"debug\"}\n");
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/log-level").body,
+            "{\"level\":\"debug\"}\n");
+  EXPECT_NE(server.Log().find("log level set to debug"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fencepost

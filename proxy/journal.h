@@ -1,0 +1,48 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fence/token.h"
+
+namespace fencepost::proxy {
+
+// One refused stale write, for the incident review: what the zombie tried.
+struct Rejection {
+  std::int64_t time_ns = 0;  // Unix time
+  std::string key;
+  std::string fence;
+  fence::Token presented = 0;
+  fence::Token current = 0;
+  std::string client;  // address:port
+  std::size_t body_length = 0;
+  std::string body_sha256;  // lower-case hex
+};
+
+// The most recent rejected writes in a bounded in-memory ring
+// (GET /v1/rejections).
+//
+// Thread safety: all methods may be called from any thread.
+class Journal {
+ public:
+  explicit Journal(std::size_t capacity = 1000) : capacity_(capacity) {}
+
+  void Add(Rejection rejection);
+  // Up to `limit` entries, newest first.
+  std::vector<Rejection> Recent(std::size_t limit) const;
+
+ private:
+  const std::size_t capacity_;
+  mutable std::mutex mu_;
+  std::deque<Rejection> entries_;
+};
+
+// SHA-256 of `data` in lower-case hex.
+std::string Sha256Hex(std::string_view data);
+
+}  // namespace fencepost::proxy
