@@ -9,6 +9,12 @@
 namespace fencepost::proxy {
 namespace {
 
+// The fields of the event being logged on this thread, rendered for the
+// current format; the logger is synchronous, so the formatter runs inside
+// LogEvent on the same thread.
+thread_local std::string event_fields;
+bool json_format = false;
+
 // %* in a pattern: the message as a JSON string literal.
 class JsonMessage : public spdlog::custom_flag_formatter {
  public:
@@ -23,22 +29,106 @@ class JsonMessage : public spdlog::custom_flag_formatter {
   }
 };
 
+// %& in a pattern: the current event's fields.
+class EventFields : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    dest.append(event_fields.data(), event_fields.data() + event_fields.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EventFields>();
+  }
+};
+
 }  // namespace
 
 void SetUpLogging(LogFormat format, const std::string& level) {
   auto logger = spdlog::stderr_logger_mt("fencepost");
   auto formatter = std::make_unique<spdlog::pattern_formatter>(
       spdlog::pattern_time_type::utc);
-  if (format == LogFormat::kJson) {
-    formatter->add_flag<JsonMessage>('*').set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*})");
+  json_format = format == LogFormat::kJson;
+  formatter->add_flag<JsonMessage>('*');
+  formatter->add_flag<EventFields>('&');
+  if (json_format) {
+    formatter->set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*%&})");
   } else {
-    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v");
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v%&");
   }
   logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
+}
+
+void LogEvent(spdlog::level::level_enum level, std::string_view event,
+              std::string_view message,
+              std::initializer_list<LogField> fields) {
+  if (!spdlog::should_log(level)) return;
+  std::string rendered;
+  auto add = [&rendered](std::string_view name, std::string_view value,
+                         bool number) {
+    if (json_format) {
+      rendered += ',';
+      AppendJsonString(&rendered, name);
+      rendered += ':';
+      if (number) {
+        rendered += value;
+      } else {
+        AppendJsonString(&rendered, value);
+      }
+    } else {
+      rendered += ' ';
+      rendered += name;
+      rendered += '=';
+      rendered += value;
+    }
+  };
+  add("event", event, false);
+  for (const LogField& field : fields) add(field.name, field.value, field.number);
+  event_fields = std::move(rendered);
+  spdlog::log(level, "{}", message);
+  event_fields.clear();
+}
+
+bool RejectionLogLimiter::Admit(const std::string& fence) {
+  std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  auto [it, added] = windows_.try_emplace(fence);
+  Window& window = it->second;
+  if (added || now - window.start >= std::chrono::seconds(1)) {
+    Report(fence, window);
+    window = Window{now, 0, 0};
+  }
+  if (window.logged < burst_) {
+    ++window.logged;
+    return true;
+  }
+  ++window.suppressed;
+  return false;
+}
+
+void RejectionLogLimiter::Flush() {
+  std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = windows_.begin(); it != windows_.end();) {
+    if (now - it->second.start < std::chrono::seconds(1)) {
+      ++it;
+      continue;
+    }
+    Report(it->first, it->second);
+    it = windows_.erase(it);
+  }
+}
+
+void RejectionLogLimiter::Report(const std::string& fence, Window& window) {
+  if (window.suppressed == 0) return;
+  LogEvent(spdlog::level::warn, "stale_writes_suppressed",
+           std::to_string(window.suppressed) + " more rejected",
+           {{"fence", fence, false},
+            {"count", std::to_string(window.suppressed), true}});
+  window.suppressed = 0;
 }
 
 }  // namespace fencepost::proxy

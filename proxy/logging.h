@@ -1,11 +1,63 @@
 #pragma once
 
+#include <spdlog/common.h>
+
+#include <chrono>
+#include <cstdint>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
 #include "proxy/config.h"
 
 namespace fencepost::proxy {
 
 // Sets spdlog's default logger: stderr, UTC timestamps, one line per event,
-// as plain text or as JSON objects ({"time", "level", "msg"}).
+// as plain text or as JSON objects ({"time", "level", "msg", then the
+// event's fields}).
 void SetUpLogging(LogFormat format, const std::string& level);
+
+// One field of a structured event. Numbers are written bare in JSON.
+struct LogField {
+  std::string_view name;
+  std::string value;
+  bool number = false;
+};
+
+// Logs `message` with a stable `event` name and fields (key, fence,
+// presented_token, current_token, client, ...): top-level JSON members in
+// JSON format, " name=value" pairs in text format.
+void LogEvent(spdlog::level::level_enum level, std::string_view event,
+              std::string_view message, std::initializer_list<LogField> fields);
+
+// Rate-limits the rejection log per fence, so a zombie leader hammering the
+// proxy cannot flood the logs: the first `burst` rejections of a fence in
+// each second are logged; the rest are counted and reported as one
+// "stale_writes_suppressed" event ("N more rejected") when the second is
+// over (by the next rejection or by Flush, called once a second).
+//
+// Thread safety: all methods may be called from any thread.
+class RejectionLogLimiter {
+ public:
+  explicit RejectionLogLimiter(int burst = 5) : burst_(burst) {}
+  // Whether this rejection of `fence` should be logged in full.
+  bool Admit(const std::string& fence);
+  // Reports the suppressed counts of windows that are over.
+  void Flush();
+
+ private:
+  struct Window {
+    std::chrono::steady_clock::time_point start;
+    int logged = 0;
+    std::uint64_t suppressed = 0;
+  };
+  void Report(const std::string& fence, Window& window);
+
+  const int burst_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Window> windows_;
+};
 
 }  // namespace fencepost::proxy

@@ -5,9 +5,11 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 
 #include "fence/shards.h"
@@ -143,12 +145,25 @@ int Serve(const proxy::Config& config) {
                 e.what());
   }
 
+  // Once a second: report the rejections the log rate limit held back.
+  asio::steady_timer flush_timer(io);
+  std::function<void()> arm_flush = [&] {
+    flush_timer.expires_after(std::chrono::seconds(1));
+    flush_timer.async_wait([&](const boost::system::error_code& ec) {
+      if (ec) return;
+      service.FlushLogSummaries();
+      arm_flush();
+    });
+  };
+  arm_flush();
+
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code& ec, int signal) {
     if (ec) return;
     spdlog::info("received signal {}; draining", signal);
     service.StartDraining();
     server.Shutdown();
+    flush_timer.cancel();
   });
 
   auto to_string = [](const asio::ip::tcp::endpoint& e) {

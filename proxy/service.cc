@@ -7,6 +7,7 @@
 
 #include "fence/key.h"
 #include "proxy/json.h"
+#include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "storage/errc.h"
 
@@ -301,19 +302,32 @@ asio::awaitable<Response> Service::Write(const Request& req,
                         .count(),
                     key, fence_name, token, outcome.current.value_or(0),
                     client, req.body().size(), Sha256Hex(req.body())});
-      spdlog::info(
-          "stale write rejected: key={} fence={} presented={} "
-          "current={}",
-          key, fence_name, token, outcome.current.value_or(0));
+      if (log_limiter_.Admit(fence_name)) {
+        LogEvent(spdlog::level::info, "stale_write_rejected",
+                 "stale write rejected",
+                 {{"key", key},
+                  {"fence", fence_name},
+                  {"presented_token", std::to_string(token), true},
+                  {"current_token",
+                   std::to_string(outcome.current.value_or(0)), true},
+                  {"client", client}});
+      }
       co_return Problemed(req, StaleToken(key, token, outcome.current));
     case Verdict::kObserved:
       metrics_.WouldReject();
-      spdlog::warn(
-          "observe mode stored a write enforce would reject: key={} "
-          "fence={} presented={} current={}",
-          key, fence_name,
-          state == TokenState::kOk ? std::to_string(token) : "none",
-          outcome.current ? std::to_string(*outcome.current) : "none");
+      if (log_limiter_.Admit(fence_name)) {
+        LogEvent(spdlog::level::warn, "stale_write_observed",
+                 "observe mode stored a write enforce would reject",
+                 {{"key", key},
+                  {"fence", fence_name},
+                  {"presented_token",
+                   state == TokenState::kOk ? std::to_string(token) : "null",
+                   true},
+                  {"current_token",
+                   outcome.current ? std::to_string(*outcome.current) : "null",
+                   true},
+                  {"client", client}});
+      }
       break;
     case Verdict::kAccepted:
       metrics_.WriteAccepted(outcome.decision.advances);

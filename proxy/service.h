@@ -16,6 +16,7 @@
 #include "proxy/config.h"
 #include "proxy/http_types.h"
 #include "proxy/journal.h"
+#include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "storage/async_commit.h"
 #include "storage/backend.h"
@@ -43,6 +44,8 @@ class Service {
 
   // From now on /readyz answers 503.
   void StartDraining() { draining_ = true; }
+  // Reports rejections the log rate limit held back; call once a second.
+  void FlushLogSummaries() { log_limiter_.Flush(); }
 
  private:
   boost::asio::awaitable<Response> HandleData(const Request& request,
@@ -79,6 +82,7 @@ class Service {
   fence::FenceStore fences_;
   std::atomic<bool> draining_ = false;
   Journal journal_;
+  RejectionLogLimiter log_limiter_;
 };
 
 }  // namespace fencepost::proxy

@@ -101,8 +101,8 @@ TEST(CliTest, JsonLogsAreOneObjectPerLine) {
     EXPECT_NE(line.find("\"msg\":\""), std::string::npos) << line;
   }
   EXPECT_GE(count, 3);
-  EXPECT_NE(server.Log().find("key=k\\\"q"), std::string::npos)
-      << "quotes in keys are escaped";
+  EXPECT_NE(server.Log().find("\"key\":\"k\\\"q\""), std::string::npos)
+      << "quotes in keys are escaped, in a field of their own";
 }
 
 TEST(DrainTest, SigtermFinishesStartedRequestsThenExitsZero) {

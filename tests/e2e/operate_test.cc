@@ -5,6 +5,8 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
+#include <thread>
 
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
@@ -99,6 +101,54 @@ TEST(OperateTest, LogLevelChangesAtRuntime) {
   EXPECT_EQ(Fetch(admin, "GET", "/v1/log-level").body,
             "{\"level\":\"debug\"}\n");
   EXPECT_NE(server.Log().find("log level set to debug"), std::string::npos);
+}
+
+TEST(OperateTest, JsonLogsHaveStableFieldsAndRejectionsAreRateLimited) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--log-format", "json"});
+  const auto port = server.data_port();
+  Fetch(port, "PUT", "/k", {{"Fencing-Token", "10"}}, "new leader");
+  testing::HttpClient zombie(port);
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(zombie.Request("PUT", "/k", {{"Fencing-Token", "9"}}, "old")
+                  .status,
+              409);
+  }
+  std::string log;
+  for (int i = 0; i < 40; ++i) {
+    log = server.Log();
+    if (log.find("stale_writes_suppressed") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  int full = 0;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_EQ(line.front(), '{') << line;
+    EXPECT_EQ(line.back(), '}') << line;
+    EXPECT_EQ(line.rfind("{\"time\":\"", 0), 0u) << line;
+    EXPECT_NE(line.find("\"level\":\""), std::string::npos) << line;
+    if (line.find("\"event\":\"stale_write_rejected\"") != std::string::npos) {
+      ++full;
+      EXPECT_NE(line.find("\"key\":\"k\",\"fence\":\"k\","
+                          "\"presented_token\":9,\"current_token\":10,"
+                          "\"client\":\"127.0.0.1:"),
+                std::string::npos)
+          << line;
+    }
+  }
+  // The first 5 rejections of each second are logged in full; the rest are
+  // summed in "N more rejected" events, so nothing goes unaccounted.
+  std::uint64_t suppressed = 0;
+  const std::string kCount = "\"event\":\"stale_writes_suppressed\",\"fence\":\"k\",\"count\":";
+  for (auto at = log.find(kCount); at != std::string::npos;
+       at = log.find(kCount, at + 1)) {
+    suppressed += std::stoull(log.substr(at + kCount.size()));
+  }
+  EXPECT_GE(full, 5);
+  EXPECT_GT(suppressed, 0u) << log;
+  EXPECT_EQ(full + suppressed, 20u) << log;
+  EXPECT_NE(log.find(" more rejected\",\"event\":\"stale_writes_suppressed\""),
+            std::string::npos);
 }
 
 }  // namespace
