@@ -132,8 +132,9 @@ std::error_code FenceStore::List(std::string_view prefix,
       return error;
     }
   }
-  std::sort(merged.begin(), merged.end(),
-            [](const Listed& a, const Listed& b) { return a.db_key < b.db_key; });
+  std::sort(merged.begin(), merged.end(), [](const Listed& a, const Listed& b) {
+    return a.db_key < b.db_key;
+  });
   for (Listed& entry : merged) {
     if (list->fences.size() == limit) {
       list->next = list->fences.back().name;

@@ -89,6 +89,14 @@ std::size_t Shards::IndexOf(std::string_view fence) const {
   return ShardOf(fence, envs_.size());
 }
 
+bool Shards::Readable() const {
+  for (const auto& env : envs_) {
+    Env::ReadTxn txn(*env);
+    if (txn.get() == nullptr) return false;
+  }
+  return true;
+}
+
 std::vector<const Env*> Shards::envs() const {
   std::vector<const Env*> out;
   for (const auto& env : envs_) out.push_back(env.get());

@@ -52,6 +52,8 @@ class Shards {
     return committer(IndexOf(fence));
   }
   std::vector<const Env*> envs() const;
+  // Whether every environment can begin a read transaction (for /readyz).
+  bool Readable() const;
 
   // Commits what is queued, then stops every committer. Idempotent.
   void Stop();

@@ -9,9 +9,8 @@ using prometheus::BuildCounter;
 using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
-constexpr std::string_view kMethods[] = {"GET",   "HEAD",   "PUT",
-                                         "POST",  "PATCH",  "DELETE",
-                                         "OPTIONS", "OTHER"};
+constexpr std::string_view kMethods[] = {"GET",   "HEAD",   "PUT",     "POST",
+                                         "PATCH", "DELETE", "OPTIONS", "OTHER"};
 
 // The index of `method` in kMethods; methods outside the set are OTHER.
 std::uint32_t MethodIndex(std::string_view method) {
@@ -44,24 +43,27 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                    .Add({});
   map_size_ = &BuildGauge()
                    .Name("fencepost_lmdb_map_size_bytes")
-                   .Help("Current size of the LMDB maps (all shards); they "
-                         "grow up to --max-map-size.")
+                   .Help(
+                       "Current size of the LMDB maps (all shards); they "
+                       "grow up to --max-map-size.")
                    .Register(r)
                    .Add({});
   map_max_ = &BuildGauge()
                   .Name("fencepost_lmdb_map_max_bytes")
-                  .Help("The most the LMDB maps may grow to (--max-map-size); "
-                        "past it writes get 507.")
+                  .Help(
+                      "The most the LMDB maps may grow to (--max-map-size); "
+                      "past it writes get 507.")
                   .Register(r)
                   .Add({});
-  token_lag_ = &BuildHistogram()
-                    .Name("fencepost_rejected_token_lag")
-                    .Help("How far below the fence a rejected token was "
-                          "(current - presented).")
-                    .Register(r)
-                    .Add({}, prometheus::Histogram::BucketBoundaries{
-                                 1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e9, 1e12,
-                                 1e15, 1e18});
+  token_lag_ =
+      &BuildHistogram()
+           .Name("fencepost_rejected_token_lag")
+           .Help(
+               "How far below the fence a rejected token was "
+               "(current - presented).")
+           .Register(r)
+           .Add({}, prometheus::Histogram::BucketBoundaries{
+                        1, 10, 100, 1e3, 1e4, 1e5, 1e6, 1e9, 1e12, 1e15, 1e18});
   accepted_ = &BuildCounter()
                    .Name("fencepost_writes_accepted_total")
                    .Help(
@@ -149,17 +151,17 @@ void Metrics::SetFences(double count) { fences_->Set(count); }
 void Metrics::Request(Port port, std::string_view method, unsigned status,
                       double seconds) {
   const std::uint32_t method_index = MethodIndex(method);
-  const std::uint32_t key = (status << 8) | (method_index << 1) |
-                            static_cast<std::uint32_t>(port);
+  const std::uint32_t key =
+      (status << 8) | (method_index << 1) | static_cast<std::uint32_t>(port);
   prometheus::Counter* counter;
   {
     std::lock_guard lock(request_mu_);
     auto [it, added] = request_children_.try_emplace(key, nullptr);
     if (added) {
-      it->second = &requests_->Add(
-          {{"port", PortLabel(port)},
-           {"method", std::string(kMethods[method_index])},
-           {"code", std::to_string(status)}});
+      it->second =
+          &requests_->Add({{"port", PortLabel(port)},
+                           {"method", std::string(kMethods[method_index])},
+                           {"code", std::to_string(status)}});
     }
     counter = it->second;
   }

@@ -4,19 +4,15 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "storage/ows.h"
+
 namespace fencepost::proxy {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' ||
-                        s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() &&
-         (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
+// A token file line: surrounding blanks and a CR of a CRLF file go.
+std::string_view TrimLine(std::string_view s) {
+  if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
+  return storage::TrimOws(s);
 }
 
 // Compares without an early exit, so the time taken does not tell how many
@@ -39,13 +35,12 @@ BearerAuth BearerAuth::FromFile(const std::string& path) {
   if (!in) throw std::runtime_error("--auth-token-file: cannot read " + path);
   std::vector<std::string> tokens;
   for (std::string line; std::getline(in, line);) {
-    const std::string_view token = Trim(line);
+    const std::string_view token = TrimLine(line);
     if (token.empty() || token.front() == '#') continue;
     tokens.emplace_back(token);
   }
   if (tokens.empty()) {
-    throw std::runtime_error("--auth-token-file: " + path +
-                             " holds no token");
+    throw std::runtime_error("--auth-token-file: " + path + " holds no token");
   }
   return BearerAuth(std::move(tokens));
 }
@@ -56,13 +51,14 @@ bool BearerAuth::Allows(const Request& request) const {
     return false;
   }
   const std::string_view value =
-      Trim(request[boost::beast::http::field::authorization]);
+      storage::TrimOws(request[boost::beast::http::field::authorization]);
   constexpr std::string_view kScheme = "bearer ";
   if (value.size() <= kScheme.size() ||
       !boost::beast::iequals(value.substr(0, kScheme.size()), kScheme)) {
     return false;
   }
-  const std::string_view presented = Trim(value.substr(kScheme.size()));
+  const std::string_view presented =
+      storage::TrimOws(value.substr(kScheme.size()));
   bool allowed = false;
   for (const std::string& token : tokens_) {
     allowed |= ConstantTimeEquals(presented, token);

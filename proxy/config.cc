@@ -157,11 +157,9 @@ const std::map<std::string, Flag>& Flags() {
           c.upstream_settle = ParseSeconds("upstream-settle", v);
         }}},
       {"tls-cert",
-       {Kind::kValue,
-        [](Config& c, const std::string& v) { c.tls_cert = v; }}},
+       {Kind::kValue, [](Config& c, const std::string& v) { c.tls_cert = v; }}},
       {"tls-key",
-       {Kind::kValue,
-        [](Config& c, const std::string& v) { c.tls_key = v; }}},
+       {Kind::kValue, [](Config& c, const std::string& v) { c.tls_key = v; }}},
       {"tls-client-ca",
        {Kind::kValue,
         [](Config& c, const std::string& v) { c.tls_client_ca = v; }}},

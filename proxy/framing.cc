@@ -2,24 +2,13 @@
 
 #include <boost/beast/core/string.hpp>
 
+#include "storage/ows.h"
+
 namespace fencepost::proxy {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
-
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
-}  // namespace
+using storage::TrimOws;
 
 std::optional<std::string> FramingError(const Request& req) {
   const auto te = req.count(http::field::transfer_encoding);
@@ -28,15 +17,16 @@ std::optional<std::string> FramingError(const Request& req) {
     return "both Content-Length and Transfer-Encoding are present";
   }
   if (te > 1 ||
-      (te == 1 &&
-       !beast::iequals(Trim(req[http::field::transfer_encoding]), "chunked"))) {
+      (te == 1 && !beast::iequals(TrimOws(req[http::field::transfer_encoding]),
+                                  "chunked"))) {
     return "Transfer-Encoding must be exactly 'chunked'";
   }
   if (cl > 1) {
     auto range = req.equal_range(http::field::content_length);
-    const std::string_view first = Trim(range.first->value());
+    const std::string_view first = TrimOws(range.first->value());
     for (auto it = range.first; it != range.second; ++it) {
-      if (Trim(it->value()) != first) return "differing Content-Length headers";
+      if (TrimOws(it->value()) != first)
+        return "differing Content-Length headers";
     }
   }
   return std::nullopt;

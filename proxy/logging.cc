@@ -86,7 +86,8 @@ void LogEvent(spdlog::level::level_enum level, std::string_view event,
     }
   };
   add("event", event, false);
-  for (const LogField& field : fields) add(field.name, field.value, field.number);
+  for (const LogField& field : fields)
+    add(field.name, field.value, field.number);
   event_fields = std::move(rendered);
   spdlog::log(level, "{}", message);
   event_fields.clear();

@@ -5,8 +5,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <functional>
@@ -54,8 +54,7 @@ std::shared_ptr<asio::ssl::context> TlsContext(const proxy::Config& config) {
   ctx->use_private_key_file(config.tls_key, ssl::context::pem);
   if (!config.tls_client_ca.empty()) {
     ctx->load_verify_file(config.tls_client_ca);
-    ctx->set_verify_mode(ssl::verify_peer |
-                         ssl::verify_fail_if_no_peer_cert);
+    ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
   }
   return ctx;
 }

@@ -3,8 +3,8 @@
 #include <array>
 
 #include "fence/errc.h"
-#include "storage/errc.h"
 #include "proxy/json.h"
+#include "storage/errc.h"
 
 namespace fencepost::proxy {
 

@@ -23,12 +23,12 @@ enum class ProblemType {
   kMethodNotAllowed,
   kNotFound,
   kMapFull,
-  kKeyCollision,  // fs: a key and a file or directory of the other kind
-  kDiskFull,      // fs: the file system is full
-  kUpstreamFailed,   // http://: refused or failed before the write was sent
-  kOutcomeUnknown,   // http://: no answer after the write was sent
-  kFenceHeld,        // http://: held closed after an unknown outcome
-  kUnauthorized,     // --auth-token-file: no or a wrong bearer token
+  kKeyCollision,    // fs: a key and a file or directory of the other kind
+  kDiskFull,        // fs: the file system is full
+  kUpstreamFailed,  // http://: refused or failed before the write was sent
+  kOutcomeUnknown,  // http://: no answer after the write was sent
+  kFenceHeld,       // http://: held closed after an unknown outcome
+  kUnauthorized,    // --auth-token-file: no or a wrong bearer token
   kStorageFailure,
   kNotReady,
 };

@@ -205,8 +205,8 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
     if (quit) break;
     if (!refusal && folded) {
       refusal = Problem{ProblemType::kBadFraming,
-                        "obsolete line folding in a header field",
-                        std::nullopt, std::nullopt, std::nullopt};
+                        "obsolete line folding in a header field", std::nullopt,
+                        std::nullopt, std::nullopt};
     }
     if (!refusal) {
       if (auto error = FramingError(parser.get())) {
@@ -243,7 +243,7 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
     res.keep_alive(keep_alive);
     const std::string head = Head(res);
     const std::array<asio::const_buffer, 2> out = {asio::buffer(head),
-                                                    asio::buffer(res.body())};
+                                                   asio::buffer(res.body())};
     lowest.expires_after(options_.read_timeout);
     co_await asio::async_write(stream, out, token);
     metrics_.Request(port, refusal ? "OTHER" : request.method_string(),
@@ -271,7 +271,6 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
   }
   lowest.close();
 }
-
 
 asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
   beast::tcp_stream tcp(std::move(socket));

@@ -262,7 +262,8 @@ std::optional<Response> Service::RefuseUnauthorized(const Request& req,
 asio::awaitable<Response> Service::Write(const Request& req,
                                          const std::string& key,
                                          const std::string& client) {
-  if (auto refused = RefuseUnauthorized(req, key)) co_return std::move(*refused);
+  if (auto refused = RefuseUnauthorized(req, key))
+    co_return std::move(*refused);
   const bool observe = config_.mode == Mode::kObserve;
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
@@ -300,33 +301,33 @@ asio::awaitable<Response> Service::Write(const Request& req,
       journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
                         std::chrono::system_clock::now().time_since_epoch())
                         .count(),
-                    key, fence_name, token, outcome.current.value_or(0),
-                    client, req.body().size(), Sha256Hex(req.body())});
+                    key, fence_name, token, outcome.current.value_or(0), client,
+                    req.body().size(), Sha256Hex(req.body())});
       if (log_limiter_.Admit(fence_name)) {
         LogEvent(spdlog::level::info, "stale_write_rejected",
                  "stale write rejected",
                  {{"key", key},
                   {"fence", fence_name},
                   {"presented_token", std::to_string(token), true},
-                  {"current_token",
-                   std::to_string(outcome.current.value_or(0)), true},
+                  {"current_token", std::to_string(outcome.current.value_or(0)),
+                   true},
                   {"client", client}});
       }
       co_return Problemed(req, StaleToken(key, token, outcome.current));
     case Verdict::kObserved:
       metrics_.WouldReject();
       if (log_limiter_.Admit(fence_name)) {
-        LogEvent(spdlog::level::warn, "stale_write_observed",
-                 "observe mode stored a write enforce would reject",
-                 {{"key", key},
-                  {"fence", fence_name},
-                  {"presented_token",
-                   state == TokenState::kOk ? std::to_string(token) : "null",
-                   true},
-                  {"current_token",
-                   outcome.current ? std::to_string(*outcome.current) : "null",
-                   true},
-                  {"client", client}});
+        LogEvent(
+            spdlog::level::warn, "stale_write_observed",
+            "observe mode stored a write enforce would reject",
+            {{"key", key},
+             {"fence", fence_name},
+             {"presented_token",
+              state == TokenState::kOk ? std::to_string(token) : "null", true},
+             {"current_token",
+              outcome.current ? std::to_string(*outcome.current) : "null",
+              true},
+             {"client", client}});
       }
       break;
     case Verdict::kAccepted:
@@ -453,7 +454,8 @@ Response Service::GetFence(const Request& req, const std::string& key) {
 
 asio::awaitable<Response> Service::Bump(const Request& req,
                                         const std::string& key) {
-  if (auto refused = RefuseUnauthorized(req, key)) co_return std::move(*refused);
+  if (auto refused = RefuseUnauthorized(req, key))
+    co_return std::move(*refused);
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
   if (auto refused = RefuseToken(req, key, state, false, metrics_)) {
@@ -463,9 +465,8 @@ asio::awaitable<Response> Service::Bump(const Request& req,
   write.fence = std::string(scopes_.FenceFor(key));
   write.token = token;
   fence::FenceRecord fence{write.fence, token, 0};
-  const fence::WriteOutcome outcome =
-      co_await storage::AsyncCommit(shards_.CommitterOf(fence.name),
-                                    std::move(write));
+  const fence::WriteOutcome outcome = co_await storage::AsyncCommit(
+      shards_.CommitterOf(fence.name), std::move(write));
   switch (outcome.verdict) {
     case fence::WriteOutcome::Verdict::kAccepted:
       metrics_.WriteAccepted(outcome.decision.advances);
@@ -496,10 +497,11 @@ std::size_t LimitOf(const Request& req, std::optional<Response>* refused) {
   constexpr std::size_t kDefaultLimit = 100, kMaxLimit = 1000;
   auto text = QueryParam(req.target(), "limit");
   if (!text) return kDefaultLimit;
-  const bool digits = !text->empty() &&
-                      text->find_first_not_of("0123456789") == std::string::npos;
+  const bool digits = !text->empty() && text->find_first_not_of("0123456789") ==
+                                            std::string::npos;
   std::uint64_t n = 0;
-  auto [end, ec] = std::from_chars(text->data(), text->data() + text->size(), n);
+  auto [end, ec] =
+      std::from_chars(text->data(), text->data() + text->size(), n);
   if (!digits || (ec == std::errc() && n == 0)) {
     *refused = Problemed(req, {ProblemType::kBadRequest,
                                "limit must be a whole number from 1 to 1000",
@@ -543,8 +545,8 @@ Response Service::LogLevel(const Request& req) {
   if (req.method() == http::verb::put) {
     if (auto refused = RefuseUnauthorized(req, "")) return std::move(*refused);
     std::string_view wanted = req.body();
-    while (!wanted.empty() && std::isspace(static_cast<unsigned char>(
-                                  wanted.back()))) {
+    while (!wanted.empty() &&
+           std::isspace(static_cast<unsigned char>(wanted.back()))) {
       wanted.remove_suffix(1);
     }
     const auto level = spdlog::level::from_str(std::string(wanted));

@@ -31,4 +31,19 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
       initiate, asio::use_awaitable, std::move(write));
 }
 
+boost::asio::awaitable<fence::WriteOutcome> CommitFence(
+    fence::Shards& shards, const WriteRequest& request) {
+  fence::FenceWrite write;
+  write.fence = request.fence;
+  write.token = request.token;
+  write.observe = request.observe;
+  return AsyncCommit(shards.CommitterOf(request.fence), std::move(write));
+}
+
+bool Applied(const fence::WriteOutcome& outcome) {
+  using Verdict = fence::WriteOutcome::Verdict;
+  return outcome.verdict == Verdict::kAccepted ||
+         outcome.verdict == Verdict::kObserved;
+}
+
 }  // namespace fencepost::storage

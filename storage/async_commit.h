@@ -8,6 +8,8 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "fence/committer.h"
+#include "fence/shards.h"
+#include "storage/backend.h"
 
 namespace fencepost::storage {
 
@@ -15,5 +17,13 @@ namespace fencepost::storage {
 // executor, once the write's group is durable (or failed).
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     fence::Committer& committer, fence::FenceWrite write);
+
+// For backends that keep values outside LMDB: the fence write of `request`
+// alone, made durable before the value is written.
+boost::asio::awaitable<fence::WriteOutcome> CommitFence(
+    fence::Shards& shards, const WriteRequest& request);
+
+// Whether a fence outcome lets the value be written (accepted, or observed).
+bool Applied(const fence::WriteOutcome& outcome);
 
 }  // namespace fencepost::storage

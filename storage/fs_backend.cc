@@ -12,8 +12,8 @@ FsBackend::~FsBackend() { pool_.join(); }
 
 boost::asio::awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
   FsValue value;
-  const std::error_code error = co_await RunBlocking<std::error_code>(
-      pool_, [this, &request, &value] {
+  const std::error_code error =
+      co_await RunBlocking<std::error_code>(pool_, [this, &request, &value] {
         return tree_.Read(request.key, request.head, &value);
       });
   ReadResult result;
@@ -31,23 +31,15 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest& request) {
   FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
 
   const std::error_code refused = co_await RunBlocking<std::error_code>(
-      pool_, [this, &request, remove] { return tree_.Check(request.key, remove); });
+      pool_,
+      [this, &request, remove] { return tree_.Check(request.key, remove); });
   if (refused) {
     result.outcome.error = refused;
     co_return result;
   }
 
-  fence::FenceWrite write;
-  write.fence = request.fence;
-  write.token = request.token;
-  write.observe = request.observe;
-  result.outcome =
-      co_await AsyncCommit(shards_.CommitterOf(request.fence), std::move(write));
-  using Verdict = fence::WriteOutcome::Verdict;
-  if (result.outcome.verdict != Verdict::kAccepted &&
-      result.outcome.verdict != Verdict::kObserved) {
-    co_return result;
-  }
+  result.outcome = co_await CommitFence(shards_, request);
+  if (!Applied(result.outcome)) co_return result;
 
   bool created = false;
   const std::error_code failed = co_await RunBlocking<std::error_code>(
@@ -57,7 +49,7 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest& request) {
                                     &created);
       });
   if (failed) {
-    result.outcome.verdict = Verdict::kFailed;
+    result.outcome.verdict = fence::WriteOutcome::Verdict::kFailed;
     result.outcome.error = failed;
   }
   result.created = created;
@@ -65,11 +57,7 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest& request) {
 }
 
 boost::asio::awaitable<bool> FsBackend::Ready() {
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    fence::Env::ReadTxn txn(shards_.env(i));
-    if (txn.get() == nullptr) co_return false;
-  }
-  co_return tree_.Usable();
+  co_return shards_.Readable() && tree_.Usable();
 }
 
 }  // namespace fencepost::storage

@@ -114,8 +114,8 @@ std::error_code OpenParent(int root, const std::vector<std::string>& segments,
       // followed) from a file where a directory should be (a collision).
       struct stat st;
       if ((e == ENOTDIR || e == ELOOP) &&
-          ::fstatat(dir.get(), segments[i].c_str(), &st,
-                    AT_SYMLINK_NOFOLLOW) == 0) {
+          ::fstatat(dir.get(), segments[i].c_str(), &st, AT_SYMLINK_NOFOLLOW) ==
+              0) {
         return S_ISLNK(st.st_mode) ? Errc::kSymlink : Errc::kCollision;
       }
       return FromErrno(e);
@@ -276,8 +276,7 @@ std::error_code FsTree::Write(std::string_view key, std::string_view body,
   }
   if (::fsync(file.get()) != 0) return fail(errno);
   file.Reset(-1);
-  if (::renameat(parent.get(), temp.c_str(), parent.get(), leaf.c_str()) !=
-      0) {
+  if (::renameat(parent.get(), temp.c_str(), parent.get(), leaf.c_str()) != 0) {
     return fail(errno);
   }
   if (::fsync(parent.get()) != 0) return FromErrno(errno);

@@ -51,8 +51,7 @@ class FsTree {
   std::error_code Check(std::string_view key, bool remove) const;
   std::error_code Read(std::string_view key, bool head, FsValue* value) const;
   std::error_code Write(std::string_view key, std::string_view body,
-                        std::optional<fence::Token> token,
-                        bool* created) const;
+                        std::optional<fence::Token> token, bool* created) const;
   // Removes the file; a missing file (or a directory) is not an error.
   std::error_code Remove(std::string_view key) const;
   // Whether DIR is still there.

@@ -1,5 +1,7 @@
 #include "storage/http_backend.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -8,12 +10,11 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
-#include <spdlog/spdlog.h>
-
 #include <stdexcept>
 
 #include "storage/async_commit.h"
 #include "storage/errc.h"
+#include "storage/ows.h"
 
 namespace fencepost::storage {
 
@@ -67,16 +68,6 @@ Url ParseUrl(const std::string& url) {
   return out;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 // The upstream's answer made ready to relay.
 HttpResponse Relay(HttpResponse response, bool head) {
   StripHopByHop(response);
@@ -98,7 +89,7 @@ void StripHopByHop(http::fields& fields) {
     std::string_view list = field.value();
     while (!list.empty()) {
       const std::size_t comma = list.find(',');
-      const std::string_view name = Trim(list.substr(0, comma));
+      const std::string_view name = TrimOws(list.substr(0, comma));
       if (!name.empty()) named.emplace_back(name);
       list = comma == std::string_view::npos ? "" : list.substr(comma + 1);
     }
@@ -114,10 +105,7 @@ void StripHopByHop(http::fields& fields) {
 
 HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
                          fence::Shards& shards)
-    : io_(io),
-      options_(options),
-      shards_(shards),
-      fences_(shards.envs()) {
+    : io_(io), options_(options), shards_(shards), fences_(shards.envs()) {
   const Url url = ParseUrl(options.url);
   base_ = url.base;
   const bool v6 = url.host.find(':') != std::string::npos;
@@ -186,7 +174,8 @@ asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
     }
 
     conn->expires_after(options_.timeout);
-    const std::size_t written = co_await http::async_write(*conn, request, token);
+    const std::size_t written =
+        co_await http::async_write(*conn, request, token);
     if (ec) {
       if (written == 0 && reused) continue;  // it had closed; nothing sent
       out.sent = written == 0 ? Sent::kNotSent : Sent::kUnknown;
@@ -275,17 +264,9 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest& request) {
     co_return result;
   }
 
-  fence::FenceWrite write;
-  write.fence = request.fence;
-  write.token = request.token;
-  write.observe = request.observe;
-  result.outcome =
-      co_await AsyncCommit(shards_.CommitterOf(request.fence), std::move(write));
+  result.outcome = co_await CommitFence(shards_, request);
+  if (!Applied(result.outcome)) co_return result;
   using Verdict = fence::WriteOutcome::Verdict;
-  if (result.outcome.verdict != Verdict::kAccepted &&
-      result.outcome.verdict != Verdict::kObserved) {
-    co_return result;
-  }
 
   const HttpRequest upstream = Upstream(*request.original);
   const bool idempotent =
@@ -323,10 +304,7 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest& request) {
 }
 
 asio::awaitable<bool> HttpBackend::Ready() {
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    fence::Env::ReadTxn txn(shards_.env(i));
-    if (txn.get() == nullptr) co_return false;
-  }
+  if (!shards_.Readable()) co_return false;
   HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
   head.set(http::field::host, host_header_);
   head.keep_alive(true);

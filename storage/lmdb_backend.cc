@@ -108,11 +108,7 @@ boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest& request) {
 }
 
 boost::asio::awaitable<bool> LmdbBackend::Ready() {
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    fence::Env::ReadTxn txn(shards_.env(i));
-    if (txn.get() == nullptr) co_return false;
-  }
-  co_return true;
+  co_return shards_.Readable();
 }
 
 }  // namespace fencepost::storage

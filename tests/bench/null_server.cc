@@ -70,9 +70,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   asio::io_context io(1);
-  tcp::acceptor acceptor(
-      io, {asio::ip::make_address("127.0.0.1"),
-           static_cast<unsigned short>(std::atoi(argv[1]))});
+  tcp::acceptor acceptor(io, {asio::ip::make_address("127.0.0.1"),
+                              static_cast<unsigned short>(std::atoi(argv[1]))});
   asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const beast::error_code&, int) { io.stop(); });
   asio::co_spawn(io, Accept(acceptor), asio::detached);

@@ -145,9 +145,9 @@ int main(int argc, char** argv) {
   if (args.sync_probe) return SyncProbe(args.dir);
   std::vector<std::unique_ptr<fencepost::fence::Env>> envs;
   for (int i = 0; i < args.envs; ++i) {
-    envs.push_back(std::make_unique<fencepost::fence::Env>(
-        fencepost::fence::Env::Options{args.dir + "/" + std::to_string(i),
-                                       64ull << 30}));
+    envs.push_back(
+        std::make_unique<fencepost::fence::Env>(fencepost::fence::Env::Options{
+            args.dir + "/" + std::to_string(i), 64ull << 30}));
   }
   std::atomic<bool> stop = false;
   std::vector<std::uint64_t> writes(args.envs), commits(args.envs);

@@ -27,10 +27,9 @@ TEST(AuthTest, WritesAndBumpsNeedTheBearerToken) {
   EXPECT_EQ(none.header("www-authenticate"), "Bearer realm=\"fencepost\"");
   EXPECT_NE(none.body.find("urn:fencepost:problem:unauthorized"),
             std::string::npos);
-  auto wrong = Fetch(port, "PUT", "/k",
-                     {{"Fencing-Token", "1"},
-                      {"Authorization", "Bearer wrong-token"}},
-                     "v");
+  auto wrong = Fetch(
+      port, "PUT", "/k",
+      {{"Fencing-Token", "1"}, {"Authorization", "Bearer wrong-token"}}, "v");
   EXPECT_EQ(wrong.status, 401);
   EXPECT_NE(wrong.header("www-authenticate").find("invalid_token"),
             std::string::npos);
@@ -48,11 +47,11 @@ TEST(AuthTest, WritesAndBumpsNeedTheBearerToken) {
                   {{"Fencing-Token", "5"}})
                 .status,
             401);
-  EXPECT_EQ(Fetch(server.admin_port(), "PUT", "/v1/fences/k",
-                  {{"Fencing-Token", "5"},
-                   {"Authorization", "Bearer right-token"}})
-                .status,
-            200);
+  EXPECT_EQ(
+      Fetch(server.admin_port(), "PUT", "/v1/fences/k",
+            {{"Fencing-Token", "5"}, {"Authorization", "Bearer right-token"}})
+          .status,
+      200);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/metrics").status, 200);
 }
 

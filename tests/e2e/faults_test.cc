@@ -57,9 +57,10 @@ TEST(FaultsTest, TinyMapFillsUpWith507AndRecoversWithALargerOne) {
                   {{"Fencing-Token", "1"}}, body)
                 .status,
             201);
-  EXPECT_EQ(Fetch(bigger.data_port(), "GET", "/fill/" + std::to_string(stored - 1))
-                .body,
-            body);
+  EXPECT_EQ(
+      Fetch(bigger.data_port(), "GET", "/fill/" + std::to_string(stored - 1))
+          .body,
+      body);
 }
 
 bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
@@ -69,15 +70,16 @@ bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
 // stops instead of carrying on, and after a restart the fence is the last
 // acknowledged token.
 TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
-  if (!HaveStrace()) GTEST_SKIP() << "strace is not installed";
+  if (!HaveStrace())
+    FAIL() << "strace is not installed; scripts/deps.sh installs it";
   TempDir dir;
   const std::string data = dir / "data";
   // Create the environment first, so the injection counts only writes.
   { ServerProcess first(data); }
-  ServerProcess server(data, {}, {},
-                       {"strace", "-f", "-qq", "-o", "/dev/null",
-                        "-e", "trace=fdatasync",
-                        "-e", "inject=fdatasync:error=EIO:when=3"});
+  ServerProcess server(
+      data, {}, {},
+      {"strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fdatasync", "-e",
+       "inject=fdatasync:error=EIO:when=3"});
   int acked = 0, last = 0;
   for (int token = 1; token <= 10; ++token) {
     try {
@@ -108,14 +110,16 @@ TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
 // the 3rd fsync (LMDB itself uses fdatasync). The write gets 507 disk-full,
 // the old file is intact, no temp file is left, and the server carries on.
 TEST(FaultsTest, FsBackendDiskFullIs507AndLeavesTheOldFile) {
-  if (!HaveStrace()) GTEST_SKIP() << "strace is not installed";
+  if (!HaveStrace())
+    FAIL() << "strace is not installed; scripts/deps.sh installs it";
   TempDir dir;
   const std::string data = dir / "data";
   const std::string store = dir / "store";
   { ServerProcess first(data, {"--backend", "fs:" + store}); }
-  ServerProcess server(data, {"--backend", "fs:" + store}, {},
-                       {"strace", "-f", "-qq", "-o", "/dev/null", "-e",
-                        "trace=fsync", "-e", "inject=fsync:error=ENOSPC:when=3"});
+  ServerProcess server(
+      data, {"--backend", "fs:" + store}, {},
+      {"strace", "-f", "-qq", "-o", "/dev/null", "-e", "trace=fsync", "-e",
+       "inject=fsync:error=ENOSPC:when=3"});
   const auto port = server.data_port();
   ASSERT_EQ(Fetch(port, "PUT", "/full", {{"Fencing-Token", "1"}}, "old").status,
             201);  // fsync 1 (file) and 2 (directory)

@@ -92,8 +92,9 @@ TEST_F(FsBackendTest, SeedStoryLandsInFiles) {
   auto head = Fetch(port, "HEAD", "/orders/1");
   EXPECT_EQ(head.header("content-length"), "6");
 
-  EXPECT_EQ(Fetch(port, "DELETE", "/orders/1", {{"Fencing-Token", "35"}}).status,
-            204);
+  EXPECT_EQ(
+      Fetch(port, "DELETE", "/orders/1", {{"Fencing-Token", "35"}}).status,
+      204);
   EXPECT_FALSE(fs::exists(store_ / "orders" / "1"));
   EXPECT_EQ(Fetch(port, "GET", "/orders/1").status, 404);
   EXPECT_EQ(FenceToken(server.admin_port(), "orders/1"), 35u);
@@ -107,11 +108,21 @@ TEST_F(FsBackendTest, TraversalCorpusNeverLeavesTheDirectory) {
   fs::create_symlink(outside_ / "secret", store_ / "leaf");
   ServerProcess server(data_, Args());
   const std::vector<std::string> targets = {
-      "/../outside/x",      "/%2e%2e/outside/x", "/a/../../outside/x",
-      "/%2E%2E%2Foutside",  "/a/%2e%2e/%2e%2e/x", "/.%2e/x",
-      "//outside/x",        "/a%00b",            "/%00",
-      "/link/x",            "/link/secret",      "/leaf",
-      "/link/..%2f..%2fx",  "/./x",              "/a/./b",
+      "/../outside/x",
+      "/%2e%2e/outside/x",
+      "/a/../../outside/x",
+      "/%2E%2E%2Foutside",
+      "/a/%2e%2e/%2e%2e/x",
+      "/.%2e/x",
+      "//outside/x",
+      "/a%00b",
+      "/%00",
+      "/link/x",
+      "/link/secret",
+      "/leaf",
+      "/link/..%2f..%2fx",
+      "/./x",
+      "/a/./b",
   };
   for (const std::string& target : targets) {
     for (const char* method : {"PUT", "GET", "DELETE"}) {
@@ -140,7 +151,8 @@ TEST_F(FsBackendTest, CollisionsAndLongSegmentsChangeNothing) {
             std::string::npos);
   EXPECT_EQ(FenceToken(server.admin_port(), "x/y"), 0u) << "fence untouched";
   EXPECT_EQ(Fetch(port, "GET", "/x/y").status, 404);
-  EXPECT_EQ(Fetch(port, "DELETE", "/x/y", {{"Fencing-Token", "6"}}).status, 204);
+  EXPECT_EQ(Fetch(port, "DELETE", "/x/y", {{"Fencing-Token", "6"}}).status,
+            204);
   EXPECT_EQ(Slurp(store_ / "x"), "file");
 
   auto long_segment = Fetch(port, "PUT", "/" + std::string(256, 'a'),
@@ -148,8 +160,8 @@ TEST_F(FsBackendTest, CollisionsAndLongSegmentsChangeNothing) {
   EXPECT_EQ(long_segment.status, 400);
   EXPECT_NE(long_segment.body.find("bad-key"), std::string::npos);
   auto metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
-  EXPECT_EQ(MetricValue(metrics, "fencepost_backend_errors_total{backend=\"fs\"}"),
-            0)
+  EXPECT_EQ(
+      MetricValue(metrics, "fencepost_backend_errors_total{backend=\"fs\"}"), 0)
       << "a refused key is the client's error, not the backend's";
 }
 

@@ -69,8 +69,9 @@ TEST(HttpBackendTest, SeedStoryThroughNginxWebDav) {
   EXPECT_EQ(get.body, "from B");
   EXPECT_EQ(get.header("server").rfind("nginx", 0), 0u) << "passed through";
 
-  EXPECT_EQ(Fetch(port, "DELETE", "/orders/1", {{"Fencing-Token", "35"}}).status,
-            204);
+  EXPECT_EQ(
+      Fetch(port, "DELETE", "/orders/1", {{"Fencing-Token", "35"}}).status,
+      204);
   EXPECT_FALSE(fs::exists(fs::path(dir / "root") / "orders" / "1"));
   EXPECT_EQ(Fetch(port, "GET", "/orders/1").status, 404);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
@@ -104,16 +105,17 @@ TEST(HttpBackendTest, ForwardsThePathUnderBaseWithoutHopByHopFields) {
     auto get = client.Request("GET", "/a/b%20c?x=1");
     EXPECT_EQ(get.body, "v");
     // POST and PATCH are fenced like PUT.
-    EXPECT_EQ(client.Request("POST", "/a/p", {{"Fencing-Token", "4"}}, "p")
-                  .status,
-              201);
-    EXPECT_EQ(client.Request("PATCH", "/a/p", {{"Fencing-Token", "3"}}, "q")
-                  .status,
-              409);
+    EXPECT_EQ(
+        client.Request("POST", "/a/p", {{"Fencing-Token", "4"}}, "p").status,
+        201);
+    EXPECT_EQ(
+        client.Request("PATCH", "/a/p", {{"Fencing-Token", "3"}}, "q").status,
+        409);
     EXPECT_EQ(upstream.Value("/base/a/p"), "p");
   }
-  ServerProcess forwarding(dir / "data2", {"--backend", Backend(upstream.port()),
-                                           "--forward-token"});
+  ServerProcess forwarding(
+      dir / "data2",
+      {"--backend", Backend(upstream.port()), "--forward-token"});
   Fetch(forwarding.data_port(), "PUT", "/t", {{"Fencing-Token", "9"}}, "v");
   EXPECT_EQ(upstream.Requests().back().headers.at("fencing-token"), "9");
 }
@@ -140,7 +142,8 @@ TEST(HttpBackendTest, UnknownOutcomeHoldsTheFenceUntilTheStallSettles) {
       << "a stale token still gets 409 first";
   EXPECT_EQ(Fetch(server.admin_port(), "PUT", "/v1/fences/k",
                   {{"Fencing-Token", "10"}})
-                .status / 100,
+                    .status /
+                100,
             2)
       << "bumps are not held";
 
@@ -153,7 +156,8 @@ TEST(HttpBackendTest, UnknownOutcomeHoldsTheFenceUntilTheStallSettles) {
   EXPECT_EQ(upstream.stalled_applied(), 1) << "A landed before B was allowed";
   EXPECT_EQ(upstream.Value("/k"), "B");
   auto metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
-  EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"), 1);
+  EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"),
+            1);
 }
 
 // The same story with the hold switched off (a test-only switch): B is
@@ -162,16 +166,16 @@ TEST(HttpBackendTest, UnknownOutcomeHoldsTheFenceUntilTheStallSettles) {
 TEST(HttpBackendTest, WithoutTheHoldALateWriteOverwritesANewerOne) {
   TempDir dir;
   FakeUpstream upstream(1000ms);
-  ServerProcess server(
-      dir / "data",
-      {"--backend", Backend(upstream.port()), "--upstream-timeout", "0.3",
-       "--upstream-settle", "2"},
-      {"FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1"});
+  ServerProcess server(dir / "data",
+                       {"--backend", Backend(upstream.port()),
+                        "--upstream-timeout", "0.3", "--upstream-settle", "2"},
+                       {"FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1"});
   const auto port = server.data_port();
-  EXPECT_EQ(Fetch(port, "PUT", "/k", {{"Fencing-Token", "10"}}, "stall:A").status,
-            504);
-  EXPECT_EQ(Fetch(port, "PUT", "/k", {{"Fencing-Token", "11"}}, "B").status / 100,
-            2);
+  EXPECT_EQ(
+      Fetch(port, "PUT", "/k", {{"Fencing-Token", "10"}}, "stall:A").status,
+      504);
+  EXPECT_EQ(
+      Fetch(port, "PUT", "/k", {{"Fencing-Token", "11"}}, "B").status / 100, 2);
   for (int i = 0; i < 50 && upstream.stalled_applied() == 0; ++i) {
     std::this_thread::sleep_for(100ms);
   }
@@ -182,9 +186,10 @@ TEST(HttpBackendTest, WithoutTheHoldALateWriteOverwritesANewerOne) {
 TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
   TempDir dir;
   const std::uint16_t port = testing::FreePort();
-  ServerProcess server(dir / "data", {"--backend", Backend(port),
-                                      "--upstream-timeout", "1"});
-  auto put = Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v");
+  ServerProcess server(dir / "data",
+                       {"--backend", Backend(port), "--upstream-timeout", "1"});
+  auto put =
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v");
   EXPECT_EQ(put.status, 502);
   EXPECT_NE(put.body.find("upstream-failed"), std::string::npos);
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 502);
@@ -192,9 +197,10 @@ TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
 
   FakeUpstream upstream(1000ms, port);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
-  EXPECT_EQ(Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "2"}}, "v")
-                .status,
-            201);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "2"}}, "v")
+          .status,
+      201);
 }
 
 TEST(HttpBackendTest, ObserveModeForwardsWhatEnforceWouldReject) {

@@ -22,7 +22,8 @@ using testing::TempDir;
 
 TEST(OperateTest, LiveScrapePassesPromtoolAndCarriesTheNewSeries) {
   if (std::system("promtool --version >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "promtool (Debian package prometheus) is not installed";
+    FAIL() << "promtool (Debian package prometheus) is not installed; "
+              "scripts/deps.sh installs it";
   }
   TempDir dir;
   ServerProcess server(dir / "data");
@@ -32,8 +33,7 @@ TEST(OperateTest, LiveScrapePassesPromtoolAndCarriesTheNewSeries) {
   EXPECT_EQ(Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "stale")
                 .status,
             409);
-  const std::string scrape =
-      Fetch(server.admin_port(), "GET", "/metrics").body;
+  const std::string scrape = Fetch(server.admin_port(), "GET", "/metrics").body;
   std::ofstream(dir / "scrape.txt") << scrape;
   const std::string command = "promtool check metrics < " +
                               (dir / "scrape.txt") + " > " +
@@ -60,9 +60,10 @@ TEST(OperateTest, RejectionJournalKeepsWhatTheZombieTriedToWrite) {
   EXPECT_EQ(Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "30"}}, "older")
                 .status,
             409);
-  EXPECT_EQ(Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "stale A")
-                .status,
-            409);
+  EXPECT_EQ(
+      Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "stale A")
+          .status,
+      409);
   auto journal = Fetch(server.admin_port(), "GET", "/v1/rejections?limit=1");
   EXPECT_EQ(journal.status, 200);
   EXPECT_EQ(journal.header("content-type"), "application/json");
@@ -72,7 +73,9 @@ TEST(OperateTest, RejectionJournalKeepsWhatTheZombieTriedToWrite) {
                       "\"client\":\"127.0.0.1:"),
             std::string::npos)
       << body;
-  EXPECT_NE(body.find("\"body_length\":7,\"body_sha256\":\"7242c0b45ba7aa076d341b6ff1d4c6b1aa52a30b2984dc71311e79a765ea0325\""),
+  EXPECT_NE(body.find("\"body_length\":7,\"body_sha256\":"
+                      "\"7242c0b45ba7aa076d341b6ff1d4c6b1aa52a30b2984dc71311e79"
+                      "a765ea0325\""),
             std::string::npos)
       << body;
   EXPECT_EQ(body.find("\"presented_token\":30"), std::string::npos)
@@ -90,7 +93,8 @@ TEST(OperateTest, LogLevelChangesAtRuntime) {
   std::ofstream(dir / "tokens") << "admin-token\n";
   ServerProcess server(dir / "data", {"--auth-token-file", dir / "tokens"});
   const auto admin = server.admin_port();
-  EXPECT_EQ(Fetch(admin, "GET", "/v1/log-level").body, "{\"level\":\"info\"}\n");
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/log-level").body,
+            "{\"level\":\"info\"}\n");
   EXPECT_EQ(Fetch(admin, "PUT", "/v1/log-level", {}, "debug").status, 401)
       << "an admin mutation needs the token";
   const testing::Headers auth = {{"Authorization", "Bearer admin-token"}};
@@ -110,9 +114,9 @@ TEST(OperateTest, JsonLogsHaveStableFieldsAndRejectionsAreRateLimited) {
   Fetch(port, "PUT", "/k", {{"Fencing-Token", "10"}}, "new leader");
   testing::HttpClient zombie(port);
   for (int i = 0; i < 20; ++i) {
-    EXPECT_EQ(zombie.Request("PUT", "/k", {{"Fencing-Token", "9"}}, "old")
-                  .status,
-              409);
+    EXPECT_EQ(
+        zombie.Request("PUT", "/k", {{"Fencing-Token", "9"}}, "old").status,
+        409);
   }
   std::string log;
   for (int i = 0; i < 40; ++i) {
@@ -139,7 +143,8 @@ TEST(OperateTest, JsonLogsHaveStableFieldsAndRejectionsAreRateLimited) {
   // The first 5 rejections of each second are logged in full; the rest are
   // summed in "N more rejected" events, so nothing goes unaccounted.
   std::uint64_t suppressed = 0;
-  const std::string kCount = "\"event\":\"stale_writes_suppressed\",\"fence\":\"k\",\"count\":";
+  const std::string kCount =
+      "\"event\":\"stale_writes_suppressed\",\"fence\":\"k\",\"count\":";
   for (auto at = log.find(kCount); at != std::string::npos;
        at = log.find(kCount, at + 1)) {
     suppressed += std::stoull(log.substr(at + kCount.size()));

@@ -33,43 +33,62 @@ std::string Put(const std::string& target, const std::string& token_line,
 
 TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
   TempDir dir;
-  ServerProcess server(dir / "data", {"--max-body", "1024",
-                                      "--read-timeout", "1"});
+  ServerProcess server(dir / "data",
+                       {"--max-body", "1024", "--read-timeout", "1"});
   const std::string token = "Fencing-Token: 5\r\n";
   const std::string smuggled = "GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
   const std::vector<Case> cases = {
-      {"CL.TE", Put("/c", token, "Content-Length: 5\r\nTransfer-Encoding: "
-                                 "chunked\r\n\r\n0\r\n\r\n" + smuggled),
+      {"CL.TE",
+       Put("/c", token,
+           "Content-Length: 5\r\nTransfer-Encoding: "
+           "chunked\r\n\r\n0\r\n\r\n" +
+               smuggled),
        400, true},
-      {"TE.CL", Put("/c", token, "Transfer-Encoding: chunked\r\nContent-"
-                                 "Length: 5\r\n\r\n0\r\n\r\n" + smuggled),
+      {"TE.CL",
+       Put("/c", token,
+           "Transfer-Encoding: chunked\r\nContent-"
+           "Length: 5\r\n\r\n0\r\n\r\n" +
+               smuggled),
        400, true},
-      {"TE gzip + CL", Put("/c", token, "Transfer-Encoding: gzip\r\nContent-"
-                                        "Length: 5\r\n\r\nhello"),
+      {"TE gzip + CL",
+       Put("/c", token,
+           "Transfer-Encoding: gzip\r\nContent-"
+           "Length: 5\r\n\r\nhello"),
        400, true},
-      {"CL + TE gzip", Put("/c", token, "Content-Length: 5\r\nTransfer-"
-                                        "Encoding: gzip\r\n\r\nhello"),
+      {"CL + TE gzip",
+       Put("/c", token,
+           "Content-Length: 5\r\nTransfer-"
+           "Encoding: gzip\r\n\r\nhello"),
        400, true},
-      {"chunked, chunked", Put("/c", token, "Transfer-Encoding: chunked, "
-                                            "chunked\r\n\r\n0\r\n\r\n"),
+      {"chunked, chunked",
+       Put("/c", token,
+           "Transfer-Encoding: chunked, "
+           "chunked\r\n\r\n0\r\n\r\n"),
        400, true},
-      {"two Content-Lengths", Put("/c", token, "Content-Length: 4\r\nContent-"
-                                               "Length: 5\r\n\r\nevil!"),
+      {"two Content-Lengths",
+       Put("/c", token,
+           "Content-Length: 4\r\nContent-"
+           "Length: 5\r\n\r\nevil!"),
        400, true},
-      {"obs-fold", Put("/c", token, "X-A: 1\r\n  folded\r\nContent-Length: "
-                                    "4\r\n\r\nevil"),
+      {"obs-fold",
+       Put("/c", token,
+           "X-A: 1\r\n  folded\r\nContent-Length: "
+           "4\r\n\r\nevil"),
        400, true},
       {"obs-fold in the token", Put("/c", "Fencing-Token:\r\n 5\r\n"), 400,
        true},
-      {"spaces in the target", "PUT /a b HTTP/1.1\r\nHost: x\r\n" + token +
-                                   "Content-Length: 4\r\n\r\nevil",
+      {"spaces in the target",
+       "PUT /a b HTTP/1.1\r\nHost: x\r\n" + token +
+           "Content-Length: 4\r\n\r\nevil",
        400, true},
       {"10 KiB of headers are fine, 17 KiB are not",
-       Put("/c", token, "X-Big: " + std::string(17 * 1024, 'a') +
-                            "\r\nContent-Length: 4\r\n\r\nevil"),
+       Put("/c", token,
+           "X-Big: " + std::string(17 * 1024, 'a') +
+               "\r\nContent-Length: 4\r\n\r\nevil"),
        431, true},
-      {"body over --max-body", Put("/c", token, "Content-Length: 2000\r\n\r\n" +
-                                                    std::string(2000, 'b')),
+      {"body over --max-body",
+       Put("/c", token,
+           "Content-Length: 2000\r\n\r\n" + std::string(2000, 'b')),
        413, true},
       {"hex token", Put("/c", "Fencing-Token: 0x10\r\n"), 400, false},
       {"negative token", Put("/c", "Fencing-Token: -1\r\n"), 400, false},
@@ -96,8 +115,8 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
   std::thread good([&] {
     HttpClient client(server.data_port());
     for (std::uint64_t t = 1; !stop; ++t) {
-      auto r = client.Request("PUT", "/good", {{"Fencing-Token",
-                                                std::to_string(t)}}, "ok");
+      auto r = client.Request("PUT", "/good",
+                              {{"Fencing-Token", std::to_string(t)}}, "ok");
       (r.status / 100 == 2 ? served : failed)++;
     }
   });
@@ -126,9 +145,9 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
       std::this_thread::sleep_for(std::chrono::milliseconds(150));
     }
     if (!cut) cut = drip.ClosedByPeer(3);
-    const double seconds = std::chrono::duration<double>(
-                               std::chrono::steady_clock::now() - began)
-                               .count();
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
+            .count();
     EXPECT_TRUE(cut) << "the dripping client was never cut off";
     EXPECT_GE(seconds, 0.9) << "cut off before its deadline";
     EXPECT_LT(seconds, 4.0);

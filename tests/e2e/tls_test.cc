@@ -25,7 +25,8 @@ void Run(const std::string& command) {
 // A CA, a server certificate for 127.0.0.1 and a client certificate, all
 // P-256, valid for a day.
 void MakeCertificates(const std::string& dir) {
-  const std::string ec = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  const std::string ec =
+      "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
   Run("openssl req -x509 " + ec + " -keyout " + dir + "/ca.key -out " + dir +
       "/ca.pem -days 1 -subj /CN=fencepost-test-ca");
   std::ofstream(dir + "/server.ext") << "subjectAltName=IP:127.0.0.1\n";
@@ -58,7 +59,8 @@ bool HaveTools() {
 }
 
 TEST(TlsTest, ServesHttpsAndRefusesPlainHttp) {
-  if (!HaveTools()) GTEST_SKIP() << "openssl or curl missing";
+  if (!HaveTools())
+    FAIL() << "openssl or curl missing; scripts/deps.sh installs it";
   TempDir dir;
   MakeCertificates(dir.path());
   ServerProcess server(dir / "data", {"--tls-cert", dir / "server.pem",
@@ -73,16 +75,17 @@ TEST(TlsTest, ServesHttpsAndRefusesPlainHttp) {
                  std::to_string(server.admin_port()) + "/readyz"),
             "200")
       << "the admin port is TLS too";
-  EXPECT_EQ(Curl("http://127.0.0.1:" + std::to_string(server.data_port()) +
-                 "/k"),
-            "000")
+  EXPECT_EQ(
+      Curl("http://127.0.0.1:" + std::to_string(server.data_port()) + "/k"),
+      "000")
       << "plain HTTP on a TLS port gets no answer";
   EXPECT_EQ(Curl("--tlsv1.1 --tls-max 1.1 " + ca + base + "/k"), "000")
       << "TLS 1.1 is refused";
 }
 
 TEST(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
-  if (!HaveTools()) GTEST_SKIP() << "openssl or curl missing";
+  if (!HaveTools())
+    FAIL() << "openssl or curl missing; scripts/deps.sh installs it";
   TempDir dir;
   MakeCertificates(dir.path());
   ServerProcess server(dir / "data",
@@ -104,15 +107,15 @@ TEST(TlsTest, MutualTlsNeedsAClientCertificateFromTheCa) {
 
 TEST(TlsTest, HalfAConfigurationExitsTwo) {
   TempDir dir;
-  EXPECT_EQ(testing::RunFencepost({"serve", "--tls-cert", dir / "x.pem"})
-                .exit_status,
-            2);
+  EXPECT_EQ(
+      testing::RunFencepost({"serve", "--tls-cert", dir / "x.pem"}).exit_status,
+      2);
   EXPECT_EQ(testing::RunFencepost({"serve", "--tls-client-ca", dir / "ca.pem"})
                 .exit_status,
             2);
-  auto unreadable = testing::RunFencepost(
-      {"serve", "--data-dir", dir / "d", "--tls-cert", dir / "none.pem",
-       "--tls-key", dir / "none.key"});
+  auto unreadable =
+      testing::RunFencepost({"serve", "--data-dir", dir / "d", "--tls-cert",
+                             dir / "none.pem", "--tls-key", dir / "none.key"});
   EXPECT_EQ(unreadable.exit_status, 2);
   EXPECT_NE(unreadable.output.find("TLS"), std::string::npos);
 }

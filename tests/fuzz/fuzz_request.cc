@@ -43,8 +43,8 @@ struct World {
     shards = std::make_unique<fence::Shards>(options);
     backend = std::make_unique<storage::LmdbBackend>(*shards);
     config.fence_scopes = {"scoped/"};
-    service = std::make_unique<proxy::Service>(config, *shards, *backend,
-                                               metrics);
+    service =
+        std::make_unique<proxy::Service>(config, *shards, *backend, metrics);
   }
   std::string dir;
   proxy::Config config;

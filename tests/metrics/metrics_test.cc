@@ -84,17 +84,19 @@ namespace {
 TEST(MetricsTest, BuildInfoMapAndRejectedTokenLag) {
   Metrics m("lmdb", "1.2.3", "abc123");
   m.SetMap(4096, 1 << 20, 1 << 30);
-  m.StaleRejected(33, 34);        // a zombie one lease behind
-  m.StaleRejected(1, 10000001);   // a wildly wrong client
+  m.StaleRejected(33, 34);       // a zombie one lease behind
+  m.StaleRejected(1, 10000001);  // a wildly wrong client
   const std::string text = m.Serialize();
-  EXPECT_EQ(MetricValue(text, "fencepost_build_info{revision=\"abc123\","
-                              "version=\"1.2.3\"}"),
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_build_info{revision=\"abc123\","
+                        "version=\"1.2.3\"}"),
             1);
   EXPECT_EQ(MetricValue(text, "fencepost_lmdb_map_used_bytes"), 4096);
   EXPECT_EQ(MetricValue(text, "fencepost_lmdb_map_size_bytes"), 1 << 20);
   EXPECT_EQ(MetricValue(text, "fencepost_lmdb_map_max_bytes"), 1 << 30);
-  EXPECT_EQ(MetricValue(text, "fencepost_writes_rejected_total{reason="
-                              "\"stale_token\"}"),
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_writes_rejected_total{reason="
+                        "\"stale_token\"}"),
             2);
   EXPECT_EQ(MetricValue(text, "fencepost_rejected_token_lag_count"), 2);
   EXPECT_EQ(MetricValue(text, "fencepost_rejected_token_lag_sum"), 10000001);
@@ -103,9 +105,9 @@ TEST(MetricsTest, BuildInfoMapAndRejectedTokenLag) {
   EXPECT_EQ(
       MetricValue(text, "fencepost_rejected_token_lag_bucket{le=\"1000000\"}"),
       1);
-  EXPECT_EQ(
-      MetricValue(text, "fencepost_rejected_token_lag_bucket{le=\"1000000000\"}"),
-      2);
+  EXPECT_EQ(MetricValue(
+                text, "fencepost_rejected_token_lag_bucket{le=\"1000000000\"}"),
+            2);
 }
 
 }  // namespace

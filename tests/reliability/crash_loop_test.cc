@@ -94,11 +94,11 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
               at = history.size();
               history.push_back(op);  // kUnknown until it is answered
             }
-            auto r = client.Request(
-                "PUT", "/" + op.key,
-                {{"Fencing-Token", std::to_string(op.token)}},
-                "value " + std::to_string(op.token) + " from " +
-                    std::to_string(t));
+            auto r =
+                client.Request("PUT", "/" + op.key,
+                               {{"Fencing-Token", std::to_string(op.token)}},
+                               "value " + std::to_string(op.token) + " from " +
+                                   std::to_string(t));
             std::lock_guard lock(mu);
             Op& done = history[at];
             done.acked_ns = Now();

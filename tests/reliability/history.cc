@@ -40,9 +40,8 @@ std::vector<std::string> Check(const std::vector<Op>& history,
       return a->acked_ns < b->acked_ns;
     });
     std::vector<const Op*> by_send = ops;
-    std::sort(by_send.begin(), by_send.end(), [](const Op* a, const Op* b) {
-      return a->sent_ns < b->sent_ns;
-    });
+    std::sort(by_send.begin(), by_send.end(),
+              [](const Op* a, const Op* b) { return a->sent_ns < b->sent_ns; });
     std::size_t next_ack = 0;
     std::uint64_t acked_before = 0;
     const Op* witness = nullptr;

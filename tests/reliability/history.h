@@ -25,8 +25,8 @@ struct Op {
 
 // What the server holds for a key after a restart.
 struct KeyState {
-  std::uint64_t fence = 0;                 // 0: no fence
-  std::optional<std::uint64_t> value;      // the stored value's token
+  std::uint64_t fence = 0;             // 0: no fence
+  std::optional<std::uint64_t> value;  // the stored value's token
 };
 
 // Checks a history of fenced writes against the model of a fence (a value

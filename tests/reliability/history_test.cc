@@ -15,7 +15,8 @@ Op Rejected(std::uint64_t token, std::uint64_t current) {
 }
 
 TEST(HistoryCheckTest, ACleanHistoryPasses) {
-  std::vector<Op> history = {Accepted(5, 0, 10), Accepted(7, 11, 20),
+  std::vector<Op> history = {Accepted(5, 0, 10),
+                             Accepted(7, 11, 20),
                              Rejected(6, 7),
                              {"k", 9, 21, 0, Outcome::kUnknown, std::nullopt}};
   // The unacknowledged 9 may or may not have landed; both are fine.

@@ -201,8 +201,8 @@ NginxProcess::NginxProcess(const std::string& root, const std::string& work)
   namespace fs = std::filesystem;
   fs::create_directories(root);
   fs::create_directories(work + "/tmp");
-  const char* binary = fs::exists("/usr/sbin/nginx") ? "/usr/sbin/nginx"
-                                                     : "nginx";
+  const char* binary =
+      fs::exists("/usr/sbin/nginx") ? "/usr/sbin/nginx" : "nginx";
   for (int attempt = 0; attempt < 5 && pid_ < 0; ++attempt) {
     port_ = FreePort();
     const std::string t = work + "/tmp";

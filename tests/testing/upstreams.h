@@ -35,9 +35,9 @@ class FakeUpstream {
     std::map<std::string, std::string> headers;  // names in lower case
   };
 
-  explicit FakeUpstream(std::chrono::milliseconds stall =
-                            std::chrono::milliseconds(1000),
-                        std::uint16_t port = 0);
+  explicit FakeUpstream(
+      std::chrono::milliseconds stall = std::chrono::milliseconds(1000),
+      std::uint16_t port = 0);
   ~FakeUpstream();
   FakeUpstream(const FakeUpstream&) = delete;
   FakeUpstream& operator=(const FakeUpstream&) = delete;
