@@ -1,16 +1,24 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages fencepost builds and tests with, if missing.
+# An entry PACKAGE@COMMAND is skipped when COMMAND is already on the PATH from
+# another package (kubectl, say, which several packages ship).
 set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev liblmdb-dev lmdb-utils prometheus-cpp-dev libspdlog-dev
-  libfmt-dev libgtest-dev libbenchmark-dev curl wrk nginx strace
-  libssl-dev openssl prometheus yamllint systemd kubernetes-client
+  libfmt-dev libgtest-dev libbenchmark-dev libssl-dev
   clang-14 libclang-rt-14-dev
+  curl openssl wrk nginx strace
+  prometheus@promtool yamllint@yamllint systemd@systemd-analyze
+  kubernetes-client@kubectl
 )
 missing=()
-for p in "${packages[@]}"; do
+for entry in "${packages[@]}"; do
+  p=${entry%@*}
+  if [ "$entry" != "$p" ] && command -v "${entry#*@}" >/dev/null 2>&1; then
+    continue
+  fi
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" \
     || missing+=("$p")
 done
