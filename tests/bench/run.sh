@@ -112,10 +112,12 @@ busy_check() {
   fi
 }
 
+# A port nothing listens on, below Linux's ephemeral range (32768-60999), so
+# no client socket of another test can be holding it.
 free_port() {
   local port
   while true; do
-    port=$((20000 + RANDOM % 40000))
+    port=$((20000 + RANDOM % 12000))
     (: </dev/tcp/127.0.0.1/$port) 2>/dev/null || { echo "$port"; return; }
   done
 }
@@ -155,18 +157,24 @@ FP_ADMIN=""
 start_fencepost() {  # DATA_DIR [extra flags]
   FP_DATA=$1
   shift
-  local port admin
-  port=$(free_port)
-  admin=$(free_port)
-  "$FENCEPOST" serve --data-dir "$FP_DATA" --listen "127.0.0.1:$port" \
-    --admin-listen "127.0.0.1:$admin" --log-level warn "$@" \
-    >>"$WORK/fencepost.log" 2>&1 &
-  FP_PID=$!
-  PIDS+=("$FP_PID")
-  FP_PORT=$port
-  FP_ADMIN=$admin
-  wait_for curl -fsS "http://127.0.0.1:$admin/readyz" ||
-    { cat "$WORK/fencepost.log" >&2; fail "fencepost did not start"; exit 1; }
+  local port admin attempt
+  for attempt in 1 2 3 4 5; do  # another program may take a port meanwhile
+    port=$(free_port)
+    admin=$(free_port)
+    "$FENCEPOST" serve --data-dir "$FP_DATA" --listen "127.0.0.1:$port" \
+      --admin-listen "127.0.0.1:$admin" --log-level warn "$@" \
+      >>"$WORK/fencepost.log" 2>&1 &
+    FP_PID=$!
+    PIDS+=("$FP_PID")
+    FP_PORT=$port
+    FP_ADMIN=$admin
+    if wait_for curl -fsS "http://127.0.0.1:$admin/readyz"; then return; fi
+    kill "$FP_PID" 2>/dev/null || true
+    wait "$FP_PID" 2>/dev/null || true
+  done
+  cat "$WORK/fencepost.log" >&2
+  fail "fencepost did not start"
+  exit 1
 }
 
 stop_fencepost() {
