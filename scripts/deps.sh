@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages fencepost builds and tests with, if missing.
+#   scripts/deps.sh          # everything the tests need (scripts/test.sh)
+#   scripts/deps.sh build    # only what building the server needs (run.sh)
 # An entry PACKAGE@COMMAND is skipped when COMMAND is already on the PATH from
 # another package (kubectl, say, which several packages ship).
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
-  libboost-dev liblmdb-dev lmdb-utils prometheus-cpp-dev libspdlog-dev
-  libfmt-dev libgtest-dev libbenchmark-dev libssl-dev
-  clang-14 libclang-rt-14-dev
-  curl openssl wrk nginx strace
-  prometheus@promtool yamllint@yamllint systemd@systemd-analyze
-  kubernetes-client@kubectl
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev liblmdb-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
+  libssl-dev
 )
+if [ "${1:-}" != build ]; then
+  packages+=(
+    libgtest-dev libbenchmark-dev lmdb-utils clang-14 libclang-rt-14-dev
+    curl openssl wrk nginx strace
+    prometheus@promtool yamllint@yamllint systemd@systemd-analyze
+    kubernetes-client@kubectl
+  )
+fi
 missing=()
 for entry in "${packages[@]}"; do
   p=${entry%@*}
