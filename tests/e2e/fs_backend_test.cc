@@ -25,13 +25,6 @@ using testing::MetricValue;
 using testing::ServerProcess;
 using testing::TempDir;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::uint64_t FenceToken(std::uint16_t admin, const std::string& key) {
   auto fence = Fetch(admin, "GET", "/v1/fences/" + key);
   if (fence.status != 200) return 0;
@@ -55,7 +48,7 @@ class FsBackendTest : public ::testing::Test {
       names.push_back(entry.path().filename());
     }
     EXPECT_EQ(names, std::vector<std::string>{"secret"});
-    EXPECT_EQ(Slurp(outside_ / "secret"), "outside");
+    EXPECT_EQ(testing::ReadFile(outside_ / "secret"), "outside");
     std::vector<std::string> top;
     for (const auto& entry : fs::directory_iterator(dir_.path())) {
       top.push_back(entry.path().filename());
@@ -83,7 +76,7 @@ TEST_F(FsBackendTest, SeedStoryLandsInFiles) {
       Fetch(port, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "stale A");
   EXPECT_EQ(stale.status, 409);
   EXPECT_NE(stale.body.find("\"current_token\":34"), std::string::npos);
-  EXPECT_EQ(Slurp(store_ / "orders" / "1"), "from B");
+  EXPECT_EQ(testing::ReadFile(store_ / "orders" / "1"), "from B");
 
   auto get = Fetch(port, "GET", "/orders/1");
   EXPECT_EQ(get.status, 200);
@@ -153,7 +146,7 @@ TEST_F(FsBackendTest, CollisionsAndLongSegmentsChangeNothing) {
   EXPECT_EQ(Fetch(port, "GET", "/x/y").status, 404);
   EXPECT_EQ(Fetch(port, "DELETE", "/x/y", {{"Fencing-Token", "6"}}).status,
             204);
-  EXPECT_EQ(Slurp(store_ / "x"), "file");
+  EXPECT_EQ(testing::ReadFile(store_ / "x"), "file");
 
   auto long_segment = Fetch(port, "PUT", "/" + std::string(256, 'a'),
                             {{"Fencing-Token", "1"}}, "v");
@@ -173,10 +166,10 @@ TEST_F(FsBackendTest, ObserveModeStoresWhatEnforceWouldRejectAndCounts) {
   auto stale = Fetch(port, "PUT", "/k", {{"Fencing-Token", "5"}}, "old leader");
   EXPECT_EQ(stale.status, 200);
   EXPECT_EQ(stale.header("fencing-token"), "10") << "the fence's token";
-  EXPECT_EQ(Slurp(store_ / "k"), "old leader");
+  EXPECT_EQ(testing::ReadFile(store_ / "k"), "old leader");
   auto missing = Fetch(port, "PUT", "/k", {}, "no token");
   EXPECT_EQ(missing.status, 200);
-  EXPECT_EQ(Slurp(store_ / "k"), "no token");
+  EXPECT_EQ(testing::ReadFile(store_ / "k"), "no token");
   EXPECT_EQ(FenceToken(server.admin_port(), "k"), 10u) << "never lowered";
   auto metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
   EXPECT_EQ(MetricValue(metrics, "fencepost_writes_would_reject_total"), 2);
@@ -226,7 +219,7 @@ TEST_F(FsBackendTest, SigkillDuringWritesLeavesOnlyWholeFiles) {
   ASSERT_EQ(acked.size(), static_cast<std::size_t>(kThreads));
   ServerProcess restarted(data_, Args());
   for (const auto& [key, token] : acked) {
-    const std::string content = Slurp(store_ / key);
+    const std::string content = testing::ReadFile(store_ / key);
     char text[32] = {};
     ASSERT_GT(::getxattr((store_ / key).c_str(), "user.fencepost.token", text,
                          sizeof text - 1),

@@ -26,13 +26,6 @@ using testing::NginxProcess;
 using testing::ServerProcess;
 using testing::TempDir;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 std::string Backend(std::uint16_t port, const std::string& base = "") {
   return "http://127.0.0.1:" + std::to_string(port) + base;
 }
@@ -62,7 +55,8 @@ TEST(HttpBackendTest, SeedStoryThroughNginxWebDav) {
   EXPECT_EQ(stale.status, 409);
 
   // The stale write never reached nginx; B's value is what nginx holds.
-  EXPECT_EQ(Slurp(fs::path(dir / "root") / "orders" / "1"), "from B");
+  EXPECT_EQ(testing::ReadFile(fs::path(dir / "root") / "orders" / "1"),
+            "from B");
   EXPECT_EQ(Count(nginx.AccessLog(), "\"PUT /orders/1 "), 2);
   auto get = Fetch(port, "GET", "/orders/1");
   EXPECT_EQ(get.status, 200);

@@ -15,13 +15,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 class FsTreeTest : public ::testing::Test {
  protected:
   FsTreeTest() {
@@ -40,7 +33,7 @@ class FsTreeTest : public ::testing::Test {
       names.push_back(entry.path().filename());
     }
     EXPECT_EQ(names, std::vector<std::string>{"secret"});
-    EXPECT_EQ(Slurp(outside_ / "secret"), "outside");
+    EXPECT_EQ(testing::ReadFile(outside_ / "secret"), "outside");
   }
   std::vector<std::string> StoreFiles() {
     std::vector<std::string> out;
@@ -63,7 +56,7 @@ TEST_F(FsTreeTest, RoundTripWithTokenAndAtomicReplace) {
   EXPECT_TRUE(created);
   ASSERT_FALSE(tree_.Write("orders/1", "from B", 34, &created));
   EXPECT_FALSE(created);
-  EXPECT_EQ(Slurp(root_ / "orders/1"), "from B");
+  EXPECT_EQ(testing::ReadFile(root_ / "orders/1"), "from B");
 
   FsValue value;
   ASSERT_FALSE(tree_.Read("orders/1", false, &value));
@@ -99,8 +92,8 @@ TEST_F(FsTreeTest, CollisionsBetweenFilesAndDirectories) {
   EXPECT_FALSE(tree_.Check("d", true));
   EXPECT_FALSE(tree_.Remove("d"));
   EXPECT_FALSE(tree_.Remove("x/y"));
-  EXPECT_EQ(Slurp(root_ / "x"), "file");
-  EXPECT_EQ(Slurp(root_ / "d/y"), "in a dir");
+  EXPECT_EQ(testing::ReadFile(root_ / "x"), "file");
+  EXPECT_EQ(testing::ReadFile(root_ / "d/y"), "in a dir");
 }
 
 TEST_F(FsTreeTest, SymlinksAreNeverFollowed) {

@@ -12,15 +12,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "tests/testing/temp_dir.h"
+
 namespace fencepost::testing {
 namespace {
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream out;
-  out << in.rdbuf();
-  return out.str();
-}
 
 pid_t Spawn(const std::vector<std::string>& args,
             const std::vector<std::string>& env, const std::string& log_path,

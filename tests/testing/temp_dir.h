@@ -20,4 +20,7 @@ class TempDir {
   std::string path_;
 };
 
+// The whole contents of a file ("" when it cannot be read).
+std::string ReadFile(const std::string& path);
+
 }  // namespace fencepost::testing

@@ -20,6 +20,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tests/testing/temp_dir.h"
+
 namespace fencepost::testing {
 
 namespace asio = boost::asio;
@@ -245,10 +247,8 @@ NginxProcess::NginxProcess(const std::string& root, const std::string& work)
     }
   }
   if (pid_ < 0) {
-    std::ifstream in(work + "/error.log");
-    std::stringstream s;
-    s << in.rdbuf();
-    throw std::runtime_error("nginx did not start: " + s.str());
+    throw std::runtime_error("nginx did not start: " +
+                             ReadFile(work + "/error.log"));
   }
 }
 
@@ -260,10 +260,7 @@ NginxProcess::~NginxProcess() {
 }
 
 std::string NginxProcess::AccessLog() const {
-  std::ifstream in(work_ + "/access.log");
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return ReadFile(work_ + "/access.log");
 }
 
 }  // namespace fencepost::testing
