@@ -10,6 +10,37 @@ int HexValue(char c) {
   return -1;
 }
 
+bool IsUnreserved(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+}
+
+// RFC 3986 pchar without pct-encoded: unreserved / sub-delims / ':' / '@'.
+bool IsPathChar(char c) {
+  return IsUnreserved(c) ||
+         std::string_view("!$&'()*+,;=:@").find(c) != std::string_view::npos;
+}
+
+// Whether every byte of `part` may stand raw (plus '/', and '?' in a query)
+// and every '%' starts a well-formed escape.
+KeyError CheckCharacters(std::string_view part, bool query) {
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    const char c = part[i];
+    if (c == '%') {
+      if (i + 2 >= part.size() || HexValue(part[i + 1]) < 0 ||
+          HexValue(part[i + 2]) < 0) {
+        return KeyError::kBadPercentEncoding;
+      }
+      i += 2;
+    } else if (c == '#') {
+      return KeyError::kFragment;
+    } else if (!IsPathChar(c) && c != '/' && !(query && c == '?')) {
+      return KeyError::kBadCharacter;
+    }
+  }
+  return KeyError::kOk;
+}
+
 }  // namespace
 
 bool IsValidUtf8(std::string_view s) {
@@ -46,27 +77,51 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
+std::string_view QueryOf(std::string_view target) {
+  const auto q = target.find('?');
+  return q == std::string_view::npos ? std::string_view() : target.substr(q);
+}
+
 KeyError DecodeKey(std::string_view target, std::string* key) {
-  if (const auto q = target.find('?'); q != std::string_view::npos) {
-    target = target.substr(0, q);
+  if (target.empty() || target.front() != '/') return KeyError::kNotOriginForm;
+  const std::string_view query = QueryOf(target);
+  std::string_view path = target.substr(1, target.size() - 1 - query.size());
+  if (auto error = CheckCharacters(path, false); error != KeyError::kOk) {
+    return error;
   }
-  if (!target.empty() && target.front() == '/') target.remove_prefix(1);
+  if (auto error = CheckCharacters(query, true); error != KeyError::kOk) {
+    return error;
+  }
 
   key->clear();
-  key->reserve(target.size());
-  for (std::size_t i = 0; i < target.size(); ++i) {
-    if (target[i] != '%') {
-      key->push_back(target[i]);
+  key->reserve(path.size());
+  for (std::size_t i = 0; i < path.size(); ++i) {
+    if (path[i] != '%') {
+      key->push_back(path[i]);
       continue;
     }
-    if (i + 2 >= target.size()) return KeyError::kBadPercentEncoding;
-    const int hi = HexValue(target[i + 1]);
-    const int lo = HexValue(target[i + 2]);
-    if (hi < 0 || lo < 0) return KeyError::kBadPercentEncoding;
-    key->push_back(static_cast<char>(hi * 16 + lo));
+    key->push_back(
+        static_cast<char>(HexValue(path[i + 1]) * 16 + HexValue(path[i + 2])));
     i += 2;
   }
   return ValidateKey(*key);
+}
+
+std::string EncodeKey(std::string_view key) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(key.size());
+  for (const char c : key) {
+    if (IsUnreserved(c) || c == '/') {
+      out.push_back(c);
+    } else {
+      const auto byte = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(kHex[byte >> 4]);
+      out.push_back(kHex[byte & 15]);
+    }
+  }
+  return out;
 }
 
 KeyError ValidateKey(std::string_view key) {
@@ -92,6 +147,13 @@ std::string_view Describe(KeyError error) {
   switch (error) {
     case KeyError::kOk:
       return "valid key";
+    case KeyError::kNotOriginForm:
+      return "the request target must start with '/' (origin form)";
+    case KeyError::kFragment:
+      return "the request target has a fragment ('#'), which stores drop";
+    case KeyError::kBadCharacter:
+      return "the request target has a character that must be "
+             "percent-encoded";
     case KeyError::kEmpty:
       return "the key is empty";
     case KeyError::kTooLong:

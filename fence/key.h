@@ -12,6 +12,9 @@ inline constexpr std::size_t kMaxNameBytes = 1024;
 // Why a request target is not a key; kOk when it is.
 enum class KeyError {
   kOk,
+  kNotOriginForm,  // the target does not start with '/' (RFC 9112 3.2.1)
+  kFragment,       // a '#': clients never send fragments, stores drop them
+  kBadCharacter,   // a byte that must be percent-encoded appears raw
   kEmpty,
   kTooLong,
   kBadPercentEncoding,
@@ -21,10 +24,27 @@ enum class KeyError {
   kDotSegment,    // a "." or ".." segment
 };
 
-// Turns a request target into a key: the path without its leading '/' and
-// without any query string, percent-decoded once, then checked with
-// ValidateKey. On success `key` holds the key; on failure it is unspecified.
+// Turns a request target into a key. The target must be in origin form
+// (RFC 9112 section 3.2.1): '/' then the path, then optionally '?' and a
+// query; no fragment. Path and query hold only the characters RFC 3986
+// allows unencoded (unreserved, sub-delims, ':', '@', '/', and '?' in the
+// query) and well-formed percent escapes. The key is the path without its
+// leading '/', percent-decoded once, then checked with ValidateKey; the
+// query is not part of it. On success `key` holds the key; on failure it is
+// unspecified.
 KeyError DecodeKey(std::string_view target, std::string* key);
+
+// The canonical path of a valid key, without the leading '/': unreserved
+// characters (RFC 3986 section 2.3) and '/' as they are, every other byte as
+// an upper-case percent escape. DecodeKey("/" + EncodeKey(k)) == k for every
+// valid key, and a store that decodes the path once and resolves dot
+// segments names the same resource, so a forwarding backend sends this
+// instead of the client's spelling: the resource the store writes is then
+// exactly the key that was fenced.
+std::string EncodeKey(std::string_view key);
+
+// The query of a target, with its '?' ("" when there is none).
+std::string_view QueryOf(std::string_view target);
 
 // Checks a decoded key: 1 to kMaxNameBytes bytes of valid UTF-8, no NUL, no
 // empty segment and no "." or ".." segment.

@@ -120,6 +120,52 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                           .Help("Upstream writes whose outcome is unknown.")
                           .Register(r)
                           .Add({});
+  auto& open = BuildGauge()
+                   .Name("fencepost_connections")
+                   .Help("Open client connections, by port.")
+                   .Register(r);
+  auto& refused = BuildCounter()
+                      .Name("fencepost_connections_refused_total")
+                      .Help(
+                          "Connections refused (503, closed) because the "
+                          "port was at its connection cap with none idle.")
+                      .Register(r);
+  auto& shed = BuildCounter()
+                   .Name("fencepost_connections_shed_total")
+                   .Help(
+                       "Idle connections closed to make room for a new one "
+                       "at the connection cap.")
+                   .Register(r);
+  auto& accept_errors = BuildCounter()
+                            .Name("fencepost_accept_errors_total")
+                            .Help(
+                                "Failed accepts (out of descriptors, say), by "
+                                "port.")
+                            .Register(r);
+  for (Port port : {Port::kData, Port::kAdmin}) {
+    const int i = static_cast<int>(port);
+    const prometheus::Labels labels = {{"port", PortLabel(port)}};
+    connections_[i] = &open.Add(labels);
+    connections_refused_[i] = &refused.Add(labels);
+    connections_shed_[i] = &shed.Add(labels);
+    accept_errors_[i] = &accept_errors.Add(labels);
+  }
+}
+
+void Metrics::ConnectionOpened(Port port) {
+  connections_[static_cast<int>(port)]->Increment();
+}
+void Metrics::ConnectionClosed(Port port) {
+  connections_[static_cast<int>(port)]->Decrement();
+}
+void Metrics::ConnectionRefused(Port port) {
+  connections_refused_[static_cast<int>(port)]->Increment();
+}
+void Metrics::ConnectionShed(Port port) {
+  connections_shed_[static_cast<int>(port)]->Increment();
+}
+void Metrics::AcceptFailed(Port port) {
+  accept_errors_[static_cast<int>(port)]->Increment();
 }
 
 void Metrics::WriteAccepted(bool advanced) {

@@ -42,6 +42,13 @@ class Metrics {
   void SetMap(double used_bytes, double size_bytes, double max_bytes);
   void Request(Port port, std::string_view method, unsigned status,
                double seconds);
+  // Connections: opened and closed (the gauge), refused at the cap, idle
+  // ones shed to make room, and failed accepts.
+  void ConnectionOpened(Port port);
+  void ConnectionClosed(Port port);
+  void ConnectionRefused(Port port);
+  void ConnectionShed(Port port);
+  void AcceptFailed(Port port);
 
   std::string Serialize() const;
 
@@ -64,6 +71,10 @@ class Metrics {
   prometheus::Counter* backend_errors_;
   prometheus::Counter* would_reject_;
   prometheus::Counter* outcome_unknown_;
+  std::array<prometheus::Gauge*, 2> connections_;
+  std::array<prometheus::Counter*, 2> connections_refused_;
+  std::array<prometheus::Counter*, 2> connections_shed_;
+  std::array<prometheus::Counter*, 2> accept_errors_;
 };
 
 }  // namespace fencepost::metrics

@@ -21,6 +21,15 @@ std::uint64_t ParseUnsigned(const std::string& flag, const std::string& v) {
   return out;
 }
 
+// A connection cap: 1 to 1000000.
+std::size_t ParseCount(const std::string& flag, const std::string& v) {
+  const std::uint64_t n = ParseUnsigned(flag, v);
+  if (n < 1 || n > 1000000) {
+    throw ConfigError("--" + flag + ": must be from 1 to 1000000");
+  }
+  return n;
+}
+
 double ParseSeconds(const std::string& flag, const std::string& v) {
   double out = 0;
   auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
@@ -170,6 +179,21 @@ const std::map<std::string, Flag>& Flags() {
        {Kind::kSwitch,
         [](Config& c, const std::string& v) {
           c.forward_token = ParseSwitch("forward-token", v);
+        }}},
+      {"forward-authorization",
+       {Kind::kSwitch,
+        [](Config& c, const std::string& v) {
+          c.forward_authorization = ParseSwitch("forward-authorization", v);
+        }}},
+      {"max-connections",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.max_connections = ParseCount("max-connections", v);
+        }}},
+      {"admin-max-connections",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.admin_max_connections = ParseCount("admin-max-connections", v);
         }}},
       {"max-map-size",
        {Kind::kValue,
@@ -334,6 +358,7 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --upstream-timeout SECONDS   http:// backend deadline (default 10)
   --upstream-settle SECONDS    http:// backend hold after an unknown outcome (default 2)
   --forward-token              http:// backend: send Fencing-Token upstream
+  --forward-authorization      http:// backend: send Authorization upstream even with --auth-token-file
   --auth-token-file FILE       writes and admin mutations need Authorization: Bearer <a token in FILE>
   --tls-cert FILE, --tls-key FILE
                                serve both ports over TLS 1.2+ with this PEM chain and key
@@ -343,6 +368,9 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --log-level LEVEL            trace, debug, info, warn, error, critical, off (default info)
   --read-timeout SECONDS       deadline for a request's headers, then its body (default 10)
   --idle-timeout SECONDS       idle keep-alive connections close after this (default 75)
+  --max-connections N          open data-port connections; past it the oldest idle one
+                               closes, or a new one gets 503 (default 4096)
+  --admin-max-connections N    the same for the admin port (default 64)
   --lmdb-shards N              LMDB environments of a new data directory, 1-64 (default 1)
 
 Port 0 binds an ephemeral port; bound addresses are logged at start-up.

@@ -33,6 +33,13 @@ struct Config {
   double upstream_timeout = 10;
   double upstream_settle = 2;
   bool forward_token = false;
+  // Not in SPEC's table: with --auth-token-file, Authorization is
+  // fencepost's credential and is not sent upstream unless this is set.
+  bool forward_authorization = false;
+  // Not in SPEC's table: open connections per port; past it the oldest idle
+  // connection is closed, or the new one refused with 503.
+  std::size_t max_connections = 4096;
+  std::size_t admin_max_connections = 64;
   std::string auth_token_file;  // empty: no auth
   // TLS on both ports (not in SPEC's table): a PEM certificate chain and key,
   // and optionally the CA that client certificates must chain to (mTLS).

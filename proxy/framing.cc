@@ -16,6 +16,10 @@ std::optional<std::string> FramingError(const Request& req) {
   if (te > 0 && cl > 0) {
     return "both Content-Length and Transfer-Encoding are present";
   }
+  if (te > 0 && req.version() < 11) {
+    // RFC 9112 section 6.1: faulty framing; the connection must close.
+    return "Transfer-Encoding in an HTTP/1.0 request";
+  }
   if (te > 1 ||
       (te == 1 && !beast::iequals(TrimOws(req[http::field::transfer_encoding]),
                                   "chunked"))) {
@@ -28,6 +32,15 @@ std::optional<std::string> FramingError(const Request& req) {
       if (TrimOws(it->value()) != first)
         return "differing Content-Length headers";
     }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> HostError(const Request& req) {
+  const auto hosts = req.count(http::field::host);
+  if (hosts > 1) return "more than one Host header";
+  if (hosts == 0 && req.version() >= 11) {
+    return "an HTTP/1.1 request needs a Host header";
   }
   return std::nullopt;
 }

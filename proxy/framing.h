@@ -13,6 +13,11 @@ namespace fencepost::proxy {
 // nullopt when the request's framing is unambiguous.
 std::optional<std::string> FramingError(const Request& req);
 
+// What RFC 9112 requires of a request's Host field: exactly one in
+// HTTP/1.1 (section 3.2), at most one in HTTP/1.0. Returns why not, or
+// nullopt.
+std::optional<std::string> HostError(const Request& req);
+
 // Whether a header block (the raw bytes up to the blank line) uses obsolete
 // line folding (RFC 9112 section 5.2): a line that starts with a space or
 // tab. Beast joins it to the line before; a store behind the proxy might

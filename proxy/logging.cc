@@ -29,6 +29,75 @@ class JsonMessage : public spdlog::custom_flag_formatter {
   }
 };
 
+bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
+
+// Appends `s` to `dest` (a std::string or spdlog's buffer) with every
+// control character, the backslash and (when `quote` is set) '"' written as
+// escapes, so a logged value (a key decoded from %0A, say) cannot start a
+// forged line.
+template <class Out>
+void AppendEscaped(Out& dest, std::string_view s, bool quote) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (!IsControl(c) && c != '\\' && !(quote && c == '"')) {
+      dest.push_back(ch);
+      continue;
+    }
+    dest.push_back('\\');
+    switch (c) {
+      case '\n':
+        dest.push_back('n');
+        break;
+      case '\r':
+        dest.push_back('r');
+        break;
+      case '\t':
+        dest.push_back('t');
+        break;
+      case '\\':
+      case '"':
+        dest.push_back(ch);
+        break;
+      default:
+        dest.push_back('x');
+        dest.push_back(kHex[c >> 4]);
+        dest.push_back(kHex[c & 15]);
+    }
+  }
+}
+
+// %~ in a pattern: the message with control characters escaped (text).
+class EscapedMessage : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    AppendEscaped(dest, {msg.payload.data(), msg.payload.size()}, false);
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<EscapedMessage>();
+  }
+};
+
+// A text-format field value: bare when it is a plain word, else quoted,
+// with escapes.
+void AppendTextValue(std::string* out, std::string_view value) {
+  bool plain = !value.empty();
+  for (const char c : value) {
+    if (IsControl(static_cast<unsigned char>(c)) || c == ' ' || c == '"' ||
+        c == '=' || c == '\\') {
+      plain = false;
+    }
+  }
+  if (plain) {
+    *out += value;
+    return;
+  }
+  out->push_back('"');
+  AppendEscaped(*out, value, true);
+  out->push_back('"');
+}
+
 // %& in a pattern: the current event's fields.
 class EventFields : public spdlog::custom_flag_formatter {
  public:
@@ -50,11 +119,12 @@ void SetUpLogging(LogFormat format, const std::string& level) {
   json_format = format == LogFormat::kJson;
   formatter->add_flag<JsonMessage>('*');
   formatter->add_flag<EventFields>('&');
+  formatter->add_flag<EscapedMessage>('~');
   if (json_format) {
     formatter->set_pattern(
         R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*%&})");
   } else {
-    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v%&");
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %~%&");
   }
   logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(level));
@@ -82,7 +152,7 @@ void LogEvent(spdlog::level::level_enum level, std::string_view event,
       rendered += ' ';
       rendered += name;
       rendered += '=';
-      rendered += value;
+      AppendTextValue(&rendered, value);
     }
   };
   add("event", event, false);

@@ -1,6 +1,10 @@
 // fencepost: a fencing-token guard in front of a key-value or file store.
 
+#include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/file.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
@@ -9,6 +13,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 
@@ -59,7 +65,74 @@ std::shared_ptr<asio::ssl::context> TlsContext(const proxy::Config& config) {
   return ctx;
 }
 
+// Takes an exclusive lock on DIR/fencepost.lock for the life of the process
+// and writes the pid into it: the fs: and http:// backends order writes to a
+// fence within one process, so two processes must never share a data
+// directory. Returns "" when locked, else why not.
+std::string LockDataDir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  const std::string path = dir + "/fencepost.lock";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return "data directory " + dir + " is not usable: cannot open " + path +
+           ": " + std::strerror(errno);
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    char pid[32] = {};
+    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
+    ::close(fd);
+    std::string holder(pid, n > 0 ? static_cast<std::size_t>(n) : 0);
+    while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+    if (error != EWOULDBLOCK) {
+      return "cannot lock " + path + ": " + std::strerror(error);
+    }
+    return "data directory " + dir + " is in use by another fencepost (pid " +
+           (holder.empty() ? "unknown" : holder) + ")";
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) !=
+                                     static_cast<ssize_t>(pid.size())) {
+    spdlog::warn("cannot write the pid into {}: {}", path,
+                 std::strerror(errno));
+  }
+  return "";  // the descriptor stays open, and locked, until exit
+}
+
+// Descriptors kept for everything but client connections: LMDB's files,
+// the fs: backend's open files, logs, the upstream pool's idle connections.
+constexpr std::size_t kReservedDescriptors = 256;
+
+// Raises the soft descriptor limit to the hard one and lowers the data
+// port's connection cap when the limit cannot hold both caps plus the
+// reserve (an http:// backend needs an upstream connection per client one),
+// so the admin port and LMDB never run out. Returns the data port's cap.
+std::size_t FitConnectionCap(const proxy::Config& config, bool forwarding) {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return config.max_connections;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  const std::size_t per_connection = forwarding ? 2 : 1;
+  const std::size_t fixed = config.admin_max_connections + kReservedDescriptors;
+  const std::size_t available = limit.rlim_cur > fixed + per_connection
+                                    ? (limit.rlim_cur - fixed) / per_connection
+                                    : 1;
+  if (config.max_connections <= available) return config.max_connections;
+  spdlog::warn(
+      "the descriptor limit ({}) cannot hold --max-connections {}; the data "
+      "port takes at most {} connections (raise ulimit -n to avoid this)",
+      static_cast<std::uint64_t>(limit.rlim_cur), config.max_connections,
+      available);
+  return available;
+}
+
 int Serve(const proxy::Config& config) {
+  if (std::string busy = LockDataDir(config.data_dir); !busy.empty()) {
+    return Fail(busy);
+  }
   asio::io_context io(1);
   std::unique_ptr<fence::Shards> shards;
   try {
@@ -90,6 +163,8 @@ int Serve(const proxy::Config& config) {
       options.timeout = Millis(config.upstream_timeout);
       options.settle = Millis(config.upstream_settle);
       options.forward_token = config.forward_token;
+      options.strip_authorization =
+          !config.auth_token_file.empty() && !config.forward_authorization;
       // Test-only: lets a test show the overwrite the hold prevents.
       if (const char* off = std::getenv("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE");
           off != nullptr && std::string_view(off) == "1") {
@@ -121,7 +196,10 @@ int Serve(const proxy::Config& config) {
       .max_body = config.max_body,
       .read_timeout = Millis(config.read_timeout),
       .idle_timeout = Millis(config.idle_timeout),
-      .tls = nullptr};
+      .tls = nullptr,
+      .max_connections =
+          FitConnectionCap(config, config.backend.rfind("http://", 0) == 0),
+      .admin_max_connections = config.admin_max_connections};
   if (!config.tls_cert.empty()) {
     try {
       server_options.tls = TlsContext(config);

@@ -71,8 +71,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kStorageFailure:
       return {http::status::internal_server_error, "storage-failure",
               "Storage failure"};
-    case ProblemType::kNotReady:
-      return {http::status::service_unavailable, "not-ready", "Not ready"};
+    case ProblemType::kTooManyConnections:
+      return {http::status::service_unavailable, "too-many-connections",
+              "Too many connections"};
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }
@@ -82,7 +83,7 @@ Info InfoOf(ProblemType type) {
 http::status StatusOf(ProblemType type) { return InfoOf(type).status; }
 
 std::string_view TypeUri(ProblemType type) {
-  constexpr int kCount = static_cast<int>(ProblemType::kNotReady) + 1;
+  constexpr int kCount = static_cast<int>(ProblemType::kLast) + 1;
   static const std::array<std::string, kCount> uris = [] {
     std::array<std::string, kCount> out;
     for (int i = 0; i < kCount; ++i) {

@@ -30,7 +30,8 @@ enum class ProblemType {
   kFenceHeld,       // http://: held closed after an unknown outcome
   kUnauthorized,    // --auth-token-file: no or a wrong bearer token
   kStorageFailure,
-  kNotReady,
+  kTooManyConnections,  // the port is at --max-connections with none idle
+  kLast = kTooManyConnections,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

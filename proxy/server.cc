@@ -64,6 +64,25 @@ bool HeaderEnd(const beast::flat_buffer& buffer) {
          bytes.find("\n\n") != std::string_view::npos;
 }
 
+const char* PortName(metrics::Port port) {
+  return port == metrics::Port::kData ? "data" : "admin";
+}
+
+// Room to read into without passing the buffer's limit.
+std::size_t Room(const beast::flat_buffer& buffer) {
+  return std::min<std::size_t>(8192, buffer.max_size() - buffer.size());
+}
+
+// Trailer fields (after a chunked body) land in the same field list as the
+// header's. RFC 9110 section 6.5.1: they must not be taken for header
+// fields (a Fencing-Token or Authorization sent only there), so they are
+// dropped.
+void DropTrailers(Request& req, std::size_t header_fields) {
+  auto it = req.begin();
+  std::advance(it, header_fields);
+  while (it != req.end()) it = req.erase(it);
+}
+
 bool ExpectsContinue(const Request& req) {
   return beast::iequals(req[http::field::expect], "100-continue");
 }
@@ -72,48 +91,101 @@ bool ExpectsContinue(const Request& req) {
 
 Server::Server(asio::io_context& io, Service& service,
                metrics::Metrics& metrics, Options options)
-    : io_(io), service_(service), metrics_(metrics), options_(options) {}
+    : io_(io), service_(service), metrics_(metrics), options_(options) {
+  Response res = MakeProblemResponse(
+      {ProblemType::kTooManyConnections,
+       "this port is at its connection cap and no connection is idle; retry "
+       "later",
+       std::nullopt, std::nullopt, std::nullopt},
+      11);
+  res.set(http::field::retry_after, "1");
+  res.keep_alive(false);
+  refusal_ = Head(res) + res.body();
+}
 
 tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
-  auto acceptor = std::make_unique<tcp::acceptor>(io_);
-  acceptor->open(where.protocol());
-  acceptor->set_option(asio::socket_base::reuse_address(true));
-  acceptor->bind(where);
-  acceptor->listen(asio::socket_base::max_listen_connections);
-  const tcp::endpoint bound = acceptor->local_endpoint();
-  asio::co_spawn(io_, Accept(*acceptor, port), asio::detached);
-  acceptors_.push_back(std::move(acceptor));
+  const std::size_t cap = port == metrics::Port::kData
+                              ? options_.max_connections
+                              : options_.admin_max_connections;
+  auto listener = std::make_unique<Listener>(
+      Listener{port, cap, tcp::acceptor(io_), {}, {}, 0});
+  tcp::acceptor& acceptor = listener->acceptor;
+  acceptor.open(where.protocol());
+  acceptor.set_option(asio::socket_base::reuse_address(true));
+  acceptor.bind(where);
+  acceptor.listen(asio::socket_base::max_listen_connections);
+  const tcp::endpoint bound = acceptor.local_endpoint();
+  asio::co_spawn(io_, Accept(*listener), asio::detached);
+  listeners_.push_back(std::move(listener));
   return bound;
 }
 
 void Server::Shutdown() {
   shutting_down_ = true;
-  for (auto& acceptor : acceptors_) {
+  for (auto& listener : listeners_) {
     beast::error_code ignored;
-    acceptor->close(ignored);
-  }
-  for (Connection& c : connections_) {
-    if (c.idle) c.stream->cancel();
+    listener->acceptor.close(ignored);
+    for (Connection& c : listener->connections) {
+      if (c.idle) c.stream->cancel();
+    }
   }
 }
 
-asio::awaitable<void> Server::Accept(tcp::acceptor& acceptor,
-                                     metrics::Port port) {
+asio::awaitable<void> Server::Accept(Listener& listener) {
   while (!shutting_down_) {
     beast::error_code ec;
-    tcp::socket socket = co_await acceptor.async_accept(
+    tcp::socket socket = co_await listener.acceptor.async_accept(
         asio::redirect_error(asio::use_awaitable, ec));
     if (shutting_down_) co_return;
     if (ec) {
-      // Out of descriptors, say: back off instead of spinning.
-      spdlog::warn("accept failed: {}", ec.message());
+      // Out of descriptors, say: count, log at most once a second, and back
+      // off instead of spinning.
+      metrics_.AcceptFailed(listener.port);
+      ++listener.accept_failures;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - listener.last_accept_log >= std::chrono::seconds(1)) {
+        spdlog::warn(
+            "accept on the {} port failed ({} since the last report): {}",
+            PortName(listener.port), listener.accept_failures, ec.message());
+        listener.last_accept_log = now;
+        listener.accept_failures = 0;
+      }
       asio::steady_timer pause(io_, std::chrono::milliseconds(50));
       co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
       continue;
     }
+    if (listener.connections.size() >= listener.max_connections &&
+        !ShedIdle(listener)) {
+      Refuse(socket, listener.port);
+      continue;
+    }
     socket.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(io_, Serve(std::move(socket), port), asio::detached);
+    asio::co_spawn(io_, Serve(std::move(socket), listener), asio::detached);
   }
+}
+
+bool Server::ShedIdle(Listener& listener) {
+  for (Connection& c : listener.connections) {
+    if (c.idle && !c.shed) {
+      c.shed = true;
+      c.stream->cancel();
+      metrics_.ConnectionShed(listener.port);
+      return true;
+    }
+  }
+  return false;
+}
+
+void Server::Refuse(tcp::socket& socket, metrics::Port port) {
+  metrics_.ConnectionRefused(port);
+  beast::error_code ec;
+  if (!options_.tls) {
+    // Best effort, never blocking: a new socket's send buffer takes it.
+    socket.non_blocking(true, ec);
+    socket.send(asio::buffer(refusal_), 0, ec);
+    socket.shutdown(tcp::socket::shutdown_send, ec);
+  }
+  socket.close(ec);
 }
 
 namespace {
@@ -128,6 +200,12 @@ std::optional<Problem> ReadProblem(const beast::error_code& ec,
     return Problem{ProblemType::kHeadersTooLarge,
                    "request headers exceed 16 KiB", std::nullopt, std::nullopt,
                    std::nullopt};
+  }
+  if (ec == http::error::buffer_overflow) {
+    return Problem{ProblemType::kBadFraming,
+                   "a chunk-size line or the trailer section exceeds " +
+                       std::to_string(Server::kBufferLimit / 1024) + " KiB",
+                   std::nullopt, std::nullopt, std::nullopt};
   }
   if (ec == http::error::body_limit) {
     return Problem{
@@ -156,7 +234,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // is a statement of its own (never inside a condition), and no temporary
 // with a destructor lives across one.
 template <class Stream>
-asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
+asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
+                                      Connection& self) {
   auto& lowest = beast::get_lowest_layer(stream);
   std::string client = "unknown";
   {
@@ -168,22 +247,21 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
                ":" + std::to_string(peer.port());
     }
   }
-  const auto self = connections_.insert(connections_.end(), {&lowest, true});
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(kBufferLimit);
   beast::error_code ec;
   auto token = asio::redirect_error(asio::use_awaitable, ec);
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
 
   while (!shutting_down_ || buffer.size() > 0) {
     if (buffer.size() == 0) {
-      self->idle = true;
+      self.idle = true;
       lowest.expires_after(options_.idle_timeout);
       const std::size_t n =
-          co_await stream.async_read_some(buffer.prepare(8192), token);
+          co_await stream.async_read_some(buffer.prepare(Room(buffer)), token);
       buffer.commit(n);
-      self->idle = false;
-      if (ec) break;
+      if (ec || self.shed) break;
     }
+    self.idle = false;
 
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
@@ -193,7 +271,7 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
     // be checked for what Beast would quietly repair.
     while (!HeaderEnd(buffer) && buffer.size() <= kHeaderLimit) {
       const std::size_t n =
-          co_await stream.async_read_some(buffer.prepare(8192), token);
+          co_await stream.async_read_some(buffer.prepare(Room(buffer)), token);
       buffer.commit(n);
       if (ec) break;
     }
@@ -212,17 +290,31 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
       if (auto error = FramingError(parser.get())) {
         refusal = Problem{ProblemType::kBadFraming, *error, std::nullopt,
                           std::nullopt, std::nullopt};
+      } else if (auto host = HostError(parser.get())) {
+        refusal = Problem{ProblemType::kBadRequest, *host, std::nullopt,
+                          std::nullopt, std::nullopt};
       }
     }
+    // A request refused on its header alone; its body is never read.
+    std::optional<Response> screened;
     if (!refusal && !parser.is_done()) {
+      const std::size_t header_fields = static_cast<std::size_t>(
+          std::distance(parser.get().begin(), parser.get().end()));
       if (ExpectsContinue(parser.get())) {
-        co_await asio::async_write(stream, asio::buffer(kContinue), token);
-        if (ec) break;
+        // Only a request that would be served is invited to send its body.
+        screened = service_.Screen(port, parser.get());
+        if (!screened) {
+          co_await asio::async_write(stream, asio::buffer(kContinue), token);
+          if (ec) break;
+        }
       }
-      lowest.expires_after(options_.read_timeout);
-      co_await http::async_read(stream, buffer, parser, token);
-      refusal = ReadProblem(ec, options_.max_body, &quit);
-      if (quit) break;
+      if (!screened) {
+        lowest.expires_after(options_.read_timeout);
+        co_await http::async_read(stream, buffer, parser, token);
+        refusal = ReadProblem(ec, options_.max_body, &quit);
+        if (quit) break;
+        DropTrailers(parser.get(), header_fields);
+      }
     }
 
     const auto start = std::chrono::steady_clock::now();
@@ -231,6 +323,8 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
     if (refusal) {
       // The framing is in doubt: answer, then close without reading on.
       res = MakeProblemResponse(*refusal, 11);
+    } else if (screened) {
+      res = std::move(*screened);
     } else {
       res = co_await service_.Handle(port, request, client);
     }
@@ -239,7 +333,8 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
       res.body().clear();
       res.content_length(size);
     }
-    const bool keep_alive = !refusal && request.keep_alive() && !shutting_down_;
+    const bool keep_alive =
+        !refusal && !screened && request.keep_alive() && !shutting_down_;
     res.keep_alive(keep_alive);
     const std::string head = Head(res);
     const std::array<asio::const_buffer, 2> out = {asio::buffer(head),
@@ -251,7 +346,9 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
     if (ec || !keep_alive) break;
   }
 
-  connections_.erase(self);
+  // From here the connection only winds down: it may be shed.
+  self.idle = true;
+  if (self.shed) co_return;
   if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
     // TLS: send close_notify (the client need not answer it).
     lowest.expires_after(std::chrono::seconds(1));
@@ -264,33 +361,39 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port) {
   if (!ec) {
     lowest.expires_after(std::chrono::seconds(1));
     std::array<char, 4096> sink;
-    for (std::size_t drained = 0; drained < (1u << 20);) {
+    for (std::size_t drained = 0; drained < (1u << 20) && !self.shed;) {
       drained += co_await lowest.async_read_some(asio::buffer(sink), token);
       if (ec) break;
     }
   }
-  lowest.close();
 }
 
-asio::awaitable<void> Server::Serve(tcp::socket socket, metrics::Port port) {
+asio::awaitable<void> Server::Serve(tcp::socket socket, Listener& listener) {
   beast::tcp_stream tcp(std::move(socket));
+  const auto self =
+      listener.connections.insert(listener.connections.end(), {&tcp});
+  metrics_.ConnectionOpened(listener.port);
   if (!options_.tls) {
-    co_await Session(tcp, port);
-    co_return;
-  }
-  beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *options_.tls);
-  beast::error_code ec;
-  beast::get_lowest_layer(tls).expires_after(options_.read_timeout);
-  // A client that does not speak TLS (plain HTTP, say) fails here and is
-  // closed without an answer.
-  co_await tls.async_handshake(ssl::stream_base::server,
-                               asio::redirect_error(asio::use_awaitable, ec));
-  if (ec) {
-    spdlog::debug("TLS handshake failed: {}", ec.message());
+    co_await Session(tcp, listener.port, *self);
+    tcp.close();
+  } else {
+    beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *options_.tls);
+    self->stream = &beast::get_lowest_layer(tls);
+    beast::error_code ec;
+    beast::get_lowest_layer(tls).expires_after(options_.read_timeout);
+    // A client that does not speak TLS (plain HTTP, say) fails here and is
+    // closed without an answer.
+    co_await tls.async_handshake(ssl::stream_base::server,
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) {
+      spdlog::debug("TLS handshake failed: {}", ec.message());
+    } else {
+      co_await Session(tls, listener.port, *self);
+    }
     beast::get_lowest_layer(tls).close();
-    co_return;
   }
-  co_await Session(tls, port);
+  listener.connections.erase(self);
+  metrics_.ConnectionClosed(listener.port);
 }
 
 }  // namespace fencepost::proxy

@@ -21,10 +21,16 @@
 namespace fencepost::proxy {
 
 // The HTTP/1.1 listeners and their connections: keep-alive and pipelining,
-// a deadline on every read, a 16 KiB header limit, the body limit, and
-// strict framing (a request whose length is ambiguous gets 400 and the
-// connection closes). Each connection loop only reads, hands the request to
-// Service, and writes.
+// a deadline on every read, a bound on every part of a request held in
+// memory (16 KiB of header, kBufferLimit for a chunk line or a trailer
+// block, --max-body for the body), and strict framing (a request whose
+// length is ambiguous gets 400 and the connection closes). Each connection
+// loop only reads, hands the request to Service, and writes.
+//
+// Each port has a connection cap. A new connection past it closes the
+// oldest idle one (waiting for a request, in its TLS handshake, or
+// lingering after its last answer) to make room, or, when none is idle, is
+// answered 503 and closed; both are counted.
 //
 // Thread safety: everything runs on the io_context's one thread; Shutdown is
 // called from a handler on that thread.
@@ -36,7 +42,12 @@ class Server {
     std::chrono::milliseconds idle_timeout{75000};
     // TLS on both ports when set (--tls-cert); nullptr serves plain HTTP.
     std::shared_ptr<boost::asio::ssl::context> tls;
+    std::size_t max_connections = 4096;      // data port
+    std::size_t admin_max_connections = 64;  // admin port
   };
+
+  // The most bytes of a request held unparsed at once.
+  static constexpr std::size_t kBufferLimit = 32 * 1024;
 
   Server(boost::asio::io_context& io, Service& service,
          metrics::Metrics& metrics, Options options);
@@ -54,23 +65,37 @@ class Server {
  private:
   struct Connection {
     boost::beast::tcp_stream* stream;
-    bool idle;
+    bool idle = true;   // no request under way: may be shed
+    bool shed = false;  // cancelled to make room: close without lingering
+  };
+  struct Listener {
+    metrics::Port port;
+    std::size_t max_connections;
+    boost::asio::ip::tcp::acceptor acceptor;
+    std::list<Connection> connections;  // oldest first
+    // Rate-limits the accept-failure log: one line a second at most.
+    std::chrono::steady_clock::time_point last_accept_log{};
+    std::uint64_t accept_failures = 0;
   };
 
-  boost::asio::awaitable<void> Accept(boost::asio::ip::tcp::acceptor& acceptor,
-                                      metrics::Port port);
+  boost::asio::awaitable<void> Accept(Listener& listener);
+  // Makes room for one more connection: closes the oldest idle one. False
+  // when none is idle.
+  bool ShedIdle(Listener& listener);
+  void Refuse(boost::asio::ip::tcp::socket& socket, metrics::Port port);
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket,
-                                     metrics::Port port);
+                                     Listener& listener);
   // One connection's request loop, over TCP or TLS.
   template <class Stream>
-  boost::asio::awaitable<void> Session(Stream& stream, metrics::Port port);
+  boost::asio::awaitable<void> Session(Stream& stream, metrics::Port port,
+                                       Connection& self);
 
   boost::asio::io_context& io_;
   Service& service_;
   metrics::Metrics& metrics_;
   Options options_;
-  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors_;
-  std::list<Connection> connections_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
+  std::string refusal_;  // the 503 sent to a connection past the cap
   bool shutting_down_ = false;
 };
 

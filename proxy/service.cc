@@ -188,11 +188,8 @@ asio::awaitable<Response> Service::Handle(metrics::Port port,
 asio::awaitable<Response> Service::HandleData(const Request& req,
                                               const std::string& client) {
   std::string key;
-  if (auto error = fence::DecodeKey(req.target(), &key);
-      error != fence::KeyError::kOk) {
-    co_return Problemed(
-        req, {ProblemType::kBadKey, std::string(fence::Describe(error)),
-              std::string(PathOf(req.target())), std::nullopt, std::nullopt});
+  if (auto refused = RefuseKey(req, req.target(), &key)) {
+    co_return std::move(*refused);
   }
   switch (req.method()) {
     case http::verb::get:
@@ -259,17 +256,61 @@ std::optional<Response> Service::RefuseUnauthorized(const Request& req,
   return res;
 }
 
+std::optional<Response> Service::RefuseWrite(const Request& req,
+                                             const std::string& key,
+                                             bool allow_missing_token) {
+  if (auto refused = RefuseUnauthorized(req, key)) return refused;
+  fence::Token token = 0;
+  const TokenState state = ReadToken(req, &token);
+  return RefuseToken(req, key, state, allow_missing_token, metrics_);
+}
+
+std::optional<Response> Service::Screen(metrics::Port port,
+                                        const Request& req) {
+  const http::verb method = req.method();
+  if (port == metrics::Port::kData) {
+    std::string key;
+    if (auto refused = RefuseKey(req, req.target(), &key)) return refused;
+    const bool fenced =
+        method == http::verb::put || method == http::verb::delete_ ||
+        ((method == http::verb::post || method == http::verb::patch) &&
+         backend_.supports_post_patch());
+    if (!fenced) return std::nullopt;
+    return RefuseWrite(req, key, config_.mode == Mode::kObserve);
+  }
+  if (method != http::verb::put) return std::nullopt;
+  const std::string_view path = PathOf(req.target());
+  if (path == "/v1/log-level") return RefuseUnauthorized(req, "");
+  if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
+    std::string key;
+    const std::string_view rest = req.target().substr(kFencesPath.size());
+    if (auto refused = RefuseKey(req, rest, &key)) return refused;
+    return RefuseWrite(req, key, false);
+  }
+  return std::nullopt;
+}
+
+std::optional<Response> Service::RefuseKey(const Request& req,
+                                           std::string_view target,
+                                           std::string* key) {
+  const fence::KeyError error = fence::DecodeKey(target, key);
+  if (error == fence::KeyError::kOk) return std::nullopt;
+  std::string_view shown = PathOf(target);
+  if (!shown.empty() && shown.front() == '/') shown.remove_prefix(1);
+  return Problemed(req,
+                   {ProblemType::kBadKey, std::string(fence::Describe(error)),
+                    std::string(shown), std::nullopt, std::nullopt});
+}
+
 asio::awaitable<Response> Service::Write(const Request& req,
                                          const std::string& key,
                                          const std::string& client) {
-  if (auto refused = RefuseUnauthorized(req, key))
-    co_return std::move(*refused);
   const bool observe = config_.mode == Mode::kObserve;
-  fence::Token token = 0;
-  const TokenState state = ReadToken(req, &token);
-  if (auto refused = RefuseToken(req, key, state, observe, metrics_)) {
+  if (auto refused = RefuseWrite(req, key, observe)) {
     co_return std::move(*refused);
   }
+  fence::Token token = 0;
+  const TokenState state = ReadToken(req, &token);
 
   storage::WriteRequest write;
   write.kind = KindOf(req.method());
@@ -363,7 +404,9 @@ Problem Service::StorageProblem(std::error_code error, const std::string& key,
   if (static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
       problem.type != ProblemType::kFenceHeld) {
     metrics_.BackendError();
-    spdlog::error("{} of {} failed: {}", what, key, error.message());
+    spdlog::error("{} of {} (backend {}) failed: {} ({}:{})", what, key,
+                  config_.backend, error.message(), error.category().name(),
+                  error.value());
   }
   return problem;
 }
@@ -393,12 +436,8 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
   if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
     std::string key;
     const std::string_view rest = req.target().substr(kFencesPath.size());
-    if (auto error = fence::DecodeKey(rest, &key);
-        error != fence::KeyError::kOk) {
-      co_return Problemed(
-          req,
-          {ProblemType::kBadKey, std::string(fence::Describe(error)),
-           std::string(PathOf(rest.substr(1))), std::nullopt, std::nullopt});
+    if (auto refused = RefuseKey(req, rest, &key)) {
+      co_return std::move(*refused);
     }
     if (get) co_return GetFence(req, key);
     if (req.method() == http::verb::put) co_return co_await Bump(req, key);
@@ -454,13 +493,11 @@ Response Service::GetFence(const Request& req, const std::string& key) {
 
 asio::awaitable<Response> Service::Bump(const Request& req,
                                         const std::string& key) {
-  if (auto refused = RefuseUnauthorized(req, key))
-    co_return std::move(*refused);
-  fence::Token token = 0;
-  const TokenState state = ReadToken(req, &token);
-  if (auto refused = RefuseToken(req, key, state, false, metrics_)) {
+  if (auto refused = RefuseWrite(req, key, false)) {
     co_return std::move(*refused);
   }
+  fence::Token token = 0;
+  ReadToken(req, &token);
   fence::FenceWrite write;
   write.fence = std::string(scopes_.FenceFor(key));
   write.token = token;

@@ -42,6 +42,13 @@ class Service {
   boost::asio::awaitable<Response> Handle(metrics::Port port,
                                           const Request& request);
 
+  // The refusal `request` earns from its header alone (a bad key, a missing
+  // credential or token), or nullopt when its body may be read. For
+  // `Expect: 100-continue`: only a request that passes is invited to send
+  // its body. Handle makes the same checks again; a refusal is counted
+  // here as it would be there.
+  std::optional<Response> Screen(metrics::Port port, const Request& request);
+
   // From now on /readyz answers 503.
   void StartDraining() { draining_ = true; }
   // Reports rejections the log rate limit held back; call once a second.
@@ -65,6 +72,15 @@ class Service {
   Response LogLevel(const Request& request);
   Response Metrics(const Request& request);
   boost::asio::awaitable<Response> Ready(const Request& request);
+  // The 400 for a target that is not a key; sets *key when it is one.
+  std::optional<Response> RefuseKey(const Request& request,
+                                    std::string_view target, std::string* key);
+  // The 401, 400 or 428 a fenced write or bump earns before its fence is
+  // looked at: a missing or wrong credential, an invalid token, or a
+  // missing one unless `allow_missing_token` (observe mode).
+  std::optional<Response> RefuseWrite(const Request& request,
+                                      const std::string& key,
+                                      bool allow_missing_token);
   // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
   std::optional<Response> RefuseUnauthorized(const Request& request,
                                              const std::string& key);

@@ -56,7 +56,8 @@ std::error_code FromErrno(int e) {
     case EDQUOT:
       return Errc::kNoSpace;
     default:
-      return Errc::kIo;
+      // Kept as the errno, so the log can say what failed.
+      return {e, std::generic_category()};
   }
 }
 
@@ -157,6 +158,24 @@ FsTree::FsTree(const std::string& dir) {
     throw std::runtime_error("fs: backend directory " + dir +
                              " is not usable: " + std::strerror(errno));
   }
+  if (const int error = ProbeWrite(); error != 0) {
+    ::close(dir_fd_);
+    throw std::runtime_error("fs: backend directory " + dir +
+                             " is not writable: " + std::strerror(error));
+  }
+}
+
+int FsTree::ProbeWrite() const {
+  // A reserved name, so no key can be this file.
+  const std::string name =
+      std::string(kTempPrefix) + "probe-" + std::to_string(::getpid());
+  const int fd =
+      ::openat(dir_fd_, name.c_str(),
+               O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return errno;
+  ::close(fd);
+  if (::unlinkat(dir_fd_, name.c_str(), 0) != 0) return errno;
+  return 0;
 }
 
 FsTree::~FsTree() {
@@ -165,7 +184,8 @@ FsTree::~FsTree() {
 
 bool FsTree::Usable() const {
   struct stat st;
-  return ::fstat(dir_fd_, &st) == 0 && S_ISDIR(st.st_mode);
+  return ::fstat(dir_fd_, &st) == 0 && S_ISDIR(st.st_mode) && st.st_nlink > 0 &&
+         ProbeWrite() == 0;
 }
 
 std::error_code FsTree::Check(std::string_view key, bool remove) const {
@@ -259,7 +279,7 @@ std::error_code FsTree::Write(std::string_view key, std::string_view body,
                         0644));
     if (file.get() < 0 && errno != EEXIST) return FromErrno(errno);
   }
-  if (file.get() < 0) return Errc::kIo;
+  if (file.get() < 0) return FromErrno(errno);
   auto fail = [&](int e) {
     file.Reset(-1);
     ::unlinkat(parent.get(), temp.c_str(), 0);

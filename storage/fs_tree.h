@@ -39,7 +39,8 @@ struct FsValue {
 // to one key (the backend holds the key's fence).
 class FsTree {
  public:
-  // Opens DIR, creating it if missing. Throws std::runtime_error.
+  // Opens DIR, creating it if missing, and checks that a file can be made
+  // in it. Throws std::runtime_error naming the reason.
   explicit FsTree(const std::string& dir);
   ~FsTree();
   FsTree(const FsTree&) = delete;
@@ -54,10 +55,13 @@ class FsTree {
                         std::optional<fence::Token> token, bool* created) const;
   // Removes the file; a missing file (or a directory) is not an error.
   std::error_code Remove(std::string_view key) const;
-  // Whether DIR is still there.
+  // Whether DIR is still there and a file can still be made in it.
   bool Usable() const;
 
  private:
+  // Creates and removes a reserved file in DIR; 0 or the errno.
+  int ProbeWrite() const;
+
   int dir_fd_ = -1;
 };
 

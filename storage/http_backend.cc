@@ -12,6 +12,7 @@
 #include <boost/beast/http/write.hpp>
 #include <stdexcept>
 
+#include "fence/key.h"
 #include "storage/async_commit.h"
 #include "storage/errc.h"
 #include "storage/ows.h"
@@ -27,6 +28,9 @@ namespace {
 
 constexpr std::size_t kMaxIdle = 64;
 constexpr std::uint64_t kMaxUpstreamBody = 64ull << 20;
+// The most of an upstream's answer held unparsed at once: its header block,
+// a chunk-size line or a trailer block longer than this fails the exchange.
+constexpr std::size_t kMaxUpstreamBuffer = 64 * 1024;
 
 struct Url {
   std::string host;
@@ -60,6 +64,17 @@ Url ParseUrl(const std::string& url) {
     out.host = authority.substr(0, colon);
   }
   out.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+  if (!out.base.empty()) {
+    // BASE is joined to canonical key paths, so it must be canonical too.
+    std::string decoded;
+    if (fence::DecodeKey(out.base, &decoded) != fence::KeyError::kOk ||
+        "/" + fence::EncodeKey(decoded) != out.base ||
+        !fence::QueryOf(out.base).empty()) {
+      throw bad(
+          "BASE must be a plain path: segments of unreserved "
+          "characters, others percent-encoded in upper case");
+    }
+  }
   if (out.host.empty()) throw bad("no host");
   if (out.port.empty() ||
       out.port.find_first_not_of("0123456789") != std::string::npos) {
@@ -120,10 +135,17 @@ HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
   for (const auto& entry : results) endpoints_.push_back(entry.endpoint());
 }
 
-HttpRequest HttpBackend::Upstream(const HttpRequest& original) const {
+HttpRequest HttpBackend::Upstream(const HttpRequest& original,
+                                  std::string_view key) const {
   HttpRequest out;
   out.method(original.method());
-  out.target(base_ + std::string(original.target()));
+  // The key's canonical spelling, not the client's: the upstream then
+  // writes exactly the resource that was fenced (see fence::EncodeKey).
+  std::string target = base_;
+  target += '/';
+  target += fence::EncodeKey(key);
+  target += fence::QueryOf(original.target());
+  out.target(target);
   out.version(11);
   for (const auto& field : original) {
     out.insert(field.name_string(), field.value());
@@ -133,6 +155,8 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original) const {
   out.erase(http::field::expect);
   out.erase(http::field::content_length);
   if (!options_.forward_token) out.erase("Fencing-Token");
+  // fencepost's own credential is not the upstream's.
+  if (options_.strip_authorization) out.erase(http::field::authorization);
   out.set(http::field::host, host_header_);
   out.set(http::field::via, "1.1 fencepost");
   out.body() = original.body();
@@ -183,7 +207,7 @@ asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
       co_return out;
     }
 
-    beast::flat_buffer buffer;
+    beast::flat_buffer buffer(kMaxUpstreamBuffer);
     http::response_parser<http::string_body> parser;
     parser.body_limit(kMaxUpstreamBody);
     if (request.method() == http::verb::head) parser.skip(true);
@@ -227,7 +251,7 @@ bool HttpBackend::Held(const std::string& fence, int* seconds) {
 
 asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   ReadResult result;
-  const HttpRequest upstream = Upstream(*request.original);
+  const HttpRequest upstream = Upstream(*request.original, request.key);
   Exchange exchange = co_await RoundTrip(upstream, true);
   if (exchange.sent != Sent::kAnswered) {
     spdlog::warn("upstream {} {} failed: {}", upstream.method_string(),
@@ -268,7 +292,7 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest& request) {
   if (!Applied(result.outcome)) co_return result;
   using Verdict = fence::WriteOutcome::Verdict;
 
-  const HttpRequest upstream = Upstream(*request.original);
+  const HttpRequest upstream = Upstream(*request.original, request.key);
   const bool idempotent =
       request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete;
   Exchange exchange = co_await RoundTrip(upstream, idempotent);

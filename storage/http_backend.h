@@ -17,7 +17,9 @@
 namespace fencepost::storage {
 
 // --backend http://HOST:PORT[/BASE]: a legacy store behind the fence. The
-// request path (and query) is forwarded unchanged after BASE. GET and HEAD
+// upstream target is BASE, '/', the key's canonical path (fence::EncodeKey)
+// and the request's query: whatever spelling the client used, the upstream
+// is asked for exactly the resource that was fenced. GET and HEAD
 // pass through; PUT, DELETE, POST and PATCH are fenced: the write holds its
 // fence's turn, the fence is made durable, then the request is forwarded,
 // so writes to one fence reach the upstream one at a time, in token order.
@@ -49,6 +51,9 @@ class HttpBackend : public Backend {
     std::chrono::milliseconds timeout{10000};
     std::chrono::milliseconds settle{2000};
     bool forward_token = false;
+    // Drop Authorization before forwarding: set when fencepost checks bearer
+    // tokens itself, so its credential never reaches the upstream.
+    bool strip_authorization = false;
     // Test-only: no hold after an unknown outcome, so a test can show the
     // overwrite the hold prevents. Never set it in production.
     bool disable_gate = false;
@@ -73,7 +78,7 @@ class HttpBackend : public Backend {
     std::string error;
   };
 
-  HttpRequest Upstream(const HttpRequest& original) const;
+  HttpRequest Upstream(const HttpRequest& original, std::string_view key) const;
   // One request and its answer on a pooled or new connection.
   boost::asio::awaitable<Exchange> RoundTrip(const HttpRequest& request,
                                              bool idempotent);

@@ -55,6 +55,41 @@ TEST(AuthTest, WritesAndBumpsNeedTheBearerToken) {
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/metrics").status, 200);
 }
 
+// Credentials count only in the header section: never in a chunked body's
+// trailer, and a body is invited (100 Continue) only once they pass.
+TEST(AuthTest, OnlyTheHeaderSectionCarriesCredentials) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "right-token\n";
+  ServerProcess server(dir / "data", {"--auth-token-file", dir / "tokens"});
+  {
+    testing::HttpClient client(server.data_port());
+    auto trailer = client.Raw(
+        "PUT /k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n1\r\nv\r\n0\r\n"
+        "Authorization: Bearer right-token\r\n\r\n");
+    EXPECT_EQ(trailer.status, 401);
+  }
+  {
+    testing::HttpClient client(server.data_port());
+    auto expect = client.Raw(
+        "PUT /k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+        "Expect: 100-continue\r\nContent-Length: 1000000\r\n\r\n");
+    EXPECT_EQ(expect.status, 401) << "no 100 Continue before the check";
+    EXPECT_TRUE(client.ClosedByPeer(3));
+  }
+  {
+    testing::HttpClient client(server.data_port());
+    client.Send(
+        "PUT /k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+        "Authorization: Bearer right-token\r\n"
+        "Expect: 100-continue\r\nContent-Length: 1\r\n\r\n");
+    EXPECT_EQ(client.ReadResponse().status, 100);
+    client.Send("v");
+    EXPECT_EQ(client.ReadResponse().status, 201);
+  }
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").body, "v");
+}
+
 TEST(AuthTest, AnUnreadableOrEmptyTokenFileStopsTheStart) {
   TempDir dir;
   auto missing = testing::RunFencepost(

@@ -87,9 +87,9 @@ TEST(CliTest, EnvironmentConfiguresTheServer) {
 TEST(CliTest, JsonLogsAreOneObjectPerLine) {
   TempDir dir;
   ServerProcess server(dir / "d", {"--log-format", "json"});
-  testing::Fetch(server.data_port(), "PUT", "/k\"q", {{"Fencing-Token", "2"}},
+  testing::Fetch(server.data_port(), "PUT", "/k%22q", {{"Fencing-Token", "2"}},
                  "v");
-  testing::Fetch(server.data_port(), "PUT", "/k\"q", {{"Fencing-Token", "1"}},
+  testing::Fetch(server.data_port(), "PUT", "/k%22q", {{"Fencing-Token", "1"}},
                  "v");
   server.Signal(SIGTERM);
   EXPECT_EQ(server.Wait(), 0);

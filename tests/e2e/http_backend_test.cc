@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -71,6 +72,238 @@ TEST(HttpBackendTest, SeedStoryThroughNginxWebDav) {
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
 }
 
+// The attack that once worked: a fragment made a new fence for a name the
+// store then wrote as the old one.
+TEST(HttpBackendTest, AFragmentCannotReachAValueUnderAnotherFence) {
+  TempDir dir;
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  ServerProcess server(dir / "data", {"--backend", Backend(nginx.port())});
+  const auto port = server.data_port();
+  EXPECT_EQ(
+      Fetch(port, "PUT", "/orders/7", {{"Fencing-Token", "34"}}, "B: shipped")
+          .status,
+      201);
+  EXPECT_EQ(
+      Fetch(port, "PUT", "/orders/7", {{"Fencing-Token", "33"}}, "A: cancelled")
+          .status,
+      409);
+  HttpClient client(port);
+  auto zombie = client.Raw(
+      "PUT /orders/7#zombie HTTP/1.1\r\nHost: x\r\nFencing-Token: 33\r\n"
+      "Content-Length: 12\r\n\r\nA: cancelled");
+  EXPECT_EQ(zombie.status, 400);
+  EXPECT_NE(zombie.body.find("bad-key"), std::string::npos) << zombie.body;
+  auto erase = client.Raw(
+      "DELETE /orders/7#z HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n\r\n");
+  EXPECT_EQ(erase.status, 400);
+  EXPECT_EQ(Fetch(port, "GET", "/orders/7").body, "B: shipped");
+  EXPECT_EQ(testing::ReadFile(fs::path(dir / "root") / "orders" / "7"),
+            "B: shipped");
+  auto fences = Fetch(server.admin_port(), "GET", "/v1/fences").body;
+  EXPECT_EQ(Count(fences, "\"fence\":"), 1) << fences;
+}
+
+// A JSON string's contents (as fencepost writes them: \\, \", and \u00XX
+// for control characters) unescaped.
+std::string JsonUnescape(const std::string& quoted) {
+  std::string out;
+  for (std::size_t i = 0; i < quoted.size(); ++i) {
+    if (quoted[i] != '\\' || i + 1 == quoted.size()) {
+      out.push_back(quoted[i]);
+      continue;
+    }
+    const char c = quoted[++i];
+    switch (c) {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case 'b':
+        out.push_back('\b');
+        break;
+      case 'f':
+        out.push_back('\f');
+        break;
+      case 'u':
+        out.push_back(
+            static_cast<char>(std::stoi(quoted.substr(i + 1, 4), nullptr, 16)));
+        i += 4;
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The fence whose token is `token` in a /v1/fences listing, or "".
+std::string FenceWithToken(const std::string& listing, std::uint64_t token) {
+  const std::string needle = ",\"token\":" + std::to_string(token) + ",";
+  const auto at = listing.find(needle);
+  if (at == std::string::npos) return "";
+  const auto name_end = listing.rfind("\"", at - 1);
+  const auto name_start = listing.rfind("{\"fence\":\"", name_end);
+  return listing.substr(name_start + 10, name_end - name_start - 10);
+}
+
+// Tricky spellings of a target against the real nginx: each write is either
+// refused with nothing touched, or fenced under a key that is exactly the
+// path nginx wrote (its normalised $uri) and the file that holds the body.
+TEST(HttpBackendTest, EveryAcceptedWriteLandsExactlyOnItsFencedKey) {
+  TempDir dir;
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  ServerProcess server(dir / "data", {"--backend", Backend(nginx.port())});
+  const std::vector<std::string> targets = {"/plain",
+                                            "/a%2Fb",
+                                            "/A%7eB",
+                                            "/A~B",
+                                            "/sp%20ace",
+                                            "/caf%C3%A9",
+                                            "/caf%c3%a9",
+                                            "/semi%3Bcolon",
+                                            "/semi;colon",
+                                            "/p%5Cq",
+                                            "/q?x=1",
+                                            "/q?x=1#f",
+                                            "/pct%41%62",
+                                            "/x/y/z",
+                                            "/dot.name",
+                                            "/%2e%2e",
+                                            "/%2E",
+                                            "/a/./b",
+                                            "/a/../b",
+                                            "/a/%2e/b",
+                                            "/x/",
+                                            "//x",
+                                            "/orders/8#frag",
+                                            "orders/9",
+                                            "-admin/cfg",
+                                            "http://evil/abs",
+                                            "/a%2f..%2fb",
+                                            "/a%252Fb",
+                                            "/plus+sign",
+                                            "/eq=ual",
+                                            "/col:on",
+                                            "/at@sign",
+                                            "/a%3Fq",
+                                            "/a%23h",
+                                            "/bs\\x",
+                                            "/raw\xc3\xa9",
+                                            "/%00nul",
+                                            "/a%2F",
+                                            "/tab%09x",
+                                            "/nl%0Ax",
+                                            "/amp&and",
+                                            "/q%3F?real=1",
+                                            "/ap'os",
+                                            "/%7Euser",
+                                            "/paren(1)"};
+  std::uint64_t token = 100;
+  std::vector<std::pair<std::string, std::string>> landed;  // key, body
+  for (const std::string& target : targets) {
+    ++token;
+    const std::string body = "body of " + target;
+    HttpClient client(server.data_port());
+    auto r = client.Raw("PUT " + target + " HTTP/1.1\r\nHost: x\r\n" +
+                        "Fencing-Token: " + std::to_string(token) +
+                        "\r\nContent-Length: " + std::to_string(body.size()) +
+                        "\r\n\r\n" + body);
+    const std::string listing =
+        Fetch(server.admin_port(), "GET", "/v1/fences?limit=1000").body;
+    const std::string fenced = FenceWithToken(listing, token);
+    if (r.status / 100 != 2) {
+      EXPECT_EQ(r.status, 400) << target;
+      EXPECT_EQ(fenced, "") << target << ": a refused write set a fence";
+      continue;
+    }
+    ASSERT_NE(fenced, "") << target << ": accepted without its fence";
+    landed.emplace_back(JsonUnescape(fenced), body);
+  }
+  ASSERT_GE(landed.size(), 20u) << "the corpus should mostly be accepted";
+  std::vector<NginxProcess::Seen> puts;
+  for (const auto& seen : nginx.Requests()) {
+    if (seen.method == "PUT") puts.push_back(seen);
+  }
+  ASSERT_EQ(puts.size(), landed.size())
+      << "one upstream write per accepted one";
+  std::map<std::string, std::string> last;  // key: the body written last
+  for (std::size_t i = 0; i < landed.size(); ++i) {
+    const auto& [key, body] = landed[i];
+    EXPECT_EQ(puts[i].uri, "/" + key) << "nginx wrote another resource";
+    last[key] = body;
+  }
+  for (const auto& [key, body] : last) {
+    EXPECT_EQ(testing::ReadFile(fs::path(dir / "root") / key), body) << key;
+  }
+}
+
+// A target without its leading '/' once went upstream glued to BASE.
+TEST(HttpBackendTest, ATargetWithoutItsSlashNeverLeavesBase) {
+  TempDir dir;
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  ServerProcess server(dir / "data",
+                       {"--backend", Backend(nginx.port(), "/store")});
+  HttpClient client(server.data_port());
+  for (const std::string target : {"-admin/cfg", "orders/9"}) {
+    auto r = client.Raw("PUT " + target +
+                        " HTTP/1.1\r\nHost: x\r\nFencing-Token: 50\r\n"
+                        "Content-Length: 3\r\n\r\nbad");
+    EXPECT_EQ(r.status, 400) << target;
+  }
+  EXPECT_FALSE(fs::exists(fs::path(dir / "root") / "store-admin"));
+  EXPECT_TRUE(nginx.Requests().empty()) << "nothing went upstream";
+  auto fences = Fetch(server.admin_port(), "GET", "/v1/fences").body;
+  EXPECT_EQ(Count(fences, "\"fence\":"), 0) << fences;
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/ok", {{"Fencing-Token", "1"}}, "v")
+          .status,
+      201);
+  EXPECT_EQ(testing::ReadFile(fs::path(dir / "root") / "store" / "ok"), "v");
+}
+
+// With --auth-token-file the bearer token is fencepost's, not the store's.
+TEST(HttpBackendTest, FencepostsBearerTokenIsNotSentUpstream) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "right-token\n";
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  const testing::Headers auth = {{"Fencing-Token", "1"},
+                                 {"Authorization", "Bearer right-token"}};
+  {
+    ServerProcess server(dir / "data", {"--backend", Backend(nginx.port()),
+                                        "--auth-token-file", dir / "tokens"});
+    EXPECT_EQ(Fetch(server.data_port(), "PUT", "/k", auth, "v").status, 201);
+    EXPECT_EQ(Fetch(server.data_port(), "GET", "/k", auth).status, 200);
+  }
+  {
+    ServerProcess forwarding(
+        dir / "data2", {"--backend", Backend(nginx.port()), "--auth-token-file",
+                        dir / "tokens", "--forward-authorization"});
+    EXPECT_EQ(Fetch(forwarding.data_port(), "PUT", "/k2", auth, "v").status,
+              201);
+  }
+  {
+    // Without fencepost's auth the header is the client's, for the store.
+    ServerProcess open(dir / "data3", {"--backend", Backend(nginx.port())});
+    EXPECT_EQ(
+        Fetch(open.data_port(), "PUT", "/k3",
+              {{"Fencing-Token", "1"}, {"Authorization", "Basic c3RvcmU="}},
+              "v")
+            .status,
+        201);
+  }
+  const auto seen = nginx.Requests();
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_EQ(seen[0].authorization, "") << "PUT";
+  EXPECT_EQ(seen[1].authorization, "") << "GET";
+  EXPECT_EQ(seen[2].authorization, "Bearer right-token");
+  EXPECT_EQ(seen[3].authorization, "Basic c3RvcmU=");
+}
+
 TEST(HttpBackendTest, ForwardsThePathUnderBaseWithoutHopByHopFields) {
   TempDir dir;
   FakeUpstream upstream;
@@ -88,7 +321,7 @@ TEST(HttpBackendTest, ForwardsThePathUnderBaseWithoutHopByHopFields) {
     EXPECT_EQ(r.status, 201);
     ASSERT_EQ(upstream.Requests().size(), 1u);
     const auto seen = upstream.Requests().back();
-    EXPECT_EQ(seen.target, "/base/a/b%20c?x=1") << "forwarded unchanged";
+    EXPECT_EQ(seen.target, "/base/a/b%20c?x=1") << "the key's canonical path";
     EXPECT_EQ(seen.headers.count("x-hop"), 0u);
     EXPECT_EQ(seen.headers.count("keep-alive"), 0u);
     EXPECT_EQ(seen.headers.count("fencing-token"), 0u);

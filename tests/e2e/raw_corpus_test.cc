@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <thread>
 
 #include "tests/testing/http_client.h"
@@ -107,6 +108,50 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
       {"empty segment", Put("/a//b", token), 400, false},
       {"key over 1024 bytes", Put("/" + std::string(1025, 'k'), token), 400,
        false},
+      // Request targets: origin form only, and nothing a store reads
+      // differently from the key (docs/request-targets.md).
+      {"fragment", Put("/c#zombie", token), 400, false},
+      {"fragment after a query", Put("/c?x=1#zombie", token), 400, false},
+      {"no leading slash", Put("c", token), 400, false},
+      {"absolute form", Put("http://x/c", token), 400, false},
+      {"asterisk form", Put("*", token), 400, false},
+      {"raw backslash", Put("/c\\d", token), 400, false},
+      {"raw UTF-8", Put("/caf\xc3\xa9", token), 400, false},
+      // RFC 9112: chunked in HTTP/1.0 is faulty framing; HTTP/1.1 needs
+      // exactly one Host.
+      {"HTTP/1.0 with chunked",
+       "PUT /c HTTP/1.0\r\nHost: x\r\n" + token +
+           "Transfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\n\r\n",
+       400, true},
+      {"HTTP/1.1 without Host",
+       "PUT /c HTTP/1.1\r\n" + token + "Content-Length: 4\r\n\r\nevil", 400,
+       true},
+      {"two Hosts",
+       Put("/c", token, "Host: y\r\nContent-Length: 4\r\n\r\nevil"), 400, true},
+      // Trailer fields are never header fields.
+      {"token only in the trailer",
+       Put("/c", "",
+           "Transfer-Encoding: chunked\r\nTrailer: Fencing-Token\r\n\r\n"
+           "4\r\nevil\r\n0\r\nFencing-Token: 77\r\n\r\n"),
+       428, false},
+      // Every part of a request is bounded, whatever --max-body says.
+      {"chunk extension over 32 KiB",
+       Put("/c", token,
+           "Transfer-Encoding: chunked\r\n\r\n4;" +
+               std::string(40 * 1024, 'x') + "\r\nevil\r\n0\r\n\r\n"),
+       400, true},
+      {"trailer section over 32 KiB",
+       Put("/c", token,
+           "Transfer-Encoding: chunked\r\n\r\n4\r\nevil\r\n0\r\nX-T: " +
+               std::string(40 * 1024, 't') + "\r\n\r\n"),
+       400, true},
+      // Expect: 100-continue is answered only after the header's checks.
+      {"100-continue without a token",
+       Put("/c", "", "Expect: 100-continue\r\nContent-Length: 4\r\n\r\n"), 428,
+       true},
+      {"100-continue with a bad key",
+       Put("/a//b", token, "Expect: 100-continue\r\nContent-Length: 4\r\n\r\n"),
+       400, true},
   };
 
   // A well-behaved client writes all along and must always be answered.
@@ -163,6 +208,58 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
   EXPECT_EQ(fences.body.find("\"fence\":\"c\""), std::string::npos)
       << fences.body;
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/smuggled").status, 404);
+}
+
+// The peak resident set of `pid` in bytes (VmHWM).
+std::size_t PeakRss(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;  // in kB
+    }
+  }
+  return 0;
+}
+
+// Streams `endless` after `head` as fast as the server takes it, for at most
+// `seconds` or until the server closes; returns whether it closed.
+bool Flood(std::uint16_t port, const std::string& head, char endless,
+           double seconds) {
+  HttpClient client(port);
+  client.Send(head);
+  const std::string chunk(64 * 1024, endless);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) {
+    try {
+      client.Send(chunk);
+    } catch (const std::exception&) {
+      return true;  // closed: the write failed
+    }
+  }
+  return client.ClosedByPeer(1);
+}
+
+// A line that never ends cannot grow the process: a chunk extension, a
+// trailer field, each bounded independently of --max-body.
+TEST(RawCorpusTest, ALineThatNeverEndsIsCutOffWithBoundedMemory) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--max-body", "1073741824"});
+  const std::string put =
+      "PUT /c HTTP/1.1\r\nHost: x\r\nFencing-Token: 5\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  EXPECT_TRUE(Flood(server.data_port(), put + "4;ext=", 'x', 3))
+      << "a chunk extension that never ends was not cut off";
+  EXPECT_TRUE(
+      Flood(server.data_port(), put + "4\r\nevil\r\n0\r\nX-T: ", 't', 3))
+      << "a trailer field that never ends was not cut off";
+  EXPECT_TRUE(
+      Flood(server.data_port(), "GET /c HTTP/1.1\r\nHost: x\r\nX-H: ", 'h', 3))
+      << "a header field that never ends was not cut off";
+  const std::size_t peak = PeakRss(server.pid());
+  EXPECT_GT(peak, 0u);
+  EXPECT_LT(peak, 64u << 20) << "peak RSS " << (peak >> 20) << " MiB";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/fences/c").status, 404);
 }
 
 }  // namespace

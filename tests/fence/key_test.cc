@@ -44,6 +44,49 @@ TEST(DecodeKeyTest, RejectsBadKeys) {
   EXPECT_EQ(Decode("/%ED%A0%80"), KeyError::kInvalidUtf8) << "surrogate";
 }
 
+TEST(DecodeKeyTest, TakesOnlyOriginFormTargets) {
+  EXPECT_EQ(Decode(""), KeyError::kNotOriginForm);
+  EXPECT_EQ(Decode("orders/9"), KeyError::kNotOriginForm);
+  EXPECT_EQ(Decode("-admin/cfg"), KeyError::kNotOriginForm);
+  EXPECT_EQ(Decode("http://host/orders/9"), KeyError::kNotOriginForm);
+  EXPECT_EQ(Decode("host:80"), KeyError::kNotOriginForm);
+  EXPECT_EQ(Decode("*"), KeyError::kNotOriginForm);
+  EXPECT_EQ(Decode("?q=1"), KeyError::kNotOriginForm);
+}
+
+TEST(DecodeKeyTest, RefusesFragmentsAndRawCharactersStoresReadDifferently) {
+  EXPECT_EQ(Decode("/orders/7#zombie"), KeyError::kFragment);
+  EXPECT_EQ(Decode("/orders/7#"), KeyError::kFragment);
+  EXPECT_EQ(Decode("/orders/7?x=1#z"), KeyError::kFragment);
+  EXPECT_EQ(Decode("/a\\b"), KeyError::kBadCharacter);
+  EXPECT_EQ(Decode("/a b"), KeyError::kBadCharacter);
+  EXPECT_EQ(Decode("/a\"b"), KeyError::kBadCharacter);
+  EXPECT_EQ(Decode("/caf\xC3\xA9"), KeyError::kBadCharacter);
+  EXPECT_EQ(Decode("/a?b c"), KeyError::kBadCharacter);
+  EXPECT_EQ(Decode("/a?b%zz"), KeyError::kBadPercentEncoding);
+  std::string key;
+  ASSERT_EQ(Decode("/a%23b?q=1/?", &key), KeyError::kOk);
+  EXPECT_EQ(key, "a#b") << "an encoded '#' is a plain byte of the key";
+  ASSERT_EQ(Decode("/!$&'()*+,;=:@-._~", &key), KeyError::kOk);
+  EXPECT_EQ(key, "!$&'()*+,;=:@-._~");
+}
+
+TEST(EncodeKeyTest, IsTheCanonicalSpellingThatDecodesBack) {
+  EXPECT_EQ(EncodeKey("orders/7"), "orders/7");
+  EXPECT_EQ(EncodeKey("a b;c#d?e%f\\g"), "a%20b%3Bc%23d%3Fe%25f%5Cg");
+  EXPECT_EQ(EncodeKey("caf\xC3\xA9~"), "caf%C3%A9~");
+  for (const std::string target :
+       {"/A%7eB", "/A~B", "/caf%c3%a9", "/semi;colon", "/a%2Fb", "/x%0Ay",
+        "/p%5Cq", "/%25252F", "/plus+sign"}) {
+    std::string key, again;
+    ASSERT_EQ(Decode(target, &key), KeyError::kOk) << target;
+    ASSERT_EQ(Decode("/" + EncodeKey(key), &again), KeyError::kOk) << target;
+    EXPECT_EQ(again, key) << target;
+  }
+  EXPECT_EQ(QueryOf("/a?b=1?c"), "?b=1?c");
+  EXPECT_EQ(QueryOf("/a"), "");
+}
+
 TEST(ValidateKeyTest, LengthLimitIsBytes) {
   EXPECT_EQ(ValidateKey(std::string(1024, 'k')), KeyError::kOk);
   EXPECT_EQ(ValidateKey(std::string(1025, 'k')), KeyError::kTooLong);

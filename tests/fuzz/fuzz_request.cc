@@ -72,7 +72,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   if (ec || !parser.is_done()) return 0;
   if (proxy::HasObsFold(bytes)) return 0;
   const proxy::Request& request = parser.get();
-  if (proxy::FramingError(request)) return 0;
+  if (proxy::FramingError(request) || proxy::HostError(request)) return 0;
 
   boost::asio::io_context io;
   auto future = boost::asio::co_spawn(io, world->service->Handle(port, request),

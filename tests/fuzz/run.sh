@@ -14,8 +14,8 @@ BUILD=${FENCEPOST_FUZZ_BUILD_DIR:-build-fuzz}
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFENCEPOST_BUILD_TESTS=OFF \
   -DFENCEPOST_FUZZ=ON >/dev/null
-cmake --build "$BUILD" --target fuzz_token fuzz_key fuzz_request
-for target in token key request; do
+cmake --build "$BUILD" --target fuzz_token fuzz_key fuzz_target fuzz_request
+for target in token key target request; do
   corpus=$BUILD/corpus-$target
   rm -rf "$corpus"
   cp -r "tests/fuzz/corpus/$target" "$corpus"

@@ -33,6 +33,22 @@ TEST(ConfigTest, DefaultsAreSpecs) {
   EXPECT_EQ(c.log_level, "info");
 }
 
+TEST(ConfigTest, ConnectionCapsAndForwardingAuthorization) {
+  const Config defaults = Parse({}).config;
+  EXPECT_EQ(defaults.max_connections, 4096u);
+  EXPECT_EQ(defaults.admin_max_connections, 64u);
+  EXPECT_FALSE(defaults.forward_authorization);
+  const Config c = Parse({"--max-connections", "10", "--forward-authorization"},
+                         {{"FENCEPOST_ADMIN_MAX_CONNECTIONS", "3"}})
+                       .config;
+  EXPECT_EQ(c.max_connections, 10u);
+  EXPECT_EQ(c.admin_max_connections, 3u);
+  EXPECT_TRUE(c.forward_authorization);
+  EXPECT_THROW(Parse({"--max-connections", "0"}), ConfigError);
+  EXPECT_THROW(Parse({"--admin-max-connections", "1000001"}), ConfigError);
+  EXPECT_THROW(Parse({"--max-connections", "-1"}), ConfigError);
+}
+
 TEST(ConfigTest, FlagsInBothFormsAndServeCommand) {
   const Config c =
       Parse({"serve", "--listen=0.0.0.0:0", "--max-body", "10", "--fence-scope",

@@ -30,10 +30,10 @@ TEST(ProblemTest, StatusesAreSpecs) {
 
 TEST(ProblemTest, EachCaseHasItsOwnTypeUri) {
   std::set<std::string_view> uris;
-  for (int i = 0; i <= static_cast<int>(ProblemType::kNotReady); ++i) {
+  for (int i = 0; i <= static_cast<int>(ProblemType::kLast); ++i) {
     uris.insert(TypeUri(static_cast<ProblemType>(i)));
   }
-  EXPECT_EQ(uris.size(), static_cast<size_t>(ProblemType::kNotReady) + 1);
+  EXPECT_EQ(uris.size(), static_cast<size_t>(ProblemType::kLast) + 1);
 }
 
 TEST(ProblemTest, MapFullBecomes507AndOtherStorageErrors500) {

@@ -213,6 +213,8 @@ NginxProcess::NginxProcess(const std::string& root, const std::string& work)
         << "pid " << work << "/nginx.pid;\nerror_log " << work
         << "/error.log;\nevents { worker_connections 64; }\nhttp {\n"
         << "  access_log " << work << "/access.log;\n"
+        << "  log_format view '$request_method\\t$uri\\t$http_authorization';\n"
+        << "  access_log " << work << "/view.log view;\n"
         << "  client_body_temp_path " << t << ";\n  proxy_temp_path " << t
         << ";\n  fastcgi_temp_path " << t << ";\n  uwsgi_temp_path " << t
         << ";\n  scgi_temp_path " << t << ";\n"
@@ -261,6 +263,43 @@ NginxProcess::~NginxProcess() {
 
 std::string NginxProcess::AccessLog() const {
   return ReadFile(work_ + "/access.log");
+}
+
+namespace {
+
+// nginx's log escaping undone: it writes bytes below 0x20, from 0x7F, '"'
+// and a backslash as \xHH.
+std::string Unescape(std::string_view logged) {
+  std::string out;
+  for (std::size_t i = 0; i < logged.size(); ++i) {
+    if (logged[i] == '\\' && i + 3 < logged.size() && logged[i + 1] == 'x') {
+      out.push_back(static_cast<char>(
+          std::stoi(std::string(logged.substr(i + 2, 2)), nullptr, 16)));
+      i += 3;
+    } else {
+      out.push_back(logged[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<NginxProcess::Seen> NginxProcess::Requests() const {
+  std::vector<Seen> out;
+  std::istringstream in(ReadFile(work_ + "/view.log"));
+  for (std::string line; std::getline(in, line);) {
+    const auto tab1 = line.find('\t');
+    const auto tab2 = line.find('\t', tab1 + 1);
+    if (tab1 == std::string::npos || tab2 == std::string::npos) continue;
+    Seen seen;
+    seen.method = line.substr(0, tab1);
+    seen.uri = Unescape(line.substr(tab1 + 1, tab2 - tab1 - 1));
+    seen.authorization = Unescape(line.substr(tab2 + 1));
+    if (seen.authorization == "-") seen.authorization.clear();
+    out.push_back(std::move(seen));
+  }
+  return out;
 }
 
 }  // namespace fencepost::testing

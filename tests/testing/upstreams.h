@@ -91,6 +91,16 @@ class NginxProcess {
   std::uint16_t port() const { return port_; }
   std::string AccessLog() const;
 
+  // What nginx made of each request, in order: the method, the normalised
+  // path it served ($uri: decoded, dot segments resolved) and the
+  // Authorization it received ("" for none).
+  struct Seen {
+    std::string method;
+    std::string uri;
+    std::string authorization;
+  };
+  std::vector<Seen> Requests() const;
+
  private:
   pid_t pid_ = -1;
   std::uint16_t port_ = 0;

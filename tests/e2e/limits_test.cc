@@ -1,0 +1,236 @@
+// What one process must survive and refuse: more connections than a port
+// takes, a descriptor limit below the caps, log lines forged through a key,
+// a directory it cannot write, and a second process on its data directory.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "tests/testing/http_client.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using testing::Fetch;
+using testing::HttpClient;
+using testing::MetricValue;
+using testing::ServerProcess;
+using testing::TempDir;
+
+// A plain TCP connection to 127.0.0.1:port, closed on destruction.
+class RawConnection {
+ public:
+  explicit RawConnection(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 ||
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      throw std::runtime_error("connect failed");
+    }
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  }
+  ~RawConnection() { ::close(fd_); }
+  RawConnection(const RawConnection&) = delete;
+  RawConnection& operator=(const RawConnection&) = delete;
+
+  void Send(const std::string& bytes) {
+    if (::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) < 0) {
+      throw std::runtime_error("send failed");
+    }
+  }
+  // What the server sends until it closes (or 5 s pass).
+  std::string ReadAll() {
+    std::string out;
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd_, buf, sizeof buf, 0)) > 0;) {
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    return out;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+double Metric(const ServerProcess& server, const std::string& series) {
+  return MetricValue(Fetch(server.admin_port(), "GET", "/metrics").body,
+                     series);
+}
+
+// Waits (at most 10 s) until `series` reaches `value`.
+bool WaitForMetric(const ServerProcess& server, const std::string& series,
+                   double value) {
+  for (int i = 0; i < 200; ++i) {
+    if (Metric(server, series) >= value) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
+TEST(LimitsTest, PastTheCapTheOldestIdleConnectionMakesRoom) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--max-connections", "50"});
+  std::vector<std::unique_ptr<RawConnection>> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(std::make_unique<RawConnection>(server.data_port()));
+  }
+  ASSERT_TRUE(WaitForMetric(
+      server, "fencepost_connections_shed_total{port=\"data\"}", 250));
+  EXPECT_LE(Metric(server, "fencepost_connections{port=\"data\"}"), 51);
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+          .status,
+      201)
+      << "a new client is served: an idle one made room";
+  EXPECT_EQ(
+      Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 0);
+}
+
+TEST(LimitsTest, PastTheCapWithNoneIdleANewConnectionGets503) {
+  TempDir dir;
+  ServerProcess server(dir / "data",
+                       {"--max-connections", "10", "--read-timeout", "20"});
+  std::vector<std::unique_ptr<RawConnection>> busy;
+  for (int i = 0; i < 10; ++i) {
+    busy.push_back(std::make_unique<RawConnection>(server.data_port()));
+    busy.back()->Send("GET /k HTTP/1.1\r\nHost: x\r\n");  // mid-request
+  }
+  ASSERT_TRUE(
+      WaitForMetric(server, "fencepost_connections{port=\"data\"}", 10));
+  RawConnection extra(server.data_port());
+  const std::string answer = extra.ReadAll();
+  EXPECT_EQ(answer.rfind("HTTP/1.1 503 ", 0), 0u) << answer;
+  EXPECT_NE(answer.find("Retry-After: 1\r\n"), std::string::npos);
+  EXPECT_NE(answer.find("Content-Length: "), std::string::npos);
+  EXPECT_NE(answer.find("too-many-connections"), std::string::npos);
+  EXPECT_EQ(
+      Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 1);
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  // A busy connection that finishes its request is served.
+  busy[0]->Send("Connection: close\r\n\r\n");
+  EXPECT_EQ(busy[0]->ReadAll().rfind("HTTP/1.1 404 ", 0), 0u);
+}
+
+// With fewer descriptors than the caps need, the data port's cap is lowered
+// to fit, so a flood of connections never starves the admin port or LMDB.
+TEST(LimitsTest, ALowDescriptorLimitLowersTheDataCapAndAdminStaysUp) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {}, {},
+                       {"prlimit", "--nofile=400:400", "--"});
+  EXPECT_NE(server.Log().find("the data port takes at most 80 connections"),
+            std::string::npos)
+      << server.Log();
+  std::vector<std::unique_ptr<RawConnection>> flood;
+  for (int i = 0; i < 600; ++i) {
+    flood.push_back(std::make_unique<RawConnection>(server.data_port()));
+  }
+  ASSERT_TRUE(WaitForMetric(
+      server, "fencepost_connections_shed_total{port=\"data\"}", 500));
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+          .status,
+      201);
+  EXPECT_EQ(server.Log().find("Too many open files"), std::string::npos);
+}
+
+// A key decoded from %0A cannot start a forged line in the text log.
+TEST(LimitsTest, TheTextLogEscapesControlCharacters) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string forged =
+      "/x%0A2026-01-01T00:00:00.000000Z%20critical%20stopping:%20commit%20"
+      "failed";
+  const auto port = server.data_port();
+  EXPECT_EQ(Fetch(port, "PUT", forged, {{"Fencing-Token", "5"}}, "v").status,
+            201);
+  EXPECT_EQ(Fetch(port, "PUT", forged, {{"Fencing-Token", "4"}}, "v").status,
+            409);
+  std::string log;
+  for (int i = 0; i < 100; ++i) {
+    log = server.Log();
+    if (log.find("stale_write_rejected") != std::string::npos) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(log.find("\n2026-01-01T00:00:00.000000Z critical"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("key=\"x\\n2026-01-01T00:00:00.000000Z critical stopping: "
+                     "commit failed\""),
+            std::string::npos)
+      << log;
+}
+
+// Runs the server as nobody when the tests run as root, for whom no
+// permission bit is a refusal.
+std::vector<std::string> Unprivileged() {
+  if (::geteuid() != 0) return {};
+  return {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"};
+}
+
+TEST(LimitsTest, AnFsDirectoryThatCannotBeWrittenIsRefusedAndUnready) {
+  TempDir dir;
+  const auto refused = testing::RunFencepost(
+      {"serve", "--data-dir", dir / "data", "--backend", "fs:/proc", "--listen",
+       "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(refused.exit_status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("/proc is not writable"), std::string::npos)
+      << refused.output;
+
+  // Writable at start, then not: /readyz says so, and the failed write's log
+  // line names the errno.
+  fs::permissions(dir.path(), fs::perms::all);
+  fs::create_directories(dir / "values");
+  fs::permissions(dir / "values", fs::perms::all);
+  ServerProcess server(dir / "data2", {"--backend", "fs:" + (dir / "values")},
+                       {}, Unprivileged());
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
+  fs::permissions(dir / "values",
+                  fs::perms::owner_read | fs::perms::owner_exec |
+                      fs::perms::group_read | fs::perms::group_exec |
+                      fs::perms::others_read | fs::perms::others_exec);
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 503);
+  auto put =
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_EQ(put.status, 500);
+  EXPECT_NE(put.body.find("Permission denied"), std::string::npos) << put.body;
+  EXPECT_NE(server.Log().find("Permission denied (generic:13)"),
+            std::string::npos)
+      << server.Log();
+  fs::permissions(dir / "values", fs::perms::all);
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
+}
+
+TEST(LimitsTest, ASecondProcessOnTheSameDataDirectoryExits2) {
+  TempDir dir;
+  ServerProcess first(dir / "data");
+  const auto second =
+      testing::RunFencepost({"serve", "--data-dir", dir / "data", "--listen",
+                             "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(second.exit_status, 2) << second.output;
+  EXPECT_NE(second.output.find("is in use by another fencepost (pid " +
+                               std::to_string(first.pid()) + ")"),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(Fetch(first.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+                .status,
+            201);
+}
+
+}  // namespace
+}  // namespace fencepost
