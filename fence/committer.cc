@@ -2,12 +2,20 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <stdexcept>
 
+#include "fence/big_endian.h"
 #include "fence/errc.h"
 #include "fence/fence_store.h"
+#include "fence/values.h"
 
 namespace fencepost::fence {
 namespace {
+
+constexpr std::string_view kAppliedSeqKey = "applied_seq";
+// The most records one applier transaction takes.
+constexpr std::size_t kApplyBatch = 16384;
 
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -15,19 +23,85 @@ std::int64_t NowNs() {
       .count();
 }
 
+// Map space a logged record may take once applied: its bytes twice (a page
+// split can copy them) plus a page of overhead.
+std::size_t Reservation(const WalRecord& r) {
+  return 2 * (r.fence.size() + r.key.size() + r.body.size()) + 4096;
+}
+
+int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
+  MDB_val key = Val(kAppliedSeqKey), data;
+  const int rc = mdb_get(txn, meta, &key, &data);
+  if (rc == MDB_NOTFOUND) {
+    *seq = 0;
+    return 0;
+  }
+  if (rc != 0) return rc;
+  if (data.mv_size != 8) return MDB_CORRUPTED;
+  *seq = LoadBigEndian(static_cast<const char*>(data.mv_data), 8);
+  return 0;
+}
+
 }  // namespace
 
 Committer::Committer(Env& env, Options options)
-    : env_(env), options_(std::move(options)), thread_([this] { Run(); }) {}
+    : env_(env), options_(std::move(options)) {
+  wal_ =
+      std::make_unique<Wal>(Wal::Options{env_.dir(), options_.segment_bytes});
+  Replay();
+  applier_ = std::thread([this] { ApplyLoop(); });
+  thread_ = std::thread([this] { Run(); });
+}
 
 Committer::~Committer() { Stop(); }
+
+// The records LMDB lacks, applied before anything else runs.
+void Committer::Replay() {
+  {
+    Env::ReadTxn txn(env_);
+    if (txn.get() == nullptr ||
+        ReadAppliedSeq(txn.get(), env_.meta(), &applied_seq_) != 0) {
+      throw std::runtime_error("cannot read the applied log position in " +
+                               env_.dir());
+    }
+  }
+  std::vector<WalRecord> missing;
+  for (const WalRecord& r : wal_->recovered()) {
+    if (r.seq <= applied_seq_) continue;
+    const std::uint64_t expected =
+        missing.empty() ? applied_seq_ + 1 : missing.back().seq + 1;
+    if (r.seq != expected) {
+      throw std::runtime_error(
+          "the write-ahead log in " + env_.dir() + " has a gap: record " +
+          std::to_string(expected) + " is missing; refusing to start");
+    }
+    missing.push_back(r);
+  }
+  for (std::size_t at = 0; at < missing.size(); at += kApplyBatch) {
+    const std::vector<WalRecord> chunk(
+        missing.begin() + at,
+        missing.begin() + std::min(missing.size(), at + kApplyBatch));
+    if (int rc = Apply(chunk); rc != 0) {
+      throw std::runtime_error("cannot replay the write-ahead log into " +
+                               env_.dir() + ": " + mdb_strerror(rc));
+    }
+  }
+  replayed_ = missing.size();
+  next_seq_ = std::max(applied_seq_, wal_->last_seq()) + 1;
+}
 
 void Committer::Submit(FenceWrite write, Done done) {
   {
     std::lock_guard lock(mu_);
-    queue_.push_back({std::move(write), std::move(done)});
+    if (queue_.size() < options_.max_queue_writes || stopping_) {
+      queue_.push_back({std::move(write), std::move(done)});
+      cv_.notify_all();
+      return;
+    }
   }
-  cv_.notify_one();
+  WriteOutcome overloaded;
+  overloaded.error = Errc::kOverloaded;
+  done(std::move(overloaded));
 }
 
 void Committer::Stop() {
@@ -35,8 +109,14 @@ void Committer::Stop() {
     std::lock_guard lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_one();
+  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(mu_);
+    committer_done_ = true;
+  }
+  cv_.notify_all();
+  if (applier_.joinable()) applier_.join();
 }
 
 std::uint64_t Committer::commits() const {
@@ -52,10 +132,12 @@ void Committer::Run() {
       cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;
       std::size_t bytes = 0;
-      while (!queue_.empty() && group.size() < options_.max_batch_writes &&
-             (group.empty() ||
-              bytes + queue_.front().write.bytes <= options_.max_batch_bytes)) {
-        bytes += queue_.front().write.bytes;
+      while (!queue_.empty() && group.size() < options_.max_batch_writes) {
+        const FenceWrite& next = queue_.front().write;
+        const std::size_t size =
+            next.value ? next.value->key.size() + next.value->body.size() : 0;
+        if (!group.empty() && bytes + size > options_.max_batch_bytes) break;
+        bytes += size;
         group.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
@@ -65,98 +147,235 @@ void Committer::Run() {
   }
 }
 
-void Committer::CommitGroup(std::vector<Pending>& group) {
-  std::vector<WriteOutcome> outcomes;
-  int rc;
-  while (true) {
-    rc = TryGroup(group, &outcomes);
-    if (rc != MDB_MAP_FULL || !env_.Grow()) break;
-  }
-  if (rc == 0) {
-    {
-      std::lock_guard lock(mu_);
-      ++commits_;
-    }
-    for (std::size_t i = 0; i < group.size(); ++i) {
-      group[i].done(std::move(outcomes[i]));
-    }
-    return;
-  }
-  if (group.size() == 1) {
-    WriteOutcome failed;
-    failed.error = FromLmdb(rc);
-    group.front().done(std::move(failed));
-    return;
-  }
-  for (Pending& pending : group) {
-    std::vector<Pending> alone;
-    alone.push_back(std::move(pending));
-    CommitGroup(alone);
-  }
-}
-
-int Committer::TryGroup(std::vector<Pending>& group,
-                        std::vector<WriteOutcome>* outcomes) {
-  MDB_txn* txn = nullptr;
-  if (int rc = mdb_txn_begin(env_.raw(), nullptr, 0, &txn); rc != 0) {
-    if (rc == MDB_MAP_RESIZED) {
-      // Another process grew the map; adopt its size and try again.
-      mdb_env_set_mapsize(env_.raw(), 0);
-      return MDB_MAP_FULL;
-    }
-    Fatal("cannot begin a write transaction", rc);
-  }
-  const std::int64_t now_ns = NowNs();
-  outcomes->assign(group.size(), WriteOutcome{});
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    if (int rc = ApplyOne(txn, group[i], now_ns, &(*outcomes)[i]); rc != 0) {
-      mdb_txn_abort(txn);
-      return rc;
-    }
-  }
-  // On failure mdb_txn_commit frees the transaction itself.
-  const int rc = mdb_txn_commit(txn);
-  if (rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) return rc;
-  if (rc != 0) Fatal("commit failed; the outcome of its writes is unknown", rc);
-  return 0;
-}
-
-int Committer::ApplyOne(MDB_txn* txn, Pending& pending, std::int64_t now_ns,
-                        WriteOutcome* outcome) {
+void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
+                          std::int64_t now_ns, WriteOutcome* outcome,
+                          std::optional<WalRecord>* record,
+                          bool* fence_created) {
   const FenceWrite& write = pending.write;
-  Slot slot;
-  std::optional<FenceRecord> fence;
-  if (int rc = ReadFence(txn, env_.fences(), write.fence, &slot, &fence);
-      rc != 0) {
-    return rc;
-  }
-  if (fence) {
-    outcome->previous = fence->token;
-    outcome->current = fence->token;
-    outcome->updated_at_ns = fence->updated_at_ns;
-  }
-  if (write.token) {
-    outcome->decision = Decide(outcome->previous, *write.token);
-  }
-  if (outcome->decision.accepted) {
-    if (int rc = WriteFence(txn, env_.fences(), slot, write.fence, *write.token,
-                            now_ns);
+  const Overlay& overlay = env_.overlay();
+  // The fence as the writes before this one left it: this group's, then
+  // the logged but unapplied ones, then LMDB.
+  std::optional<Token> current;
+  std::int64_t updated_at_ns = 0;
+  *fence_created = false;
+  if (auto it = seen.fences.find(write.fence); it != seen.fences.end()) {
+    current = it->second;
+  } else if (const Overlay::Fence* f = overlay.FindFence(write.fence)) {
+    current = f->token;
+    updated_at_ns = f->updated_at_ns;
+  } else {
+    Slot slot;
+    std::optional<FenceRecord> stored;
+    if (int rc = ReadFence(txn, env_.fences(), write.fence, &slot, &stored);
         rc != 0) {
-      return rc;
+      outcome->error = FromLmdb(rc);
+      return;
     }
-    outcome->current = *write.token;
-    outcome->updated_at_ns = now_ns;
+    if (stored) {
+      current = stored->token;
+      updated_at_ns = stored->updated_at_ns;
+    }
+    *fence_created = !stored;
+  }
+  outcome->previous = current;
+  outcome->current = current;
+  outcome->updated_at_ns = updated_at_ns;
+  if (write.token) outcome->decision = Decide(current, *write.token);
+  if (outcome->decision.accepted) {
     outcome->verdict = WriteOutcome::Verdict::kAccepted;
   } else if (write.observe) {
     outcome->verdict = WriteOutcome::Verdict::kObserved;
   } else {
     outcome->verdict = WriteOutcome::Verdict::kRejected;
-    return 0;
+    return;
   }
-  return write.apply ? write.apply(txn) : 0;
+
+  WalRecord r;
+  r.fence = write.fence;
+  if (outcome->decision.accepted) {
+    r.fence_token = *write.token;
+    r.updated_at_ns = now_ns;
+  }
+  if (write.value) {
+    const ValueOp& value = *write.value;
+    bool present = false;
+    if (auto it = seen.values.find(value.key); it != seen.values.end()) {
+      present = it->second;
+    } else if (const Overlay::Value* v = overlay.FindValue(value.key)) {
+      present = v->present;
+    } else {
+      StoredValue stored;
+      if (int rc = ReadValue(txn, env_.values(), value.key, &stored); rc != 0) {
+        *outcome = WriteOutcome{};
+        outcome->error = FromLmdb(rc);
+        return;
+      }
+      present = stored.found;
+    }
+    r.op = value.kind == ValueOp::Kind::kPut ? WalRecord::Op::kPut
+                                             : WalRecord::Op::kDelete;
+    r.key = value.key;
+    r.body = value.body;
+    r.value_token = write.token;
+    outcome->created = value.kind == ValueOp::Kind::kPut && !present;
+  }
+  // Refuse what could not fit the map with everything logged before it.
+  const std::size_t need = Reservation(r);
+  if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
+    *outcome = WriteOutcome{};
+    outcome->error = Errc::kMapFull;
+    return;
+  }
+  reserved_bytes_ += need;
+  if (r.fence_token) {
+    seen.fences[write.fence] = r.fence_token;
+    outcome->current = r.fence_token;
+    outcome->updated_at_ns = now_ns;
+  }
+  if (write.value) seen.values[r.key] = r.op == WalRecord::Op::kPut;
+  *record = std::move(r);
+}
+
+void Committer::CommitGroup(std::vector<Pending>& group) {
+  std::vector<WriteOutcome> outcomes(group.size());
+  std::vector<WalRecord> records;
+  std::vector<bool> created;
+  std::vector<std::size_t> logged;  // group index of each record
+  {
+    // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
+    // missed between them (see Overlay).
+    auto lock = env_.overlay().Lock();
+    Env::ReadTxn txn(env_);
+    if (txn.get() == nullptr) {
+      for (WriteOutcome& o : outcomes) o.error = FromLmdb(txn.error());
+    } else {
+      Seen seen;
+      const std::int64_t now_ns = NowNs();
+      for (std::size_t i = 0; i < group.size(); ++i) {
+        std::optional<WalRecord> record;
+        bool fence_created = false;
+        DecideOne(txn.get(), seen, group[i], now_ns, &outcomes[i], &record,
+                  &fence_created);
+        if (!record) continue;
+        record->seq = next_seq_ + records.size();
+        records.push_back(std::move(*record));
+        created.push_back(fence_created);
+        logged.push_back(i);
+      }
+    }
+  }
+
+  if (!records.empty()) {
+    std::string bytes;
+    std::size_t unapplied = 0;
+    for (const WalRecord& r : records) {
+      EncodeRecord(r, &bytes);
+      unapplied += Reservation(r);
+    }
+    {
+      // Bounded replay at start, and segments free to reuse: wait for the
+      // applier when it is too far behind.
+      std::unique_lock lock(mu_);
+      applied_cv_.wait(lock, [&] {
+        return (unapplied_bytes_ == 0 ||
+                unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
+               wal_->CanAppend(bytes.size(), applied_seq_);
+      });
+    }
+    if (int e = wal_->Append(bytes, records.back().seq); e != 0) {
+      Fatal(
+          "the write-ahead log write or sync failed; the outcome of its "
+          "writes is unknown",
+          e);
+    }
+    next_seq_ = records.back().seq + 1;
+    env_.overlay().Publish(records, created);
+    {
+      std::lock_guard lock(mu_);
+      ++commits_;
+      unapplied_bytes_ += unapplied;
+      to_apply_.insert(to_apply_.end(), records.begin(), records.end());
+    }
+    cv_.notify_all();
+  }
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    group[i].done(std::move(outcomes[i]));
+  }
+}
+
+void Committer::ApplyLoop() {
+  std::vector<WalRecord> batch;
+  while (true) {
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [this] { return committer_done_ || !to_apply_.empty(); });
+      if (to_apply_.empty()) return;
+      const std::size_t n = std::min(to_apply_.size(), kApplyBatch);
+      batch.assign(std::make_move_iterator(to_apply_.begin()),
+                   std::make_move_iterator(to_apply_.begin() + n));
+      to_apply_.erase(to_apply_.begin(), to_apply_.begin() + n);
+    }
+    if (int rc = Apply(batch); rc != 0) {
+      Fatal("cannot apply logged writes to LMDB", rc);
+    }
+    env_.overlay().Retire(batch);
+    std::size_t done = 0;
+    for (const WalRecord& r : batch) done += Reservation(r);
+    {
+      std::lock_guard lock(mu_);
+      applied_seq_ = batch.back().seq;
+      unapplied_bytes_ -= std::min(unapplied_bytes_, done);
+      reserved_bytes_ -= std::min(reserved_bytes_.load(), done);
+    }
+    applied_cv_.notify_all();
+    batch.clear();
+  }
+}
+
+int Committer::Apply(const std::vector<WalRecord>& records) {
+  while (true) {
+    MDB_txn* txn = nullptr;
+    int rc = mdb_txn_begin(env_.raw(), nullptr, 0, &txn);
+    if (rc == MDB_MAP_RESIZED) {
+      mdb_env_set_mapsize(env_.raw(), 0);
+      continue;
+    }
+    if (rc != 0) return rc;
+    for (const WalRecord& r : records) {
+      if (r.fence_token) {
+        Slot slot;
+        std::optional<FenceRecord> ignored;
+        rc = ReadFence(txn, env_.fences(), r.fence, &slot, &ignored);
+        if (rc == 0) {
+          rc = WriteFence(txn, env_.fences(), slot, r.fence, *r.fence_token,
+                          r.updated_at_ns);
+        }
+      }
+      if (rc == 0 && r.op == WalRecord::Op::kPut) {
+        rc = PutValue(txn, env_.values(), r.key, r.body, r.value_token);
+      } else if (rc == 0 && r.op == WalRecord::Op::kDelete) {
+        rc = DeleteValue(txn, env_.values(), r.key);
+      }
+      if (rc != 0) break;
+    }
+    if (rc == 0) {
+      char seq[8];
+      StoreBigEndian(seq, records.back().seq, 8);
+      MDB_val key = Val(kAppliedSeqKey), data{8, seq};
+      rc = mdb_put(txn, env_.meta(), &key, &data, 0);
+    }
+    if (rc != 0) {
+      mdb_txn_abort(txn);
+    } else {
+      rc = mdb_txn_commit(txn);  // durable: default flags
+    }
+    if ((rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) && env_.Grow()) continue;
+    return rc;
+  }
 }
 
 void Committer::Fatal(const std::string& what, int rc) {
+  // mdb_strerror also names plain errno values.
   const std::string message = what + ": " + mdb_strerror(rc);
   if (options_.on_fatal) options_.on_fatal(message);
   std::abort();

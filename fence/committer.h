@@ -2,11 +2,14 @@
 
 #include <lmdb.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -17,8 +20,17 @@
 #include "fence/accept.h"
 #include "fence/env.h"
 #include "fence/token.h"
+#include "fence/wal.h"
 
 namespace fencepost::fence {
+
+// The value a write of the embedded backend stores with its fence.
+struct ValueOp {
+  enum class Kind { kPut, kDelete };
+  Kind kind = Kind::kPut;
+  std::string key;
+  std::string body;
+};
 
 // A write presented to a fence.
 struct FenceWrite {
@@ -29,14 +41,10 @@ struct FenceWrite {
   // Observe mode: apply the write even when the accept rule would reject it.
   // The fence itself still only moves up.
   bool observe = false;
-  // Runs inside the write transaction when the write is applied (accepted, or
-  // observed), so the value lands atomically with the fence. Returns 0 or an
-  // LMDB error code. It may run more than once when a batch is retried, so it
-  // must only write, never count. May be empty (a bump, or a backend that
-  // stores values elsewhere).
-  std::function<int(MDB_txn*)> apply;
-  // Bytes `apply` writes, to bound the size of one transaction.
-  std::size_t bytes = 0;
+  // Stored atomically with the fence when the write is applied (accepted,
+  // or observed); a put's value carries the write's token. Empty for a bump
+  // or a backend that stores values elsewhere.
+  std::optional<ValueOp> value;
 };
 
 struct WriteOutcome {
@@ -51,66 +59,110 @@ struct WriteOutcome {
   std::optional<Token> previous;  // the fence before the write
   std::optional<Token> current;   // the fence after it
   std::int64_t updated_at_ns = 0;
+  bool created = false;  // a put that made a value where there was none
   std::error_code error;
 };
 
-// Commits fence writes in groups: every write that arrives while the previous
-// group is being synced joins the next group, which is one LMDB transaction
-// and one durable commit. Writes in a group are applied in arrival order, so
-// each sees the ones before it, and the accept rule holds exactly as if they
-// were committed one by one. A rejected write writes nothing and so affects no
-// other write of its group. `done` runs only after the group is durable.
+// Commits fence writes in groups through a write-ahead log (Wal): every write
+// that arrives while the previous group is being synced joins the next
+// group. The committer's thread decides each write of a group in arrival
+// order against the fence as the writes before it left it (so the accept
+// rule holds exactly as if they were committed one by one), appends the
+// applied ones to the log in one write, syncs it once, publishes them to the
+// environment's Overlay, and only then runs their `done`. A rejected write
+// logs nothing and affects no other write.
 //
-// When a group hits MDB_MAP_FULL the map grows (Env::Grow) and the group is
-// retried; past --max-map-size, or on any other error, each write of the group
-// is retried alone, so one failing write fails only itself. A failed commit
-// (an fsync error, say) may have lost data that LMDB cannot tell us about:
-// `on_fatal` is called and must not return.
+// A second thread, the applier, writes logged records into LMDB in large
+// durable transactions, each also recording the highest sequence number it
+// applied, and then retires them from the overlay. At construction the
+// records LMDB lacks are replayed from the log, so a crash at any point
+// loses no acknowledged write (docs/durability.md).
+//
+// Bounds: past `max_queue_writes` waiting writes, Submit fails new ones at
+// once with Errc::kOverloaded; past `max_unapplied_bytes` of logged records
+// LMDB lacks, the committer waits for the applier (which bounds recovery at
+// start). A write whose value could not fit under --max-map-size with
+// everything logged before it fails with Errc::kMapFull and changes nothing.
+//
+// A failed log write or sync, or a failed LMDB commit of logged records,
+// may have lost acknowledged data or cannot keep a promise: `on_fatal` is
+// called and the process aborts.
 //
 // Thread safety: Submit may be called from any thread. `done` callbacks run
-// on the committer's own thread and must not block.
+// on the committer's own thread (or, for kOverloaded, on the caller's) and
+// must not block.
 class Committer {
  public:
   using Done = std::function<void(WriteOutcome)>;
   struct Options {
     std::size_t max_batch_writes = 512;
     std::size_t max_batch_bytes = 32u << 20;
+    std::size_t max_queue_writes = 16384;
+    std::size_t max_unapplied_bytes = 32u << 20;
+    std::size_t segment_bytes = 16u << 20;  // each of the log's two files
     std::function<void(const std::string&)> on_fatal;
   };
 
+  // Opens the log in env's directory and replays what LMDB lacks. Throws
+  // std::runtime_error when the log cannot be used or has a gap.
   Committer(Env& env, Options options);
   ~Committer();  // Stop()
   Committer(const Committer&) = delete;
   Committer& operator=(const Committer&) = delete;
 
   void Submit(FenceWrite write, Done done);
-  // Commits everything queued, then joins the thread. Idempotent.
+  // Commits and applies everything queued, then joins the threads.
+  // Idempotent.
   void Stop();
 
+  // Log syncs (groups) so far.
   std::uint64_t commits() const;
+  // Records replayed into LMDB at construction.
+  std::uint64_t replayed() const { return replayed_; }
 
  private:
   struct Pending {
     FenceWrite write;
     Done done;
   };
+  // What a group's decisions have done to a fence or value so far.
+  struct Seen {
+    std::map<std::string, std::optional<Token>, std::less<>> fences;
+    std::map<std::string, bool, std::less<>> values;  // present?
+  };
 
   void Run();
   void CommitGroup(std::vector<Pending>& group);
-  // One transaction over `group`; fills `outcomes`. Returns an LMDB code.
-  int TryGroup(std::vector<Pending>& group,
-               std::vector<WriteOutcome>* outcomes);
-  int ApplyOne(MDB_txn* txn, Pending& pending, std::int64_t now_ns,
-               WriteOutcome* outcome);
+  // Decides one write; fills `outcome`, and `record` when it is applied.
+  void DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
+                 std::int64_t now_ns, WriteOutcome* outcome,
+                 std::optional<WalRecord>* record, bool* fence_created);
+  void ApplyLoop();
+  // Writes `records` into LMDB in one durable transaction (growing the map
+  // when needed). Returns 0 or an LMDB error code.
+  int Apply(const std::vector<WalRecord>& records);
+  void Replay();
   [[noreturn]] void Fatal(const std::string& what, int rc);
 
   Env& env_;
   Options options_;
+  std::unique_ptr<Wal> wal_;
+  std::uint64_t next_seq_ = 1;
+  std::uint64_t replayed_ = 0;
+  // Map space promised to records not yet applied.
+  std::atomic<std::size_t> reserved_bytes_ = 0;
+
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;          // the queue, and stopping
+  std::condition_variable applied_cv_;  // the applier made progress
   std::deque<Pending> queue_;
+  std::vector<WalRecord> to_apply_;
+  std::size_t unapplied_bytes_ = 0;
+  std::uint64_t applied_seq_ = 0;
   bool stopping_ = false;
+  bool committer_done_ = false;
   std::uint64_t commits_ = 0;
+  std::thread applier_;
   std::thread thread_;
 };
 

@@ -17,7 +17,8 @@ std::runtime_error LmdbFailure(const std::string& what, int rc) {
 
 }  // namespace
 
-Env::Env(const Options& options) : max_map_size_(options.max_map_size) {
+Env::Env(const Options& options)
+    : dir_(options.dir), max_map_size_(options.max_map_size) {
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   if (ec || !std::filesystem::is_directory(options.dir)) {
@@ -50,6 +51,7 @@ Env::Env(const Options& options) : max_map_size_(options.max_map_size) {
     }
     int rc = mdb_dbi_open(txn, "fences", MDB_CREATE, &fences_);
     if (rc == 0) rc = mdb_dbi_open(txn, "values", MDB_CREATE, &values_);
+    if (rc == 0) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &meta_);
     if (rc == 0) {
       rc = mdb_txn_commit(txn);
     } else {

@@ -8,10 +8,13 @@
 #include <shared_mutex>
 #include <string>
 
+#include "fence/overlay.h"
+
 namespace fencepost::fence {
 
-// The one LMDB environment of a fencepost process: the fences database and
-// the values database of the embedded backend.
+// One LMDB environment of a data directory (see Shards): the fences
+// database, the values database of the embedded backend, and the overlay of
+// writes its committer has logged but not yet applied.
 //
 // Durability: the environment is opened with LMDB's default sync behaviour
 // (none of MDB_NOSYNC, MDB_NOMETASYNC, MDB_WRITEMAP, MDB_MAPASYNC), so a
@@ -43,6 +46,11 @@ class Env {
   MDB_env* raw() const { return env_; }
   MDB_dbi fences() const { return fences_; }
   MDB_dbi values() const { return values_; }
+  // Bookkeeping: the highest log sequence number applied (see Committer).
+  MDB_dbi meta() const { return meta_; }
+  const std::string& dir() const { return dir_; }
+  // Writes logged but not yet applied to these databases.
+  Overlay& overlay() const { return overlay_; }
   std::uint64_t map_size() const { return map_size_.load(); }
   std::uint64_t max_map_size() const { return max_map_size_; }
   // Bytes of the map in use: (last page number + 1) × page size.
@@ -76,6 +84,9 @@ class Env {
   MDB_env* env_ = nullptr;
   MDB_dbi fences_ = 0;
   MDB_dbi values_ = 0;
+  MDB_dbi meta_ = 0;
+  std::string dir_;
+  mutable Overlay overlay_;
   std::atomic<std::uint64_t> map_size_ = 0;
   std::uint64_t max_map_size_ = 0;
   mutable std::shared_mutex resize_mutex_;

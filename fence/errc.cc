@@ -18,8 +18,8 @@ class FenceCategory : public std::error_category {
         return "the LMDB map is full (see --max-map-size)";
       case Errc::kStorage:
         return "LMDB storage failure";
-      case Errc::kNameTooLong:
-        return "name too long";
+      case Errc::kOverloaded:
+        return "too many writes are waiting to commit; retry later";
     }
     return "unknown fence error";
   }

@@ -8,9 +8,9 @@ namespace fencepost::fence {
 // callers never see an MDB_* number.
 enum class Errc {
   kOk = 0,
-  kMapFull = 1,      // the LMDB map reached --max-map-size
-  kStorage = 2,      // any other LMDB failure; the operation changed nothing
-  kNameTooLong = 3,  // a fence or key name longer than kMaxNameBytes
+  kMapFull = 1,     // the LMDB map reached --max-map-size
+  kStorage = 2,     // any other LMDB failure; the operation changed nothing
+  kOverloaded = 3,  // the committer's queue is full; retry later (503)
 };
 
 const std::error_category& Category();

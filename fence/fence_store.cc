@@ -56,7 +56,15 @@ int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
 std::error_code FenceStore::Get(std::string_view name,
                                 std::optional<FenceRecord>* fence) const {
   const Env& env = EnvOf(name);
+  // The overlay first, then a snapshot begun under its lock (see Overlay).
+  auto lock = env.overlay().Lock();
+  if (const Overlay::Fence* logged = env.overlay().FindFence(name)) {
+    *fence =
+        FenceRecord{std::string(name), logged->token, logged->updated_at_ns};
+    return {};
+  }
   Env::ReadTxn txn(env);
+  lock.unlock();
   if (txn.get() == nullptr) return FromLmdb(txn.error());
   Slot slot;
   return FromLmdb(ReadFence(txn.get(), env.fences(), name, &slot, fence));
@@ -73,7 +81,10 @@ struct Listed {
 std::error_code ListShard(const Env& env, std::string_view prefix,
                           std::string_view after, std::size_t limit,
                           std::vector<Listed>* out) {
+  auto lock = env.overlay().Lock();
+  const auto logged = env.overlay().FencesAfter(prefix, after);
   Env::ReadTxn txn(env);
+  lock.unlock();
   if (txn.get() == nullptr) return FromLmdb(txn.error());
 
   // Every database key of a name starting with `prefix` starts with `scan`.
@@ -113,7 +124,21 @@ std::error_code ListShard(const Env& env, std::string_view prefix,
     ++taken;
   }
   mdb_cursor_close(cursor);
-  return rc == 0 || rc == MDB_NOTFOUND ? std::error_code{} : FromLmdb(rc);
+  if (rc != 0 && rc != MDB_NOTFOUND) return FromLmdb(rc);
+  // Logged fences not yet in LMDB replace or join those read (by name: a
+  // long name's database key is computed only in LMDB).
+  for (const auto& [name, fence] : logged) {
+    FenceRecord record{name, fence.token, fence.updated_at_ns};
+    auto it = std::find_if(out->begin(), out->end(), [&](const Listed& l) {
+      return l.fence.name == name;
+    });
+    if (it != out->end()) {
+      it->fence = std::move(record);
+    } else {
+      out->push_back({name, std::move(record)});
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -148,13 +173,16 @@ std::error_code FenceStore::List(std::string_view prefix,
 std::error_code FenceStore::Count(std::uint64_t* count) const {
   *count = 0;
   for (const Env* env : shards_) {
+    auto lock = env->overlay().Lock();
+    const std::uint64_t logged = env->overlay().created_count();
     Env::ReadTxn txn(*env);
+    lock.unlock();
     if (txn.get() == nullptr) return FromLmdb(txn.error());
     MDB_stat stat;
     if (int rc = mdb_stat(txn.get(), env->fences(), &stat); rc != 0) {
       return FromLmdb(rc);
     }
-    *count += stat.ms_entries;
+    *count += stat.ms_entries + logged;
   }
   return {};
 }

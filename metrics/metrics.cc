@@ -120,6 +120,13 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                           .Help("Upstream writes whose outcome is unknown.")
                           .Register(r)
                           .Add({});
+  overloaded_ = &BuildCounter()
+                     .Name("fencepost_writes_overloaded_total")
+                     .Help(
+                         "Writes and bumps refused with 503 because the "
+                         "commit queue was full.")
+                     .Register(r)
+                     .Add({});
   auto& open = BuildGauge()
                    .Name("fencepost_connections")
                    .Help("Open client connections, by port.")
@@ -192,6 +199,7 @@ void Metrics::SetMap(double used_bytes, double size_bytes, double max_bytes) {
 void Metrics::WouldReject() { would_reject_->Increment(); }
 void Metrics::BackendError() { backend_errors_->Increment(); }
 void Metrics::OutcomeUnknown() { outcome_unknown_->Increment(); }
+void Metrics::Overloaded() { overloaded_->Increment(); }
 void Metrics::SetFences(double count) { fences_->Set(count); }
 
 void Metrics::Request(Port port, std::string_view method, unsigned status,

@@ -38,6 +38,8 @@ class Metrics {
   void WouldReject();
   void BackendError();
   void OutcomeUnknown();
+  // A write refused with 503 because the commit queue was full.
+  void Overloaded();
   void SetFences(double count);
   void SetMap(double used_bytes, double size_bytes, double max_bytes);
   void Request(Port port, std::string_view method, unsigned status,
@@ -71,6 +73,7 @@ class Metrics {
   prometheus::Counter* backend_errors_;
   prometheus::Counter* would_reject_;
   prometheus::Counter* outcome_unknown_;
+  prometheus::Counter* overloaded_;
   std::array<prometheus::Gauge*, 2> connections_;
   std::array<prometheus::Counter*, 2> connections_refused_;
   std::array<prometheus::Counter*, 2> connections_shed_;

@@ -31,15 +31,41 @@ class JsonMessage : public spdlog::custom_flag_formatter {
 
 bool IsControl(unsigned char c) { return c < 0x20 || c == 0x7F; }
 
+// The length of a UTF-8 sequence at the start of `s` that a terminal or a
+// log viewer reads as a control or a line break: C1 controls (U+0080 to
+// U+009F) and U+2028, U+2029; 0 for anything else.
+std::size_t UnicodeControl(std::string_view s) {
+  const auto b = [&s](std::size_t i) {
+    return i < s.size() ? static_cast<unsigned char>(s[i]) : 0;
+  };
+  if (b(0) == 0xC2 && b(1) >= 0x80 && b(1) <= 0x9F) return 2;
+  if (b(0) == 0xE2 && b(1) == 0x80 && (b(2) == 0xA8 || b(2) == 0xA9)) {
+    return 3;
+  }
+  return 0;
+}
+
 // Appends `s` to `dest` (a std::string or spdlog's buffer) with every
-// control character, the backslash and (when `quote` is set) '"' written as
-// escapes, so a logged value (a key decoded from %0A, say) cannot start a
-// forged line.
+// control character (C0, DEL, C1, U+2028, U+2029), the backslash and (when
+// `quote` is set) '"' written as escapes, so a logged value (a key decoded
+// from %0A, say) cannot start a forged line.
 template <class Out>
 void AppendEscaped(Out& dest, std::string_view s, bool quote) {
   static constexpr char kHex[] = "0123456789abcdef";
-  for (const char ch : s) {
+  auto append = [&dest](std::string_view text) {
+    for (const char c : text) dest.push_back(c);
+  };
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
+    if (const std::size_t n = UnicodeControl(s.substr(i)); n > 0) {
+      append(n == 2 ? "\\u00" : "\\u202");
+      const auto last = static_cast<unsigned char>(s[i + n - 1]);
+      if (n == 2) dest.push_back(kHex[last >> 4]);
+      dest.push_back(kHex[n == 2 ? last & 15 : last - 0xA0]);
+      i += n - 1;
+      continue;
+    }
     if (!IsControl(c) && c != '\\' && !(quote && c == '"')) {
       dest.push_back(ch);
       continue;
@@ -83,9 +109,10 @@ class EscapedMessage : public spdlog::custom_flag_formatter {
 // with escapes.
 void AppendTextValue(std::string* out, std::string_view value) {
   bool plain = !value.empty();
-  for (const char c : value) {
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
     if (IsControl(static_cast<unsigned char>(c)) || c == ' ' || c == '"' ||
-        c == '=' || c == '\\') {
+        c == '=' || c == '\\' || UnicodeControl(value.substr(i)) > 0) {
       plain = false;
     }
   }

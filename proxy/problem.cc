@@ -71,6 +71,8 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kStorageFailure:
       return {http::status::internal_server_error, "storage-failure",
               "Storage failure"};
+    case ProblemType::kOverloaded:
+      return {http::status::service_unavailable, "overloaded", "Overloaded"};
     case ProblemType::kTooManyConnections:
       return {http::status::service_unavailable, "too-many-connections",
               "Too many connections"};
@@ -99,6 +101,8 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
   ProblemType type = ProblemType::kStorageFailure;
   if (error == fence::Errc::kMapFull) {
     type = ProblemType::kMapFull;
+  } else if (error == fence::Errc::kOverloaded) {
+    type = ProblemType::kOverloaded;
   } else if (error == storage::Errc::kCollision) {
     type = ProblemType::kKeyCollision;
   } else if (error == storage::Errc::kNoSpace) {

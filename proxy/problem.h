@@ -31,7 +31,8 @@ enum class ProblemType {
   kUnauthorized,    // --auth-token-file: no or a wrong bearer token
   kStorageFailure,
   kTooManyConnections,  // the port is at --max-connections with none idle
-  kLast = kTooManyConnections,
+  kOverloaded,          // the commit queue is full
+  kLast = kOverloaded,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

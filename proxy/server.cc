@@ -15,6 +15,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/ssl.hpp>
+#include <functional>
 
 #include "proxy/framing.h"
 #include "proxy/problem.h"
@@ -73,16 +74,6 @@ std::size_t Room(const beast::flat_buffer& buffer) {
   return std::min<std::size_t>(8192, buffer.max_size() - buffer.size());
 }
 
-// Trailer fields (after a chunked body) land in the same field list as the
-// header's. RFC 9110 section 6.5.1: they must not be taken for header
-// fields (a Fencing-Token or Authorization sent only there), so they are
-// dropped.
-void DropTrailers(Request& req, std::size_t header_fields) {
-  auto it = req.begin();
-  std::advance(it, header_fields);
-  while (it != req.end()) it = req.erase(it);
-}
-
 bool ExpectsContinue(const Request& req) {
   return beast::iequals(req[http::field::expect], "100-continue");
 }
@@ -126,7 +117,7 @@ void Server::Shutdown() {
     beast::error_code ignored;
     listener->acceptor.close(ignored);
     for (Connection& c : listener->connections) {
-      if (c.idle) c.stream->cancel();
+      if (c.phase == Connection::Phase::kIdle) c.stream->cancel();
     }
   }
 }
@@ -155,8 +146,9 @@ asio::awaitable<void> Server::Accept(Listener& listener) {
       continue;
     }
     if (listener.connections.size() >= listener.max_connections &&
-        !ShedIdle(listener)) {
-      Refuse(socket, listener.port);
+        !MakeRoom(listener)) {
+      metrics_.ConnectionRefused(listener.port);
+      asio::co_spawn(io_, Refuse(std::move(socket)), asio::detached);
       continue;
     }
     socket.set_option(tcp::no_delay(true), ec);
@@ -164,28 +156,43 @@ asio::awaitable<void> Server::Accept(Listener& listener) {
   }
 }
 
-bool Server::ShedIdle(Listener& listener) {
-  for (Connection& c : listener.connections) {
-    if (c.idle && !c.shed) {
-      c.shed = true;
-      c.stream->cancel();
-      metrics_.ConnectionShed(listener.port);
-      return true;
+bool Server::MakeRoom(Listener& listener) {
+  for (auto phase : {Connection::Phase::kIdle, Connection::Phase::kReading}) {
+    for (Connection& c : listener.connections) {
+      if (c.phase == phase && !c.shed) {
+        c.shed = true;
+        c.stream->cancel();
+        metrics_.ConnectionShed(listener.port);
+        return true;
+      }
     }
   }
   return false;
 }
 
-void Server::Refuse(tcp::socket& socket, metrics::Port port) {
-  metrics_.ConnectionRefused(port);
+asio::awaitable<void> Server::Refuse(tcp::socket socket) {
+  // The 503, then a short lingering close so the client reads it instead of
+  // a reset; past 64 lingering refusals, a plain close (over TLS, always).
+  beast::tcp_stream stream(std::move(socket));
   beast::error_code ec;
-  if (!options_.tls) {
-    // Best effort, never blocking: a new socket's send buffer takes it.
-    socket.non_blocking(true, ec);
-    socket.send(asio::buffer(refusal_), 0, ec);
-    socket.shutdown(tcp::socket::shutdown_send, ec);
+  if (options_.tls || refusing_ >= 64) {
+    stream.close();
+    co_return;
   }
-  socket.close(ec);
+  ++refusing_;
+  stream.expires_after(std::chrono::seconds(1));
+  co_await asio::async_write(stream, asio::buffer(refusal_),
+                             asio::redirect_error(asio::use_awaitable, ec));
+  if (!ec) {
+    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    std::array<char, 4096> sink;
+    for (std::size_t drained = 0; !ec && drained < (64u << 10);) {
+      drained += co_await stream.async_read_some(
+          asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+    }
+  }
+  stream.close();
+  --refusing_;
 }
 
 namespace {
@@ -254,14 +261,14 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
 
   while (!shutting_down_ || buffer.size() > 0) {
     if (buffer.size() == 0) {
-      self.idle = true;
+      self.phase = Connection::Phase::kIdle;
       lowest.expires_after(options_.idle_timeout);
       const std::size_t n =
           co_await stream.async_read_some(buffer.prepare(Room(buffer)), token);
       buffer.commit(n);
       if (ec || self.shed) break;
     }
-    self.idle = false;
+    self.phase = Connection::Phase::kReading;
 
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
@@ -298,9 +305,13 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
     // A request refused on its header alone; its body is never read.
     std::optional<Response> screened;
     if (!refusal && !parser.is_done()) {
-      const std::size_t header_fields = static_cast<std::size_t>(
-          std::distance(parser.get().begin(), parser.get().end()));
-      if (ExpectsContinue(parser.get())) {
+      // Trailer fields (after a chunked body) are merged into the header's
+      // list, and a repeated name lands beside the header's own field.
+      // RFC 9110 section 6.5.1: they must not be taken for header fields (a
+      // Fencing-Token or Authorization sent only there, a field a front
+      // proxy set), so the header section is kept and put back.
+      const http::request_header<> header = parser.get().base();
+      if (ExpectsContinue(parser.get()) && parser.get().version() >= 11) {
         // Only a request that would be served is invited to send its body.
         screened = service_.Screen(port, parser.get());
         if (!screened) {
@@ -313,10 +324,11 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
         co_await http::async_read(stream, buffer, parser, token);
         refusal = ReadProblem(ec, options_.max_body, &quit);
         if (quit) break;
-        DropTrailers(parser.get(), header_fields);
+        parser.get().base() = header;
       }
     }
 
+    self.phase = Connection::Phase::kHandling;
     const auto start = std::chrono::steady_clock::now();
     const Request& request = parser.get();
     Response res;
@@ -347,7 +359,7 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
   }
 
   // From here the connection only winds down: it may be shed.
-  self.idle = true;
+  self.phase = Connection::Phase::kIdle;
   if (self.shed) co_return;
   if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
     // TLS: send close_notify (the client need not answer it).
@@ -368,32 +380,50 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
   }
 }
 
+namespace {
+
+// Erases a connection's entry however its coroutine ends, so no entry
+// outlives the stream it points to.
+template <class List>
+struct Registration {
+  List& list;
+  typename List::iterator entry;
+  std::function<void()> closed;
+  ~Registration() {
+    list.erase(entry);
+    closed();
+  }
+};
+
+}  // namespace
+
 asio::awaitable<void> Server::Serve(tcp::socket socket, Listener& listener) {
   beast::tcp_stream tcp(std::move(socket));
-  const auto self =
-      listener.connections.insert(listener.connections.end(), {&tcp});
   metrics_.ConnectionOpened(listener.port);
+  Registration<std::list<Connection>> registration{
+      listener.connections,
+      listener.connections.insert(listener.connections.end(), {&tcp}),
+      [this, port = listener.port] { metrics_.ConnectionClosed(port); }};
+  Connection& self = *registration.entry;
   if (!options_.tls) {
-    co_await Session(tcp, listener.port, *self);
+    co_await Session(tcp, listener.port, self);
     tcp.close();
-  } else {
-    beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *options_.tls);
-    self->stream = &beast::get_lowest_layer(tls);
-    beast::error_code ec;
-    beast::get_lowest_layer(tls).expires_after(options_.read_timeout);
-    // A client that does not speak TLS (plain HTTP, say) fails here and is
-    // closed without an answer.
-    co_await tls.async_handshake(ssl::stream_base::server,
-                                 asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) {
-      spdlog::debug("TLS handshake failed: {}", ec.message());
-    } else {
-      co_await Session(tls, listener.port, *self);
-    }
-    beast::get_lowest_layer(tls).close();
+    co_return;
   }
-  listener.connections.erase(self);
-  metrics_.ConnectionClosed(listener.port);
+  beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *options_.tls);
+  self.stream = &beast::get_lowest_layer(tls);
+  beast::error_code ec;
+  beast::get_lowest_layer(tls).expires_after(options_.read_timeout);
+  // A client that does not speak TLS (plain HTTP, say) fails here and is
+  // closed without an answer.
+  co_await tls.async_handshake(ssl::stream_base::server,
+                               asio::redirect_error(asio::use_awaitable, ec));
+  if (ec) {
+    spdlog::debug("TLS handshake failed: {}", ec.message());
+  } else if (!self.shed) {  // shed while its handshake was completing
+    co_await Session(tls, listener.port, self);
+  }
+  beast::get_lowest_layer(tls).close();
 }
 
 }  // namespace fencepost::proxy

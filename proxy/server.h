@@ -29,8 +29,9 @@ namespace fencepost::proxy {
 //
 // Each port has a connection cap. A new connection past it closes the
 // oldest idle one (waiting for a request, in its TLS handshake, or
-// lingering after its last answer) to make room, or, when none is idle, is
-// answered 503 and closed; both are counted.
+// lingering after its last answer) to make room, else the oldest one still
+// receiving its request; when every connection is being answered, the new
+// one is answered 503 and closed. Both are counted.
 //
 // Thread safety: everything runs on the io_context's one thread; Shutdown is
 // called from a handler on that thread.
@@ -64,8 +65,13 @@ class Server {
 
  private:
   struct Connection {
+    enum class Phase {
+      kIdle,      // no request under way: shed first
+      kReading,   // a request's header or body arriving: shed next
+      kHandling,  // being answered: never shed
+    };
     boost::beast::tcp_stream* stream;
-    bool idle = true;   // no request under way: may be shed
+    Phase phase = Phase::kIdle;
     bool shed = false;  // cancelled to make room: close without lingering
   };
   struct Listener {
@@ -79,10 +85,11 @@ class Server {
   };
 
   boost::asio::awaitable<void> Accept(Listener& listener);
-  // Makes room for one more connection: closes the oldest idle one. False
-  // when none is idle.
-  bool ShedIdle(Listener& listener);
-  void Refuse(boost::asio::ip::tcp::socket& socket, metrics::Port port);
+  // Makes room for one more connection: closes the oldest idle one, else
+  // the oldest one still receiving its request (a slow client cannot hold
+  // a slot). False when every connection is being answered.
+  bool MakeRoom(Listener& listener);
+  boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket,
                                      Listener& listener);
   // One connection's request loop, over TCP or TLS.
@@ -95,7 +102,8 @@ class Server {
   metrics::Metrics& metrics_;
   Options options_;
   std::vector<std::unique_ptr<Listener>> listeners_;
-  std::string refusal_;  // the 503 sent to a connection past the cap
+  std::string refusal_;       // the 503 sent to a connection past the cap
+  std::size_t refusing_ = 0;  // refused connections still lingering
   bool shutting_down_ = false;
 };
 

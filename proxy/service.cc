@@ -5,6 +5,7 @@
 #include <cctype>
 #include <charconv>
 
+#include "fence/errc.h"
 #include "fence/key.h"
 #include "proxy/json.h"
 #include "proxy/logging.h"
@@ -334,6 +335,8 @@ asio::awaitable<Response> Service::Write(const Request& req,
           Problemed(req, StorageProblem(outcome.error, key, "write"));
       if (result.retry_after > 0) {
         res.set(http::field::retry_after, std::to_string(result.retry_after));
+      } else if (outcome.error == fence::Errc::kOverloaded) {
+        res.set(http::field::retry_after, "1");
       }
       co_return res;
     }
@@ -401,12 +404,18 @@ asio::awaitable<Response> Service::Write(const Request& req,
 Problem Service::StorageProblem(std::error_code error, const std::string& key,
                                 std::string_view what) {
   Problem problem = ProblemFromStorage(error, key);
-  if (static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
-      problem.type != ProblemType::kFenceHeld) {
+  if (problem.type == ProblemType::kOverloaded) {
+    metrics_.Overloaded();
+  } else if (static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
+             problem.type != ProblemType::kFenceHeld) {
     metrics_.BackendError();
-    spdlog::error("{} of {} (backend {}) failed: {} ({}:{})", what, key,
-                  config_.backend, error.message(), error.category().name(),
-                  error.value());
+    LogEvent(spdlog::level::err, "backend_failed",
+             std::string(what) + " failed",
+             {{"key", key},
+              {"backend", config_.backend},
+              {"error", error.message()},
+              {"code", std::string(error.category().name()) + ":" +
+                           std::to_string(error.value())}});
   }
   return problem;
 }
@@ -509,7 +518,9 @@ asio::awaitable<Response> Service::Bump(const Request& req,
       metrics_.WriteAccepted(outcome.decision.advances);
       fence.updated_at_ns = outcome.updated_at_ns;
       if (outcome.decision.advances) {
-        spdlog::info("fence {} bumped to {}", fence.name, token);
+        LogEvent(
+            spdlog::level::info, "fence_bumped", "fence bumped",
+            {{"fence", fence.name}, {"token", std::to_string(token), true}});
       }
       co_return FenceDocument(
           req,
@@ -522,8 +533,11 @@ asio::awaitable<Response> Service::Bump(const Request& req,
     case fence::WriteOutcome::Verdict::kFailed:
       break;
   }
-  metrics_.BackendError();
-  co_return Problemed(req, ProblemFromStorage(outcome.error, key));
+  Response res = Problemed(req, StorageProblem(outcome.error, key, "bump"));
+  if (outcome.error == fence::Errc::kOverloaded) {
+    res.set(http::field::retry_after, "1");
+  }
+  co_return res;
 }
 
 namespace {

@@ -57,7 +57,10 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest& request) {
 }
 
 boost::asio::awaitable<bool> FsBackend::Ready() {
-  co_return shards_.Readable() && tree_.Usable();
+  if (!shards_.Readable()) co_return false;
+  // On the pool: a hung file system must not stall the io thread.
+  co_return co_await RunBlocking<bool>(pool_,
+                                       [this] { return tree_.Usable(); });
 }
 
 }  // namespace fencepost::storage

@@ -1,6 +1,7 @@
 #include "storage/fs_tree.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -163,23 +164,35 @@ FsTree::FsTree(const std::string& dir) {
     throw std::runtime_error("fs: backend directory " + dir +
                              " is not writable: " + std::strerror(error));
   }
+  // One process per directory, whatever its data directory: writes to a
+  // fence are ordered within a process only. The lock is on the directory
+  // itself, so nothing is added to it.
+  if (::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(dir_fd_);
+    throw std::runtime_error(
+        "fs: backend directory " + dir +
+        (error == EWOULDBLOCK
+             ? " is in use by another fencepost"
+             : " cannot be locked: " + std::string(std::strerror(error))));
+  }
+}
+
+FsTree::~FsTree() {
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 int FsTree::ProbeWrite() const {
   // A reserved name, so no key can be this file.
   const std::string name =
       std::string(kTempPrefix) + "probe-" + std::to_string(::getpid());
-  const int fd =
-      ::openat(dir_fd_, name.c_str(),
-               O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  const int fd = ::openat(dir_fd_, name.c_str(),
+                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
+                          0600);
   if (fd < 0) return errno;
   ::close(fd);
   if (::unlinkat(dir_fd_, name.c_str(), 0) != 0) return errno;
   return 0;
-}
-
-FsTree::~FsTree() {
-  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 bool FsTree::Usable() const {

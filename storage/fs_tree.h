@@ -39,8 +39,9 @@ struct FsValue {
 // to one key (the backend holds the key's fence).
 class FsTree {
  public:
-  // Opens DIR, creating it if missing, and checks that a file can be made
-  // in it. Throws std::runtime_error naming the reason.
+  // Opens DIR, creating it if missing, checks that a file can be made in
+  // it, and locks it (flock on DIR) for this object's life.
+  // Throws std::runtime_error naming the reason.
   explicit FsTree(const std::string& dir);
   ~FsTree();
   FsTree(const FsTree&) = delete;

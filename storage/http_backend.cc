@@ -10,6 +10,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <optional>
 #include <stdexcept>
 
 #include "fence/key.h"
@@ -151,6 +152,13 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original,
     out.insert(field.name_string(), field.value());
   }
   StripHopByHop(out);
+  // Fields some stores honour to act on another method or resource than the
+  // one fenced: never forwarded.
+  for (const char* name :
+       {"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
+        "X-Original-URL", "X-Rewrite-URL"}) {
+    out.erase(name);
+  }
   out.erase(http::field::host);
   out.erase(http::field::expect);
   out.erase(http::field::content_length);
@@ -207,26 +215,42 @@ asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
       co_return out;
     }
 
+    // The final answer: interim 1xx answers (100, 102, 103) are read past,
+    // so the answer relayed, and the connection pooled, is the request's own.
     beast::flat_buffer buffer(kMaxUpstreamBuffer);
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(kMaxUpstreamBody);
-    if (request.method() == http::verb::head) parser.skip(true);
-    co_await http::async_read(*conn, buffer, parser, token);
-    if (ec) {
+    std::optional<http::response_parser<http::string_body>> parser;
+    bool interim = false;
+    std::string unexpected;
+    for (int answers = 0; !ec && unexpected.empty(); ++answers) {
+      parser.emplace();
+      parser->body_limit(kMaxUpstreamBody);
+      if (request.method() == http::verb::head) parser->skip(true);
+      co_await http::async_read(*conn, buffer, *parser, token);
+      if (ec) break;
+      const unsigned status = parser->get().result_int();
+      if (status >= 200) break;
+      interim = true;
+      if (status == 101) unexpected = "101 without an upgrade asked for";
+      if (answers == 16) unexpected = "more than 16 interim answers";
+    }
+    if (ec || !unexpected.empty()) {
       // A kept-alive connection the upstream had already closed: it never
       // read this request. Retry idempotent requests once, on a new one.
       const bool closed_idle =
-          reused && !parser.got_some() &&
+          ec && reused && !interim && !parser->got_some() &&
           (ec == http::error::end_of_stream ||
            ec == asio::error::connection_reset || ec == asio::error::eof);
       if (closed_idle && idempotent) continue;
       out.sent = Sent::kUnknown;
-      out.error = "answer: " + ec.message();
+      out.error = "answer: " + (ec ? ec.message() : unexpected);
       co_return out;
     }
-    out.response = parser.release();
+    out.response = parser->release();
     out.sent = Sent::kAnswered;
-    if (out.response.keep_alive() && idle_.size() < kMaxIdle) {
+    // Bytes past the answer would be read as the next request's: such a
+    // connection is not reused.
+    if (out.response.keep_alive() && buffer.size() == 0 &&
+        idle_.size() < kMaxIdle) {
       conn->expires_never();
       idle_.push_back(std::move(conn));
     }

@@ -76,14 +76,7 @@ void BM_CommitBatch(benchmark::State& state) {
       FenceWrite write;
       write.fence = "/bench/" + std::to_string(key++ % 10000);
       write.token = ++token;
-      const MDB_dbi values = temp.env().values();
-      const std::string name = write.fence;
-      write.apply = [values, name, &body](MDB_txn* txn) {
-        MDB_val k{name.size(), const_cast<char*>(name.data())};
-        MDB_val v{body.size(), const_cast<char*>(body.data())};
-        return mdb_put(txn, values, &k, &v, 0);
-      };
-      write.bytes = name.size() + body.size();
+      write.value = ValueOp{ValueOp::Kind::kPut, write.fence, body};
       committer.Submit(std::move(write),
                        [&done](WriteOutcome) { done.count_down(); });
     }

@@ -304,6 +304,40 @@ TEST(HttpBackendTest, FencepostsBearerTokenIsNotSentUpstream) {
   EXPECT_EQ(seen[3].authorization, "Basic c3RvcmU=");
 }
 
+// Interim answers are read past: the client gets the upstream's final
+// answer, and the pooled connection's next answer belongs to the next
+// request.
+TEST(HttpBackendTest, InterimAnswersAreNotRelayedAsFinal) {
+  TempDir dir;
+  FakeUpstream upstream;
+  ServerProcess server(dir / "data", {"--backend", Backend(upstream.port())});
+  HttpClient client(server.data_port());
+  auto put = client.Request("PUT", "/a", {{"Fencing-Token", "1"}}, "early:a");
+  EXPECT_EQ(put.status, 201);
+  EXPECT_EQ(put.header("fencing-token"), "1");
+  auto get = client.Request("GET", "/b");
+  EXPECT_EQ(get.status, 404) << "the next answer is the GET's own";
+  EXPECT_EQ(client.Request("GET", "/a").body, "early:a");
+}
+
+// A trailer never replaces or joins a header field, also when it repeats a
+// header's name.
+TEST(HttpBackendTest, TrailerFieldsAreNeverForwarded) {
+  TempDir dir;
+  FakeUpstream upstream;
+  ServerProcess server(dir / "data", {"--backend", Backend(upstream.port())});
+  HttpClient client(server.data_port());
+  auto r = client.Raw(
+      "PUT /k HTTP/1.1\r\nHost: h\r\nX-User: alice\r\n"
+      "Transfer-Encoding: chunked\r\nFencing-Token: 40\r\n\r\n"
+      "1\r\nx\r\n0\r\nX-User: root\r\nHost: h\r\nX-Extra: 1\r\n\r\n");
+  EXPECT_EQ(r.status, 201);
+  ASSERT_EQ(upstream.Requests().size(), 1u);
+  const auto seen = upstream.Requests().back();
+  EXPECT_EQ(seen.headers.at("x-user"), "alice");
+  EXPECT_EQ(seen.headers.count("x-extra"), 0u);
+}
+
 TEST(HttpBackendTest, ForwardsThePathUnderBaseWithoutHopByHopFields) {
   TempDir dir;
   FakeUpstream upstream;

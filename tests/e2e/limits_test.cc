@@ -15,6 +15,7 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost {
 namespace {
@@ -101,17 +102,27 @@ TEST(LimitsTest, PastTheCapTheOldestIdleConnectionMakesRoom) {
       Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 0);
 }
 
-TEST(LimitsTest, PastTheCapWithNoneIdleANewConnectionGets503) {
+// Requests being answered (writes stalled at the upstream) are never shed:
+// a new connection past the cap gets 503.
+TEST(LimitsTest, PastTheCapWithEveryConnectionBusyANewOneGets503) {
   TempDir dir;
+  testing::FakeUpstream upstream(3000ms);
   ServerProcess server(dir / "data",
-                       {"--max-connections", "10", "--read-timeout", "20"});
+                       {"--max-connections", "10", "--backend",
+                        "http://127.0.0.1:" + std::to_string(upstream.port()),
+                        "--upstream-timeout", "20"});
   std::vector<std::unique_ptr<RawConnection>> busy;
   for (int i = 0; i < 10; ++i) {
     busy.push_back(std::make_unique<RawConnection>(server.data_port()));
-    busy.back()->Send("GET /k HTTP/1.1\r\nHost: x\r\n");  // mid-request
+    busy.back()->Send("PUT /k" + std::to_string(i) +
+                      " HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+                      "Connection: close\r\nContent-Length: 7\r\n\r\nstall:" +
+                      std::to_string(i));
   }
-  ASSERT_TRUE(
-      WaitForMetric(server, "fencepost_connections{port=\"data\"}", 10));
+  for (int i = 0; i < 200 && upstream.Requests().size() < 10; ++i) {
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(upstream.Requests().size(), 10u);
   RawConnection extra(server.data_port());
   const std::string answer = extra.ReadAll();
   EXPECT_EQ(answer.rfind("HTTP/1.1 503 ", 0), 0u) << answer;
@@ -121,9 +132,27 @@ TEST(LimitsTest, PastTheCapWithNoneIdleANewConnectionGets503) {
   EXPECT_EQ(
       Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 1);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
-  // A busy connection that finishes its request is served.
-  busy[0]->Send("Connection: close\r\n\r\n");
-  EXPECT_EQ(busy[0]->ReadAll().rfind("HTTP/1.1 404 ", 0), 0u);
+  for (auto& connection : busy) {
+    EXPECT_EQ(connection->ReadAll().rfind("HTTP/1.1 201 ", 0), 0u)
+        << "a busy connection was answered, not shed";
+  }
+}
+
+// Clients that never finish their request line cannot hold the admin port:
+// past its cap, the oldest of them is shed for the probe.
+TEST(LimitsTest, SlowClientsCannotStarveTheAdminPort) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--admin-max-connections", "4"});
+  std::vector<std::unique_ptr<RawConnection>> slow;
+  for (int i = 0; i < 8; ++i) {
+    slow.push_back(std::make_unique<RawConnection>(server.admin_port()));
+    slow.back()->Send("GET /livez HTTP/1.1\r\n");
+  }
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  }
+  EXPECT_GE(Metric(server, "fencepost_connections_shed_total{port=\"admin\"}"),
+            4);
 }
 
 // With fewer descriptors than the caps need, the data port's cap is lowered
@@ -209,7 +238,10 @@ TEST(LimitsTest, AnFsDirectoryThatCannotBeWrittenIsRefusedAndUnready) {
       Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v");
   EXPECT_EQ(put.status, 500);
   EXPECT_NE(put.body.find("Permission denied"), std::string::npos) << put.body;
-  EXPECT_NE(server.Log().find("Permission denied (generic:13)"),
+  EXPECT_NE(server.Log().find("event=backend_failed key=k backend=fs:"),
+            std::string::npos)
+      << server.Log();
+  EXPECT_NE(server.Log().find("error=\"Permission denied\" code=generic:13"),
             std::string::npos)
       << server.Log();
   fs::permissions(dir / "values", fs::perms::all);

@@ -2,13 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <future>
+#include <latch>
 #include <map>
 #include <random>
 #include <thread>
 
 #include "fence/errc.h"
 #include "fence/fence_store.h"
+#include "fence/values.h"
 #include "tests/testing/temp_dir.h"
 
 namespace fencepost::fence {
@@ -26,7 +29,19 @@ class CommitterTest : public ::testing::Test {
     return future.get();
   }
   WriteOutcome Commit(const std::string& fence, Token token) {
-    return Commit(FenceWrite{fence, token, false, {}, 0});
+    return Commit(FenceWrite{fence, token, false, std::nullopt});
+  }
+  std::optional<std::string> Value(const std::string& key) {
+    auto lock = env_.overlay().Lock();
+    if (const Overlay::Value* v = env_.overlay().FindValue(key)) {
+      return v->present ? std::optional<std::string>(v->body) : std::nullopt;
+    }
+    Env::ReadTxn txn(env_);
+    lock.unlock();
+    StoredValue stored;
+    EXPECT_EQ(ReadValue(txn.get(), env_.values(), key, &stored), 0);
+    if (!stored.found) return std::nullopt;
+    return std::string(stored.body);
   }
   std::optional<FenceRecord> Get(const std::string& name) {
     std::optional<FenceRecord> fence;
@@ -56,60 +71,68 @@ TEST_F(CommitterTest, AppliesTheAcceptRule) {
   EXPECT_EQ(Get("orders/1")->token, 34u);
 }
 
-TEST_F(CommitterTest, RejectedWriteDoesNotRunApply) {
-  Commit("k", 10);
-  bool ran = false;
-  WriteOutcome o = Commit(FenceWrite{"k", 9, false,
-                                     [&](MDB_txn*) {
-                                       ran = true;
-                                       return 0;
-                                     },
-                                     0});
+TEST_F(CommitterTest, ARejectedWriteStoresNoValue) {
+  Commit(FenceWrite{"k", 10, false, ValueOp{ValueOp::Kind::kPut, "k", "new"}});
+  WriteOutcome o = Commit(
+      FenceWrite{"k", 9, false, ValueOp{ValueOp::Kind::kPut, "k", "old"}});
   EXPECT_EQ(o.verdict, Verdict::kRejected);
-  EXPECT_FALSE(ran);
+  EXPECT_EQ(Value("k"), "new");
 }
 
 TEST_F(CommitterTest, ObserveAppliesStaleWriteButNeverLowersTheFence) {
   Commit("k", 10);
-  bool ran = false;
-  WriteOutcome o = Commit(FenceWrite{"k", 3, true,
-                                     [&](MDB_txn*) {
-                                       ran = true;
-                                       return 0;
-                                     },
-                                     0});
+  WriteOutcome o =
+      Commit(FenceWrite{"k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
   EXPECT_EQ(o.verdict, Verdict::kObserved);
-  EXPECT_TRUE(ran);
+  EXPECT_EQ(Value("k"), "v");
   EXPECT_EQ(o.current, Token{10});
   EXPECT_EQ(Get("k")->token, 10u);
-  WriteOutcome missing = Commit(FenceWrite{"new", std::nullopt, true, {}, 0});
+  WriteOutcome missing =
+      Commit(FenceWrite{"new", std::nullopt, true, std::nullopt});
   EXPECT_EQ(missing.verdict, Verdict::kObserved);
   EXPECT_FALSE(Get("new")) << "a write without a token creates no fence";
 }
 
-TEST_F(CommitterTest, FailedApplyFailsOnlyItsOwnWrite) {
-  // Many writes in flight so they share groups; every third one's apply fails.
-  constexpr int kWrites = 300;
-  std::vector<std::future<WriteOutcome>> futures;
+TEST_F(CommitterTest, PutsSayWhetherTheyMadeTheValueAndDeletesRemoveIt) {
+  auto put = [this](Token t) {
+    return Commit(
+        FenceWrite{"k", t, false, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
+  };
+  EXPECT_TRUE(put(1).created);
+  EXPECT_FALSE(put(2).created);
+  WriteOutcome gone = Commit(
+      FenceWrite{"k", 3, false, ValueOp{ValueOp::Kind::kDelete, "k", ""}});
+  EXPECT_EQ(gone.verdict, Verdict::kAccepted);
+  EXPECT_FALSE(Value("k"));
+  EXPECT_TRUE(put(4).created);
+  EXPECT_EQ(Get("k")->token, 4u) << "the fence stays across the delete";
+}
+
+// What was acknowledged is read back at once, whether or not the applier
+// has put it into LMDB yet, and is in LMDB once the committer stops.
+TEST_F(CommitterTest,
+       AcknowledgedWritesAreVisibleBeforeAndAfterTheyAreApplied) {
+  constexpr int kWrites = 2000;
   std::vector<std::promise<WriteOutcome>> promises(kWrites);
   for (int i = 0; i < kWrites; ++i) {
-    futures.push_back(promises[i].get_future());
-    FenceWrite w{"f" + std::to_string(i), Token(i), false,
-                 [i](MDB_txn*) { return i % 3 == 0 ? MDB_BAD_VALSIZE : 0; }, 0};
-    committer_.Submit(std::move(w), [&promises, i](WriteOutcome o) {
-      promises[i].set_value(o);
-    });
+    const std::string key = "v" + std::to_string(i % 100);
+    committer_.Submit(
+        FenceWrite{key, Token(i), false,
+                   ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)}},
+        [&promises, i](WriteOutcome o) { promises[i].set_value(o); });
   }
   for (int i = 0; i < kWrites; ++i) {
-    WriteOutcome o = futures[i].get();
-    if (i % 3 == 0) {
-      EXPECT_EQ(o.verdict, Verdict::kFailed) << i;
-      EXPECT_FALSE(Get("f" + std::to_string(i))) << "failed write left a fence";
-    } else {
-      EXPECT_EQ(o.verdict, Verdict::kAccepted) << i;
-      EXPECT_EQ(Get("f" + std::to_string(i))->token, Token(i));
-    }
+    const WriteOutcome o = promises[i].get_future().get();
+    ASSERT_EQ(o.verdict, Verdict::kAccepted) << i;
+    const std::string key = "v" + std::to_string(i % 100);
+    const auto fence = Get(key);
+    ASSERT_TRUE(fence);
+    EXPECT_GE(fence->token, Token(i)) << "an acknowledged token is visible";
   }
+  committer_.Stop();
+  EXPECT_EQ(Value("v7"), std::to_string(kWrites - 100 + 7));
+  EXPECT_LT(committer_.commits(), std::uint64_t{kWrites})
+      << "writes in flight together share log syncs";
 }
 
 // Hammers group commit with interleaved stale and fresh writes to one fence
@@ -126,7 +149,7 @@ TEST_F(CommitterTest, GroupCommitKeepsTheAcceptRuleUnderContention) {
       for (int i = 0; i < kPerThread; ++i) {
         const Token token = rng() % 1000;
         std::promise<void> done;
-        committer_.Submit(FenceWrite{"hot", token, false, {}, 0},
+        committer_.Submit(FenceWrite{"hot", token, false, std::nullopt},
                           [&, token](WriteOutcome o) {
                             {
                               std::lock_guard lock(mu);
@@ -159,17 +182,10 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
   auto commit = [&](int i) {
     std::promise<WriteOutcome> p;
     auto f = p.get_future();
-    const std::string value(4000, 'v');
+    const std::string key = "k" + std::to_string(i);
     committer.Submit(
-        FenceWrite{
-            "k" + std::to_string(i), 1, false,
-            [&env, value, i](MDB_txn* txn) {
-              std::string k = "v" + std::to_string(i);
-              MDB_val key{k.size(), k.data()};
-              MDB_val data{value.size(), const_cast<char*>(value.data())};
-              return mdb_put(txn, env.values(), &key, &data, 0);
-            },
-            value.size()},
+        FenceWrite{key, 1, false,
+                   ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')}},
         [&p](WriteOutcome o) { p.set_value(o); });
     return f.get();
   };
@@ -182,8 +198,36 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
   std::optional<FenceRecord> fence;
   EXPECT_FALSE(FenceStore(env).Get("k" + std::to_string(i), &fence));
   EXPECT_FALSE(fence) << "the failed write left no fence";
+  committer.Stop();
   EXPECT_FALSE(FenceStore(env).Get("k0", &fence));
-  EXPECT_TRUE(fence) << "reads still work when the map is full";
+  EXPECT_TRUE(fence) << "every accepted write was applied";
+  EXPECT_FALSE(FenceStore(env).Get("k" + std::to_string(i - 1), &fence));
+  EXPECT_TRUE(fence);
+}
+
+TEST(CommitterQueueTest, PastTheQueueBoundWritesAreRefusedAtOnce) {
+  testing::TempDir dir;
+  Env env({dir.path(), 64u << 20});
+  Committer::Options options;
+  options.max_queue_writes = 4;
+  options.max_batch_writes = 1;
+  Committer committer(env, options);
+  constexpr int kWrites = 400;
+  std::atomic<int> overloaded = 0, accepted = 0;
+  std::latch done(kWrites);
+  for (int i = 0; i < kWrites; ++i) {
+    committer.Submit(
+        FenceWrite{"f" + std::to_string(i), 1, false, std::nullopt},
+        [&](WriteOutcome o) {
+          if (o.error == Errc::kOverloaded) ++overloaded;
+          if (o.verdict == Verdict::kAccepted) ++accepted;
+          done.count_down();
+        });
+  }
+  done.wait();
+  EXPECT_GT(overloaded.load(), 0);
+  EXPECT_GT(accepted.load(), 0);
+  EXPECT_EQ(overloaded + accepted, kWrites);
 }
 
 TEST(EnvTest, OpensWithDurableFlagsOnly) {

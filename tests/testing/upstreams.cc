@@ -143,6 +143,14 @@ void FakeUpstream::Serve(int fd) {
         req.method() == http::verb::patch) {
       const bool stalled = req.body().rfind("stall:", 0) == 0;
       if (stalled) std::this_thread::sleep_for(stall_);
+      if (req.body().rfind("early:", 0) == 0) {
+        // Interim answers before the final one.
+        const std::string interim =
+            "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\n"
+            "Link: </x>; rel=preload\r\n\r\n";
+        asio::write(socket, asio::buffer(interim), ec);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
       std::lock_guard lock(mu_);
       const bool existed = values_.count(target) > 0;
       values_[target] = req.body();

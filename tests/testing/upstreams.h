@@ -26,7 +26,8 @@ std::uint16_t FreePort();
 // under the target, GET returns it, DELETE removes it, HEAD answers 200. A PUT
 // whose body starts with "stall:" is held `stall` before it is applied; it is
 // applied even when the client has given up meanwhile (the delayed-write
-// hazard). Every request is recorded as it arrives.
+// hazard); one whose body starts with "early:" is answered 100 and 103
+// first. Every request is recorded as it arrives.
 class FakeUpstream {
  public:
   struct Seen {

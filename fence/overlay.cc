@@ -1,0 +1,72 @@
+#include "fence/overlay.h"
+
+namespace fencepost::fence {
+
+void Overlay::Publish(const std::vector<WalRecord>& records,
+                      const std::vector<bool>& created) {
+  std::lock_guard lock(mu_);
+  for (std::size_t i = 0; i < records.size(); ++i) {
+    const WalRecord& r = records[i];
+    if (r.fence_token) {
+      auto [it, added] = fences_.try_emplace(r.fence);
+      // A fence created by an earlier record not yet applied stays created
+      // until that record is.
+      const std::uint64_t created_seq =
+          created[i] ? r.seq : (added ? 0 : it->second.created_seq);
+      it->second = {*r.fence_token, r.updated_at_ns, r.seq, created_seq};
+    }
+    if (r.op != WalRecord::Op::kNone) {
+      values_[r.key] = {r.op == WalRecord::Op::kPut, r.body, r.value_token,
+                        r.seq};
+    }
+  }
+}
+
+void Overlay::Retire(const std::vector<WalRecord>& records) {
+  std::lock_guard lock(mu_);
+  for (const WalRecord& r : records) {
+    if (r.fence_token) {
+      auto it = fences_.find(r.fence);
+      if (it != fences_.end() && it->second.seq == r.seq) {
+        fences_.erase(it);
+      } else if (it != fences_.end() && it->second.created_seq == r.seq) {
+        it->second.created_seq = 0;  // LMDB has the fence now
+      }
+    }
+    if (r.op != WalRecord::Op::kNone) {
+      auto it = values_.find(r.key);
+      if (it != values_.end() && it->second.seq == r.seq) values_.erase(it);
+    }
+  }
+}
+
+const Overlay::Fence* Overlay::FindFence(std::string_view fence) const {
+  auto it = fences_.find(fence);
+  return it == fences_.end() ? nullptr : &it->second;
+}
+
+const Overlay::Value* Overlay::FindValue(std::string_view key) const {
+  auto it = values_.find(std::string(key));
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+std::vector<std::pair<std::string, Overlay::Fence>> Overlay::FencesAfter(
+    std::string_view prefix, std::string_view after) const {
+  std::vector<std::pair<std::string, Fence>> out;
+  for (auto it = fences_.upper_bound(after); it != fences_.end(); ++it) {
+    if (it->first.compare(0, prefix.size(), prefix) != 0) {
+      if (it->first > prefix) break;
+      continue;
+    }
+    out.emplace_back(it->first, it->second);
+  }
+  return out;
+}
+
+std::uint64_t Overlay::created_count() const {
+  std::uint64_t n = 0;
+  for (const auto& [name, fence] : fences_) n += fence.created_seq != 0;
+  return n;
+}
+
+}  // namespace fencepost::fence

@@ -1,0 +1,271 @@
+#include "fence/wal.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+#include "fence/big_endian.h"
+
+namespace fencepost::fence {
+namespace {
+
+// Length and CRC before each payload.
+constexpr std::size_t kFrame = 8;
+// No record is larger: a length past it is a torn or stale frame.
+constexpr std::size_t kMaxPayload = 256u << 20;
+
+enum Flags : std::uint8_t {
+  kFenceSet = 1,
+  kValueToken = 2,
+};
+
+const std::array<std::uint32_t, 256>& CrcTable() {
+  static const std::array<std::uint32_t, 256> table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t i = 0; i < 256; ++i) {
+      std::uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0x82F63B78u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  return table;
+}
+
+// CRC-32C (Castagnoli), as LevelDB and ext4 use for their logs.
+std::uint32_t Crc32c(std::string_view data) {
+  const auto& table = CrcTable();
+  std::uint32_t c = 0xFFFFFFFFu;
+  for (const char ch : data) {
+    c = table[(c ^ static_cast<unsigned char>(ch)) & 0xFF] ^ (c >> 8);
+  }
+  return c ^ 0xFFFFFFFFu;
+}
+
+void Put(std::string* out, std::uint64_t v, int bytes) {
+  char buf[8];
+  StoreBigEndian(buf, v, bytes);
+  out->append(buf, bytes);
+}
+
+// Reads fields off a payload; any read past its end marks it bad.
+struct Reader {
+  std::string_view rest;
+  bool bad = false;
+  std::uint64_t Int(int bytes) {
+    if (rest.size() < static_cast<std::size_t>(bytes)) {
+      bad = true;
+      return 0;
+    }
+    const std::uint64_t v = LoadBigEndian(rest.data(), bytes);
+    rest.remove_prefix(bytes);
+    return v;
+  }
+  std::string Bytes(std::size_t n) {
+    if (rest.size() < n) {
+      bad = true;
+      return {};
+    }
+    std::string v(rest.substr(0, n));
+    rest.remove_prefix(n);
+    return v;
+  }
+};
+
+std::optional<WalRecord> DecodePayload(std::string_view payload) {
+  Reader in{payload};
+  WalRecord r;
+  r.seq = in.Int(8);
+  const auto flags = static_cast<std::uint8_t>(in.Int(1));
+  const Token fence_token = in.Int(8);
+  r.updated_at_ns = static_cast<std::int64_t>(in.Int(8));
+  r.fence = in.Bytes(in.Int(2));
+  r.op = static_cast<WalRecord::Op>(in.Int(1));
+  const Token value_token = in.Int(8);
+  r.key = in.Bytes(in.Int(2));
+  r.body = in.Bytes(in.Int(4));
+  if (in.bad || !in.rest.empty() || r.op > WalRecord::Op::kDelete) {
+    return std::nullopt;
+  }
+  if (flags & kFenceSet) r.fence_token = fence_token;
+  if (flags & kValueToken) r.value_token = value_token;
+  return r;
+}
+
+std::runtime_error Failure(const std::string& what, const std::string& path,
+                           int error) {
+  return std::runtime_error("write-ahead log " + path + ": " + what + ": " +
+                            std::strerror(error));
+}
+
+// Writes all of `data` at `offset`; 0 or the errno.
+int WriteAll(int fd, const char* data, std::size_t size, std::uint64_t offset) {
+  while (size > 0) {
+    const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return errno;
+    }
+    data += n;
+    size -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void EncodeRecord(const WalRecord& r, std::string* out) {
+  const std::size_t at = out->size();
+  out->append(kFrame, '\0');
+  Put(out, r.seq, 8);
+  Put(out, (r.fence_token ? kFenceSet : 0) | (r.value_token ? kValueToken : 0),
+      1);
+  Put(out, r.fence_token.value_or(0), 8);
+  Put(out, static_cast<std::uint64_t>(r.updated_at_ns), 8);
+  Put(out, r.fence.size(), 2);
+  *out += r.fence;
+  Put(out, static_cast<std::uint8_t>(r.op), 1);
+  Put(out, r.value_token.value_or(0), 8);
+  Put(out, r.key.size(), 2);
+  *out += r.key;
+  Put(out, r.body.size(), 4);
+  *out += r.body;
+  const std::string_view payload = std::string_view(*out).substr(at + kFrame);
+  StoreBigEndian(out->data() + at, payload.size(), 4);
+  StoreBigEndian(out->data() + at + 4, Crc32c(payload), 4);
+}
+
+std::vector<WalRecord> DecodeRun(std::string_view bytes) {
+  std::vector<WalRecord> run;
+  while (bytes.size() >= kFrame) {
+    const std::size_t length = LoadBigEndian(bytes.data(), 4);
+    const auto crc =
+        static_cast<std::uint32_t>(LoadBigEndian(bytes.data() + 4, 4));
+    if (length == 0 || length > kMaxPayload || bytes.size() - kFrame < length) {
+      break;
+    }
+    const std::string_view payload = bytes.substr(kFrame, length);
+    if (Crc32c(payload) != crc) break;
+    std::optional<WalRecord> record = DecodePayload(payload);
+    if (!record || (!run.empty() && record->seq != run.back().seq + 1)) break;
+    run.push_back(std::move(*record));
+    bytes.remove_prefix(kFrame + length);
+  }
+  return run;
+}
+
+Wal::Wal(const Options& options) : options_(options) {
+  Open(0);
+  Open(1);
+  // Each segment's run, then both in sequence order. The segment written
+  // last holds the highest numbers; the writer starts on the other one,
+  // which recovery has just applied.
+  std::vector<WalRecord> runs[2];
+  for (int i = 0; i < 2; ++i) {
+    Segment& s = segments_[i];
+    std::string bytes(s.size, '\0');
+    std::size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t n = ::pread(s.fd, bytes.data() + got, bytes.size() - got,
+                                static_cast<off_t>(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw Failure("cannot read", s.path, errno);
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    bytes.resize(got);
+    runs[i] = DecodeRun(bytes);
+    if (!runs[i].empty()) s.last_seq = runs[i].back().seq;
+    last_seq_ = std::max(last_seq_, s.last_seq);
+  }
+  const int older = segments_[0].last_seq <= segments_[1].last_seq ? 0 : 1;
+  for (int i : {older, 1 - older}) {
+    for (WalRecord& r : runs[i]) recovered_.push_back(std::move(r));
+  }
+  current_ = older;
+  offset_ = 0;
+}
+
+Wal::~Wal() {
+  for (Segment& s : segments_) {
+    if (s.fd >= 0) ::close(s.fd);
+  }
+}
+
+void Wal::Open(int i) {
+  Segment& s = segments_[i];
+  s.path = options_.dir + "/wal-" + std::to_string(i);
+  s.fd = ::open(s.path.c_str(), O_RDWR | O_CLOEXEC);
+  if (s.fd >= 0) {
+    struct stat st;
+    if (::fstat(s.fd, &st) != 0) throw Failure("cannot stat", s.path, errno);
+    s.size = static_cast<std::uint64_t>(st.st_size);
+    return;
+  }
+  if (errno != ENOENT) throw Failure("cannot open", s.path, errno);
+  // A new segment: written with zeros once (so later overwrites need no
+  // allocation), synced, then renamed into place and the directory synced.
+  const std::string temp = s.path + ".tmp";
+  const int fd =
+      ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Failure("cannot create", temp, errno);
+  const std::string zeros(1u << 20, '\0');
+  for (std::uint64_t at = 0; at < options_.segment_bytes; at += zeros.size()) {
+    const std::size_t n =
+        std::min<std::uint64_t>(zeros.size(), options_.segment_bytes - at);
+    if (int e = WriteAll(fd, zeros.data(), n, at); e != 0) {
+      ::close(fd);
+      throw Failure("cannot preallocate", temp, e);
+    }
+  }
+  if (::fsync(fd) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Failure("cannot sync", temp, e);
+  }
+  if (::rename(temp.c_str(), s.path.c_str()) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw Failure("cannot rename", temp, e);
+  }
+  const int dir = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dir < 0 || ::fsync(dir) != 0) {
+    const int e = errno;
+    if (dir >= 0) ::close(dir);
+    ::close(fd);
+    throw Failure("cannot sync the directory of", s.path, e);
+  }
+  ::close(dir);
+  s.fd = fd;
+  s.size = options_.segment_bytes;
+}
+
+bool Wal::CanAppend(std::size_t bytes, std::uint64_t applied) const {
+  if (offset_ == 0 || offset_ + bytes <= segments_[current_].size) return true;
+  return segments_[1 - current_].last_seq <= applied;
+}
+
+int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
+  if (offset_ > 0 && offset_ + bytes.size() > segments_[current_].size) {
+    current_ = 1 - current_;  // CanAppend said the other one is applied
+    offset_ = 0;
+  }
+  Segment& s = segments_[current_];
+  if (int e = WriteAll(s.fd, bytes.data(), bytes.size(), offset_); e != 0) {
+    return e;
+  }
+  if (::fdatasync(s.fd) != 0) return errno;
+  offset_ += bytes.size();
+  s.size = std::max(s.size, offset_);
+  s.last_seq = last_seq;
+  last_seq_ = last_seq;
+  return 0;
+}
+
+}  // namespace fencepost::fence

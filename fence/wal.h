@@ -1,0 +1,99 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fence/token.h"
+
+namespace fencepost::fence {
+
+// One accepted (or observed) fence write as the log keeps it: the fence's
+// new state and, for the embedded backend, the value written with it.
+struct WalRecord {
+  std::uint64_t seq = 0;
+  std::string fence;
+  // The fence after the write; unset for an observed write that did not
+  // move it (observe mode never lowers a fence).
+  std::optional<Token> fence_token;
+  std::int64_t updated_at_ns = 0;
+  enum class Op : std::uint8_t { kNone, kPut, kDelete };
+  Op op = Op::kNone;
+  std::string key;
+  std::string body;
+  std::optional<Token> value_token;  // stored with a put's value
+};
+
+// Appends `record` in the log's format: length, CRC-32C of the payload, then
+// the payload (sequence number, fence, value).
+void EncodeRecord(const WalRecord& record, std::string* out);
+
+// Decodes the records at the start of `bytes`: the longest prefix of intact
+// records (length in bounds, CRC matching) whose sequence numbers follow one
+// another, the first one being any. A torn, corrupt or stale record (one
+// left from an earlier lap of a reused segment) ends the run.
+std::vector<WalRecord> DecodeRun(std::string_view bytes);
+
+// The write-ahead log of one LMDB environment: two preallocated segment
+// files, DIR/wal-0 and DIR/wal-1, written in turn from their start. A group
+// of records is one pwrite and one fdatasync; overwriting blocks that are
+// already allocated and written keeps the sync to the data alone (no size or
+// extent change to journal).
+//
+// The writer switches to the other segment when the current one is full,
+// but only once every record in the other segment is applied to LMDB
+// (Append's `applied` says how far that is); a group that does not fit an
+// empty segment grows it. At open, each segment yields its run of records
+// (DecodeRun) and recovery replays those LMDB has not applied yet.
+//
+// Thread safety: one thread appends; the constructor's records are read
+// before it starts.
+class Wal {
+ public:
+  struct Options {
+    std::string dir;
+    std::size_t segment_bytes = 16u << 20;
+  };
+
+  // Opens or creates the segments and reads their records. Throws
+  // std::runtime_error naming the file when they cannot be used.
+  explicit Wal(const Options& options);
+  ~Wal();
+  Wal(const Wal&) = delete;
+  Wal& operator=(const Wal&) = delete;
+
+  // Every intact record found at open, in sequence order.
+  const std::vector<WalRecord>& recovered() const { return recovered_; }
+  // The highest sequence number the log has held (0 for none).
+  std::uint64_t last_seq() const { return last_seq_; }
+
+  // Whether `bytes` can be appended now: false when the current segment is
+  // full and the other still holds records above `applied`.
+  bool CanAppend(std::size_t bytes, std::uint64_t applied) const;
+  // Writes one group (its records numbered up to `last_seq`) and syncs it.
+  // Returns 0, or the errno of a failed write or sync: then nothing may be
+  // acknowledged, as the sync's failure may have lost the data.
+  int Append(std::string_view bytes, std::uint64_t last_seq);
+
+ private:
+  struct Segment {
+    std::string path;
+    int fd = -1;
+    std::uint64_t size = 0;      // bytes allocated and written
+    std::uint64_t last_seq = 0;  // highest sequence number it holds
+  };
+  // Opens (creating and zero-filling if missing) segment `i`.
+  void Open(int i);
+
+  Options options_;
+  Segment segments_[2];
+  int current_ = 0;
+  std::uint64_t offset_ = 0;
+  std::uint64_t last_seq_ = 0;
+  std::vector<WalRecord> recovered_;
+};
+
+}  // namespace fencepost::fence
