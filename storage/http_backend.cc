@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 
+#include "fence/accept.h"
 #include "fence/key.h"
 #include "storage/async_commit.h"
 #include "storage/errc.h"
@@ -300,8 +301,8 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest& request) {
       result.outcome.error = error;
       co_return result;
     }
-    if (request.token && current && *request.token < current->token &&
-        !request.observe) {
+    if (request.token && current && !request.observe &&
+        !fence::Decide(current->token, *request.token).accepted) {
       result.outcome.verdict = fence::WriteOutcome::Verdict::kRejected;
       result.outcome.previous = current->token;
       result.outcome.current = current->token;

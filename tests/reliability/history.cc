@@ -5,14 +5,28 @@
 
 namespace fencepost::reliability {
 
-std::vector<std::string> Check(const std::vector<Op>& history,
-                               const std::map<std::string, KeyState>& state) {
+std::vector<std::string> Check(
+    const std::vector<Op>& history,
+    const std::map<std::string, KeyState>& state,
+    const std::map<std::string, std::uint64_t>& floors) {
   std::vector<std::string> violations;
   std::map<std::string, std::set<std::uint64_t>> presented;
+  // The bodies sent with each token, per key.
+  std::map<std::string, std::map<std::uint64_t, std::set<std::string>>> bodies;
   std::map<std::string, std::vector<const Op*>> accepted;
+  // The highest token each fence has shown: floors, and 409s' tokens.
+  std::map<std::string, std::uint64_t> shown = floors;
   for (const Op& op : history) {
     presented[op.key].insert(op.token);
+    bodies[op.key][op.token].insert(op.body);
     if (op.outcome == Op::Outcome::kAccepted) accepted[op.key].push_back(&op);
+    if (op.outcome == Op::Outcome::kRejected && op.current_token) {
+      shown[op.key] = std::max(shown[op.key], *op.current_token);
+    }
+    if (op.outcome == Op::Outcome::kError) {
+      violations.push_back(op.key + ": token " + std::to_string(op.token) +
+                           " was answered " + std::to_string(op.status));
+    }
   }
 
   for (const auto& [key, ops] : accepted) {
@@ -77,7 +91,27 @@ std::vector<std::string> Check(const std::vector<Op>& history,
     }
   }
 
+  for (const auto& [key, floor] : shown) {
+    auto it = state.find(key);
+    const std::uint64_t fence = it == state.end() ? 0 : it->second.fence;
+    if (fence < floor) {
+      violations.push_back(key + ": fence " + std::to_string(fence) +
+                           " went below token " + std::to_string(floor) +
+                           ", which it had shown");
+    }
+  }
+
   for (const auto& [key, found] : state) {
+    if (found.value && *found.value > found.fence) {
+      violations.push_back(
+          key + ": stored value's token " + std::to_string(*found.value) +
+          " is above the fence " + std::to_string(found.fence));
+    }
+    if (found.value && bodies[key][*found.value].count(found.body) == 0) {
+      violations.push_back(key + ": stored body '" + found.body +
+                           "' is not what a write with token " +
+                           std::to_string(*found.value) + " sent");
+    }
     const auto& tokens = presented[key];
     if (found.fence != 0 && tokens.count(found.fence) == 0) {
       violations.push_back(key + ": fence " + std::to_string(found.fence) +

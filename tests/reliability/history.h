@@ -13,7 +13,8 @@ struct Op {
   enum class Outcome {
     kAccepted,  // 2xx: acknowledged
     kRejected,  // 409 with current_token
-    kUnknown,   // no answer (the server died) or another error
+    kUnknown,   // no answer: the server died, or the client gave up
+    kError,     // any other answer (4xx, 5xx): never expected here
   };
   std::string key;  // each key is its own fence
   std::uint64_t token = 0;
@@ -21,26 +22,37 @@ struct Op {
   std::int64_t acked_ns = 0;  // after the answer arrived; unused for kUnknown
   Outcome outcome = Outcome::kUnknown;
   std::optional<std::uint64_t> current_token;  // a 409's current_token
+  std::string body;                            // what the write stored
+  int status = 0;                              // the answer's, for kError
 };
 
-// What the server holds for a key after a restart.
+// What the server holds for a key when it is read back.
 struct KeyState {
   std::uint64_t fence = 0;             // 0: no fence
   std::optional<std::uint64_t> value;  // the stored value's token
+  std::string body;                    // the stored value
 };
 
 // Checks a history of fenced writes against the model of a fence (a value
 // that only rises; a write is accepted iff its token is not below it) and
-// against the state read back after a crash. Returns one line per violation:
+// against the state read back after a crash. `floors` holds, per key, the
+// highest fence token read back before (after earlier restarts): a fence
+// never goes below a token it has shown. Returns one line per violation:
 //
 //  - an acknowledged write was lost: the fence, or the token of the stored
 //    value, is below a token whose acceptance was acknowledged;
+//  - the fence went down: it is below a 409's current_token or a floor;
+//  - the stored value's token is above the fence, or its body is not one a
+//    write with that token sent;
 //  - a write was accepted below a token whose acceptance was acknowledged
 //    before it was sent;
 //  - a 409's current_token is no token any writer presented for that key, or
 //    not above the token it refused;
-//  - a fence or stored value carries a token nobody presented for that key.
-std::vector<std::string> Check(const std::vector<Op>& history,
-                               const std::map<std::string, KeyState>& state);
+//  - a fence or stored value carries a token nobody presented for that key;
+//  - a write got an answer other than 2xx or 409.
+std::vector<std::string> Check(
+    const std::vector<Op>& history,
+    const std::map<std::string, KeyState>& state,
+    const std::map<std::string, std::uint64_t>& floors = {});
 
 }  // namespace fencepost::reliability

@@ -7,54 +7,113 @@ namespace {
 
 using Outcome = Op::Outcome;
 
+Op Write(std::uint64_t token, Outcome outcome, std::int64_t sent = 0,
+         std::int64_t acked = 0) {
+  Op op;
+  op.key = "k";
+  op.token = token;
+  op.sent_ns = sent;
+  op.acked_ns = acked;
+  op.outcome = outcome;
+  return op;
+}
 Op Accepted(std::uint64_t token, std::int64_t sent, std::int64_t acked) {
-  return {"k", token, sent, acked, Outcome::kAccepted, std::nullopt};
+  return Write(token, Outcome::kAccepted, sent, acked);
 }
 Op Rejected(std::uint64_t token, std::uint64_t current) {
-  return {"k", token, 0, 1, Outcome::kRejected, current};
+  Op op = Write(token, Outcome::kRejected, 0, 1);
+  op.current_token = current;
+  return op;
+}
+Op Unknown(std::uint64_t token) { return Write(token, Outcome::kUnknown); }
+// What a key holds: its fence, and its value's token and body.
+std::map<std::string, KeyState> Holds(std::uint64_t fence,
+                                      std::optional<std::uint64_t> value,
+                                      const std::string& body = "") {
+  KeyState state;
+  state.fence = fence;
+  state.value = value;
+  state.body = body;
+  return {{"k", state}};
 }
 
 TEST(HistoryCheckTest, ACleanHistoryPasses) {
-  std::vector<Op> history = {Accepted(5, 0, 10),
-                             Accepted(7, 11, 20),
-                             Rejected(6, 7),
-                             {"k", 9, 21, 0, Outcome::kUnknown, std::nullopt}};
+  std::vector<Op> history = {Accepted(5, 0, 10), Accepted(7, 11, 20),
+                             Rejected(6, 7), Write(9, Outcome::kUnknown, 21)};
   // The unacknowledged 9 may or may not have landed; both are fine.
-  EXPECT_TRUE(Check(history, {{"k", {7, 7}}}).empty());
-  EXPECT_TRUE(Check(history, {{"k", {9, 9}}}).empty());
+  EXPECT_TRUE(Check(history, Holds(7, 7)).empty());
+  EXPECT_TRUE(Check(history, Holds(9, 9)).empty());
   // Concurrent writes (4 sent before 5 was acknowledged) may land in either
   // order.
   history.push_back(Accepted(4, 5, 12));
-  EXPECT_TRUE(Check(history, {{"k", {9, 9}}}).empty());
+  EXPECT_TRUE(Check(history, Holds(9, 9)).empty());
 }
 
 TEST(HistoryCheckTest, FindsALostAcknowledgedWrite) {
   const std::vector<Op> history = {Accepted(5, 0, 10), Accepted(7, 11, 20)};
-  EXPECT_EQ(Check(history, {{"k", {5, 5}}}).size(), 2u)
+  EXPECT_EQ(Check(history, Holds(5, 5)).size(), 2u)
       << "both the fence and the value went back";
-  EXPECT_EQ(Check(history, {{"k", {7, 5}}}).size(), 1u);
-  EXPECT_EQ(Check(history, {}).size(), 2u) << "the key vanished";
+  EXPECT_EQ(Check(history, Holds(7, 5)).size(), 1u);
+  EXPECT_EQ(Check(history, std::map<std::string, KeyState>{}).size(), 2u)
+      << "the key vanished";
 }
 
 TEST(HistoryCheckTest, FindsAWriteAcceptedBelowAnAcknowledgedOne) {
   const std::vector<Op> history = {Accepted(7, 0, 10), Accepted(6, 11, 20)};
-  const auto violations = Check(history, {{"k", {7, 7}}});
+  const auto violations = Check(history, Holds(7, 7));
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_NE(violations[0].find("accepted after token 7"), std::string::npos);
 }
 
 TEST(HistoryCheckTest, FindsAnInventedCurrentToken) {
   const std::vector<Op> history = {Accepted(7, 0, 10), Rejected(6, 8)};
-  EXPECT_EQ(Check(history, {{"k", {7, 7}}}).size(), 1u);
+  // 8 was never presented, and the fence it showed is not held.
+  EXPECT_EQ(Check(history, Holds(7, 7)).size(), 2u);
   const std::vector<Op> lower = {Accepted(7, 0, 10), Rejected(8, 7)};
-  EXPECT_EQ(Check(lower, {{"k", {7, 7}}}).size(), 1u)
+  EXPECT_EQ(Check(lower, Holds(7, 7)).size(), 1u)
       << "a 409 must name a token above the refused one";
 }
 
 TEST(HistoryCheckTest, FindsAStateNobodyWrote) {
   const std::vector<Op> history = {Accepted(7, 0, 10)};
-  EXPECT_EQ(Check(history, {{"k", {70, 7}}}).size(), 1u);
-  EXPECT_EQ(Check(history, {{"k", {7, 70}}}).size(), 1u);
+  EXPECT_EQ(Check(history, Holds(70, 7)).size(), 1u);
+  // 70: nobody presented it, it is above the fence, and no write sent it.
+  EXPECT_EQ(Check(history, Holds(7, 70)).size(), 3u);
+}
+
+// Each history below is one the checker once passed although it breaks a
+// promise.
+TEST(HistoryCheckTest, FindsAFenceBelowATokenItHadShown) {
+  // A 409 showed 8; the fence read back later is 7.
+  const std::vector<Op> shown = {Unknown(7), Unknown(8), Rejected(6, 8)};
+  EXPECT_EQ(Check(shown, Holds(7, std::nullopt, "")).size(), 1u);
+  // A restart's read showed 9; a later read shows 5.
+  const std::vector<Op> read = {Unknown(5), Unknown(9)};
+  EXPECT_EQ(Check(read, Holds(5, std::nullopt, ""), {{"k", 9}}).size(), 1u);
+  EXPECT_TRUE(Check(read, Holds(9, std::nullopt, ""), {{"k", 9}}).empty());
+}
+
+TEST(HistoryCheckTest, FindsAValueAboveItsFence) {
+  const std::vector<Op> history = {Accepted(5, 0, 10), Unknown(9)};
+  const auto violations = Check(history, Holds(5, 9, ""));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("above the fence"), std::string::npos);
+}
+
+TEST(HistoryCheckTest, FindsAWrongBody) {
+  Op write = Accepted(5, 0, 10);
+  write.body = "from A";
+  EXPECT_TRUE(Check({write}, Holds(5, 5, "from A")).empty());
+  EXPECT_EQ(Check({write}, Holds(5, 5, "from B")).size(), 1u);
+}
+
+TEST(HistoryCheckTest, FindsAnswersOtherThan2xxOr409) {
+  Op failed = Unknown(6);
+  failed.outcome = Outcome::kError;
+  failed.status = 503;
+  const auto violations = Check({Accepted(5, 0, 10), failed}, Holds(5, 5));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("answered 503"), std::string::npos);
 }
 
 }  // namespace
