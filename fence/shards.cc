@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -78,8 +79,13 @@ Shards::Shards(const Options& options) {
         (fs::path(options.dir) / ("shard-" + std::to_string(i))).string(),
         cap}));
   }
+  // The log's segments are zero-filled when a shard is created: their size
+  // shrinks with the shard count so a new directory stays small.
+  Committer::Options committer = options.committer;
+  committer.segment_bytes =
+      std::max<std::size_t>(2u << 20, committer.segment_bytes / count);
   for (auto& env : envs_) {
-    committers_.push_back(std::make_unique<Committer>(*env, options.committer));
+    committers_.push_back(std::make_unique<Committer>(*env, committer));
   }
 }
 

@@ -65,39 +65,61 @@ std::shared_ptr<asio::ssl::context> TlsContext(const proxy::Config& config) {
   return ctx;
 }
 
-// Takes an exclusive lock on DIR/fencepost.lock for the life of the process
-// and writes the pid into it: the fs: and http:// backends order writes to a
-// fence within one process, so two processes must never share a data
-// directory. Returns "" when locked, else why not.
-std::string LockDataDir(const std::string& dir) {
+// The data directory's lock: DIR/fencepost.lock, held exclusively for the
+// life of the process (the fs: and http:// backends order writes to a fence
+// within one process, so two processes must never share a data directory).
+// It holds the pid while the process runs and "stopped" after a clean exit,
+// so the next start knows whether the last one ended mid-flight.
+struct DataDirLock {
+  int fd = -1;
+  std::string error;     // why the lock was not taken
+  bool unclean = false;  // the last process did not stop cleanly
+  void MarkStopped() const {
+    static constexpr std::string_view kStopped = "stopped\n";
+    if (fd < 0 || ::ftruncate(fd, 0) != 0 ||
+        ::pwrite(fd, kStopped.data(), kStopped.size(), 0) < 0) {
+      spdlog::warn("cannot mark the data directory stopped: {}",
+                   std::strerror(errno));
+    }
+  }
+};
+
+DataDirLock LockDataDir(const std::string& dir) {
+  DataDirLock lock;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   const std::string path = dir + "/fencepost.lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return "data directory " + dir + " is not usable: cannot open " + path +
-           ": " + std::strerror(errno);
+  lock.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock.fd < 0) {
+    lock.error = "data directory " + dir + " is not usable: cannot open " +
+                 path + ": " + std::strerror(errno);
+    return lock;
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  char previous[32] = {};
+  const ssize_t n = ::pread(lock.fd, previous, sizeof previous - 1, 0);
+  std::string holder(previous, n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!holder.empty() && holder.back() == '\n') holder.pop_back();
+  if (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
-    char pid[32] = {};
-    const ssize_t n = ::pread(fd, pid, sizeof pid - 1, 0);
-    ::close(fd);
-    std::string holder(pid, n > 0 ? static_cast<std::size_t>(n) : 0);
-    while (!holder.empty() && holder.back() == '\n') holder.pop_back();
-    if (error != EWOULDBLOCK) {
-      return "cannot lock " + path + ": " + std::strerror(error);
-    }
-    return "data directory " + dir + " is in use by another fencepost (pid " +
-           (holder.empty() ? "unknown" : holder) + ")";
+    ::close(lock.fd);
+    lock.fd = -1;
+    lock.error = error != EWOULDBLOCK
+                     ? "cannot lock " + path + ": " + std::strerror(error)
+                     : "data directory " + dir +
+                           " is in use by another fencepost (pid " +
+                           (holder.empty() ? "unknown" : holder) + ")";
+    return lock;
   }
+  lock.unclean = !holder.empty() && holder != "stopped";
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) !=
-                                     static_cast<ssize_t>(pid.size())) {
+  if (::ftruncate(lock.fd, 0) != 0 ||
+      ::pwrite(lock.fd, pid.data(), pid.size(), 0) !=
+          static_cast<ssize_t>(pid.size()) ||
+      ::fsync(lock.fd) != 0) {
     spdlog::warn("cannot write the pid into {}: {}", path,
                  std::strerror(errno));
   }
-  return "";  // the descriptor stays open, and locked, until exit
+  return lock;  // the descriptor stays open, and locked, until exit
 }
 
 // Descriptors kept for everything but client connections: LMDB's files,
@@ -130,9 +152,13 @@ std::size_t FitConnectionCap(const proxy::Config& config, bool forwarding) {
 }
 
 int Serve(const proxy::Config& config) {
-  if (std::string busy = LockDataDir(config.data_dir); !busy.empty()) {
-    return Fail(busy);
-  }
+  const DataDirLock lock = LockDataDir(config.data_dir);
+  if (!lock.error.empty()) return Fail(lock.error);
+  // Every return from here is a clean stop (a crash never runs this).
+  struct StopMark {
+    const DataDirLock& lock;
+    ~StopMark() { lock.MarkStopped(); }
+  } stop_mark{lock};
   asio::io_context io(1);
   std::unique_ptr<fence::Shards> shards;
   try {
@@ -163,6 +189,9 @@ int Serve(const proxy::Config& config) {
       options.timeout = Millis(config.upstream_timeout);
       options.settle = Millis(config.upstream_settle);
       options.forward_token = config.forward_token;
+      // After a crash, writes the last process had forwarded may still be
+      // applied upstream: every fence waits out the settle time first.
+      options.hold_at_start = lock.unclean;
       options.strip_authorization =
           !config.auth_token_file.empty() && !config.forward_authorization;
       // Test-only: lets a test show the overwrite the hold prevents.

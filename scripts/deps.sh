@@ -14,7 +14,7 @@ packages=(
 if [ "${1:-}" != build ]; then
   packages+=(
     libgtest-dev libbenchmark-dev lmdb-utils clang-14 libclang-rt-14-dev
-    curl openssl wrk nginx strace
+    curl openssl wrk nginx strace python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl
   )

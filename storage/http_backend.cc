@@ -135,6 +135,9 @@ HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
                              url.host + ": " + ec.message());
   }
   for (const auto& entry : results) endpoints_.push_back(entry.endpoint());
+  if (options.hold_at_start) {
+    all_held_until_ = std::chrono::steady_clock::now() + options.settle;
+  }
 }
 
 HttpRequest HttpBackend::Upstream(const HttpRequest& original,
@@ -261,15 +264,18 @@ asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
 }
 
 bool HttpBackend::Held(const std::string& fence, int* seconds) {
-  auto it = held_until_.find(fence);
-  if (it == held_until_.end()) return false;
   const auto now = std::chrono::steady_clock::now();
-  if (now >= it->second) {
-    held_until_.erase(it);
-    return false;
+  auto until = all_held_until_;
+  if (auto it = held_until_.find(fence); it != held_until_.end()) {
+    if (now >= it->second) {
+      held_until_.erase(it);
+    } else {
+      until = std::max(until, it->second);
+    }
   }
+  if (now >= until) return false;
   const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(it->second - now);
+      std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
   *seconds = static_cast<int>((left.count() + 999) / 1000);
   return true;
 }

@@ -54,6 +54,9 @@ class HttpBackend : public Backend {
     // Drop Authorization before forwarding: set when fencepost checks bearer
     // tokens itself, so its credential never reaches the upstream.
     bool strip_authorization = false;
+    // Hold every fence for `settle` from the start: the last process ended
+    // without a clean stop, so writes it forwarded may still land.
+    bool hold_at_start = false;
     // Test-only: no hold after an unknown outcome, so a test can show the
     // overwrite the hold prevents. Never set it in production.
     bool disable_gate = false;
@@ -96,6 +99,7 @@ class HttpBackend : public Backend {
   FenceLocks locks_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point>
       held_until_;
+  std::chrono::steady_clock::time_point all_held_until_{};
 };
 
 // Removes the hop-by-hop fields of `fields`, including those its Connection

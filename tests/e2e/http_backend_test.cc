@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -442,6 +443,48 @@ TEST(HttpBackendTest, WithoutTheHoldALateWriteOverwritesANewerOne) {
   }
   EXPECT_EQ(upstream.Value("/k"), "stall:A")
       << "without the hold, the acknowledged B is lost";
+}
+
+// A crash loses the in-memory holds, and a write the dead process had
+// forwarded may still land: after an unclean stop every fence waits out
+// --upstream-settle; after a clean one, none does.
+TEST(HttpBackendTest, AfterACrashEveryFenceWaitsOutTheSettleTime) {
+  TempDir dir;
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  const std::vector<std::string> args = {"--backend", Backend(nginx.port()),
+                                         "--upstream-settle", "1"};
+  {
+    ServerProcess crashed(dir / "data", args);
+    EXPECT_EQ(
+        Fetch(crashed.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+            .status,
+        201);
+    crashed.Kill();
+  }
+  {
+    ServerProcess restarted(dir / "data", args);
+    auto held = Fetch(restarted.data_port(), "PUT", "/k",
+                      {{"Fencing-Token", "2"}}, "v");
+    EXPECT_EQ(held.status, 503);
+    EXPECT_NE(held.body.find("fence-held"), std::string::npos);
+    EXPECT_EQ(held.header("retry-after"), "1");
+    int status = 0;
+    for (int i = 0; i < 40 && status / 100 != 2; ++i) {
+      std::this_thread::sleep_for(100ms);
+      status = Fetch(restarted.data_port(), "PUT", "/k",
+                     {{"Fencing-Token", "2"}}, "v")
+                   .status;
+    }
+    EXPECT_EQ(status / 100, 2) << "the hold ends after the settle time";
+    restarted.Signal(SIGTERM);
+    EXPECT_EQ(restarted.Wait(), 0);
+  }
+  ServerProcess clean(dir / "data", args);
+  EXPECT_EQ(Fetch(clean.data_port(), "PUT", "/k", {{"Fencing-Token", "3"}}, "v")
+                    .status /
+                100,
+            2)
+      << "no hold after a clean stop";
 }
 
 TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {

@@ -1,6 +1,7 @@
 #include "tests/testing/server_process.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -64,6 +65,20 @@ int WaitFor(pid_t pid, double seconds) {
   return -1;
 }
 
+// A sanitizer's report in a server's output fails the test that ran it.
+void FailOnSanitizerReport(const std::string& output) {
+  for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
+                             "WARNING: ThreadSanitizer", "runtime error:",
+                             "ERROR: UndefinedBehaviorSanitizer"}) {
+    const auto at = output.find(marker);
+    if (at != std::string::npos) {
+      ADD_FAILURE() << "the server's sanitizer reported:\n"
+                    << output.substr(at > 2000 ? at - 2000 : 0, 8000);
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 ServerProcess::ServerProcess(const std::string& data_dir,
@@ -110,6 +125,7 @@ ServerProcess::ServerProcess(const std::string& data_dir,
 
 ServerProcess::~ServerProcess() {
   Kill();
+  FailOnSanitizerReport(ReadFile(log_path_));
   unlink(log_path_.c_str());
 }
 
@@ -148,6 +164,7 @@ RunResult RunFencepost(const std::vector<std::string>& args,
   }
   result.output = ReadFile(path);
   unlink(path);
+  FailOnSanitizerReport(result.output);
   return result;
 }
 

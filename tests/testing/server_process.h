@@ -10,7 +10,8 @@ namespace fencepost::testing {
 
 // The real fencepost binary, started on 127.0.0.1:0 for both ports. Its
 // output goes to a log file, from which the bound ports are read. The
-// destructor kills it if it still runs.
+// destructor kills it if it still runs, and fails the running test when the
+// log holds a sanitizer's report.
 class ServerProcess {
  public:
   // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is

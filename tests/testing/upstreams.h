@@ -76,6 +76,9 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
+  // For signals other than the destructor's.
+  pid_t pid() const { return pid_; }
+
  private:
   pid_t pid_ = -1;
 };
