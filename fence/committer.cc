@@ -14,8 +14,10 @@ namespace fencepost::fence {
 namespace {
 
 constexpr std::string_view kAppliedSeqKey = "applied_seq";
-// The most records one applier transaction takes.
+// The most records one applier transaction takes, and how long it lets a
+// batch gather.
 constexpr std::size_t kApplyBatch = 16384;
+constexpr std::chrono::milliseconds kApplyInterval{50};
 
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -116,7 +118,13 @@ void Committer::Stop() {
     committer_done_ = true;
   }
   cv_.notify_all();
-  if (applier_.joinable()) applier_.join();
+  if (applier_.joinable()) {
+    applier_.join();
+    // Everything logged is in LMDB now.
+    if (int e = wal_->MarkApplied(); e != 0) {
+      Fatal("cannot mark the write-ahead log applied", e);
+    }
+  }
 }
 
 std::uint64_t Committer::commits() const {
@@ -276,11 +284,17 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
       // Bounded replay at start, and segments free to reuse: wait for the
       // applier when it is too far behind.
       std::unique_lock lock(mu_);
-      applied_cv_.wait(lock, [&] {
+      auto room = [&] {
         return (unapplied_bytes_ == 0 ||
                 unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
                wal_->CanAppend(bytes.size(), applied_seq_);
-      });
+      };
+      if (!room()) {
+        committer_waiting_ = true;
+        cv_.notify_all();  // the applier applies at once
+        applied_cv_.wait(lock, room);
+        committer_waiting_ = false;
+      }
     }
     if (int e = wal_->Append(bytes, records.back().seq); e != 0) {
       Fatal(
@@ -310,6 +324,12 @@ void Committer::ApplyLoop() {
       std::unique_lock lock(mu_);
       cv_.wait(lock, [this] { return committer_done_ || !to_apply_.empty(); });
       if (to_apply_.empty()) return;
+      // LMDB's synced commits share the disk with the log's syncs, which
+      // answers wait for: fewer, larger ones leave the disk to the log.
+      cv_.wait_for(lock, kApplyInterval, [this] {
+        return committer_done_ || committer_waiting_ ||
+               to_apply_.size() >= kApplyBatch;
+      });
       const std::size_t n = std::min(to_apply_.size(), kApplyBatch);
       batch.assign(std::make_move_iterator(to_apply_.begin()),
                    std::make_move_iterator(to_apply_.begin() + n));

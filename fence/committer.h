@@ -161,6 +161,7 @@ class Committer {
   std::uint64_t applied_seq_ = 0;
   bool stopping_ = false;
   bool committer_done_ = false;
+  bool committer_waiting_ = false;  // for the applier to catch up
   std::uint64_t commits_ = 0;
   std::thread applier_;
   std::thread thread_;

@@ -141,21 +141,38 @@ void EncodeRecord(const WalRecord& r, std::string* out) {
   StoreBigEndian(out->data() + at + 4, Crc32c(payload), 4);
 }
 
+namespace {
+
+enum class Step { kRecord, kNeedMore, kEnd };
+
+// Decodes the record at bytes[*at] into `run`: kRecord (and *at moves past
+// it), kNeedMore when its frame runs past the bytes there are, or kEnd.
+Step DecodeNext(std::string_view bytes, std::size_t* at,
+                std::vector<WalRecord>* run) {
+  const std::string_view rest = bytes.substr(*at);
+  if (rest.size() < kFrame) return Step::kNeedMore;
+  const std::size_t length = LoadBigEndian(rest.data(), 4);
+  const auto crc =
+      static_cast<std::uint32_t>(LoadBigEndian(rest.data() + 4, 4));
+  if (length == 0 || length > kMaxPayload) return Step::kEnd;
+  if (rest.size() - kFrame < length) return Step::kNeedMore;
+  const std::string_view payload = rest.substr(kFrame, length);
+  if (Crc32c(payload) != crc) return Step::kEnd;
+  std::optional<WalRecord> record = DecodePayload(payload);
+  if (!record || (!run->empty() && record->seq != run->back().seq + 1)) {
+    return Step::kEnd;
+  }
+  run->push_back(std::move(*record));
+  *at += kFrame + length;
+  return Step::kRecord;
+}
+
+}  // namespace
+
 std::vector<WalRecord> DecodeRun(std::string_view bytes) {
   std::vector<WalRecord> run;
-  while (bytes.size() >= kFrame) {
-    const std::size_t length = LoadBigEndian(bytes.data(), 4);
-    const auto crc =
-        static_cast<std::uint32_t>(LoadBigEndian(bytes.data() + 4, 4));
-    if (length == 0 || length > kMaxPayload || bytes.size() - kFrame < length) {
-      break;
-    }
-    const std::string_view payload = bytes.substr(kFrame, length);
-    if (Crc32c(payload) != crc) break;
-    std::optional<WalRecord> record = DecodePayload(payload);
-    if (!record || (!run.empty() && record->seq != run.back().seq + 1)) break;
-    run.push_back(std::move(*record));
-    bytes.remove_prefix(kFrame + length);
+  std::size_t at = 0;
+  while (DecodeNext(bytes, &at, &run) == Step::kRecord) {
   }
   return run;
 }
@@ -168,19 +185,32 @@ Wal::Wal(const Options& options) : options_(options) {
   // which recovery has just applied.
   std::vector<WalRecord> runs[2];
   for (int i = 0; i < 2; ++i) {
+    // Read only as far as the run goes: a clean stop leaves an empty
+    // frame at the start, a crash at most the current lap.
     Segment& s = segments_[i];
-    std::string bytes(s.size, '\0');
-    std::size_t got = 0;
-    while (got < bytes.size()) {
-      const ssize_t n = ::pread(s.fd, bytes.data() + got, bytes.size() - got,
-                                static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
+    std::string bytes;
+    std::size_t at = 0;
+    std::uint64_t read = 0;
+    while (true) {
+      const Step step = DecodeNext(bytes, &at, &runs[i]);
+      if (step == Step::kRecord) continue;
+      if (step == Step::kEnd || read >= s.size) break;
+      bytes.erase(0, at);
+      at = 0;
+      const std::size_t chunk = 1u << 20;
+      const std::size_t old_size = bytes.size();
+      bytes.resize(old_size + chunk);
+      const ssize_t n = ::pread(s.fd, bytes.data() + old_size, chunk,
+                                static_cast<off_t>(read));
+      if (n < 0 && errno == EINTR) {
+        bytes.resize(old_size);
+        continue;
+      }
       if (n < 0) throw Failure("cannot read", s.path, errno);
+      bytes.resize(old_size + static_cast<std::size_t>(n));
       if (n == 0) break;
-      got += static_cast<std::size_t>(n);
+      read += static_cast<std::uint64_t>(n);
     }
-    bytes.resize(got);
-    runs[i] = DecodeRun(bytes);
     if (!runs[i].empty()) s.last_seq = runs[i].back().seq;
     last_seq_ = std::max(last_seq_, s.last_seq);
   }
@@ -249,6 +279,19 @@ void Wal::Open(int i) {
 bool Wal::CanAppend(std::size_t bytes, std::uint64_t applied) const {
   if (offset_ == 0 || offset_ + bytes <= segments_[current_].size) return true;
   return segments_[1 - current_].last_seq <= applied;
+}
+
+int Wal::MarkApplied() {
+  // An empty frame at the start of each segment: the next open reads no
+  // run, since every record is in LMDB.
+  static constexpr char kEmpty[kFrame] = {};
+  for (Segment& s : segments_) {
+    if (int e = WriteAll(s.fd, kEmpty, kFrame, 0); e != 0) return e;
+    if (::fdatasync(s.fd) != 0) return errno;
+    s.last_seq = 0;
+  }
+  offset_ = 0;
+  return 0;
 }
 
 int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {

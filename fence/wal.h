@@ -73,6 +73,10 @@ class Wal {
   // Whether `bytes` can be appended now: false when the current segment is
   // full and the other still holds records above `applied`.
   bool CanAppend(std::size_t bytes, std::uint64_t applied) const;
+  // Once every record is applied to LMDB (a clean stop): marks both
+  // segments empty, so the next open has nothing to read. Returns 0 or the
+  // errno.
+  int MarkApplied();
   // Writes one group (its records numbered up to `last_seq`) and syncs it.
   // Returns 0, or the errno of a failed write or sync: then nothing may be
   // acknowledged, as the sync's failure may have lost the data.
