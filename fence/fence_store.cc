@@ -127,8 +127,9 @@ std::error_code ListShard(const Env& env, std::string_view prefix,
   if (rc != 0 && rc != MDB_NOTFOUND) return FromLmdb(rc);
   // Logged fences not yet in LMDB replace or join those read (by name: a
   // long name's database key is computed only in LMDB).
-  for (const auto& [name, fence] : logged) {
-    FenceRecord record{name, fence.token, fence.updated_at_ns};
+  for (const auto& entry : logged) {
+    const std::string& name = entry.first;
+    FenceRecord record{name, entry.second.token, entry.second.updated_at_ns};
     auto it = std::find_if(out->begin(), out->end(), [&](const Listed& l) {
       return l.fence.name == name;
     });

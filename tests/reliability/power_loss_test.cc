@@ -49,6 +49,7 @@
 #include <vector>
 
 #include "tests/reliability/history.h"
+#include "tests/reliability/load.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
@@ -58,8 +59,6 @@ namespace fencepost::reliability {
 namespace {
 
 using testing::ChildProcess;
-using testing::Fetch;
-using testing::HttpClient;
 using testing::ReadFile;
 using testing::ServerProcess;
 using testing::TempDir;
@@ -229,29 +228,6 @@ void ExpectTheCutDropsUnsyncedWrites(PowercutFs& fs, const std::string& mnt,
   EXPECT_EQ(ReadFile(unsynced), "") << "an unsynced write survived the cut";
 }
 
-std::optional<std::uint64_t> NumberAfter(const std::string& body,
-                                         const std::string& field) {
-  const auto at = body.find("\"" + field + "\":");
-  if (at == std::string::npos) return std::nullopt;
-  return std::stoull(body.substr(at + field.size() + 3));
-}
-
-std::map<std::string, KeyState> ReadState(const ServerProcess& server) {
-  std::map<std::string, KeyState> state;
-  for (const std::string& key : kKeys) {
-    KeyState s;
-    auto fence = Fetch(server.admin_port(), "GET", "/v1/fences/" + key);
-    if (fence.status == 200) s.fence = NumberAfter(fence.body, "token").value();
-    auto value = Fetch(server.data_port(), "GET", "/" + key);
-    if (value.status == 200 && value.has("fencing-token")) {
-      s.value = std::stoull(value.header("fencing-token"));
-      s.body = value.body;
-    }
-    state[key] = s;
-  }
-  return state;
-}
-
 TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
   // Like every tool-dependent test here, it fails rather than skip:
   // scripts/deps.sh installs fusepy, and this kind of machine has /dev/fuse.
@@ -268,64 +244,20 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
 
   const std::string data = mnt + "/data";
   const int cycles = Cycles();
-  std::vector<Op> history;
-  std::mutex mu;
-  std::atomic<std::uint64_t> counter{100};
+  Load load(kKeys, 0, kThreads);
+  Restarts restarts;
   std::mt19937 rng(std::random_device{}());
-  std::size_t acked = 0, violations = 0;
+  std::size_t violations = 0;
   std::uint64_t dropped = 0;
   std::int64_t load_ns = 0;
-  std::map<std::string, std::uint64_t> floors;  // fences read back so far
   auto server = std::make_unique<ServerProcess>(data);
   for (int cycle = 0; cycle < cycles; ++cycle) {
-    const std::size_t before = history.size();
-    std::atomic<bool> stop = false;
-    std::vector<std::thread> threads;
+    const std::size_t before = load.history().size();
     const std::int64_t started = Now();
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t, seed = rng()] {
-        std::mt19937 local(seed);
-        try {
-          HttpClient client(server->data_port());
-          while (!stop) {
-            Op op;
-            op.key = kKeys[local() % kKeys.size()];
-            const std::uint64_t fresh = counter++;
-            op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
-            op.body = "value " + std::to_string(op.token) + " from " +
-                      std::to_string(t);
-            op.sent_ns = Now();
-            std::size_t at;
-            {
-              std::lock_guard lock(mu);
-              at = history.size();
-              history.push_back(op);  // kUnknown until it is answered
-            }
-            auto r = client.Request(
-                "PUT", "/" + op.key,
-                {{"Fencing-Token", std::to_string(op.token)}}, op.body);
-            std::lock_guard lock(mu);
-            Op& done = history[at];
-            done.acked_ns = Now();
-            if (r.status / 100 == 2) {
-              done.outcome = Op::Outcome::kAccepted;
-            } else if (r.status == 409) {
-              done.outcome = Op::Outcome::kRejected;
-              done.current_token = NumberAfter(r.body, "current_token");
-            } else {
-              done.outcome = Op::Outcome::kError;
-              done.status = r.status;
-            }
-          }
-        } catch (const std::exception&) {
-          // The server died under us: the write in flight stays unknown.
-        }
-      });
-    }
+    load.Start(server->data_port());
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
     server->Kill();
-    stop = true;
-    for (auto& thread : threads) thread.join();
+    load.Stop();
     load_ns += Now() - started;
 
     dropped += fs.Cut();  // the process is gone: now the power goes
@@ -336,22 +268,17 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
       FAIL() << "cycle " << cycle << ": no restart after the cut: " << e.what()
              << "\nfile system: " << fs.Log();
     }
-    const auto state = ReadState(*server);
-    const auto found = Check(history, state, floors);
+    const auto found =
+        restarts.Check(load.history(), ReadState(*server, load.keys()));
     violations += found.size();
     for (const auto& v : found) ADD_FAILURE() << "cycle " << cycle << ": " << v;
     if (!found.empty()) break;
-    for (const auto& [key, s] : state)
-      floors[key] = std::max(floors[key], s.fence);
-    std::size_t acked_now = 0;
-    for (std::size_t i = before; i < history.size(); ++i) {
-      acked_now += history[i].outcome == Op::Outcome::kAccepted;
-    }
-    EXPECT_GT(acked_now, 0u) << "cycle " << cycle << " acknowledged nothing";
+    EXPECT_GT(load.AcknowledgedSince(before), 0u)
+        << "cycle " << cycle << " acknowledged nothing";
   }
   server.reset();  // off the mount before it is unmounted
-  for (const Op& op : history) acked += op.outcome == Op::Outcome::kAccepted;
-  std::cout << "power loss: " << cycles << " cuts, " << history.size()
+  const std::size_t acked = load.AcknowledgedSince(0);
+  std::cout << "power loss: " << cycles << " cuts, " << load.history().size()
             << " writes, " << acked << " acknowledged ("
             << (load_ns > 0 ? acked * 1'000'000'000ull /
                                   static_cast<std::uint64_t>(load_ns)

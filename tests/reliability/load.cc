@@ -1,0 +1,121 @@
+#include "tests/reliability/load.h"
+
+#include <chrono>
+#include <random>
+
+#include "tests/testing/http_client.h"
+
+namespace fencepost::reliability {
+namespace {
+
+std::int64_t Now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+std::optional<std::uint64_t> NumberAfter(const std::string& body,
+                                         const std::string& field) {
+  const auto at = body.find("\"" + field + "\":");
+  if (at == std::string::npos) return std::nullopt;
+  return std::stoull(body.substr(at + field.size() + 3));
+}
+
+}  // namespace
+
+Load::Load(std::vector<std::string> keys, std::size_t hot, int threads)
+    : keys_(std::move(keys)), hot_(hot), threads_(threads) {}
+
+void Load::Start(std::uint16_t port) {
+  stop_ = false;
+  std::random_device seeds;
+  for (int t = 0; t < threads_; ++t) {
+    writers_.emplace_back(
+        [this, port, t, seed = seeds()] { Write(port, t, seed); });
+  }
+}
+
+void Load::Stop() {
+  stop_ = true;
+  for (auto& writer : writers_) writer.join();
+  writers_.clear();
+}
+
+std::size_t Load::AcknowledgedSince(std::size_t from) const {
+  std::size_t n = 0;
+  for (std::size_t i = from; i < history_.size(); ++i) {
+    n += history_[i].outcome == Op::Outcome::kAccepted;
+  }
+  return n;
+}
+
+void Load::Write(std::uint16_t port, int thread, std::uint32_t seed) {
+  std::mt19937 local(seed);
+  try {
+    testing::HttpClient client(port);
+    while (!stop_) {
+      Op op;
+      op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
+                                       : keys_[local() % keys_.size()];
+      const std::uint64_t fresh = counter_++;
+      op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
+      op.body = "value " + std::to_string(op.token) + " from " +
+                std::to_string(thread);
+      op.sent_ns = Now();
+      std::size_t at;
+      {
+        std::lock_guard lock(mu_);
+        at = history_.size();
+        history_.push_back(op);  // kUnknown until it is answered
+      }
+      auto r = client.Request("PUT", "/" + op.key,
+                              {{"Fencing-Token", std::to_string(op.token)}},
+                              op.body);
+      std::lock_guard lock(mu_);
+      Op& done = history_[at];
+      done.acked_ns = Now();
+      if (r.status / 100 == 2) {
+        done.outcome = Op::Outcome::kAccepted;
+      } else if (r.status == 409) {
+        done.outcome = Op::Outcome::kRejected;
+        done.current_token = NumberAfter(r.body, "current_token");
+      } else {
+        done.outcome = Op::Outcome::kError;
+        done.status = r.status;
+      }
+    }
+  } catch (const std::exception&) {
+    // The server died under us: the write in flight stays unknown.
+  }
+}
+
+std::map<std::string, KeyState> ReadState(
+    const testing::ServerProcess& server,
+    const std::vector<std::string>& keys) {
+  std::map<std::string, KeyState> state;
+  for (const std::string& key : keys) {
+    KeyState s;
+    auto fence =
+        testing::Fetch(server.admin_port(), "GET", "/v1/fences/" + key);
+    if (fence.status == 200) s.fence = NumberAfter(fence.body, "token").value();
+    auto value = testing::Fetch(server.data_port(), "GET", "/" + key);
+    if (value.status == 200 && value.has("fencing-token")) {
+      s.value = std::stoull(value.header("fencing-token"));
+      s.body = value.body;
+    }
+    state[key] = s;
+  }
+  return state;
+}
+
+std::vector<std::string> Restarts::Check(
+    const std::vector<Op>& history,
+    const std::map<std::string, KeyState>& state) {
+  auto found = reliability::Check(history, state, floors_);
+  for (const auto& [key, s] : state) {
+    floors_[key] = std::max(floors_[key], s.fence);
+  }
+  return found;
+}
+
+}  // namespace fencepost::reliability

@@ -1,0 +1,68 @@
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/reliability/history.h"
+#include "tests/testing/server_process.h"
+
+namespace fencepost::reliability {
+
+// The reliability harness's load: `threads` writers, each on its own
+// connection, PUT to `keys` (half of the writes to the first `hot` keys
+// when hot > 0) with fresh tokens from one rising counter, and one write in
+// five a stale leader's (a token up to 30 below). Every write joins the
+// history before it is sent (kUnknown until answered), so a write in flight
+// when the server dies stays unknown.
+//
+// Thread safety: Start and Stop from one thread; history() once stopped.
+class Load {
+ public:
+  Load(std::vector<std::string> keys, std::size_t hot, int threads);
+  ~Load() { Stop(); }
+
+  void Start(std::uint16_t port);
+  // Joins the writers (call once the server is gone, or to end the load).
+  void Stop();
+
+  const std::vector<std::string>& keys() const { return keys_; }
+  const std::vector<Op>& history() const { return history_; }
+  // Acknowledged writes among history()[from...].
+  std::size_t AcknowledgedSince(std::size_t from) const;
+
+ private:
+  void Write(std::uint16_t port, int thread, std::uint32_t seed);
+
+  const std::vector<std::string> keys_;
+  const std::size_t hot_;
+  const int threads_;
+  std::atomic<std::uint64_t> counter_{100};
+  std::atomic<bool> stop_ = false;
+  std::mutex mu_;
+  std::vector<Op> history_;
+  std::vector<std::thread> writers_;
+};
+
+// What `server` holds for `keys`: each fence, and each value's token (its
+// Fencing-Token) and body.
+std::map<std::string, KeyState> ReadState(const testing::ServerProcess& server,
+                                          const std::vector<std::string>& keys);
+
+// Checks a history after each restart (see Check): every fence read back
+// becomes a floor for the reads after it.
+class Restarts {
+ public:
+  std::vector<std::string> Check(const std::vector<Op>& history,
+                                 const std::map<std::string, KeyState>& state);
+
+ private:
+  std::map<std::string, std::uint64_t> floors_;
+};
+
+}  // namespace fencepost::reliability
