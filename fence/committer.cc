@@ -245,6 +245,24 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
 }
 
 void Committer::CommitGroup(std::vector<Pending>& group) {
+  // Near --max-map-size the reservations of unapplied records would refuse
+  // writes that fit: let the applier drain first, so a 507 is decided on
+  // the map as it is (and stays 507 while nothing frees space).
+  std::size_t need = 0;
+  for (const Pending& p : group) {
+    const FenceWrite& w = p.write;
+    need += 2 * (w.fence.size() +
+                 (w.value ? w.value->key.size() + w.value->body.size() : 0)) +
+            4096;
+  }
+  if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
+    std::unique_lock lock(mu_);
+    committer_waiting_ = true;
+    cv_.notify_all();
+    applied_cv_.wait(
+        lock, [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
+    committer_waiting_ = false;
+  }
   std::vector<WriteOutcome> outcomes(group.size());
   std::vector<WalRecord> records;
   std::vector<bool> created;
