@@ -186,9 +186,9 @@ int FsTree::ProbeWrite() const {
   // A reserved name, so no key can be this file.
   const std::string name =
       std::string(kTempPrefix) + "probe-" + std::to_string(::getpid());
-  const int fd = ::openat(dir_fd_, name.c_str(),
-                          O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW,
-                          0600);
+  const int fd =
+      ::openat(dir_fd_, name.c_str(),
+               O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) return errno;
   ::close(fd);
   if (::unlinkat(dir_fd_, name.c_str(), 0) != 0) return errno;

@@ -21,10 +21,10 @@
 // the host's file system, trusted once os.fsync returns.
 //
 // Needs /dev/fuse, root (or fusermount), Debian's python3-fusepy and fuse
-// (libfuse2); skipped without them. Cycles: FENCEPOST_POWERCUT_CYCLES (5 by
-// default). FENCEPOST_POWERCUT_LYING_DISK=1 mounts with --ignore-sync (fsync
-// succeeds and syncs nothing): the test must then fail, which shows that it
-// sees a missing sync.
+// (libfuse2); it fails without them (deps.sh installs them). Cycles:
+// FENCEPOST_POWERCUT_CYCLES (5 by default). FENCEPOST_POWERCUT_LYING_DISK=1
+// mounts with --ignore-sync (fsync succeeds and syncs nothing): the test must
+// then fail, which shows that it sees a missing sync.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
