@@ -25,10 +25,16 @@ std::int64_t NowNs() {
       .count();
 }
 
-// Map space a logged record may take once applied: its bytes twice (a page
-// split can copy them) plus a page of overhead.
+// Map space a write of `bytes` (fence, key and body) may take once applied:
+// its bytes twice (a page split can copy them) plus a page of overhead.
+std::size_t Reservation(std::size_t bytes) { return 2 * bytes + 4096; }
 std::size_t Reservation(const WalRecord& r) {
-  return 2 * (r.fence.size() + r.key.size() + r.body.size()) + 4096;
+  return Reservation(r.fence.size() + r.key.size() + r.body.size());
+}
+std::size_t Reservation(const FenceWrite& w) {
+  return Reservation(
+      w.fence.size() +
+      (w.value ? w.value->key.size() + w.value->body.size() : 0));
 }
 
 int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
@@ -244,24 +250,25 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
   *record = std::move(r);
 }
 
+template <class Ready>
+void Committer::WaitForApplier(Ready ready) {
+  std::unique_lock lock(mu_);
+  if (ready()) return;
+  committer_waiting_ = true;
+  cv_.notify_all();  // the applier applies at once
+  applied_cv_.wait(lock, ready);
+  committer_waiting_ = false;
+}
+
 void Committer::CommitGroup(std::vector<Pending>& group) {
   // Near --max-map-size the reservations of unapplied records would refuse
   // writes that fit: let the applier drain first, so a 507 is decided on
   // the map as it is (and stays 507 while nothing frees space).
   std::size_t need = 0;
-  for (const Pending& p : group) {
-    const FenceWrite& w = p.write;
-    need += 2 * (w.fence.size() +
-                 (w.value ? w.value->key.size() + w.value->body.size() : 0)) +
-            4096;
-  }
+  for (const Pending& p : group) need += Reservation(p.write);
   if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
-    std::unique_lock lock(mu_);
-    committer_waiting_ = true;
-    cv_.notify_all();
-    applied_cv_.wait(
-        lock, [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
-    committer_waiting_ = false;
+    WaitForApplier(
+        [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
   }
   std::vector<WriteOutcome> outcomes(group.size());
   std::vector<WalRecord> records;
@@ -298,22 +305,13 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
       EncodeRecord(r, &bytes);
       unapplied += Reservation(r);
     }
-    {
-      // Bounded replay at start, and segments free to reuse: wait for the
-      // applier when it is too far behind.
-      std::unique_lock lock(mu_);
-      auto room = [&] {
-        return (unapplied_bytes_ == 0 ||
-                unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
-               wal_->CanAppend(bytes.size(), applied_seq_);
-      };
-      if (!room()) {
-        committer_waiting_ = true;
-        cv_.notify_all();  // the applier applies at once
-        applied_cv_.wait(lock, room);
-        committer_waiting_ = false;
-      }
-    }
+    // Bounded replay at start, and segments free to reuse: wait for the
+    // applier when it is too far behind.
+    WaitForApplier([&] {
+      return (unapplied_bytes_ == 0 ||
+              unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
+             wal_->CanAppend(bytes.size(), applied_seq_);
+    });
     if (int e = wal_->Append(bytes, records.back().seq); e != 0) {
       Fatal(
           "the write-ahead log write or sync failed; the outcome of its "

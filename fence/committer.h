@@ -137,6 +137,10 @@ class Committer {
   void DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
                  std::int64_t now_ns, WriteOutcome* outcome,
                  std::optional<WalRecord>* record, bool* fence_created);
+  // Waits, under mu_, until `ready()` holds, with the applier told to apply
+  // at once instead of gathering a batch.
+  template <class Ready>
+  void WaitForApplier(Ready ready);
   void ApplyLoop();
   // Writes `records` into LMDB in one durable transaction (growing the map
   // when needed). Returns 0 or an LMDB error code.
