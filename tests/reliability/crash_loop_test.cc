@@ -50,8 +50,19 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
   std::size_t violations = 0;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const std::size_t before = load.history().size();
+    const std::size_t acked_before = load.acknowledged();
     load.Start(server->data_port());
-    std::this_thread::sleep_for(std::chrono::milliseconds(30 + rng() % 270));
+    // The kill lands at a random moment after the cycle's first
+    // acknowledgement: a restarted server's first answers can take longer
+    // than the shortest pause on a loaded machine, and a cycle that is
+    // killed before it could answer proves nothing.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (load.acknowledged() == acked_before &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 270));
     server->Kill();
     load.Stop();
 

@@ -76,6 +76,7 @@ void Load::Write(std::uint16_t port, int thread, std::uint32_t seed) {
       done.acked_ns = Now();
       if (r.status / 100 == 2) {
         done.outcome = Op::Outcome::kAccepted;
+        ++acknowledged_;
       } else if (r.status == 409) {
         done.outcome = Op::Outcome::kRejected;
         done.current_token = NumberAfter(r.body, "current_token");

@@ -35,6 +35,8 @@ class Load {
   const std::vector<Op>& history() const { return history_; }
   // Acknowledged writes among history()[from...].
   std::size_t AcknowledgedSince(std::size_t from) const;
+  // Acknowledged writes so far; may be read while the load runs.
+  std::size_t acknowledged() const { return acknowledged_; }
 
  private:
   void Write(std::uint16_t port, int thread, std::uint32_t seed);
@@ -44,6 +46,7 @@ class Load {
   const int threads_;
   std::atomic<std::uint64_t> counter_{100};
   std::atomic<bool> stop_ = false;
+  std::atomic<std::size_t> acknowledged_ = 0;
   std::mutex mu_;
   std::vector<Op> history_;
   std::vector<std::thread> writers_;
