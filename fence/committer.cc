@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <stdexcept>
 
 #include "fence/big_endian.h"
@@ -57,6 +58,7 @@ Committer::Committer(Env& env, Options options)
   wal_ =
       std::make_unique<Wal>(Wal::Options{env_.dir(), options_.segment_bytes});
   Replay();
+  LoadLeases();
   applier_ = std::thread([this] { ApplyLoop(); });
   thread_ = std::thread([this] { Run(); });
 }
@@ -96,6 +98,34 @@ void Committer::Replay() {
   }
   replayed_ = missing.size();
   next_seq_ = std::max(applied_seq_, wal_->last_seq()) + 1;
+}
+
+void Committer::LoadLeases() {
+  const std::int64_t now = options_.steady_now();
+  Env::ReadTxn txn(env_);
+  int rc = txn.get() == nullptr ? txn.error() : 0;
+  bool corrupt = false;
+  if (rc == 0) {
+    rc = ForEachValue(
+        txn.get(), env_.leases(),
+        [&](std::string_view name, const StoredValue& value) {
+          LeaseTable::Entry entry;
+          if (!DecodeLease(value.body, &entry.record)) {
+            corrupt = true;
+            return;
+          }
+          if (!entry.record.holder.empty()) {
+            entry.deadline_ns =
+                now + static_cast<std::int64_t>(entry.record.ttl_ms) * 1000000;
+          }
+          env_.lease_table().Set(std::string(name), std::move(entry));
+        });
+  }
+  if (rc != 0 || corrupt) {
+    throw std::runtime_error("cannot read the leases in " + env_.dir() +
+                             (corrupt ? ": a record is corrupt"
+                                      : std::string(": ") + mdb_strerror(rc)));
+  }
 }
 
 void Committer::Submit(FenceWrite write, Done done) {
@@ -194,44 +224,16 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
   outcome->previous = current;
   outcome->current = current;
   outcome->updated_at_ns = updated_at_ns;
-  if (write.token) outcome->decision = Decide(current, *write.token);
-  if (outcome->decision.accepted) {
-    outcome->verdict = WriteOutcome::Verdict::kAccepted;
-  } else if (write.observe) {
-    outcome->verdict = WriteOutcome::Verdict::kObserved;
-  } else {
-    outcome->verdict = WriteOutcome::Verdict::kRejected;
-    return;
-  }
-
   WalRecord r;
   r.fence = write.fence;
-  if (outcome->decision.accepted) {
-    r.fence_token = *write.token;
-    r.updated_at_ns = now_ns;
-  }
-  if (write.value) {
-    const ValueOp& value = *write.value;
-    bool present = false;
-    if (auto it = seen.values.find(value.key); it != seen.values.end()) {
-      present = it->second;
-    } else if (const Overlay::Value* v = overlay.FindValue(value.key)) {
-      present = v->present;
-    } else {
-      StoredValue stored;
-      if (int rc = ReadValue(txn, env_.values(), value.key, &stored); rc != 0) {
-        *outcome = WriteOutcome{};
-        outcome->error = FromLmdb(rc);
-        return;
-      }
-      present = stored.found;
+  LeaseTable::Entry lease;
+  if (write.lease) {
+    if (!DecideLease(seen, write, current, now_ns, outcome, &r, &lease)) {
+      return;
     }
-    r.op = value.kind == ValueOp::Kind::kPut ? WalRecord::Op::kPut
-                                             : WalRecord::Op::kDelete;
-    r.key = value.key;
-    r.body = value.body;
-    r.value_token = write.token;
-    outcome->created = value.kind == ValueOp::Kind::kPut && !present;
+  } else {
+    if (write.token) outcome->decision = Decide(current, *write.token);
+    if (!DecideValue(txn, seen, write, now_ns, outcome, &r)) return;
   }
   // Refuse what could not fit the map with everything logged before it.
   const std::size_t need = Reservation(r);
@@ -247,7 +249,129 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
     outcome->updated_at_ns = now_ns;
   }
   if (write.value) seen.values[r.key] = r.op == WalRecord::Op::kPut;
+  if (write.lease) seen.leases[r.key] = std::move(lease);
   *record = std::move(r);
+}
+
+bool Committer::DecideValue(MDB_txn* txn, Seen& seen, const FenceWrite& write,
+                            std::int64_t now_ns, WriteOutcome* outcome,
+                            WalRecord* r) {
+  const Overlay& overlay = env_.overlay();
+  if (outcome->decision.accepted) {
+    outcome->verdict = WriteOutcome::Verdict::kAccepted;
+  } else if (write.observe) {
+    outcome->verdict = WriteOutcome::Verdict::kObserved;
+  } else {
+    outcome->verdict = WriteOutcome::Verdict::kRejected;
+    return false;
+  }
+  if (outcome->decision.accepted) {
+    r->fence_token = *write.token;
+    r->updated_at_ns = now_ns;
+  }
+  if (write.value) {
+    const ValueOp& value = *write.value;
+    bool present = false;
+    if (auto it = seen.values.find(value.key); it != seen.values.end()) {
+      present = it->second;
+    } else if (const Overlay::Value* v = overlay.FindValue(value.key)) {
+      present = v->present;
+    } else {
+      StoredValue stored;
+      if (int rc = ReadValue(txn, env_.values(), value.key, &stored); rc != 0) {
+        *outcome = WriteOutcome{};
+        outcome->error = FromLmdb(rc);
+        return false;
+      }
+      present = stored.found;
+    }
+    r->op = value.kind == ValueOp::Kind::kPut ? WalRecord::Op::kPut
+                                              : WalRecord::Op::kDelete;
+    r->key = value.key;
+    r->body = value.body;
+    r->value_token = write.token;
+    outcome->created = value.kind == ValueOp::Kind::kPut && !present;
+  }
+  return true;
+}
+
+bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
+                            std::optional<Token> fence, std::int64_t now_ns,
+                            WriteOutcome* outcome, WalRecord* r,
+                            LeaseTable::Entry* next_entry) {
+  const LeaseOp& op = *write.lease;
+  const std::int64_t now = options_.steady_now();
+  LeaseTable& table = env_.lease_table();
+  std::optional<LeaseTable::Entry> entry;
+  LeaseOutcome lease;
+  if (auto it = seen.leases.find(op.name); it != seen.leases.end()) {
+    entry = it->second;
+  } else {
+    lease.noticed_expiry = table.NoticeExpired(op.name, now);
+    entry = table.Find(op.name);
+  }
+  lease.existed = entry.has_value();
+  if (entry) lease.lease = entry->record;
+  const bool live = entry && IsLive(*entry, now);
+  const auto expires_in_ms = [now](const LeaseTable::Entry& e) {
+    return std::max<std::int64_t>(0, (e.deadline_ns - now + 999999) / 1000000);
+  };
+  const std::int64_t ttl_ns = static_cast<std::int64_t>(op.ttl_ms) * 1000000;
+  LeaseTable::Entry next;
+  const bool holder_of_record =
+      entry && !entry->record.holder.empty() && entry->record.holder == op.holder;
+  if (op.kind == LeaseOp::Kind::kRelease) {
+    if (!live || !holder_of_record || entry->record.token != op.token) {
+      lease.verdict = LeaseOutcome::Verdict::kNotHeld;
+      outcome->verdict = WriteOutcome::Verdict::kRejected;
+      outcome->lease = std::move(lease);
+      return false;
+    }
+    next = *entry;
+    next.record.holder.clear();
+    next.deadline_ns = 0;
+    lease.verdict = LeaseOutcome::Verdict::kReleased;
+  } else if (holder_of_record && fence.value_or(0) <= entry->record.token) {
+    next = *entry;
+    next.record.ttl_ms = op.ttl_ms;
+    next.record.renewed_at_ns = now_ns;
+    next.deadline_ns = now + ttl_ns;
+    next.expiry_noticed = false;
+    lease.verdict = LeaseOutcome::Verdict::kRenewed;
+  } else if (live && !holder_of_record) {
+    lease.verdict = LeaseOutcome::Verdict::kDenied;
+    lease.expires_in_ms = expires_in_ms(*entry);
+    outcome->verdict = WriteOutcome::Verdict::kRejected;
+    outcome->lease = std::move(lease);
+    return false;
+  } else {
+    const Token base =
+        std::max(entry ? entry->record.token : Token{0}, fence.value_or(0));
+    if (base == std::numeric_limits<Token>::max()) {
+      outcome->error = Errc::kStorage;  // no token left to grant
+      return false;
+    }
+    next.record = {op.holder, base + 1, op.ttl_ms, now_ns, now_ns,
+                   (entry ? entry->record.transitions : 0) + 1};
+    next.deadline_ns = now + ttl_ns;
+    if (entry && !entry->record.holder.empty()) {
+      lease.previous_holder = entry->record.holder;
+      lease.previous_expired = !live || holder_of_record;
+    }
+    outcome->decision = Decide(fence, base + 1);
+    r->fence_token = base + 1;
+    r->updated_at_ns = now_ns;
+    lease.verdict = LeaseOutcome::Verdict::kGranted;
+  }
+  outcome->verdict = WriteOutcome::Verdict::kAccepted;
+  lease.lease = next.record;
+  lease.expires_in_ms = next.record.holder.empty() ? 0 : expires_in_ms(next);
+  outcome->lease = std::move(lease);
+  r->op = WalRecord::Op::kLease;
+  r->key = op.name;
+  r->body = EncodeLease(next.record);
+  *next_entry = std::move(next);
+  return true;
 }
 
 template <class Ready>
@@ -274,6 +398,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   std::vector<WalRecord> records;
   std::vector<bool> created;
   std::vector<std::size_t> logged;  // group index of each record
+  Seen seen;
   {
     // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
     // missed between them (see Overlay).
@@ -282,7 +407,6 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
     if (txn.get() == nullptr) {
       for (WriteOutcome& o : outcomes) o.error = FromLmdb(txn.error());
     } else {
-      Seen seen;
       const std::int64_t now_ns = NowNs();
       for (std::size_t i = 0; i < group.size(); ++i) {
         std::optional<WalRecord> record;
@@ -320,6 +444,9 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
     }
     next_seq_ = records.back().seq + 1;
     env_.overlay().Publish(records, created);
+    for (auto& [name, entry] : seen.leases) {
+      env_.lease_table().Set(name, std::move(entry));
+    }
     {
       std::lock_guard lock(mu_);
       ++commits_;
@@ -387,7 +514,9 @@ int Committer::Apply(const std::vector<WalRecord>& records) {
                           r.updated_at_ns);
         }
       }
-      if (rc == 0 && r.op == WalRecord::Op::kPut) {
+      if (rc == 0 && r.op == WalRecord::Op::kLease) {
+        rc = PutValue(txn, env_.leases(), r.key, r.body, std::nullopt);
+      } else if (rc == 0 && r.op == WalRecord::Op::kPut) {
         rc = PutValue(txn, env_.values(), r.key, r.body, r.value_token);
       } else if (rc == 0 && r.op == WalRecord::Op::kDelete) {
         rc = DeleteValue(txn, env_.values(), r.key);

@@ -19,6 +19,7 @@
 
 #include "fence/accept.h"
 #include "fence/env.h"
+#include "fence/lease.h"
 #include "fence/token.h"
 #include "fence/wal.h"
 
@@ -45,6 +46,9 @@ struct FenceWrite {
   // or observed); a put's value carries the write's token. Empty for a bump
   // or a backend that stores values elsewhere.
   std::optional<ValueOp> value;
+  // A lease operation on the lease whose fence is `fence` (token, observe
+  // and value unused). See DecideLease for its rules.
+  std::optional<LeaseOp> lease;
 };
 
 struct WriteOutcome {
@@ -61,6 +65,9 @@ struct WriteOutcome {
   std::int64_t updated_at_ns = 0;
   bool created = false;  // a put that made a value where there was none
   std::error_code error;
+  // For a lease operation: kAccepted when granted, renewed or released,
+  // kRejected when denied or not held; the details are here.
+  std::optional<LeaseOutcome> lease;
 };
 
 // Commits fence writes in groups through a write-ahead log (Wal): every write
@@ -101,6 +108,8 @@ class Committer {
     std::size_t max_unapplied_bytes = 32u << 20;
     std::size_t segment_bytes = 16u << 20;  // each of the log's two files
     std::function<void(const std::string&)> on_fatal;
+    // The monotonic clock lease expiry is measured on.
+    SteadyNow steady_now = SteadyNowNs;
   };
 
   // Opens the log in env's directory and replays what LMDB lacks. Throws
@@ -125,10 +134,11 @@ class Committer {
     FenceWrite write;
     Done done;
   };
-  // What a group's decisions have done to a fence or value so far.
+  // What a group's decisions have done to a fence, value or lease so far.
   struct Seen {
     std::map<std::string, std::optional<Token>, std::less<>> fences;
     std::map<std::string, bool, std::less<>> values;  // present?
+    std::map<std::string, LeaseTable::Entry, std::less<>> leases;
   };
 
   void Run();
@@ -137,6 +147,29 @@ class Committer {
   void DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
                  std::int64_t now_ns, WriteOutcome* outcome,
                  std::optional<WalRecord>* record, bool* fence_created);
+  // Decides a lease operation against the lease as `seen` or the table has
+  // it and the fence at `fence` (before it). Returns false when it is
+  // refused (denied or not held: nothing changes); otherwise fills `r` and
+  // records the lease's new state in `seen`.
+  //  - acquire by the holder of record: a renewal (same token, expiry reset
+  //    to ttl from now), unless the fence went above the lease's token, which
+  //    makes it a grant;
+  //  - acquire of a free lease (never granted, released or run out): a grant
+  //    with token 1 + max(lease token, fence), which raises the fence;
+  //  - acquire of another holder's live lease: denied;
+  //  - release by the live holder with its token: the lease is free, its
+  //    fence stays; anything else: not held.
+  bool DecideLease(Seen& seen, const FenceWrite& write,
+                   std::optional<Token> fence, std::int64_t now_ns,
+                   WriteOutcome* outcome, WalRecord* r,
+                   LeaseTable::Entry* next);
+  // Decides a fenced write (with its value, if any) by the accept rule.
+  // Returns false when it is rejected or failed; otherwise fills `r`.
+  bool DecideValue(MDB_txn* txn, Seen& seen, const FenceWrite& write,
+                   std::int64_t now_ns, WriteOutcome* outcome, WalRecord* r);
+  // Fills the lease table from LMDB at start: every held lease counts as
+  // renewed now.
+  void LoadLeases();
   // Waits, under mu_, until `ready()` holds, with the applier told to apply
   // at once instead of gathering a batch.
   template <class Ready>

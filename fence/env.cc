@@ -34,7 +34,7 @@ Env::Env(const Options& options)
     if (int rc = mdb_env_set_mapsize(env_, map_size_); rc != 0) {
       throw LmdbFailure("mdb_env_set_mapsize", rc);
     }
-    if (int rc = mdb_env_set_maxdbs(env_, 4); rc != 0) {
+    if (int rc = mdb_env_set_maxdbs(env_, 8); rc != 0) {
       throw LmdbFailure("mdb_env_set_maxdbs", rc);
     }
     // Default flags on purpose: every commit is synced before it returns.
@@ -52,6 +52,7 @@ Env::Env(const Options& options)
     int rc = mdb_dbi_open(txn, "fences", MDB_CREATE, &fences_);
     if (rc == 0) rc = mdb_dbi_open(txn, "values", MDB_CREATE, &values_);
     if (rc == 0) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &meta_);
+    if (rc == 0) rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &leases_);
     if (rc == 0) {
       rc = mdb_txn_commit(txn);
     } else {

@@ -8,13 +8,15 @@
 #include <shared_mutex>
 #include <string>
 
+#include "fence/lease.h"
 #include "fence/overlay.h"
 
 namespace fencepost::fence {
 
 // One LMDB environment of a data directory (see Shards): the fences
-// database, the values database of the embedded backend, and the overlay of
-// writes its committer has logged but not yet applied.
+// database, the values database of the embedded backend, the leases whose
+// fences live here, and the overlay of writes its committer has logged but
+// not yet applied.
 //
 // Durability: the environment is opened with LMDB's default sync behaviour
 // (none of MDB_NOSYNC, MDB_NOMETASYNC, MDB_WRITEMAP, MDB_MAPASYNC), so a
@@ -48,6 +50,9 @@ class Env {
   MDB_dbi values() const { return values_; }
   // Bookkeeping: the highest log sequence number applied (see Committer).
   MDB_dbi meta() const { return meta_; }
+  // Leases whose fence lives here (see LeaseTable), and their records.
+  MDB_dbi leases() const { return leases_; }
+  LeaseTable& lease_table() const { return lease_table_; }
   const std::string& dir() const { return dir_; }
   // Writes logged but not yet applied to these databases.
   Overlay& overlay() const { return overlay_; }
@@ -85,6 +90,8 @@ class Env {
   MDB_dbi fences_ = 0;
   MDB_dbi values_ = 0;
   MDB_dbi meta_ = 0;
+  MDB_dbi leases_ = 0;
+  mutable LeaseTable lease_table_;
   std::string dir_;
   mutable Overlay overlay_;
   std::atomic<std::uint64_t> map_size_ = 0;

@@ -15,7 +15,7 @@ void Overlay::Publish(const std::vector<WalRecord>& records,
           created[i] ? r.seq : (added ? 0 : it->second.created_seq);
       it->second = {*r.fence_token, r.updated_at_ns, r.seq, created_seq};
     }
-    if (r.op != WalRecord::Op::kNone) {
+    if (r.op == WalRecord::Op::kPut || r.op == WalRecord::Op::kDelete) {
       values_[r.key] = {r.op == WalRecord::Op::kPut, r.body, r.value_token,
                         r.seq};
     }
@@ -33,7 +33,7 @@ void Overlay::Retire(const std::vector<WalRecord>& records) {
         it->second.created_seq = 0;  // LMDB has the fence now
       }
     }
-    if (r.op != WalRecord::Op::kNone) {
+    if (r.op == WalRecord::Op::kPut || r.op == WalRecord::Op::kDelete) {
       auto it = values_.find(r.key);
       if (it != values_.end() && it->second.seq == r.seq) values_.erase(it);
     }

@@ -67,7 +67,8 @@ std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
 
 }  // namespace
 
-Shards::Shards(const Options& options) {
+Shards::Shards(const Options& options)
+    : steady_now_(options.committer.steady_now) {
   if (options.count < 1 || options.count > kMaxCount) {
     throw std::runtime_error("the shard count must be 1 to " +
                              std::to_string(kMaxCount));

@@ -52,6 +52,12 @@ class Shards {
     return committer(IndexOf(fence));
   }
   std::vector<const Env*> envs() const;
+  // The lease table of the environment that holds `fence`.
+  LeaseTable& LeasesOf(std::string_view fence) const {
+    return env(IndexOf(fence)).lease_table();
+  }
+  // The monotonic clock the committers measure lease expiry on.
+  std::int64_t SteadyNow() const { return steady_now_(); }
   // Whether every environment can begin a read transaction (for /readyz).
   bool Readable() const;
 
@@ -61,6 +67,7 @@ class Shards {
   std::uint64_t commits() const;
 
  private:
+  std::function<std::int64_t()> steady_now_;
   std::vector<std::unique_ptr<Env>> envs_;
   std::vector<std::unique_ptr<Committer>> committers_;
 };

@@ -21,6 +21,16 @@ std::string_view ValueNameOf(MDB_val data) {
   return View(data).substr(kHeader, length);
 }
 
+// The value in a record found at `data` (at least kHeader bytes).
+StoredValue Decode(MDB_val data) {
+  const auto* p = static_cast<const char*>(data.mv_data);
+  StoredValue value;
+  value.found = true;
+  if (p[0] & 1) value.token = LoadBigEndian(p + 1, 8);
+  value.body = View(data).substr(kHeader + LoadBigEndian(p + 9, 2));
+  return value;
+}
+
 }  // namespace
 
 int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
@@ -29,11 +39,7 @@ int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
   Slot slot;
   if (int rc = FindSlot(txn, dbi, key, ValueNameOf, &slot); rc != 0) return rc;
   if (!slot.found || slot.data.mv_size < kHeader) return 0;
-  const auto* p = static_cast<const char*>(slot.data.mv_data);
-  const std::size_t body_at = kHeader + LoadBigEndian(p + 9, 2);
-  value->found = true;
-  if (p[0] & 1) value->token = LoadBigEndian(p + 1, 8);
-  value->body = View(slot.data).substr(body_at);
+  *value = Decode(slot.data);
   return 0;
 }
 
@@ -62,6 +68,21 @@ int DeleteValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key) {
   if (!slot.found) return 0;
   MDB_val db_key = Val(slot.db_key);
   return mdb_del(txn, dbi, &db_key, nullptr);
+}
+
+int ForEachValue(
+    MDB_txn* txn, MDB_dbi dbi,
+    const std::function<void(std::string_view, const StoredValue&)>& fn) {
+  MDB_cursor* cursor = nullptr;
+  if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc != 0) return rc;
+  MDB_val key, data;
+  int rc = mdb_cursor_get(cursor, &key, &data, MDB_FIRST);
+  for (; rc == 0; rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
+    if (data.mv_size < kHeader) continue;
+    fn(NameOfEntry(key, data, ValueNameOf), Decode(data));
+  }
+  mdb_cursor_close(cursor);
+  return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
 }  // namespace fencepost::fence

@@ -2,6 +2,7 @@
 
 #include <lmdb.h>
 
+#include <functional>
 #include <optional>
 #include <string_view>
 
@@ -25,5 +26,9 @@ int PutValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
              std::string_view body, std::optional<Token> token);
 // A missing value is not an error.
 int DeleteValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key);
+// Calls `fn(key, value)` for every value in `dbi`, in database order.
+int ForEachValue(
+    MDB_txn* txn, MDB_dbi dbi,
+    const std::function<void(std::string_view, const StoredValue&)>& fn);
 
 }  // namespace fencepost::fence

@@ -89,7 +89,7 @@ std::optional<WalRecord> DecodePayload(std::string_view payload) {
   const Token value_token = in.Int(8);
   r.key = in.Bytes(in.Int(2));
   r.body = in.Bytes(in.Int(4));
-  if (in.bad || !in.rest.empty() || r.op > WalRecord::Op::kDelete) {
+  if (in.bad || !in.rest.empty() || r.op > WalRecord::Op::kLease) {
     return std::nullopt;
   }
   if (flags & kFenceSet) r.fence_token = fence_token;

@@ -20,7 +20,9 @@ struct WalRecord {
   // move it (observe mode never lowers a fence).
   std::optional<Token> fence_token;
   std::int64_t updated_at_ns = 0;
-  enum class Op : std::uint8_t { kNone, kPut, kDelete };
+  // kLease: `key` is a lease's name and `body` its record (EncodeLease),
+  // stored in the leases database.
+  enum class Op : std::uint8_t { kNone, kPut, kDelete, kLease };
   Op op = Op::kNone;
   std::string key;
   std::string body;

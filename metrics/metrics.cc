@@ -90,6 +90,26 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                  .Help("Fence records held.")
                  .Register(r)
                  .Add({});
+  const auto counter = [&r](const char* name, const char* help) {
+    return &BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  lease_grants_ = counter("fencepost_lease_grants_total",
+                          "Leases granted to a new holder (a new token).");
+  lease_renewals_ = counter("fencepost_lease_renewals_total",
+                            "Leases renewed by their holder.");
+  lease_denied_ = counter("fencepost_lease_denied_total",
+                          "Acquires refused because another holder's lease "
+                          "was live.");
+  lease_releases_ =
+      counter("fencepost_lease_releases_total", "Leases released.");
+  lease_expirations_ = counter(
+      "fencepost_lease_expirations_total",
+      "Leases that ran out without a release, counted when noticed.");
+  leases_held_ = &BuildGauge()
+                      .Name("fencepost_leases_held")
+                      .Help("Live leases.")
+                      .Register(r)
+                      .Add({});
   requests_ = &BuildCounter()
                    .Name("fencepost_http_requests_total")
                    .Help("HTTP requests served.")
@@ -226,5 +246,17 @@ void Metrics::Request(Port port, std::string_view method, unsigned status,
 std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
+
+void Metrics::LeaseGranted(bool advanced) {
+  lease_grants_->Increment();
+  if (advanced) advances_->Increment();
+}
+void Metrics::LeaseRenewed() { lease_renewals_->Increment(); }
+void Metrics::LeaseDenied() { lease_denied_->Increment(); }
+void Metrics::LeaseReleased() { lease_releases_->Increment(); }
+void Metrics::LeasesExpired(std::size_t count) {
+  if (count > 0) lease_expirations_->Increment(static_cast<double>(count));
+}
+void Metrics::SetLeasesHeld(double count) { leases_held_->Set(count); }
 
 }  // namespace fencepost::metrics

@@ -41,6 +41,15 @@ class Metrics {
   // A write refused with 503 because the commit queue was full.
   void Overloaded();
   void SetFences(double count);
+  // Leases: a grant to a new holder (and whether it raised an existing
+  // fence: a token advance), a renewal, a denied acquire, a release, and
+  // expiries noticed; the gauge of live leases.
+  void LeaseGranted(bool advanced);
+  void LeaseRenewed();
+  void LeaseDenied();
+  void LeaseReleased();
+  void LeasesExpired(std::size_t count);
+  void SetLeasesHeld(double count);
   void SetMap(double used_bytes, double size_bytes, double max_bytes);
   void Request(Port port, std::string_view method, unsigned status,
                double seconds);
@@ -60,6 +69,12 @@ class Metrics {
   std::array<prometheus::Counter*, 3> rejected_;
   prometheus::Counter* advances_;
   prometheus::Gauge* fences_;
+  prometheus::Counter* lease_grants_;
+  prometheus::Counter* lease_renewals_;
+  prometheus::Counter* lease_denied_;
+  prometheus::Counter* lease_releases_;
+  prometheus::Counter* lease_expirations_;
+  prometheus::Gauge* leases_held_;
   prometheus::Gauge* map_used_;
   prometheus::Gauge* map_size_;
   prometheus::Gauge* map_max_;

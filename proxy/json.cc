@@ -53,4 +53,190 @@ std::string FormatRfc3339(std::int64_t unix_ns) {
   return buf;
 }
 
+namespace {
+
+// A cursor over JSON text; each Parse* returns false with `error` set.
+struct JsonReader {
+  std::string_view in;
+  std::size_t at = 0;
+  std::string error;
+
+  bool Fail(std::string what) {
+    error = std::move(what) + " at byte " + std::to_string(at);
+    return false;
+  }
+  void SkipSpace() {
+    while (at < in.size() && (in[at] == ' ' || in[at] == '\t' ||
+                              in[at] == '\n' || in[at] == '\r')) {
+      ++at;
+    }
+  }
+  bool Eat(char c) {
+    SkipSpace();
+    if (at < in.size() && in[at] == c) {
+      ++at;
+      return true;
+    }
+    return false;
+  }
+  bool Hex4(unsigned* v) {
+    if (at + 4 > in.size()) return Fail("a short \\u escape");
+    *v = 0;
+    for (int i = 0; i < 4; ++i) {
+      const char c = in[at++];
+      *v <<= 4;
+      if (c >= '0' && c <= '9') {
+        *v |= static_cast<unsigned>(c - '0');
+      } else if (c >= 'a' && c <= 'f') {
+        *v |= static_cast<unsigned>(c - 'a' + 10);
+      } else if (c >= 'A' && c <= 'F') {
+        *v |= static_cast<unsigned>(c - 'A' + 10);
+      } else {
+        return Fail("a bad \\u escape");
+      }
+    }
+    return true;
+  }
+  static void AppendUtf8(std::string* out, unsigned cp) {
+    if (cp < 0x80) {
+      out->push_back(static_cast<char>(cp));
+    } else if (cp < 0x800) {
+      out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else if (cp < 0x10000) {
+      out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    } else {
+      out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+      out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+    }
+  }
+  bool String(std::string* out) {
+    if (!Eat('"')) return Fail("expected a string");
+    const std::size_t start = at;
+    while (at < in.size() && in[at] != '"') {
+      const auto c = static_cast<unsigned char>(in[at]);
+      if (c < 0x20) return Fail("a control character in a string");
+      if (c != '\\') {
+        out->push_back(in[at++]);
+        continue;
+      }
+      if (++at >= in.size()) break;
+      const char e = in[at++];
+      switch (e) {
+        case '"': case '\\': case '/': out->push_back(e); break;
+        case 'b': out->push_back('\b'); break;
+        case 'f': out->push_back('\f'); break;
+        case 'n': out->push_back('\n'); break;
+        case 'r': out->push_back('\r'); break;
+        case 't': out->push_back('\t'); break;
+        case 'u': {
+          unsigned cp = 0;
+          if (!Hex4(&cp)) return false;
+          if (cp >= 0xD800 && cp < 0xDC00) {
+            unsigned low = 0;
+            if (at + 2 > in.size() || in[at] != '\\' || in[at + 1] != 'u') {
+              return Fail("a lone surrogate");
+            }
+            at += 2;
+            if (!Hex4(&low)) return false;
+            if (low < 0xDC00 || low >= 0xE000) return Fail("a lone surrogate");
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          } else if (cp >= 0xDC00 && cp < 0xE000) {
+            return Fail("a lone surrogate");
+          }
+          AppendUtf8(out, cp);
+          break;
+        }
+        default:
+          return Fail("a bad escape");
+      }
+    }
+    if (at >= in.size()) {
+      at = start;
+      return Fail("an unterminated string");
+    }
+    ++at;
+    if (!fence::IsValidUtf8(*out)) return Fail("a string that is not UTF-8");
+    return true;
+  }
+  bool Number(std::string* out) {
+    const std::size_t start = at;
+    if (at < in.size() && in[at] == '-') ++at;
+    const auto digits = [this] {
+      const std::size_t from = at;
+      while (at < in.size() && in[at] >= '0' && in[at] <= '9') ++at;
+      return at - from;
+    };
+    const std::size_t first = at;
+    const std::size_t n = digits();
+    if (n == 0 || (n > 1 && in[first] == '0')) return Fail("a bad number");
+    if (at < in.size() && in[at] == '.') {
+      ++at;
+      if (digits() == 0) return Fail("a bad number");
+    }
+    if (at < in.size() && (in[at] == 'e' || in[at] == 'E')) {
+      ++at;
+      if (at < in.size() && (in[at] == '+' || in[at] == '-')) ++at;
+      if (digits() == 0) return Fail("a bad number");
+    }
+    *out = std::string(in.substr(start, at - start));
+    return true;
+  }
+  bool Scalar(JsonScalar* value) {
+    SkipSpace();
+    if (at >= in.size()) return Fail("expected a value");
+    const char c = in[at];
+    if (c == '"') {
+      value->kind = JsonScalar::Kind::kString;
+      return String(&value->text);
+    }
+    if (c == '-' || (c >= '0' && c <= '9')) {
+      value->kind = JsonScalar::Kind::kNumber;
+      return Number(&value->text);
+    }
+    for (std::string_view word : {"null", "true", "false"}) {
+      if (in.substr(at, word.size()) == word) {
+        at += word.size();
+        value->kind =
+            word == "null" ? JsonScalar::Kind::kNull : JsonScalar::Kind::kBool;
+        value->text = std::string(word);
+        return true;
+      }
+    }
+    if (c == '{' || c == '[') return Fail("a nested value");
+    return Fail("expected a value");
+  }
+};
+
+}  // namespace
+
+std::string ParseFlatObject(std::string_view text,
+                            std::map<std::string, JsonScalar>* members,
+                            std::size_t max_members) {
+  members->clear();
+  JsonReader r{text, 0, {}};
+  if (!r.Eat('{')) return "expected a JSON object";
+  if (!r.Eat('}')) {
+    do {
+      std::string name;
+      JsonScalar value;
+      if (!r.String(&name)) return r.error;
+      if (!r.Eat(':')) return r.Fail("expected ':'"), r.error;
+      if (!r.Scalar(&value)) return r.error;
+      if (members->size() >= max_members) return "too many members";
+      if (!members->emplace(std::move(name), std::move(value)).second) {
+        return "a member appears twice";
+      }
+    } while (r.Eat(','));
+    if (!r.Eat('}')) return r.Fail("expected ',' or '}'"), r.error;
+  }
+  r.SkipSpace();
+  if (r.at != text.size()) return r.Fail("text after the object"), r.error;
+  return {};
+}
+
 }  // namespace fencepost::proxy

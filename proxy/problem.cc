@@ -73,6 +73,12 @@ Info InfoOf(ProblemType type) {
               "Storage failure"};
     case ProblemType::kOverloaded:
       return {http::status::service_unavailable, "overloaded", "Overloaded"};
+    case ProblemType::kLeaseHeld:
+      return {http::status::conflict, "lease-held",
+              "The lease is held by another holder"};
+    case ProblemType::kLeaseNotHeld:
+      return {http::status::conflict, "lease-not-held",
+              "The lease is not held by this holder with this token"};
     case ProblemType::kTooManyConnections:
       return {http::status::service_unavailable, "too-many-connections",
               "Too many connections"};
@@ -139,6 +145,13 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
   }
   if (problem.current_token) {
     body += ",\"current_token\":" + std::to_string(*problem.current_token);
+  }
+  if (problem.holder) {
+    body += ",\"holder\":";
+    AppendJsonString(&body, *problem.holder);
+  }
+  if (problem.expires_in_ms) {
+    body += ",\"expires_in_ms\":" + std::to_string(*problem.expires_in_ms);
   }
   body += "}\n";
 

@@ -32,17 +32,32 @@ enum class ProblemType {
   kStorageFailure,
   kTooManyConnections,  // the port is at --max-connections with none idle
   kOverloaded,          // the commit queue is full
-  kLast = kOverloaded,
+  kLeaseHeld,           // acquire of a lease another holder holds
+  kLeaseNotHeld,        // release by a non-holder or with a wrong token
+  kLast = kLeaseNotHeld,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,
 // where they apply, `presented_token` and `current_token`.
 struct Problem {
+  Problem(ProblemType type, std::string detail,
+          std::optional<std::string> key = std::nullopt,
+          std::optional<fence::Token> presented_token = std::nullopt,
+          std::optional<fence::Token> current_token = std::nullopt)
+      : type(type),
+        detail(std::move(detail)),
+        key(std::move(key)),
+        presented_token(presented_token),
+        current_token(current_token) {}
+
   ProblemType type;
   std::string detail;
   std::optional<std::string> key;
   std::optional<fence::Token> presented_token;
   std::optional<fence::Token> current_token;
+  // Leases: the live holder and how long its lease has left.
+  std::optional<std::string> holder;
+  std::optional<std::int64_t> expires_in_ms;
 };
 
 // The one mapping from an error case to its HTTP status.

@@ -67,6 +67,15 @@ class Service {
   boost::asio::awaitable<Response> Bump(const Request& request,
                                         const std::string& key);
   Response GetFence(const Request& request, const std::string& key);
+  // Leases (/v1/leases): acquire or renew, release, read, list.
+  boost::asio::awaitable<Response> AcquireLease(const Request& request,
+                                                const std::string& name);
+  boost::asio::awaitable<Response> ReleaseLease(const Request& request,
+                                                const std::string& name);
+  Response GetLease(const Request& request, const std::string& name);
+  Response ListLeases(const Request& request);
+  // Submits a lease operation to the committer of its fence.
+  boost::asio::awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
   Response ListFences(const Request& request);
   Response ListRejections(const Request& request);
   Response LogLevel(const Request& request);

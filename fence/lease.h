@@ -1,0 +1,110 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fence/token.h"
+
+namespace fencepost::fence {
+
+// A lease as it is stored: who holds it (empty once released), the token of
+// its last grant, and when it was granted and last renewed (Unix ns, for
+// documents only: expiry never reads a wall clock).
+struct LeaseRecord {
+  std::string holder;  // empty: free (released)
+  Token token = 0;
+  std::uint64_t ttl_ms = 0;
+  std::int64_t acquired_at_ns = 0;
+  std::int64_t renewed_at_ns = 0;
+  std::uint64_t transitions = 0;  // grants so far: the lease's generation
+};
+
+// The stored form: fixed-width big-endian fields, then the holder.
+std::string EncodeLease(const LeaseRecord& lease);
+// False when `bytes` is not a record EncodeLease wrote.
+bool DecodeLease(std::string_view bytes, LeaseRecord* lease);
+
+// A lease operation, decided by the committer against the lease's state and
+// its fence, in the same group as fenced writes.
+struct LeaseOp {
+  enum class Kind { kAcquire, kRelease };
+  Kind kind = Kind::kAcquire;
+  std::string name;
+  std::string holder;
+  std::uint64_t ttl_ms = 0;  // acquire
+  Token token = 0;           // release: the token the holder presents
+};
+
+struct LeaseOutcome {
+  enum class Verdict {
+    kGranted,  // a new token; the fence is raised to it
+    kRenewed,  // the holder of record kept its token; expiry reset
+    kDenied,   // another holder's lease is live
+    kReleased,
+    kNotHeld,  // release by a non-holder, of a lease not live, or a wrong token
+  };
+  Verdict verdict = Verdict::kDenied;
+  LeaseRecord lease;  // after the operation (before it when refused)
+  std::int64_t expires_in_ms = 0;  // of the live lease after (or blocking) it
+  bool existed = false;            // a record was there before
+  // A grant that replaced a holder whose lease had run out.
+  std::string previous_holder;
+  bool previous_expired = false;
+  // This operation noticed that the lease had run out without a release
+  // (each expiry is noticed once; see LeaseTable).
+  bool noticed_expiry = false;
+};
+
+// Monotonic time in nanoseconds (steady_clock by default; tests pass a fake).
+using SteadyNow = std::function<std::int64_t()>;
+std::int64_t SteadyNowNs();
+
+// The committed leases of one environment in memory, with each live lease's
+// deadline on the monotonic clock. The committer loads it from LMDB at
+// start (every held lease counts as renewed then) and updates it after a
+// group's log sync, before the group's answers. Expiry is noticed lazily:
+// Notice counts each lease that ran out (without a release) once.
+//
+// Thread safety: every method may be called from any thread.
+class LeaseTable {
+ public:
+  struct Entry {
+    LeaseRecord record;
+    std::int64_t deadline_ns = 0;  // on the steady clock; holder empty: 0
+    bool expiry_noticed = false;
+  };
+
+  std::optional<Entry> Find(std::string_view name) const;
+  void Set(const std::string& name, Entry entry);
+
+  // Up to `limit` leases whose names start with `prefix` and sort after
+  // `after`, in name order.
+  std::vector<std::pair<std::string, Entry>> List(std::string_view prefix,
+                                                  std::string_view after,
+                                                  std::size_t limit) const;
+  // Marks every lease that ran out by `now_ns` and was not noticed yet;
+  // returns how many (for fencepost_lease_expirations_total).
+  std::size_t NoticeExpired(std::int64_t now_ns);
+  // The same for one lease.
+  bool NoticeExpired(std::string_view name, std::int64_t now_ns);
+  // Leases held and not run out at `now_ns`.
+  std::size_t Live(std::int64_t now_ns) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::string, Entry, std::less<>> entries_;
+};
+
+// Whether `entry` is held by someone at `now_ns`.
+inline bool IsLive(const LeaseTable::Entry& entry, std::int64_t now_ns) {
+  return !entry.record.holder.empty() && now_ns < entry.deadline_ns;
+}
+
+}  // namespace fencepost::fence
