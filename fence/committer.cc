@@ -318,8 +318,8 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
   };
   const std::int64_t ttl_ns = static_cast<std::int64_t>(op.ttl_ms) * 1000000;
   LeaseTable::Entry next;
-  const bool holder_of_record =
-      entry && !entry->record.holder.empty() && entry->record.holder == op.holder;
+  const bool holder_of_record = entry && !entry->record.holder.empty() &&
+                                entry->record.holder == op.holder;
   if (op.kind == LeaseOp::Kind::kRelease) {
     if (!live || !holder_of_record || entry->record.token != op.token) {
       lease.verdict = LeaseOutcome::Verdict::kNotHeld;
@@ -351,8 +351,9 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
       outcome->error = Errc::kStorage;  // no token left to grant
       return false;
     }
-    next.record = {op.holder, base + 1, op.ttl_ms, now_ns, now_ns,
-                   (entry ? entry->record.transitions : 0) + 1};
+    next.record = {op.holder, base + 1,
+                   op.ttl_ms, now_ns,
+                   now_ns,    (entry ? entry->record.transitions : 0) + 1};
     next.deadline_ns = now + ttl_ns;
     if (entry && !entry->record.holder.empty()) {
       lease.previous_holder = entry->record.holder;

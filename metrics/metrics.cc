@@ -102,9 +102,9 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                           "was live.");
   lease_releases_ =
       counter("fencepost_lease_releases_total", "Leases released.");
-  lease_expirations_ = counter(
-      "fencepost_lease_expirations_total",
-      "Leases that ran out without a release, counted when noticed.");
+  lease_expirations_ =
+      counter("fencepost_lease_expirations_total",
+              "Leases that ran out without a release, counted when noticed.");
   leases_held_ = &BuildGauge()
                       .Name("fencepost_leases_held")
                       .Help("Live leases.")

@@ -708,8 +708,8 @@ Response LeaseDocument(const Request& req, const std::string& name,
   std::string body;
   AppendLease(&body, name, entry, now);
   body += "\n";
-  Response res = Text(req, http::status::ok, std::move(body),
-                      "application/json");
+  Response res =
+      Text(req, http::status::ok, std::move(body), "application/json");
   res.set(kTokenHeader, std::to_string(entry.record.token));
   return res;
 }
@@ -881,13 +881,13 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
               name, token, std::nullopt});
   }
   metrics_.LeaseReleased();
-  LogEvent(spdlog::level::info, "lease_released", "lease released",
-           {{"lease", name},
-            {"holder", holder},
-            {"token", std::to_string(token), true},
-            {"generation", std::to_string(outcome.lease->lease.transitions),
-             true},
-            {"reason", "released by its holder"}});
+  LogEvent(
+      spdlog::level::info, "lease_released", "lease released",
+      {{"lease", name},
+       {"holder", holder},
+       {"token", std::to_string(token), true},
+       {"generation", std::to_string(outcome.lease->lease.transitions), true},
+       {"reason", "released by its holder"}});
   Response res(http::status::no_content, req.version());
   co_return res;
 }
@@ -898,9 +898,9 @@ Response Service::GetLease(const Request& req, const std::string& name) {
   if (table.NoticeExpired(name, now)) metrics_.LeasesExpired(1);
   const auto entry = table.Find(name);
   if (!entry) {
-    return Problemed(req, {ProblemType::kNotFound,
-                           "this lease was never granted", name, std::nullopt,
-                           std::nullopt});
+    return Problemed(
+        req, {ProblemType::kNotFound, "this lease was never granted", name,
+              std::nullopt, std::nullopt});
   }
   return LeaseDocument(req, name, *entry, now);
 }

@@ -29,7 +29,7 @@ class CommitterTest : public ::testing::Test {
     return future.get();
   }
   WriteOutcome Commit(const std::string& fence, Token token) {
-    return Commit(FenceWrite{fence, token, false, std::nullopt});
+    return Commit(FenceWrite{fence, token, false, std::nullopt, std::nullopt});
   }
   std::optional<std::string> Value(const std::string& key) {
     auto lock = env_.overlay().Lock();
@@ -72,36 +72,37 @@ TEST_F(CommitterTest, AppliesTheAcceptRule) {
 }
 
 TEST_F(CommitterTest, ARejectedWriteStoresNoValue) {
-  Commit(FenceWrite{"k", 10, false, ValueOp{ValueOp::Kind::kPut, "k", "new"}});
-  WriteOutcome o = Commit(
-      FenceWrite{"k", 9, false, ValueOp{ValueOp::Kind::kPut, "k", "old"}});
+  Commit(FenceWrite{"k", 10, false, ValueOp{ValueOp::Kind::kPut, "k", "new"},
+                    std::nullopt});
+  WriteOutcome o = Commit(FenceWrite{
+      "k", 9, false, ValueOp{ValueOp::Kind::kPut, "k", "old"}, std::nullopt});
   EXPECT_EQ(o.verdict, Verdict::kRejected);
   EXPECT_EQ(Value("k"), "new");
 }
 
 TEST_F(CommitterTest, ObserveAppliesStaleWriteButNeverLowersTheFence) {
   Commit("k", 10);
-  WriteOutcome o =
-      Commit(FenceWrite{"k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
+  WriteOutcome o = Commit(FenceWrite{
+      "k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}, std::nullopt});
   EXPECT_EQ(o.verdict, Verdict::kObserved);
   EXPECT_EQ(Value("k"), "v");
   EXPECT_EQ(o.current, Token{10});
   EXPECT_EQ(Get("k")->token, 10u);
   WriteOutcome missing =
-      Commit(FenceWrite{"new", std::nullopt, true, std::nullopt});
+      Commit(FenceWrite{"new", std::nullopt, true, std::nullopt, std::nullopt});
   EXPECT_EQ(missing.verdict, Verdict::kObserved);
   EXPECT_FALSE(Get("new")) << "a write without a token creates no fence";
 }
 
 TEST_F(CommitterTest, PutsSayWhetherTheyMadeTheValueAndDeletesRemoveIt) {
   auto put = [this](Token t) {
-    return Commit(
-        FenceWrite{"k", t, false, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
+    return Commit(FenceWrite{
+        "k", t, false, ValueOp{ValueOp::Kind::kPut, "k", "v"}, std::nullopt});
   };
   EXPECT_TRUE(put(1).created);
   EXPECT_FALSE(put(2).created);
-  WriteOutcome gone = Commit(
-      FenceWrite{"k", 3, false, ValueOp{ValueOp::Kind::kDelete, "k", ""}});
+  WriteOutcome gone = Commit(FenceWrite{
+      "k", 3, false, ValueOp{ValueOp::Kind::kDelete, "k", ""}, std::nullopt});
   EXPECT_EQ(gone.verdict, Verdict::kAccepted);
   EXPECT_FALSE(Value("k"));
   EXPECT_TRUE(put(4).created);
@@ -118,7 +119,8 @@ TEST_F(CommitterTest,
     const std::string key = "v" + std::to_string(i % 100);
     committer_.Submit(
         FenceWrite{key, Token(i), false,
-                   ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)}},
+                   ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)},
+                   std::nullopt},
         [&promises, i](WriteOutcome o) { promises[i].set_value(o); });
   }
   for (int i = 0; i < kWrites; ++i) {
@@ -149,14 +151,15 @@ TEST_F(CommitterTest, GroupCommitKeepsTheAcceptRuleUnderContention) {
       for (int i = 0; i < kPerThread; ++i) {
         const Token token = rng() % 1000;
         std::promise<void> done;
-        committer_.Submit(FenceWrite{"hot", token, false, std::nullopt},
-                          [&, token](WriteOutcome o) {
-                            {
-                              std::lock_guard lock(mu);
-                              applied.emplace_back(token, o);
-                            }
-                            done.set_value();
-                          });
+        committer_.Submit(
+            FenceWrite{"hot", token, false, std::nullopt, std::nullopt},
+            [&, token](WriteOutcome o) {
+              {
+                std::lock_guard lock(mu);
+                applied.emplace_back(token, o);
+              }
+              done.set_value();
+            });
         done.get_future().wait();
       }
     });
@@ -185,7 +188,8 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
     const std::string key = "k" + std::to_string(i);
     committer.Submit(
         FenceWrite{key, 1, false,
-                   ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')}},
+                   ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')},
+                   std::nullopt},
         [&p](WriteOutcome o) { p.set_value(o); });
     return f.get();
   };
@@ -216,13 +220,13 @@ TEST(CommitterQueueTest, PastTheQueueBoundWritesAreRefusedAtOnce) {
   std::atomic<int> overloaded = 0, accepted = 0;
   std::latch done(kWrites);
   for (int i = 0; i < kWrites; ++i) {
-    committer.Submit(
-        FenceWrite{"f" + std::to_string(i), 1, false, std::nullopt},
-        [&](WriteOutcome o) {
-          if (o.error == Errc::kOverloaded) ++overloaded;
-          if (o.verdict == Verdict::kAccepted) ++accepted;
-          done.count_down();
-        });
+    committer.Submit(FenceWrite{"f" + std::to_string(i), 1, false, std::nullopt,
+                                std::nullopt},
+                     [&](WriteOutcome o) {
+                       if (o.error == Errc::kOverloaded) ++overloaded;
+                       if (o.verdict == Verdict::kAccepted) ++accepted;
+                       done.count_down();
+                     });
   }
   done.wait();
   EXPECT_GT(overloaded.load(), 0);

@@ -15,8 +15,9 @@ class FenceStoreTest : public ::testing::Test {
   void Put(const std::string& name, Token token) {
     std::promise<WriteOutcome> p;
     auto f = p.get_future();
-    committer_->Submit(FenceWrite{name, token, false, std::nullopt},
-                       [&p](WriteOutcome o) { p.set_value(o); });
+    committer_->Submit(
+        FenceWrite{name, token, false, std::nullopt, std::nullopt},
+        [&p](WriteOutcome o) { p.set_value(o); });
     ASSERT_EQ(f.get().verdict, WriteOutcome::Verdict::kAccepted);
   }
   std::optional<FenceRecord> Get(const std::string& name) {

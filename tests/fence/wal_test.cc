@@ -125,8 +125,9 @@ TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
   // New writes continue after the replayed numbers, and a restart replays
   // nothing more.
   std::promise<WriteOutcome> p;
-  committer.Submit(FenceWrite{"orders/1", 1000, false, std::nullopt},
-                   [&p](WriteOutcome o) { p.set_value(o); });
+  committer.Submit(
+      FenceWrite{"orders/1", 1000, false, std::nullopt, std::nullopt},
+      [&p](WriteOutcome o) { p.set_value(o); });
   EXPECT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
   committer.Stop();
   Committer again(env, {});
@@ -209,7 +210,8 @@ TEST(WalRecoveryTest, SegmentsAreReusedAndEveryWriteSurvivesRestarts) {
       const std::string key = "k" + std::to_string(i % 50);
       committer.Submit(FenceWrite{key, ++token, false,
                                   ValueOp{ValueOp::Kind::kPut, key,
-                                          std::string(100, 'a' + round)}},
+                                          std::string(100, 'a' + round)},
+                                  std::nullopt},
                        [&p](WriteOutcome o) { p.set_value(o); });
       ASSERT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
     }

@@ -248,5 +248,115 @@ TEST_F(ObserveServiceTest, StoresWhatEnforceWouldRejectAndCountsIt) {
       2);
 }
 
+// Leases through the handler: the HTTP rules around the committer's.
+TEST_F(ServiceTest, LeaseAcquireRenewDenyReleaseAndGet) {
+  const auto lease = [this](http::verb method, const std::string& body,
+                            std::optional<std::string> token = std::nullopt) {
+    return Call(metrics::Port::kAdmin, method, "/v1/leases/jobs/leader",
+                std::move(token), body);
+  };
+  Response a = lease(http::verb::put, R"({"holder":"a","ttl_ms":60000})");
+  EXPECT_EQ(a.result_int(), 200);
+  EXPECT_NE(a.body().find("\"holder\":\"a\",\"token\":1,"), std::string::npos)
+      << a.body();
+  EXPECT_EQ(a["Fencing-Token"], "1");
+  EXPECT_EQ(
+      lease(http::verb::put, R"({"holder":"a","ttl_ms":60000})").result_int(),
+      200);
+  Response b = lease(http::verb::put, R"({"ttl_ms":1000,"holder":"b"})");
+  EXPECT_EQ(b.result_int(), 409);
+  EXPECT_NE(b.body().find("urn:fencepost:problem:lease-held"),
+            std::string::npos);
+  EXPECT_NE(b.body().find("\"holder\":\"a\""), std::string::npos);
+  EXPECT_NE(b.body().find("\"expires_in_ms\":"), std::string::npos);
+  // The grant raised the fence: a write with a lower token is stale.
+  EXPECT_EQ(Data(http::verb::put, "/jobs/leader", "0", "x").result_int(), 409);
+
+  EXPECT_EQ(lease(http::verb::delete_, R"({"holder":"a"})").result_int(), 428);
+  Response wrong = lease(http::verb::delete_, R"({"holder":"b"})", "1");
+  EXPECT_EQ(wrong.result_int(), 409);
+  EXPECT_NE(wrong.body().find("urn:fencepost:problem:lease-not-held"),
+            std::string::npos);
+  EXPECT_EQ(lease(http::verb::delete_, R"({"holder":"a"})", "1").result_int(),
+            204);
+  Response get = Admin(http::verb::get, "/v1/leases/jobs/leader");
+  EXPECT_EQ(get.result_int(), 200);
+  EXPECT_NE(get.body().find("\"holder\":null,\"token\":1,"), std::string::npos)
+      << get.body();
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/jobs/leader").result_int(), 200);
+  Response next = lease(http::verb::put, R"({"holder":"b","ttl_ms":1000})");
+  EXPECT_NE(next.body().find("\"token\":2,"), std::string::npos);
+  EXPECT_NE(next.body().find("\"transitions\":2}"), std::string::npos);
+
+  EXPECT_EQ(Admin(http::verb::get, "/v1/leases/never").result_int(), 404);
+  EXPECT_EQ(Admin(http::verb::post, "/v1/leases/x").result_int(), 405);
+  const std::string text = metrics_.Serialize();
+  EXPECT_EQ(MetricValue(text, "fencepost_lease_grants_total"), 2);
+  EXPECT_EQ(MetricValue(text, "fencepost_lease_renewals_total"), 1);
+  EXPECT_EQ(MetricValue(text, "fencepost_lease_denied_total"), 1);
+  EXPECT_EQ(MetricValue(text, "fencepost_lease_releases_total"), 1);
+}
+
+TEST_F(ServiceTest, BadLeaseBodiesAre400AndChangeNothing) {
+  const std::string target = "/v1/leases/l";
+  for (const std::string& body : std::vector<std::string>{
+           "", "null", "[]", R"({"holder":"a"})", R"({"ttl_ms":1000})",
+           R"({"holder":"","ttl_ms":1000})", R"({"holder":"a","ttl_ms":99})",
+           R"({"holder":"a","ttl_ms":3600001})",
+           R"({"holder":"a","ttl_ms":1.5})",
+           R"({"holder":"a","ttl_ms":"1000"})", R"({"holder":"a","ttl_ms":-1})",
+           R"({"holder":1,"ttl_ms":1000})",
+           R"({"holder":"a\nb","ttl_ms":1000})",
+           R"({"holder":"a","ttl_ms":1000,"extra":1})",
+           R"({"holder":"a","holder":"b","ttl_ms":1000})",
+           R"({"holder":"a","ttl_ms":1000} x)",
+           R"({"holder":{},"ttl_ms":1000})",
+           "{\"holder\":\"" + std::string(257, 'h') + "\",\"ttl_ms\":1000}",
+           "{\"holder\":\"\xff\",\"ttl_ms\":1000}"}) {
+    Response r = Call(metrics::Port::kAdmin, http::verb::put, target,
+                      std::nullopt, body);
+    EXPECT_EQ(r.result_int(), 400) << body;
+    EXPECT_NE(r.body().find("urn:fencepost:problem:bad-request"),
+              std::string::npos)
+        << body;
+  }
+  EXPECT_EQ(Admin(http::verb::get, target).result_int(), 404);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/l").result_int(), 404);
+  EXPECT_EQ(Call(metrics::Port::kAdmin, http::verb::put, "/v1/leases/a//b",
+                 std::nullopt, R"({"holder":"a","ttl_ms":1000})")
+                .result_int(),
+            400);
+  // 256 bytes is the most.
+  EXPECT_EQ(
+      Call(metrics::Port::kAdmin, http::verb::put, target, std::nullopt,
+           "{\"holder\":\"" + std::string(256, 'h') + "\",\"ttl_ms\":1000}")
+          .result_int(),
+      200);
+}
+
+TEST_F(ServiceTest, LeasesArePagedByName) {
+  for (const char* name : {"b", "a/1", "a/2", "a/3", "c"}) {
+    ASSERT_EQ(Call(metrics::Port::kAdmin, http::verb::put,
+                   std::string("/v1/leases/") + name, std::nullopt,
+                   R"({"holder":"h","ttl_ms":1000})")
+                  .result_int(),
+              200);
+  }
+  Response page = Admin(http::verb::get, "/v1/leases?prefix=a/&limit=2");
+  EXPECT_EQ(page.result_int(), 200);
+  EXPECT_NE(page.body().find("\"name\":\"a/1\""), std::string::npos);
+  EXPECT_NE(page.body().find("\"name\":\"a/2\""), std::string::npos);
+  EXPECT_EQ(page.body().find("\"name\":\"a/3\""), std::string::npos);
+  EXPECT_NE(page.body().find("\"next\":\"a/2\""), std::string::npos);
+  Response rest = Admin(http::verb::get, "/v1/leases?prefix=a/&after=a/2");
+  EXPECT_NE(rest.body().find("\"name\":\"a/3\""), std::string::npos);
+  EXPECT_NE(rest.body().find("\"next\":null"), std::string::npos);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/leases?limit=0").result_int(), 400);
+  EXPECT_EQ(MetricValue(metrics_.Serialize(), "fencepost_leases_held"), 0)
+      << "the gauge is set at scrape";
+  Response metrics = Admin(http::verb::get, "/metrics");
+  EXPECT_EQ(MetricValue(metrics.body(), "fencepost_leases_held"), 5);
+}
+
 }  // namespace
 }  // namespace fencepost::proxy

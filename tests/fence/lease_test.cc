@@ -1,0 +1,225 @@
+// The lease rules, decided by the committer against a fake monotonic clock
+// (no sleeps), over real LMDB and the real write-ahead log.
+
+#include "fence/lease.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <memory>
+
+#include "fence/committer.h"
+#include "fence/fence_store.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::fence {
+namespace {
+
+using Verdict = LeaseOutcome::Verdict;
+constexpr std::int64_t kMs = 1000000;
+
+class LeaseTest : public ::testing::Test {
+ protected:
+  LeaseTest() { Open(); }
+
+  void Open() {
+    env_ = std::make_unique<Env>(Env::Options{dir_.path(), 64u << 20});
+    Committer::Options options;
+    options.steady_now = [this] { return now_.load(); };
+    committer_ = std::make_unique<Committer>(*env_, options);
+  }
+  // A clean stop and a new process (the clock goes on).
+  void Restart() {
+    committer_.reset();
+    env_.reset();
+    Open();
+  }
+
+  WriteOutcome Submit(FenceWrite write) {
+    std::promise<WriteOutcome> promise;
+    auto future = promise.get_future();
+    committer_->Submit(std::move(write),
+                       [&promise](WriteOutcome o) { promise.set_value(o); });
+    return future.get();
+  }
+  WriteOutcome Lease(LeaseOp op, const std::string& fence = "") {
+    FenceWrite write;
+    write.fence = fence.empty() ? op.name : fence;
+    write.lease = std::move(op);
+    return Submit(std::move(write));
+  }
+  LeaseOutcome Acquire(const std::string& name, const std::string& holder,
+                       std::uint64_t ttl_ms = 1000,
+                       const std::string& fence = "") {
+    auto o = Lease({LeaseOp::Kind::kAcquire, name, holder, ttl_ms, 0}, fence);
+    EXPECT_TRUE(o.lease.has_value());
+    return o.lease.value_or(LeaseOutcome{});
+  }
+  LeaseOutcome Release(const std::string& name, const std::string& holder,
+                       Token token) {
+    auto o = Lease({LeaseOp::Kind::kRelease, name, holder, 0, token});
+    EXPECT_TRUE(o.lease.has_value());
+    return o.lease.value_or(LeaseOutcome{});
+  }
+  WriteOutcome Write(const std::string& fence, Token token) {
+    return Submit(FenceWrite{fence, token, false, std::nullopt, std::nullopt});
+  }
+  std::optional<Token> FenceOf(const std::string& name) {
+    std::optional<FenceRecord> fence;
+    EXPECT_FALSE(FenceStore(*env_).Get(name, &fence));
+    if (!fence) return std::nullopt;
+    return fence->token;
+  }
+
+  testing::TempDir dir_;
+  std::atomic<std::int64_t> now_ = 1000 * kMs;
+  std::unique_ptr<Env> env_;
+  std::unique_ptr<Committer> committer_;
+};
+
+TEST(LeaseRecordTest, EncodesAndDecodes) {
+  LeaseRecord in{"worker-7", 18446744073709551615ull, 3600000, -5, 42, 9};
+  LeaseRecord out;
+  ASSERT_TRUE(DecodeLease(EncodeLease(in), &out));
+  EXPECT_EQ(out.holder, in.holder);
+  EXPECT_EQ(out.token, in.token);
+  EXPECT_EQ(out.ttl_ms, in.ttl_ms);
+  EXPECT_EQ(out.acquired_at_ns, in.acquired_at_ns);
+  EXPECT_EQ(out.renewed_at_ns, in.renewed_at_ns);
+  EXPECT_EQ(out.transitions, in.transitions);
+  EXPECT_FALSE(DecodeLease("short", &out));
+}
+
+TEST_F(LeaseTest, TheFirstGrantGetsTokenOneAndSetsTheFence) {
+  LeaseOutcome a = Acquire("jobs/x", "a");
+  EXPECT_EQ(a.verdict, Verdict::kGranted);
+  EXPECT_EQ(a.lease.token, 1u);
+  EXPECT_EQ(a.lease.transitions, 1u);
+  EXPECT_EQ(a.expires_in_ms, 1000);
+  EXPECT_EQ(FenceOf("jobs/x"), 1u);
+}
+
+TEST_F(LeaseTest, RenewalKeepsTheTokenAndResetsTheExpiry) {
+  Acquire("l", "a", 1000);
+  now_ += 900 * kMs;
+  LeaseOutcome r = Acquire("l", "a", 2000);
+  EXPECT_EQ(r.verdict, Verdict::kRenewed);
+  EXPECT_EQ(r.lease.token, 1u);
+  EXPECT_EQ(r.lease.ttl_ms, 2000u);
+  EXPECT_EQ(r.expires_in_ms, 2000);
+  now_ += 1900 * kMs;  // past the first expiry, within the renewed one
+  EXPECT_EQ(Acquire("l", "b").verdict, Verdict::kDenied);
+  EXPECT_EQ(FenceOf("l"), 1u);
+}
+
+TEST_F(LeaseTest, NoTwoLiveHolders) {
+  Acquire("l", "a", 1000);
+  now_ += 999 * kMs;
+  LeaseOutcome b = Acquire("l", "b");
+  EXPECT_EQ(b.verdict, Verdict::kDenied);
+  EXPECT_EQ(b.lease.holder, "a");
+  EXPECT_EQ(b.expires_in_ms, 1);
+  EXPECT_EQ(env_->lease_table().Find("l")->record.holder, "a");
+}
+
+TEST_F(LeaseTest, AGrantAfterExpiryGetsTheNextTokenAndCountsTheExpiry) {
+  Acquire("l", "a", 1000);
+  now_ += 1000 * kMs;
+  LeaseOutcome b = Acquire("l", "b");
+  EXPECT_EQ(b.verdict, Verdict::kGranted);
+  EXPECT_EQ(b.lease.token, 2u);
+  EXPECT_EQ(b.lease.transitions, 2u);
+  EXPECT_EQ(b.previous_holder, "a");
+  EXPECT_TRUE(b.previous_expired);
+  EXPECT_TRUE(b.noticed_expiry);
+  EXPECT_EQ(FenceOf("l"), 2u);
+  // The old holder's writes are fenced at once.
+  EXPECT_EQ(Write("l", 1).verdict, WriteOutcome::Verdict::kRejected);
+}
+
+TEST_F(LeaseTest, TheHolderOfRecordKeepsItsTokenPastExpiryWhileNobodyTookIt) {
+  Acquire("l", "a", 1000);
+  now_ += 5000 * kMs;
+  LeaseOutcome r = Acquire("l", "a");
+  EXPECT_EQ(r.verdict, Verdict::kRenewed);
+  EXPECT_EQ(r.lease.token, 1u);
+  EXPECT_TRUE(r.noticed_expiry);
+}
+
+TEST_F(LeaseTest, AGrantIsOneAboveTheLargerOfLeaseAndFence) {
+  ASSERT_EQ(Write("l", 40).verdict, WriteOutcome::Verdict::kAccepted);
+  LeaseOutcome a = Acquire("l", "a");
+  EXPECT_EQ(a.lease.token, 41u);
+  EXPECT_EQ(FenceOf("l"), 41u);
+}
+
+TEST_F(LeaseTest, AGrantRaisesTheScopedFence) {
+  // The proxy passes the fence that guards the name: here a scope.
+  ASSERT_EQ(Write("jobs/", 7).verdict, WriteOutcome::Verdict::kAccepted);
+  LeaseOutcome a = Acquire("jobs/leader", "a", 1000, "jobs/");
+  EXPECT_EQ(a.lease.token, 8u);
+  EXPECT_EQ(FenceOf("jobs/"), 8u);
+  EXPECT_EQ(FenceOf("jobs/leader"), std::nullopt);
+}
+
+TEST_F(LeaseTest, AFenceAboveTheLeaseMakesTheHoldersNextAcquireAGrant) {
+  Acquire("l", "a");
+  ASSERT_EQ(Write("l", 10).verdict, WriteOutcome::Verdict::kAccepted);
+  LeaseOutcome r = Acquire("l", "a");
+  EXPECT_EQ(r.verdict, Verdict::kGranted);
+  EXPECT_EQ(r.lease.token, 11u);
+}
+
+TEST_F(LeaseTest, ReleaseNeedsTheLiveHolderAndItsToken) {
+  Acquire("l", "a");
+  EXPECT_EQ(Release("l", "b", 1).verdict, Verdict::kNotHeld);
+  EXPECT_EQ(Release("l", "a", 2).verdict, Verdict::kNotHeld);
+  EXPECT_EQ(env_->lease_table().Find("l")->record.holder, "a");
+  EXPECT_EQ(Release("l", "a", 1).verdict, Verdict::kReleased);
+  EXPECT_EQ(Release("l", "a", 1).verdict, Verdict::kNotHeld);
+  EXPECT_EQ(FenceOf("l"), 1u);  // the fence stays
+  LeaseOutcome b = Acquire("l", "b");
+  EXPECT_EQ(b.verdict, Verdict::kGranted);
+  EXPECT_EQ(b.lease.token, 2u);
+  EXPECT_FALSE(b.previous_expired);
+}
+
+TEST_F(LeaseTest, ReleaseOfALeaseThatRanOutIsNotHeld) {
+  Acquire("l", "a", 1000);
+  now_ += 1000 * kMs;
+  EXPECT_EQ(Release("l", "a", 1).verdict, Verdict::kNotHeld);
+}
+
+TEST_F(LeaseTest, ARestartKeepsHoldersAndTokensAndRenewsAtStart) {
+  Acquire("l", "a", 1000);
+  Acquire("free", "c");
+  Release("free", "c", 1);
+  now_ += 900 * kMs;
+  Restart();
+  now_ += 900 * kMs;  // 1800 ms after the grant, 900 after the start
+  EXPECT_EQ(Acquire("l", "b").verdict, Verdict::kDenied);
+  auto entry = env_->lease_table().Find("l");
+  ASSERT_TRUE(entry);
+  EXPECT_EQ(entry->record.holder, "a");
+  EXPECT_EQ(entry->record.token, 1u);
+  now_ += 100 * kMs;
+  EXPECT_EQ(Acquire("l", "b").lease.token, 2u);
+  EXPECT_EQ(Acquire("free", "d").lease.token, 2u);
+}
+
+TEST_F(LeaseTest, TheTableCountsEachExpiryOnceAndLiveLeases) {
+  Acquire("a", "x", 1000);
+  Acquire("b", "y", 3000);
+  EXPECT_EQ(env_->lease_table().Live(now_), 2u);
+  now_ += 1500 * kMs;
+  EXPECT_EQ(env_->lease_table().Live(now_), 1u);
+  EXPECT_EQ(env_->lease_table().NoticeExpired(now_), 1u);
+  EXPECT_EQ(env_->lease_table().NoticeExpired(now_), 0u);
+  auto list = env_->lease_table().List("", "a", 10);
+  ASSERT_EQ(list.size(), 1u);
+  EXPECT_EQ(list[0].first, "b");
+}
+
+}  // namespace
+}  // namespace fencepost::fence
