@@ -41,17 +41,41 @@ int Cycles() {
   return text ? std::max(1, std::atoi(text)) : 20;
 }
 
+// A lease taken before the first crash with a long TTL: after every restart
+// it is still held by its holder with its token, and nobody else gets it.
+constexpr char kKeeper[] = R"({"holder":"keeper","ttl_ms":3600000})";
+
+std::string KeeperProblems(const ServerProcess& server, std::uint64_t token) {
+  auto get = testing::Fetch(server.admin_port(), "GET", "/v1/leases/keeper");
+  auto other = testing::Fetch(server.admin_port(), "PUT", "/v1/leases/keeper",
+                              {}, R"({"holder":"thief","ttl_ms":1000})");
+  const std::string expected =
+      "\"holder\":\"keeper\",\"token\":" + std::to_string(token) + ",";
+  if (get.body.find(expected) == std::string::npos) {
+    return "the keeper's lease changed: " + get.body;
+  }
+  if (other.status != 409) return "another holder took the keeper's lease";
+  return "";
+}
+
 void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
   const int cycles = Cycles();
   Load load(Keys(), 3, 6);
+  LeaseLoad leases({"lease/a", "lease/b", "hot-lease"});
   Restarts restarts;
   std::mt19937 rng(std::random_device{}());
   auto server = std::make_unique<ServerProcess>(data, args);
+  auto keeper = testing::Fetch(server->admin_port(), "PUT", "/v1/leases/keeper",
+                               {}, kKeeper);
+  ASSERT_EQ(keeper.status, 200) << keeper.body;
+  const std::uint64_t keeper_token =
+      std::stoull(keeper.header("fencing-token"));
   std::size_t violations = 0;
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const std::size_t before = load.history().size();
     const std::size_t acked_before = load.acknowledged();
     load.Start(server->data_port());
+    leases.Start(server->admin_port());
     // The kill lands at a random moment after the cycle's first
     // acknowledgement: a restarted server's first answers can take longer
     // than the shortest pause on a loaded machine, and a cycle that is
@@ -65,10 +89,17 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 270));
     server->Kill();
     load.Stop();
+    leases.Stop();
 
     server = std::make_unique<ServerProcess>(data, args);
-    const auto found =
+    auto found =
         restarts.Check(load.history(), ReadState(*server, load.keys()));
+    auto lease_found = leases.Check(server->admin_port());
+    if (auto problem = KeeperProblems(*server, keeper_token);
+        !problem.empty()) {
+      lease_found.push_back(problem);
+    }
+    found.insert(found.end(), lease_found.begin(), lease_found.end());
     violations += found.size();
     for (const auto& v : found) ADD_FAILURE() << "cycle " << cycle << ": " << v;
     if (!found.empty()) break;
@@ -79,7 +110,9 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
   const std::size_t acked = load.AcknowledgedSince(0);
   std::cout << "reliability: " << cycles << " SIGKILL cycles, "
             << load.history().size() << " writes, " << acked
-            << " acknowledged, " << violations << " violations\n";
+            << " acknowledged, " << leases.grants().size() << " lease grants, "
+            << violations << " violations\n";
+  EXPECT_GT(leases.grants().size(), static_cast<std::size_t>(cycles));
   EXPECT_GT(acked, static_cast<std::size_t>(cycles)) << "the load ran";
 }
 

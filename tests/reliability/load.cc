@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <random>
+#include <set>
 
 #include "tests/testing/http_client.h"
 
@@ -88,6 +89,86 @@ void Load::Write(std::uint16_t port, int thread, std::uint32_t seed) {
   } catch (const std::exception&) {
     // The server died under us: the write in flight stays unknown.
   }
+}
+
+void LeaseLoad::Start(std::uint16_t admin_port) {
+  stop_ = false;
+  thread_ = std::thread([this, admin_port, seed = std::random_device{}()] {
+    Run(admin_port, seed);
+  });
+}
+
+void LeaseLoad::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void LeaseLoad::Run(std::uint16_t admin_port, std::uint32_t seed) {
+  std::mt19937 local(seed);
+  try {
+    testing::HttpClient client(admin_port);
+    while (!stop_) {
+      const std::string& name = names_[local() % names_.size()];
+      const std::string holder = "h" + std::to_string(holders_++);
+      Grant grant{name, 0, Now(), 0};
+      auto r = client.Request("PUT", "/v1/leases/" + name, {},
+                              "{\"holder\":\"" + holder + "\",\"ttl_ms\":100}");
+      if (r.status != 200) continue;
+      grant.acked_ns = Now();
+      grant.token = NumberAfter(r.body, "token").value();
+      {
+        std::lock_guard lock(mu_);
+        grants_.push_back(grant);
+      }
+      if (local() % 2) {
+        client.Request("DELETE", "/v1/leases/" + name,
+                       {{"Fencing-Token", std::to_string(grant.token)}},
+                       "{\"holder\":\"" + holder + "\"}");
+      }
+    }
+  } catch (const std::exception&) {
+    // The server died under us.
+  }
+}
+
+std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port) const {
+  std::vector<std::string> violations;
+  std::map<std::string, std::vector<const Grant*>> by_name;
+  for (const Grant& g : grants_) by_name[g.name].push_back(&g);
+  for (const auto& [name, grants] : by_name) {
+    std::set<std::uint64_t> tokens;
+    std::uint64_t highest = 0;
+    for (const Grant* g : grants) {
+      if (!tokens.insert(g->token).second) {
+        violations.push_back(name + ": token " + std::to_string(g->token) +
+                             " was granted twice");
+      }
+      highest = std::max(highest, g->token);
+    }
+    // In real-time order: a grant sent after another was acknowledged has
+    // a higher token.
+    for (const Grant* a : grants) {
+      for (const Grant* b : grants) {
+        if (a->acked_ns < b->sent_ns && a->token >= b->token) {
+          violations.push_back(name + ": grant " + std::to_string(b->token) +
+                               " came after grant " + std::to_string(a->token));
+        }
+      }
+    }
+    const auto lease = testing::Fetch(admin_port, "GET", "/v1/leases/" + name);
+    const auto fence = testing::Fetch(admin_port, "GET", "/v1/fences/" + name);
+    const std::uint64_t lease_token =
+        lease.status == 200 ? NumberAfter(lease.body, "token").value() : 0;
+    const std::uint64_t fence_token =
+        fence.status == 200 ? NumberAfter(fence.body, "token").value() : 0;
+    if (lease_token < highest || fence_token < highest) {
+      violations.push_back(name + ": lease " + std::to_string(lease_token) +
+                           " or fence " + std::to_string(fence_token) +
+                           " is below granted token " +
+                           std::to_string(highest));
+    }
+  }
+  return violations;
 }
 
 std::map<std::string, KeyState> ReadState(

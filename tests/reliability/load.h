@@ -52,6 +52,43 @@ class Load {
   std::vector<std::thread> writers_;
 };
 
+// Lease grants interleaved with the fenced writes of Load: one thread
+// acquires `names` on the admin port under a fresh holder each time (so
+// every 200 is a grant), with a short TTL, and releases half of them. Each
+// grant is recorded once answered.
+//
+// Thread safety: as Load.
+class LeaseLoad {
+ public:
+  struct Grant {
+    std::string name;
+    std::uint64_t token = 0;
+    std::int64_t sent_ns = 0;
+    std::int64_t acked_ns = 0;
+  };
+  explicit LeaseLoad(std::vector<std::string> names)
+      : names_(std::move(names)) {}
+  ~LeaseLoad() { Stop(); }
+
+  void Start(std::uint16_t admin_port);
+  void Stop();
+  const std::vector<Grant>& grants() const { return grants_; }
+  // After a restart: every grant's token is unique per name, grants follow
+  // one another in token order, and neither the lease nor its fence is
+  // below an acknowledged grant. Returns one line per violation.
+  std::vector<std::string> Check(std::uint16_t admin_port) const;
+
+ private:
+  void Run(std::uint16_t admin_port, std::uint32_t seed);
+
+  const std::vector<std::string> names_;
+  std::atomic<bool> stop_ = false;
+  std::atomic<std::uint64_t> holders_ = 0;
+  std::mutex mu_;
+  std::vector<Grant> grants_;
+  std::thread thread_;
+};
+
 // What `server` holds for `keys`: each fence, and each value's token (its
 // Fencing-Token) and body.
 std::map<std::string, KeyState> ReadState(const testing::ServerProcess& server,
