@@ -102,6 +102,7 @@ void Committer::Replay() {
 
 void Committer::LoadLeases() {
   const std::int64_t now = options_.steady_now();
+  const std::int64_t wall_now = NowNs();
   Env::ReadTxn txn(env_);
   int rc = txn.get() == nullptr ? txn.error() : 0;
   bool corrupt = false;
@@ -114,9 +115,17 @@ void Committer::LoadLeases() {
             corrupt = true;
             return;
           }
-          if (!entry.record.holder.empty()) {
-            entry.deadline_ns =
-                now + static_cast<std::int64_t>(entry.record.ttl_ms) * 1000000;
+          const std::int64_t ttl_ns =
+              static_cast<std::int64_t>(entry.record.ttl_ms) * 1000000;
+          if (entry.record.released) {
+            // Free.
+          } else if (entry.record.renewed_at_ns + ttl_ns <= wall_now) {
+            // It ran out before the restart by the wall clock: not live. A
+            // wrong wall clock can only free it early (safe: its token is
+            // fenced by the next grant) or keep it one TTL longer.
+            entry.expiry_noticed = true;
+          } else {
+            entry.deadline_ns = now + ttl_ns;  // renewed at start
           }
           env_.lease_table().Set(std::string(name), std::move(entry));
         });
@@ -238,8 +247,13 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
   // Refuse what could not fit the map with everything logged before it.
   const std::size_t need = Reservation(r);
   if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
+    const bool noticed = outcome->lease && outcome->lease->noticed_expiry;
     *outcome = WriteOutcome{};
     outcome->error = Errc::kMapFull;
+    if (noticed) {
+      outcome->lease.emplace();
+      outcome->lease->noticed_expiry = true;
+    }
     return;
   }
   reserved_bytes_ += need;
@@ -316,19 +330,22 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
   const auto expires_in_ms = [now](const LeaseTable::Entry& e) {
     return std::max<std::int64_t>(0, (e.deadline_ns - now + 999999) / 1000000);
   };
+  const auto refuse = [&](LeaseOutcome::Verdict verdict) {
+    lease.verdict = verdict;
+    outcome->verdict = WriteOutcome::Verdict::kRejected;
+    outcome->lease = std::move(lease);
+    return false;
+  };
   const std::int64_t ttl_ns = static_cast<std::int64_t>(op.ttl_ms) * 1000000;
+  const bool holder_of_record =
+      entry && !entry->record.released && entry->record.holder == op.holder;
   LeaseTable::Entry next;
-  const bool holder_of_record = entry && !entry->record.holder.empty() &&
-                                entry->record.holder == op.holder;
   if (op.kind == LeaseOp::Kind::kRelease) {
     if (!live || !holder_of_record || entry->record.token != op.token) {
-      lease.verdict = LeaseOutcome::Verdict::kNotHeld;
-      outcome->verdict = WriteOutcome::Verdict::kRejected;
-      outcome->lease = std::move(lease);
-      return false;
+      return refuse(LeaseOutcome::Verdict::kNotHeld);
     }
     next = *entry;
-    next.record.holder.clear();
+    next.record.released = true;
     next.deadline_ns = 0;
     lease.verdict = LeaseOutcome::Verdict::kReleased;
   } else if (holder_of_record && fence.value_or(0) <= entry->record.token) {
@@ -339,25 +356,52 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
     next.expiry_noticed = false;
     lease.verdict = LeaseOutcome::Verdict::kRenewed;
   } else if (live && !holder_of_record) {
-    lease.verdict = LeaseOutcome::Verdict::kDenied;
     lease.expires_in_ms = expires_in_ms(*entry);
-    outcome->verdict = WriteOutcome::Verdict::kRejected;
-    outcome->lease = std::move(lease);
-    return false;
+    return refuse(LeaseOutcome::Verdict::kDenied);
   } else {
+    // One live lease per fence: two would take the fence from each other
+    // at every grant.
+    std::optional<std::pair<std::string, LeaseTable::Entry>> other;
+    for (const auto& [name, e] : seen.leases) {
+      if (name != op.name && e.record.fence == write.fence && IsLive(e, now)) {
+        other = {name, e};
+      }
+    }
+    if (!other) {
+      other = table.LiveOnFence(write.fence, op.name, now);
+      // This group changed that lease after the table's state: seen above.
+      if (other && seen.leases.count(other->first) > 0) other.reset();
+    }
+    if (other) {
+      lease.blocking_lease = other->first;
+      lease.lease = other->second.record;
+      lease.expires_in_ms = expires_in_ms(other->second);
+      return refuse(LeaseOutcome::Verdict::kDenied);
+    }
     const Token base =
         std::max(entry ? entry->record.token : Token{0}, fence.value_or(0));
     if (base == std::numeric_limits<Token>::max()) {
       outcome->error = Errc::kStorage;  // no token left to grant
       return false;
     }
-    next.record = {op.holder, base + 1,
-                   op.ttl_ms, now_ns,
-                   now_ns,    (entry ? entry->record.transitions : 0) + 1};
+    next.record.holder = op.holder;
+    next.record.fence = write.fence;
+    next.record.token = base + 1;
+    next.record.ttl_ms = op.ttl_ms;
+    next.record.acquired_at_ns = next.record.renewed_at_ns = now_ns;
+    next.record.transitions =
+        !entry ? 0
+               : entry->record.transitions +
+                     (entry->record.holder != op.holder ? 1 : 0);
     next.deadline_ns = now + ttl_ns;
-    if (entry && !entry->record.holder.empty()) {
+    using Reason = LeaseOutcome::GrantReason;
+    if (entry) {
       lease.previous_holder = entry->record.holder;
-      lease.previous_expired = !live || holder_of_record;
+      lease.previous_expired =
+          !entry->record.released && !live && !holder_of_record;
+      lease.reason = holder_of_record         ? Reason::kFenceAbove
+                     : entry->record.released ? Reason::kReleased
+                                              : Reason::kExpired;
     }
     outcome->decision = Decide(fence, base + 1);
     r->fence_token = base + 1;
@@ -366,7 +410,7 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
   }
   outcome->verdict = WriteOutcome::Verdict::kAccepted;
   lease.lease = next.record;
-  lease.expires_in_ms = next.record.holder.empty() ? 0 : expires_in_ms(next);
+  lease.expires_in_ms = next.record.released ? 0 : expires_in_ms(next);
   outcome->lease = std::move(lease);
   r->op = WalRecord::Op::kLease;
   r->key = op.name;

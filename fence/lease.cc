@@ -5,9 +5,9 @@
 namespace fencepost::fence {
 namespace {
 
-// version (1), token, ttl, acquired, renewed, transitions (8 each), then the
-// holder.
-constexpr std::size_t kHeader = 1 + 5 * 8;
+// version (1), flags (1: bit 0 released), token, ttl, acquired, renewed,
+// transitions (8 each), the holder's length (2), the holder, then the fence.
+constexpr std::size_t kHeader = 2 + 5 * 8 + 2;
 constexpr char kVersion = 1;
 
 }  // namespace
@@ -15,26 +15,33 @@ constexpr char kVersion = 1;
 std::string EncodeLease(const LeaseRecord& lease) {
   std::string out(kHeader, '\0');
   out[0] = kVersion;
-  StoreBigEndian(out.data() + 1, lease.token, 8);
-  StoreBigEndian(out.data() + 9, lease.ttl_ms, 8);
-  StoreBigEndian(out.data() + 17,
+  out[1] = lease.released ? 1 : 0;
+  StoreBigEndian(out.data() + 2, lease.token, 8);
+  StoreBigEndian(out.data() + 10, lease.ttl_ms, 8);
+  StoreBigEndian(out.data() + 18,
                  static_cast<std::uint64_t>(lease.acquired_at_ns), 8);
-  StoreBigEndian(out.data() + 25,
+  StoreBigEndian(out.data() + 26,
                  static_cast<std::uint64_t>(lease.renewed_at_ns), 8);
-  StoreBigEndian(out.data() + 33, lease.transitions, 8);
+  StoreBigEndian(out.data() + 34, lease.transitions, 8);
+  StoreBigEndian(out.data() + 42, lease.holder.size(), 2);
   out += lease.holder;
+  out += lease.fence;
   return out;
 }
 
 bool DecodeLease(std::string_view bytes, LeaseRecord* lease) {
   if (bytes.size() < kHeader || bytes[0] != kVersion) return false;
   const char* p = bytes.data();
-  lease->token = LoadBigEndian(p + 1, 8);
-  lease->ttl_ms = LoadBigEndian(p + 9, 8);
-  lease->acquired_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 17, 8));
-  lease->renewed_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 25, 8));
-  lease->transitions = LoadBigEndian(p + 33, 8);
-  lease->holder = std::string(bytes.substr(kHeader));
+  const std::size_t holder_size = LoadBigEndian(p + 42, 2);
+  if (bytes.size() < kHeader + holder_size) return false;
+  lease->released = p[1] & 1;
+  lease->token = LoadBigEndian(p + 2, 8);
+  lease->ttl_ms = LoadBigEndian(p + 10, 8);
+  lease->acquired_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 18, 8));
+  lease->renewed_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 26, 8));
+  lease->transitions = LoadBigEndian(p + 34, 8);
+  lease->holder = std::string(bytes.substr(kHeader, holder_size));
+  lease->fence = std::string(bytes.substr(kHeader + holder_size));
   return true;
 }
 
@@ -53,7 +60,30 @@ std::optional<LeaseTable::Entry> LeaseTable::Find(std::string_view name) const {
 
 void LeaseTable::Set(const std::string& name, Entry entry) {
   std::lock_guard lock(mu_);
-  entries_[name] = std::move(entry);
+  auto [it, added] = entries_.try_emplace(name);
+  if (!added && it->second.record.fence != entry.record.fence) {
+    auto old = by_fence_.find(it->second.record.fence);
+    if (old != by_fence_.end()) {
+      old->second.erase(name);
+      if (old->second.empty()) by_fence_.erase(old);
+    }
+  }
+  by_fence_[entry.record.fence].insert(name);
+  it->second = std::move(entry);
+}
+
+std::optional<std::pair<std::string, LeaseTable::Entry>>
+LeaseTable::LiveOnFence(std::string_view fence, std::string_view name,
+                        std::int64_t now_ns) const {
+  std::lock_guard lock(mu_);
+  auto names = by_fence_.find(fence);
+  if (names == by_fence_.end()) return std::nullopt;
+  for (const std::string& other : names->second) {
+    if (other == name) continue;
+    const Entry& entry = entries_.find(other)->second;
+    if (IsLive(entry, now_ns)) return std::make_pair(other, entry);
+  }
+  return std::nullopt;
 }
 
 std::vector<std::pair<std::string, LeaseTable::Entry>> LeaseTable::List(
@@ -73,7 +103,7 @@ std::size_t LeaseTable::NoticeExpired(std::int64_t now_ns) {
   std::lock_guard lock(mu_);
   std::size_t n = 0;
   for (auto& [name, entry] : entries_) {
-    if (!entry.record.holder.empty() && !entry.expiry_noticed &&
+    if (!entry.record.released && !entry.expiry_noticed &&
         now_ns >= entry.deadline_ns) {
       entry.expiry_noticed = true;
       ++n;
@@ -87,7 +117,7 @@ bool LeaseTable::NoticeExpired(std::string_view name, std::int64_t now_ns) {
   auto it = entries_.find(name);
   if (it == entries_.end()) return false;
   Entry& entry = it->second;
-  if (entry.record.holder.empty() || entry.expiry_noticed ||
+  if (entry.record.released || entry.expiry_noticed ||
       now_ns < entry.deadline_ns) {
     return false;
   }

@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,16 +15,22 @@
 
 namespace fencepost::fence {
 
-// A lease as it is stored: who holds it (empty once released), the token of
-// its last grant, and when it was granted and last renewed (Unix ns, for
-// documents only: expiry never reads a wall clock).
+// A lease as it is stored: its last holder and whether it released it, the
+// fence it was granted under, the token of its last grant, and when it was
+// granted and last renewed (Unix ns: for documents, and at start as a hint
+// that a lease ran out before the restart; expiry is measured on the
+// monotonic clock).
 struct LeaseRecord {
-  std::string holder;  // empty: free (released)
+  std::string holder;  // the last holder (never empty once granted)
+  bool released = false;
+  std::string fence;
   Token token = 0;
   std::uint64_t ttl_ms = 0;
   std::int64_t acquired_at_ns = 0;
   std::int64_t renewed_at_ns = 0;
-  std::uint64_t transitions = 0;  // grants so far: the lease's generation
+  // Grants to a holder other than the last one (like a Kubernetes Lease's
+  // leaseTransitions: 0 after the first grant).
+  std::uint64_t transitions = 0;
 };
 
 // The stored form: fixed-width big-endian fields, then the holder.
@@ -54,9 +61,14 @@ struct LeaseOutcome {
   LeaseRecord lease;  // after the operation (before it when refused)
   std::int64_t expires_in_ms = 0;  // of the live lease after (or blocking) it
   bool existed = false;            // a record was there before
-  // A grant that replaced a holder whose lease had run out.
+  // Denied because another lease guarded by the same fence is live: its
+  // name (and `lease` is that lease's record).
+  std::string blocking_lease;
+  // Why a grant was possible, and the holder before it.
+  enum class GrantReason { kFirst, kReleased, kExpired, kFenceAbove };
+  GrantReason reason = GrantReason::kFirst;
   std::string previous_holder;
-  bool previous_expired = false;
+  bool previous_expired = false;  // kExpired: that holder lost the lease
   // This operation noticed that the lease had run out without a release
   // (each expiry is noticed once; see LeaseTable).
   bool noticed_expiry = false;
@@ -77,12 +89,15 @@ class LeaseTable {
  public:
   struct Entry {
     LeaseRecord record;
-    std::int64_t deadline_ns = 0;  // on the steady clock; holder empty: 0
+    std::int64_t deadline_ns = 0;  // on the steady clock; released: 0
     bool expiry_noticed = false;
   };
 
   std::optional<Entry> Find(std::string_view name) const;
   void Set(const std::string& name, Entry entry);
+  // A live lease other than `name` whose fence is `fence`, if any.
+  std::optional<std::pair<std::string, Entry>> LiveOnFence(
+      std::string_view fence, std::string_view name, std::int64_t now_ns) const;
 
   // Up to `limit` leases whose names start with `prefix` and sort after
   // `after`, in name order.
@@ -100,11 +115,13 @@ class LeaseTable {
  private:
   mutable std::mutex mu_;
   std::map<std::string, Entry, std::less<>> entries_;
+  // Lease names by fence.
+  std::map<std::string, std::set<std::string>, std::less<>> by_fence_;
 };
 
 // Whether `entry` is held by someone at `now_ns`.
 inline bool IsLive(const LeaseTable::Entry& entry, std::int64_t now_ns) {
-  return !entry.record.holder.empty() && now_ns < entry.deadline_ns;
+  return !entry.record.released && now_ns < entry.deadline_ns;
 }
 
 }  // namespace fencepost::fence

@@ -94,12 +94,12 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
     return &BuildCounter().Name(name).Help(help).Register(r).Add({});
   };
   lease_grants_ = counter("fencepost_lease_grants_total",
-                          "Leases granted to a new holder (a new token).");
+                          "Leases granted (each grant a new token).");
   lease_renewals_ = counter("fencepost_lease_renewals_total",
                             "Leases renewed by their holder.");
   lease_denied_ = counter("fencepost_lease_denied_total",
-                          "Acquires refused because another holder's lease "
-                          "was live.");
+                          "Acquires refused: the lease was held by a live "
+                          "holder.");
   lease_releases_ =
       counter("fencepost_lease_releases_total", "Leases released.");
   lease_expirations_ =
@@ -247,10 +247,7 @@ std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }
 
-void Metrics::LeaseGranted(bool advanced) {
-  lease_grants_->Increment();
-  if (advanced) advances_->Increment();
-}
+void Metrics::LeaseGranted() { lease_grants_->Increment(); }
 void Metrics::LeaseRenewed() { lease_renewals_->Increment(); }
 void Metrics::LeaseDenied() { lease_denied_->Increment(); }
 void Metrics::LeaseReleased() { lease_releases_->Increment(); }

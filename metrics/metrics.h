@@ -41,10 +41,10 @@ class Metrics {
   // A write refused with 503 because the commit queue was full.
   void Overloaded();
   void SetFences(double count);
-  // Leases: a grant to a new holder (and whether it raised an existing
-  // fence: a token advance), a renewal, a denied acquire, a release, and
-  // expiries noticed; the gauge of live leases.
-  void LeaseGranted(bool advanced);
+  // Leases: a grant (counted as an accepted write too, by the caller), a
+  // renewal, a denied acquire, a release, and expiries noticed; the gauge
+  // of live leases.
+  void LeaseGranted();
   void LeaseRenewed();
   void LeaseDenied();
   void LeaseReleased();

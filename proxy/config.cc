@@ -345,6 +345,8 @@ std::string Usage() {
 
 Usage:
   fencepost [serve] [flags]
+  fencepost lease acquire|release|get|run ...   (fencepost lease --help)
+  fencepost fence get|bump ...                  (fencepost fence --help)
   fencepost --help | --version
 
 Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):

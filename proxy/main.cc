@@ -20,6 +20,7 @@
 
 #include "fence/shards.h"
 #include "metrics/metrics.h"
+#include "proxy/client_commands.h"
 #include "proxy/config.h"
 #include "proxy/logging.h"
 #include "proxy/server.h"
@@ -220,6 +221,9 @@ int Serve(const proxy::Config& config) {
   metrics::Metrics metrics(backend->name(), FENCEPOST_VERSION,
                            FENCEPOST_REVISION);
   proxy::Service service(config, *shards, *backend, metrics, std::move(auth));
+  if (std::string error = service.CheckLeases(); !error.empty()) {
+    return Fail(error);
+  }
 
   proxy::Server::Options server_options{
       .max_body = config.max_body,
@@ -291,6 +295,10 @@ int Serve(const proxy::Config& config) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && (std::string_view(argv[1]) == "lease" ||
+                   std::string_view(argv[1]) == "fence")) {
+    return proxy::RunClientCommand(argc, argv);
+  }
   proxy::Invocation invocation;
   try {
     invocation = proxy::ParseInvocation(

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <charconv>
 #include <iterator>
+#include <limits>
 #include <map>
 
 #include "fence/errc.h"
@@ -285,8 +286,16 @@ std::optional<Response> Service::Screen(metrics::Port port,
     if (!fenced) return std::nullopt;
     return RefuseWrite(req, key, config_.mode == Mode::kObserve);
   }
-  if (method != http::verb::put) return std::nullopt;
   const std::string_view path = PathOf(req.target());
+  if (path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") {
+    std::string name;
+    const std::string_view rest = req.target().substr(kLeasesPath.size());
+    if (auto refused = RefuseKey(req, rest, &name)) return refused;
+    if (method == http::verb::put) return RefuseUnauthorized(req, name);
+    if (method == http::verb::delete_) return RefuseWrite(req, name, false);
+    return std::nullopt;
+  }
+  if (method != http::verb::put) return std::nullopt;
   if (path == "/v1/log-level") return RefuseUnauthorized(req, "");
   if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
     std::string key;
@@ -721,15 +730,32 @@ Response BadLeaseBody(const Request& req, const std::string& name,
 }
 
 // A holder ID: 1 to 256 bytes of UTF-8 (checked by the JSON reader)
-// without control characters (C0, DEL, C1).
+// without control characters (C0, DEL, C1) or the invisible format
+// characters that can disguise text where it is shown or logged (soft
+// hyphen, zero-width and bidirectional marks and overrides, line and
+// paragraph separators, the byte order mark).
 bool IsValidHolder(std::string_view holder) {
   if (holder.empty() || holder.size() > kMaxHolderBytes) return false;
   for (std::size_t i = 0; i < holder.size(); ++i) {
     const auto c = static_cast<unsigned char>(holder[i]);
     if (c < 0x20 || c == 0x7F) return false;
-    if (c == 0xC2 && i + 1 < holder.size() &&
-        static_cast<unsigned char>(holder[i + 1]) < 0xA0) {
-      return false;  // U+0080..U+009F
+    const auto next = [&](std::size_t k) {
+      return i + k < holder.size() ? static_cast<unsigned char>(holder[i + k])
+                                   : 0;
+    };
+    if (c == 0xC2 && (next(1) < 0xA0 || next(1) == 0xAD)) {
+      return false;  // U+0080..U+009F, U+00AD
+    }
+    if (c == 0xE2 && next(1) == 0x80 &&
+        ((next(2) >= 0x8B && next(2) <= 0x8F) ||
+         (next(2) >= 0xA8 && next(2) <= 0xAE))) {
+      return false;  // U+200B..U+200F, U+2028..U+202E
+    }
+    if (c == 0xE2 && next(1) == 0x81 && next(2) >= 0xA0 && next(2) <= 0xAF) {
+      return false;  // U+2060..U+206F
+    }
+    if (c == 0xEF && next(1) == 0xBB && next(2) == 0xBF) {
+      return false;  // U+FEFF
     }
   }
   return true;
@@ -745,7 +771,7 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
   }
   for (const auto& [name, value] : members) {
     if (name != "holder" && !(ttl && name == "ttl_ms")) {
-      return "unknown member \"" + name + "\"";
+      return "unknown member \"" + name.substr(0, 64) + "\"";
     }
   }
   auto h = members.find("holder");
@@ -774,6 +800,18 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
+Response Service::LeaseFailure(const Request& req, const std::string& name,
+                               const fence::WriteOutcome& outcome) {
+  if (outcome.lease && outcome.lease->noticed_expiry) {
+    metrics_.LeasesExpired(1);
+  }
+  Response res = Problemed(req, StorageProblem(outcome.error, name, "lease"));
+  if (outcome.error == fence::Errc::kOverloaded) {
+    res.set(http::field::retry_after, "1");
+  }
+  return res;
+}
+
 asio::awaitable<fence::WriteOutcome> Service::CommitLease(fence::LeaseOp op) {
   fence::FenceWrite write;
   write.fence = std::string(scopes_.FenceFor(op.name));
@@ -796,13 +834,8 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   }
   const std::string holder = op.holder;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
-  if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed ||
-      !outcome.lease) {
-    Response res = Problemed(req, StorageProblem(outcome.error, name, "lease"));
-    if (outcome.error == fence::Errc::kOverloaded) {
-      res.set(http::field::retry_after, "1");
-    }
-    co_return res;
+  if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
+    co_return LeaseFailure(req, name, outcome);
   }
   const fence::LeaseOutcome& lease = *outcome.lease;
   if (lease.noticed_expiry) metrics_.LeasesExpired(1);
@@ -810,8 +843,12 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   if (lease.verdict == V::kDenied) {
     metrics_.LeaseDenied();
     Problem problem{ProblemType::kLeaseHeld,
-                    "the lease is held by another holder until it is "
-                    "released or runs out",
+                    lease.blocking_lease.empty()
+                        ? "the lease is held by another holder until it is "
+                          "released or runs out"
+                        : "the lease " + lease.blocking_lease +
+                              " shares this lease's fence and is held; one "
+                              "live lease per fence",
                     name, std::nullopt, std::nullopt};
     problem.holder = lease.lease.holder;
     problem.expires_in_ms = lease.expires_in_ms;
@@ -819,17 +856,20 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   }
   const std::string token = std::to_string(lease.lease.token);
   if (lease.verdict == V::kGranted) {
-    metrics_.LeaseGranted(outcome.decision.advances);
-    const char* reason = !lease.existed                  ? "first grant"
-                         : lease.previous_holder.empty() ? "released"
-                         : lease.previous_holder == holder
-                             ? "the fence went above the lease's token"
-                             : "the previous holder's lease ran out";
+    // A grant raises a fence as a bump does.
+    metrics_.WriteAccepted(outcome.decision.advances);
+    metrics_.LeaseGranted();
+    using R = fence::LeaseOutcome::GrantReason;
+    const char* reason = lease.reason == R::kFirst      ? "first grant"
+                         : lease.reason == R::kReleased ? "released"
+                         : lease.reason == R::kExpired
+                             ? "the previous holder's lease ran out"
+                             : "the fence went above the lease's token";
     LogEvent(spdlog::level::info, "lease_granted", "lease granted",
              {{"lease", name},
               {"holder", holder},
               {"token", token, true},
-              {"generation", std::to_string(lease.lease.transitions), true},
+              {"transitions", std::to_string(lease.lease.transitions), true},
               {"ttl_ms", std::to_string(lease.lease.ttl_ms), true},
               {"previous_holder", lease.previous_holder},
               {"reason", reason}});
@@ -865,13 +905,8 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   const std::string holder = op.holder;
   const fence::Token token = op.token;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
-  if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed ||
-      !outcome.lease) {
-    Response res = Problemed(req, StorageProblem(outcome.error, name, "lease"));
-    if (outcome.error == fence::Errc::kOverloaded) {
-      res.set(http::field::retry_after, "1");
-    }
-    co_return res;
+  if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
+    co_return LeaseFailure(req, name, outcome);
   }
   if (outcome.lease->noticed_expiry) metrics_.LeasesExpired(1);
   if (outcome.lease->verdict != fence::LeaseOutcome::Verdict::kReleased) {
@@ -939,6 +974,22 @@ Response Service::ListLeases(const Request& req) {
   }
   body += "}\n";
   return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+std::string Service::CheckLeases() const {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    for (const auto& [name, entry] : shards_.env(i).lease_table().List(
+             "", "", std::numeric_limits<std::size_t>::max())) {
+      const std::string_view fence = scopes_.FenceFor(name);
+      if (fence != entry.record.fence || shards_.IndexOf(fence) != i) {
+        return "the lease " + name + " was granted under the fence " +
+               entry.record.fence + ", but with these --fence-scope settings " +
+               "its fence is " + std::string(fence) +
+               "; start with the scopes it was granted under";
+      }
+    }
+  }
+  return {};
 }
 
 }  // namespace fencepost::proxy

@@ -49,6 +49,11 @@ class Service {
   // here as it would be there.
   std::optional<Response> Screen(metrics::Port port, const Request& request);
 
+  // Every lease record must sit where its fence is under the current
+  // --fence-scope settings (a grant raises the fence in the same record).
+  // Returns what is wrong, or an empty string; called once at start.
+  std::string CheckLeases() const;
+
   // From now on /readyz answers 503.
   void StartDraining() { draining_ = true; }
   // Reports rejections the log rate limit held back; call once a second.
@@ -74,6 +79,9 @@ class Service {
                                                 const std::string& name);
   Response GetLease(const Request& request, const std::string& name);
   Response ListLeases(const Request& request);
+  // The answer to a lease operation that failed (counts a noticed expiry).
+  Response LeaseFailure(const Request& request, const std::string& name,
+                        const fence::WriteOutcome& outcome);
   // Submits a lease operation to the committer of its fence.
   boost::asio::awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
   Response ListFences(const Request& request);

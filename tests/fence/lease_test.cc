@@ -8,6 +8,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <thread>
 
 #include "fence/committer.h"
 #include "fence/fence_store.h"
@@ -79,10 +80,13 @@ class LeaseTest : public ::testing::Test {
 };
 
 TEST(LeaseRecordTest, EncodesAndDecodes) {
-  LeaseRecord in{"worker-7", 18446744073709551615ull, 3600000, -5, 42, 9};
+  LeaseRecord in{"worker-7", true, "jobs/", 18446744073709551615ull,
+                 3600000,    -5,   42,      9};
   LeaseRecord out;
   ASSERT_TRUE(DecodeLease(EncodeLease(in), &out));
   EXPECT_EQ(out.holder, in.holder);
+  EXPECT_TRUE(out.released);
+  EXPECT_EQ(out.fence, "jobs/");
   EXPECT_EQ(out.token, in.token);
   EXPECT_EQ(out.ttl_ms, in.ttl_ms);
   EXPECT_EQ(out.acquired_at_ns, in.acquired_at_ns);
@@ -95,7 +99,8 @@ TEST_F(LeaseTest, TheFirstGrantGetsTokenOneAndSetsTheFence) {
   LeaseOutcome a = Acquire("jobs/x", "a");
   EXPECT_EQ(a.verdict, Verdict::kGranted);
   EXPECT_EQ(a.lease.token, 1u);
-  EXPECT_EQ(a.lease.transitions, 1u);
+  EXPECT_EQ(a.lease.transitions, 0u);
+  EXPECT_EQ(a.lease.fence, "jobs/x");
   EXPECT_EQ(a.expires_in_ms, 1000);
   EXPECT_EQ(FenceOf("jobs/x"), 1u);
 }
@@ -129,7 +134,8 @@ TEST_F(LeaseTest, AGrantAfterExpiryGetsTheNextTokenAndCountsTheExpiry) {
   LeaseOutcome b = Acquire("l", "b");
   EXPECT_EQ(b.verdict, Verdict::kGranted);
   EXPECT_EQ(b.lease.token, 2u);
-  EXPECT_EQ(b.lease.transitions, 2u);
+  EXPECT_EQ(b.lease.transitions, 1u);
+  EXPECT_EQ(b.reason, LeaseOutcome::GrantReason::kExpired);
   EXPECT_EQ(b.previous_holder, "a");
   EXPECT_TRUE(b.previous_expired);
   EXPECT_TRUE(b.noticed_expiry);
@@ -169,6 +175,23 @@ TEST_F(LeaseTest, AFenceAboveTheLeaseMakesTheHoldersNextAcquireAGrant) {
   LeaseOutcome r = Acquire("l", "a");
   EXPECT_EQ(r.verdict, Verdict::kGranted);
   EXPECT_EQ(r.lease.token, 11u);
+  EXPECT_EQ(r.reason, LeaseOutcome::GrantReason::kFenceAbove);
+  EXPECT_EQ(r.lease.transitions, 0u);  // the same holder
+  EXPECT_FALSE(r.previous_expired);
+}
+
+TEST_F(LeaseTest, OneLiveLeasePerFence) {
+  // Two leases under one scope would take the fence from each other.
+  EXPECT_EQ(Acquire("s/leader", "a", 1000, "s/").verdict, Verdict::kGranted);
+  LeaseOutcome c = Acquire("s/compactor", "c", 1000, "s/");
+  EXPECT_EQ(c.verdict, Verdict::kDenied);
+  EXPECT_EQ(c.blocking_lease, "s/leader");
+  EXPECT_EQ(c.lease.holder, "a");
+  EXPECT_EQ(Acquire("s/leader", "a", 1000, "s/").verdict, Verdict::kRenewed);
+  now_ += 1000 * kMs;
+  LeaseOutcome later = Acquire("s/compactor", "c", 1000, "s/");
+  EXPECT_EQ(later.verdict, Verdict::kGranted);
+  EXPECT_EQ(later.lease.token, 2u);
 }
 
 TEST_F(LeaseTest, ReleaseNeedsTheLiveHolderAndItsToken) {
@@ -179,10 +202,15 @@ TEST_F(LeaseTest, ReleaseNeedsTheLiveHolderAndItsToken) {
   EXPECT_EQ(Release("l", "a", 1).verdict, Verdict::kReleased);
   EXPECT_EQ(Release("l", "a", 1).verdict, Verdict::kNotHeld);
   EXPECT_EQ(FenceOf("l"), 1u);  // the fence stays
+  EXPECT_TRUE(env_->lease_table().Find("l")->record.released);
   LeaseOutcome b = Acquire("l", "b");
   EXPECT_EQ(b.verdict, Verdict::kGranted);
   EXPECT_EQ(b.lease.token, 2u);
+  EXPECT_EQ(b.reason, LeaseOutcome::GrantReason::kReleased);
   EXPECT_FALSE(b.previous_expired);
+  Release("l", "b", 2);
+  // A grant back to the same last holder is no transition.
+  EXPECT_EQ(Acquire("l", "b").lease.transitions, 1u);
 }
 
 TEST_F(LeaseTest, ReleaseOfALeaseThatRanOutIsNotHeld) {
@@ -206,6 +234,16 @@ TEST_F(LeaseTest, ARestartKeepsHoldersAndTokensAndRenewsAtStart) {
   now_ += 100 * kMs;
   EXPECT_EQ(Acquire("l", "b").lease.token, 2u);
   EXPECT_EQ(Acquire("free", "d").lease.token, 2u);
+}
+
+TEST_F(LeaseTest, ALeaseThatRanOutBeforeARestartIsNotRenewedAtStart) {
+  Acquire("l", "a", 100);
+  // The wall clock tells the new process it ran out (the monotonic clock
+  // cannot: it does not survive the process).
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  Restart();
+  EXPECT_FALSE(IsLive(*env_->lease_table().Find("l"), now_));
+  EXPECT_EQ(Acquire("l", "b").lease.token, 2u);
 }
 
 TEST_F(LeaseTest, TheTableCountsEachExpiryOnceAndLiveLeases) {

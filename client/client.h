@@ -1,0 +1,155 @@
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace fencepost::client {
+
+// Why a request got no HTTP response. Any response, whatever its status,
+// is not an error at this level: the caller reads the status.
+enum class Errc {
+  kResolveFailed = 1,  // the host name did not resolve
+  kConnectFailed,      // no TCP connection (refused, unreachable, reset)
+  kTlsFailed,          // the TLS handshake failed or the peer is not trusted
+  kTimedOut,           // the request's deadline passed before its answer
+  kConnectionLost,     // the connection broke or closed mid-request
+  kBadResponse,        // unreadable HTTP, or a body over Options::max_body
+  kBadRequest,         // Send() was given a method, target or field that
+                       // cannot go on the wire as it is (nothing was sent)
+};
+const std::error_category& client_category();
+std::error_code make_error_code(Errc e);
+
+// A base URL: "http://HOST[:PORT]" or "https://HOST[:PORT]", optionally
+// with a trailing "/". HOST is a name, an IPv4 literal or a bracketed IPv6
+// literal; PORT defaults to 80 and 443.
+struct Url {
+  bool tls = false;
+  std::string host;  // IPv6 literals without brackets
+  std::uint16_t port = 0;
+
+  // Throws std::invalid_argument, naming the problem, for another scheme,
+  // user info, a path other than "/", a query, a fragment, an empty host,
+  // or a port that is not 1 to 65535.
+  static Url Parse(std::string_view text);
+  std::string ToString() const;  // "http://127.0.0.1:7401"
+};
+
+// A key or lease name as it goes into a request path: unreserved characters
+// (RFC 3986 section 2.3) and '/' as they are, every other byte as an
+// upper-case %XX escape. The server decodes it once back to the key.
+std::string EncodeKey(std::string_view key);
+
+struct Response {
+  int status = 0;
+  // Field names in lower case; a repeated field's values joined by ", ".
+  std::map<std::string, std::string> headers;
+  std::string body;
+
+  // The field's value, "" when absent.
+  std::string header(const std::string& lower_case_name) const;
+};
+
+// The outcome of one request: either `error` is set (no response arrived;
+// `detail` says what happened, for people) or `response` holds the answer.
+struct Result {
+  std::error_code error;
+  std::string detail;
+  Response response;
+
+  bool ok() const { return !error; }
+};
+
+using Headers = std::vector<std::pair<std::string, std::string>>;
+
+// A blocking HTTP/1.1 client for one fencepost port: one base URL, one
+// kept-alive connection, every request bounded by a deadline that covers
+// resolving, connecting, the TLS handshake, writing and reading.
+//
+// A request on a kept-alive connection that the server has closed meanwhile
+// is sent again, once, on a new connection, but only when it cannot have
+// reached the server: its write failed, or (GET and HEAD only) the server
+// closed the connection before answering a single byte. Before reusing a
+// connection the client also checks that the server has not closed it
+// while it was idle. A PUT or DELETE whose answer was lost is never resent;
+// its caller decides.
+//
+// Over https the server's certificate must chain to Options::ca_file (or
+// the system's CAs) and name the URL's host (DNS name or IP address); the
+// host name is sent as SNI.
+//
+// Thread safety: a Client is used by one thread at a time; requests on
+// different Clients are independent.
+class Client {
+ public:
+  struct Options {
+    std::string url;           // see Url
+    std::string ca_file;       // https: PEM CAs to trust; "" for the system's
+    std::string bearer_token;  // "": no Authorization field
+    std::chrono::milliseconds timeout{10000};      // per request, all phases
+    std::size_t max_body = std::size_t{64} << 20;  // longest response body
+  };
+
+  // Throws std::invalid_argument for a bad URL and std::runtime_error when
+  // ca_file cannot be loaded. Does not connect yet.
+  explicit Client(Options options);
+  ~Client();
+  Client(Client&&) noexcept;
+  Client& operator=(Client&&) noexcept;
+
+  const Url& url() const;
+  // The deadline of later requests: each ends at most `timeout` after it
+  // starts.
+  void set_timeout(std::chrono::milliseconds timeout);
+  std::chrono::milliseconds timeout() const;
+
+  // Data port. `token` goes in the Fencing-Token field.
+  Result Put(std::string_view key, std::uint64_t token, std::string body);
+  Result Delete(std::string_view key, std::uint64_t token);
+  Result Get(std::string_view key);
+
+  // Admin port. Bodies are the documents of client/documents.h.
+  Result GetFence(std::string_view key);
+  // PUT /v1/fences/{key} with Fencing-Token: advances the fence.
+  Result Bump(std::string_view key, std::uint64_t token);
+  // PUT /v1/leases/{name} {"holder": holder, "ttl_ms": ttl}: acquires or
+  // renews. 200 with the lease document, or 409 lease-held.
+  Result AcquireLease(std::string_view name, std::string_view holder,
+                      std::chrono::milliseconds ttl);
+  // DELETE /v1/leases/{name} with Fencing-Token and {"holder": holder}:
+  // 204, or 409 lease-not-held.
+  Result ReleaseLease(std::string_view name, std::string_view holder,
+                      std::uint64_t token);
+  Result GetLease(std::string_view name);
+
+  // Any request. `target` is in origin form ("/path?query"), already
+  // encoded; Host, User-Agent, Content-Length and (when configured)
+  // Authorization are added. A method or field name that is not an HTTP
+  // token, a target with a space or control byte, or a field value with CR,
+  // LF or NUL is not sent: kBadRequest.
+  Result Send(std::string_view method, std::string_view target,
+              const Headers& headers = {}, std::string body = {});
+
+  // Closes the kept-alive connection, if any.
+  void Close();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace fencepost::client
+
+namespace std {
+template <>
+struct is_error_code_enum<fencepost::client::Errc> : true_type {};
+}  // namespace std

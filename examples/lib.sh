@@ -1,0 +1,41 @@
+# Shared by the example scripts (sourced, not run). FENCEPOST names the
+# binary (default: fencepost on the PATH).
+fencepost=${FENCEPOST:-fencepost}
+
+# start_server [SERVE FLAGS...]: starts `fencepost serve` on ephemeral ports
+# of 127.0.0.1 with a fresh data directory, exports FENCEPOST_DATA and
+# FENCEPOST_ADMIN (which the client commands read), and stops the server
+# when the script exits.
+start_server() {
+  server_dir=$(mktemp -d)
+  "$fencepost" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+    --data-dir "$server_dir/data" "$@" 2>"$server_dir/server.log" &
+  server_pid=$!
+  trap stop_server EXIT
+  local line=""
+  for _ in $(seq 1 500); do
+    line=$(grep -m1 ' listening data=' "$server_dir/server.log" || true)
+    [ -n "$line" ] && break
+    sleep 0.01
+  done
+  if [ -z "$line" ]; then
+    echo "fencepost did not start:" >&2
+    cat "$server_dir/server.log" >&2
+    exit 1
+  fi
+  FENCEPOST_DATA=http://$(sed -n 's/.* data=\([^ ]*\) .*/\1/p' <<<"$line")
+  FENCEPOST_ADMIN=http://$(sed -n 's/.* admin=\([^ ]*\) .*/\1/p' <<<"$line")
+  export FENCEPOST_DATA FENCEPOST_ADMIN
+}
+
+stop_server() {
+  kill "$server_pid" 2>/dev/null || true
+  wait "$server_pid" 2>/dev/null || true
+  rm -rf "$server_dir"
+}
+
+# field NAME JSON: an integer or string member of a JSON document.
+field() {
+  grep -o "\"$1\":\(\"[^\"]*\"\|[0-9]*\)" <<<"$2" | head -n1 | cut -d: -f2- |
+    tr -d '"'
+}

@@ -1,0 +1,687 @@
+#include "proxy/client_commands.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <random>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "client/documents.h"
+#include "client/duration.h"
+#include "client/leader_elector.h"
+#include "client/lease_keeper.h"
+
+extern char** environ;
+
+namespace fencepost::proxy {
+namespace {
+
+using client::Client;
+using client::Result;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr int kSuccess = 0;
+constexpr int kRefused = 1;
+constexpr int kUsage = 2;
+constexpr int kUnavailable = 3;
+constexpr int kLeaseLost = 75;
+constexpr int kNotFound = 127;
+
+// SPEC "Leases": ttl_ms is 100 to 3600000.
+constexpr milliseconds kMinTtl{100};
+constexpr milliseconds kMaxTtl{3600000};
+constexpr milliseconds kDefaultGrace{5000};
+
+constexpr std::string_view kUsageText =
+    R"(Usage:
+  fencepost lease acquire NAME [--holder ID] --ttl DURATION [--wait DURATION]
+  fencepost lease release NAME --holder ID --token N
+  fencepost lease get NAME
+  fencepost lease run NAME [--holder ID] --ttl DURATION [--grace DURATION]
+                           -- CMD [ARG...]
+  fencepost fence get KEY
+  fencepost fence bump KEY --token N
+
+Flags of every command:
+  --admin URL             the admin port (env FENCEPOST_ADMIN,
+                          default http://127.0.0.1:7401)
+  --data URL              the data port (env FENCEPOST_DATA,
+                          default http://127.0.0.1:7400)
+  --auth-token-file FILE  send the file's first token as a bearer token
+  --tls-ca FILE           the CAs to trust for an https:// URL
+
+A holder ID defaults to <hostname>-<pid>-<random>. Durations are a number
+and a unit: 500ms, 10s, 2m. `lease run` runs CMD with FENCING_TOKEN,
+FENCEPOST_LEASE and FENCEPOST_HOLDER set while it holds the lease, renewing
+it every third of the TTL; when the lease is lost it sends CMD SIGTERM, then
+SIGKILL after --grace (default 5s).
+
+Exit status: 0 done, 1 refused (lease held, stale token, not held, not
+found), 2 usage error, 3 fencepost unreachable or failing (5xx); `lease run`
+exits with CMD's status (128 + signal when a signal ended it), or 75 when
+the lease was lost.
+)";
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Flags {
+  std::string admin;
+  std::string data;
+  std::string auth_token_file;
+  std::string tls_ca;
+  std::string holder;
+  std::optional<milliseconds> ttl;
+  std::optional<milliseconds> wait;
+  std::optional<milliseconds> grace;
+  std::optional<std::uint64_t> token;
+  std::vector<std::string> positional;
+  std::vector<std::string> command;  // lease run: what follows "--"
+};
+
+// What one command takes besides the flags of every command.
+struct CommandSpec {
+  std::string_view group;  // "lease" or "fence"
+  std::string_view name;
+  std::string_view operand;  // "NAME" or "KEY"
+  std::set<std::string_view> flags;
+  bool takes_command = false;
+};
+
+const std::vector<CommandSpec>& Commands() {
+  static const std::vector<CommandSpec> kCommands = {
+      {"lease", "acquire", "NAME", {"holder", "ttl", "wait"}},
+      {"lease", "release", "NAME", {"holder", "token"}},
+      {"lease", "get", "NAME", {}},
+      {"lease", "run", "NAME", {"holder", "ttl", "grace"}, true},
+      {"fence", "get", "KEY", {}},
+      {"fence", "bump", "KEY", {"token"}},
+  };
+  return kCommands;
+}
+
+std::uint64_t ParseToken(const std::string& v) {
+  std::uint64_t out = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || v.size() > 20 || ec != std::errc() ||
+      end != v.data() + v.size()) {
+    throw UsageError("--token: '" + v + "' is not a decimal uint64");
+  }
+  return out;
+}
+
+milliseconds ParseDurationFlag(const std::string& flag, const std::string& v) {
+  const std::optional<milliseconds> d = client::ParseDuration(v);
+  if (!d) {
+    throw UsageError("--" + flag + ": '" + v +
+                     "' is not a duration such as 500ms, 10s or 2m");
+  }
+  return *d;
+}
+
+std::string EnvOr(const char* name, std::string fallback) {
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+Flags ParseFlags(const CommandSpec& spec,
+                 const std::vector<std::string>& args) {
+  static const std::set<std::string_view> kCommon = {
+      "admin", "data", "auth-token-file", "tls-ca"};
+  Flags flags;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") {
+      if (!spec.takes_command) throw UsageError("unexpected '--'");
+      flags.command.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+      break;
+    }
+    if (arg.rfind("--", 0) != 0) {
+      flags.positional.push_back(arg);
+      continue;
+    }
+    std::string name = arg.substr(2);
+    std::string value;
+    if (const auto eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name.resize(eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    } else {
+      throw UsageError("--" + name + " needs a value");
+    }
+    if (kCommon.count(name) == 0 && spec.flags.count(name) == 0) {
+      throw UsageError("unknown flag --" + name + " for 'fencepost " +
+                       std::string(spec.group) + " " + std::string(spec.name) +
+                       "'");
+    }
+    if (name == "admin") flags.admin = value;
+    if (name == "data") flags.data = value;
+    if (name == "auth-token-file") flags.auth_token_file = value;
+    if (name == "tls-ca") flags.tls_ca = value;
+    if (name == "holder") flags.holder = value;
+    if (name == "token") flags.token = ParseToken(value);
+    if (name == "ttl") flags.ttl = ParseDurationFlag(name, value);
+    if (name == "wait") flags.wait = ParseDurationFlag(name, value);
+    if (name == "grace") flags.grace = ParseDurationFlag(name, value);
+  }
+  if (flags.positional.size() != 1) {
+    throw UsageError("'fencepost " + std::string(spec.group) + " " +
+                     std::string(spec.name) + "' takes one " +
+                     std::string(spec.operand));
+  }
+  if (flags.positional[0].empty()) {
+    throw UsageError(std::string(spec.operand) + " is empty");
+  }
+  if (spec.takes_command && flags.command.empty()) {
+    throw UsageError("no command after '--'");
+  }
+  if (flags.admin.empty()) {
+    flags.admin = EnvOr("FENCEPOST_ADMIN", "http://127.0.0.1:7401");
+  }
+  if (flags.data.empty()) {
+    flags.data = EnvOr("FENCEPOST_DATA", "http://127.0.0.1:7400");
+  }
+  return flags;
+}
+
+void Require(bool present, std::string_view flag) {
+  if (!present) throw UsageError("--" + std::string(flag) + " is required");
+}
+
+milliseconds RequireTtl(const Flags& flags) {
+  Require(flags.ttl.has_value(), "ttl");
+  if (*flags.ttl < kMinTtl || *flags.ttl > kMaxTtl) {
+    throw UsageError("--ttl must be from 100ms to 1h");
+  }
+  return *flags.ttl;
+}
+
+// The first line that is not blank and does not start with '#', trimmed.
+std::string ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("--auth-token-file: cannot read " + path);
+  for (std::string line; std::getline(in, line);) {
+    const auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos || line[first] == '#') continue;
+    const auto last = line.find_last_not_of(" \t\r");
+    return line.substr(first, last - first + 1);
+  }
+  throw UsageError("--auth-token-file: " + path + " holds no token");
+}
+
+Client::Options AdminOptions(const Flags& flags) {
+  Client::Options options;
+  options.url = flags.admin;
+  options.ca_file = flags.tls_ca;
+  if (!flags.auth_token_file.empty()) {
+    options.bearer_token = ReadTokenFile(flags.auth_token_file);
+  }
+  return options;
+}
+
+Client MakeClient(const Client::Options& options) {
+  try {
+    return Client(options);
+  } catch (const std::exception& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void PrintBody(const std::string& body) {
+  std::cout << body;
+  if (!body.empty() && body.back() != '\n') std::cout << '\n';
+  std::cout.flush();
+}
+
+// What a refusal says, for people: the problem's detail, else the body.
+std::string Explain(const Result& result) {
+  if (!result.ok()) return result.detail;
+  const int status = result.response.status;
+  std::string out = "HTTP " + std::to_string(status);
+  const auto problem = client::ParseProblem(result.response.body);
+  if (problem && !problem->detail.empty()) return out + ": " + problem->detail;
+  if (problem && !problem->title.empty()) return out + ": " + problem->title;
+  std::string body = result.response.body.substr(0, 200);
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) {
+    body.pop_back();
+  }
+  return body.empty() ? out : out + ": " + body;
+}
+
+// Reports a request that did not get the answer it wanted; returns the
+// exit status. A 409 body also goes to stdout, so a racer learns who holds
+// the lease or which token stands.
+int Refusal(const Result& result, const std::string& what) {
+  std::cerr << "fencepost: " << what << ": " << Explain(result) << "\n";
+  if (!result.ok()) return kUnavailable;
+  const int status = result.response.status;
+  if (status == 409) {
+    PrintBody(result.response.body);
+    return kRefused;
+  }
+  if (status >= 500) return kUnavailable;
+  if (status == 401 || status == 403 || status == 404) return kRefused;
+  return kUsage;
+}
+
+// 50 to 250 ms.
+milliseconds Jitter() {
+  thread_local std::mt19937_64 random(std::random_device{}());
+  return milliseconds(std::uniform_int_distribution<int>(50, 250)(random));
+}
+
+bool Retryable(const Result& result) {
+  return !result.ok() || result.response.status == 409 ||
+         result.response.status >= 500;
+}
+
+int LeaseAcquire(const Flags& flags) {
+  const std::string& name = flags.positional[0];
+  const milliseconds ttl = RequireTtl(flags);
+  const std::string holder =
+      flags.holder.empty() ? client::DefaultHolderId() : flags.holder;
+  Client::Options options = AdminOptions(flags);
+  Client client = MakeClient(options);
+  const Clock::time_point end =
+      Clock::now() + flags.wait.value_or(milliseconds(0));
+  while (true) {
+    if (flags.wait) {
+      // The last tries still get a fair deadline.
+      const auto left =
+          std::chrono::duration_cast<milliseconds>(end - Clock::now());
+      client.set_timeout(std::clamp(left, milliseconds(500), options.timeout));
+    }
+    const Result result = client.AcquireLease(name, holder, ttl);
+    if (result.ok() && result.response.status == 200) {
+      PrintBody(result.response.body);
+      return kSuccess;
+    }
+    const auto left = end - Clock::now();
+    if (!Retryable(result) || left <= Clock::duration::zero()) {
+      return Refusal(result, "lease acquire " + name);
+    }
+    std::this_thread::sleep_for(std::min<Clock::duration>(Jitter(), left));
+  }
+}
+
+int LeaseRelease(const Flags& flags) {
+  const std::string& name = flags.positional[0];
+  Require(!flags.holder.empty(), "holder");
+  Require(flags.token.has_value(), "token");
+  Client client = MakeClient(AdminOptions(flags));
+  const Result result = client.ReleaseLease(name, flags.holder, *flags.token);
+  if (result.ok() && result.response.status == 204) return kSuccess;
+  return Refusal(result, "lease release " + name);
+}
+
+int Get(const Flags& flags, bool lease) {
+  const std::string& name = flags.positional[0];
+  Client client = MakeClient(AdminOptions(flags));
+  const Result result = lease ? client.GetLease(name) : client.GetFence(name);
+  if (result.ok() && result.response.status == 200) {
+    PrintBody(result.response.body);
+    return kSuccess;
+  }
+  return Refusal(result,
+                 std::string(lease ? "lease get " : "fence get ") + name);
+}
+
+int FenceBump(const Flags& flags) {
+  const std::string& key = flags.positional[0];
+  Require(flags.token.has_value(), "token");
+  Client client = MakeClient(AdminOptions(flags));
+  const Result result = client.Bump(key, *flags.token);
+  if (result.ok() && result.response.status / 100 == 2) {
+    PrintBody(result.response.body);
+    return kSuccess;
+  }
+  return Refusal(result, "fence bump " + key);
+}
+
+// ---- lease run ----
+
+void Log(const std::string& line) {
+  std::cerr << "fencepost lease run: " << line << std::endl;
+}
+
+// A descriptor closed on scope exit.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+};
+
+// CMD as execve needs it: a path found on $PATH unless CMD names one.
+std::optional<std::string> FindExecutable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return name;
+  const char* path = std::getenv("PATH");
+  const std::string dirs =
+      path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    const std::string dir = dirs.substr(start, end - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    struct stat st {};
+    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+        ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+    start = end + 1;
+  }
+  return std::nullopt;
+}
+
+// The environment of CMD: ours, with the lease's three variables set.
+std::vector<std::string> ChildEnvironment(const std::string& name,
+                                          const std::string& holder,
+                                          std::uint64_t token) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.rfind("FENCING_TOKEN=", 0) == 0 ||
+        entry.rfind("FENCEPOST_LEASE=", 0) == 0 ||
+        entry.rfind("FENCEPOST_HOLDER=", 0) == 0) {
+      continue;
+    }
+    env.emplace_back(entry);
+  }
+  env.push_back("FENCING_TOKEN=" + std::to_string(token));
+  env.push_back("FENCEPOST_LEASE=" + name);
+  env.push_back("FENCEPOST_HOLDER=" + holder);
+  return env;
+}
+
+std::vector<char*> Pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Forks and execs CMD with the signal mask `mask`. Only async-signal-safe
+// calls happen in the child, because the keeper's thread runs meanwhile.
+pid_t StartChild(const std::string& path, std::vector<std::string> argv,
+                 std::vector<std::string> env, const sigset_t& mask) {
+  std::vector<char*> argv_ptrs = Pointers(argv);
+  std::vector<char*> env_ptrs = Pointers(env);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::sigprocmask(SIG_SETMASK, &mask, nullptr);
+    ::execve(path.c_str(), argv_ptrs.data(), env_ptrs.data());
+    static constexpr char kFailed[] =
+        "fencepost lease run: cannot execute the command\n";
+    [[maybe_unused]] const auto n = ::write(2, kFailed, sizeof kFailed - 1);
+    ::_exit(126);
+  }
+  return pid;
+}
+
+// Waits for a received SIGTERM or SIGINT for up to `timeout`; returns it,
+// or 0.
+int WaitForSignal(int signal_fd, milliseconds timeout) {
+  pollfd p{signal_fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return 0;
+  signalfd_siginfo info{};
+  int got = 0;
+  while (::read(signal_fd, &info, sizeof info) == sizeof info) {
+    if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
+      got = static_cast<int>(info.ssi_signo);
+    }
+  }
+  return got;
+}
+
+struct Held {
+  std::uint64_t token = 0;
+  Clock::time_point sent_at;
+};
+
+// Acquires the lease, retrying with jitter for as long as it takes. nullopt
+// with `*exit_status` set when a signal or a refusal that retrying cannot
+// cure ends the wait.
+std::optional<Held> AcquireForRun(Client& client, const std::string& name,
+                                  const std::string& holder, milliseconds ttl,
+                                  int signal_fd, int* exit_status) {
+  std::string state;  // the last logged waiting state
+  while (true) {
+    const Clock::time_point sent = Clock::now();
+    const Result result = client.AcquireLease(name, holder, ttl);
+    const int status = result.ok() ? result.response.status : 0;
+    std::string now_state;
+    if (status == 200) {
+      const auto lease = client::ParseLease(result.response.body);
+      if (lease && lease->holder == holder) return Held{lease->token, sent};
+      now_state = "unexpected answer to the acquire: " + Explain(result);
+    } else if (status == 409) {
+      const auto problem = client::ParseProblem(result.response.body);
+      now_state = "waiting for " + name +
+                  (problem && problem->holder ? ", held by " + *problem->holder
+                                              : ", held by another holder");
+    } else if (Retryable(result)) {
+      now_state =
+          "cannot acquire " + name + ": " + Explain(result) + "; retrying";
+    } else {
+      *exit_status = Refusal(result, "lease run " + name);
+      return std::nullopt;
+    }
+    if (now_state != state) Log(now_state);
+    state = now_state;
+    if (const int signal = WaitForSignal(signal_fd, Jitter())) {
+      Log("received signal " + std::to_string(signal) +
+          " before acquiring; exiting");
+      *exit_status = 128 + signal;
+      return std::nullopt;
+    }
+  }
+}
+
+int ExitStatusOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return kUnavailable;
+}
+
+// Runs CMD while the keeper holds the lease; returns CMD's wait status and
+// whether the lease was lost while it ran.
+int Supervise(pid_t pid, int signal_fd, int lost_fd,
+              const client::LeaseKeeper& keeper, milliseconds grace,
+              bool* lost) {
+  std::optional<Clock::time_point> kill_at;
+  while (true) {
+    int timeout = -1;
+    if (kill_at) {
+      timeout = static_cast<int>(std::max<long long>(
+          0, std::chrono::ceil<milliseconds>(*kill_at - Clock::now()).count()));
+    }
+    pollfd fds[2] = {{signal_fd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
+    ::poll(fds, 2, timeout);
+    if ((fds[1].revents & POLLIN) != 0) {
+      std::uint64_t value = 0;
+      [[maybe_unused]] const auto n = ::read(lost_fd, &value, sizeof value);
+      if (!*lost) {
+        *lost = true;
+        Log("lease lost: " + keeper.reason() +
+            "; sending SIGTERM to the command");
+        ::kill(pid, SIGTERM);
+        kill_at = Clock::now() + grace;
+      }
+    }
+    if ((fds[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      while (::read(signal_fd, &info, sizeof info) == sizeof info) {
+        if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
+          Log("forwarding signal " + std::to_string(info.ssi_signo) +
+              " to the command");
+          ::kill(pid, static_cast<int>(info.ssi_signo));
+        }
+      }
+    }
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
+    if (kill_at && Clock::now() >= *kill_at) {
+      Log("the command outlived the grace period; sending SIGKILL");
+      ::kill(pid, SIGKILL);
+      kill_at.reset();
+    }
+  }
+}
+
+int LeaseRun(const Flags& flags) {
+  const std::string& name = flags.positional[0];
+  const milliseconds ttl = RequireTtl(flags);
+  const milliseconds grace = flags.grace.value_or(kDefaultGrace);
+  const std::string holder =
+      flags.holder.empty() ? client::DefaultHolderId() : flags.holder;
+  const Client::Options options = AdminOptions(flags);
+  Client client = MakeClient(options);
+
+  // Signals are read from a signalfd; blocked before any thread starts, so
+  // every thread inherits the mask and none takes them.
+  sigset_t handled, previous;
+  sigemptyset(&handled);
+  sigaddset(&handled, SIGTERM);
+  sigaddset(&handled, SIGINT);
+  sigaddset(&handled, SIGCHLD);
+  ::pthread_sigmask(SIG_BLOCK, &handled, &previous);
+  struct RestoreMask {
+    const sigset_t& mask;
+    ~RestoreMask() { ::pthread_sigmask(SIG_SETMASK, &mask, nullptr); }
+  } restore{previous};
+  const Fd signal_fd(::signalfd(-1, &handled, SFD_NONBLOCK | SFD_CLOEXEC));
+  const Fd lost_fd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (signal_fd.fd < 0 || lost_fd.fd < 0) {
+    Log(std::string("cannot set up: ") + std::strerror(errno));
+    return kUnavailable;
+  }
+
+  const std::optional<std::string> path = FindExecutable(flags.command[0]);
+  if (!path) {
+    std::cerr << "fencepost: lease run: " << flags.command[0]
+              << ": command not found\n";
+    return kNotFound;
+  }
+
+  int exit_status = 0;
+  const std::optional<Held> held =
+      AcquireForRun(client, name, holder, ttl, signal_fd.fd, &exit_status);
+  if (!held) return exit_status;
+  client.Close();
+  Log("acquired " + name + " token " + std::to_string(held->token));
+
+  client::LeaseKeeper::Options keeper_options;
+  keeper_options.client = options;
+  keeper_options.name = name;
+  keeper_options.holder = holder;
+  keeper_options.ttl = ttl;
+  const int notify = lost_fd.fd;
+  client::LeaseKeeper keeper(
+      keeper_options, held->token, held->sent_at, [notify](const std::string&) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] const auto n = ::write(notify, &one, sizeof one);
+      });
+
+  const pid_t pid =
+      StartChild(*path, flags.command,
+                 ChildEnvironment(name, holder, held->token), previous);
+  if (pid < 0) {
+    Log(std::string("cannot start the command: ") + std::strerror(errno));
+    keeper.Release();
+    return kUnavailable;
+  }
+  bool lost = false;
+  const int status =
+      Supervise(pid, signal_fd.fd, lost_fd.fd, keeper, grace, &lost);
+  Log("the command exited with status " + std::to_string(ExitStatusOf(status)));
+  if (const std::optional<Result> released = keeper.Release()) {
+    if (released->ok() && released->response.status == 204) {
+      Log("released " + name);
+    } else {
+      Log("could not release " + name + ": " + Explain(*released));
+    }
+  }
+  return lost ? kLeaseLost : ExitStatusOf(status);
+}
+
+int Dispatch(const CommandSpec& spec, const Flags& flags) {
+  if (spec.group == "fence") {
+    return spec.name == "get" ? Get(flags, false) : FenceBump(flags);
+  }
+  if (spec.name == "acquire") return LeaseAcquire(flags);
+  if (spec.name == "release") return LeaseRelease(flags);
+  if (spec.name == "get") return Get(flags, true);
+  return LeaseRun(flags);
+}
+
+}  // namespace
+
+int RunClientCommand(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return kUsage;
+  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+    std::cout << kUsageText;
+    return kSuccess;
+  }
+  const CommandSpec* spec = nullptr;
+  for (const CommandSpec& candidate : Commands()) {
+    if (args.size() >= 2 && args[0] == candidate.group &&
+        args[1] == candidate.name) {
+      spec = &candidate;
+    }
+  }
+  try {
+    if (spec == nullptr) {
+      throw UsageError(args.size() < 2
+                           ? "'fencepost " + args[0] + "' needs a command"
+                           : "unknown command 'fencepost " + args[0] + " " +
+                                 args[1] + "'");
+    }
+    // "--help" after the command, but not in CMD's arguments.
+    for (const std::string& arg : args) {
+      if (arg == "--") break;
+      if (arg == "--help") {
+        std::cout << kUsageText;
+        return kSuccess;
+      }
+    }
+    const Flags flags = ParseFlags(
+        *spec, std::vector<std::string>(args.begin() + 2, args.end()));
+    return Dispatch(*spec, flags);
+  } catch (const UsageError& e) {
+    std::cerr << "fencepost: " << e.what() << "\nRun 'fencepost "
+              << (args.empty() ? "lease" : args[0]) << " --help' for usage.\n";
+    return kUsage;
+  }
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,270 @@
+// `fencepost lease ...` and `fencepost fence ...` (SPEC "Client commands")
+// run as the real binary against a real server.
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "client/client.h"
+#include "client/documents.h"
+#include "tests/client/helpers.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::client {
+namespace {
+
+using fencepost::testing::RunFencepost;
+using fencepost::testing::ServerProcess;
+using fencepost::testing::TempDir;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+bool Has(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+TEST(CommandsTest, FenceGetAndBump) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+
+  auto run = RunFencepost({"fence", "get", "jobs/a", admin});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+
+  run = RunFencepost(
+      {"fence", "bump", "jobs/a", "--token", "18446744073709551615", admin});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"token\":18446744073709551615")) << run.output;
+
+  run = RunFencepost({"fence", "get", "jobs/a", admin});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"fence\":\"jobs/a\"")) << run.output;
+
+  run = RunFencepost({"fence", "bump", "jobs/a", "--token", "3", admin});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_TRUE(Has(run.output, "stale-token")) << run.output;
+}
+
+TEST(CommandsTest, TheAdminUrlComesFromTheEnvironmentToo) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  auto run = RunFencepost({"fence", "bump", "k", "--token", "2"},
+                          {"FENCEPOST_ADMIN=" + testing::AdminUrl(server)});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+}
+
+TEST(CommandsTest, UsageErrorsExitTwo) {
+  const std::string admin = "--admin=http://127.0.0.1:1";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"fence"},
+           {"fence", "frob", "k"},
+           {"fence", "get", admin},
+           {"fence", "get", "a", "b", admin},
+           {"fence", "bump", "k", admin},
+           {"fence", "bump", "k", "--token", "-1", admin},
+           {"fence", "bump", "k", "--token", "18446744073709551616", admin},
+           {"fence", "get", "k", "--bogus", "1", admin},
+           {"fence", "get", "k", "--admin", "ftp://x"},
+           {"lease", "acquire", "n", "--holder", "h", admin},
+           {"lease", "acquire", "n", "--ttl", "10", admin},
+           {"lease", "acquire", "n", "--ttl", "1.5s", admin},
+           {"lease", "acquire", "n", "--ttl", "50ms", admin},
+           {"lease", "acquire", "n", "--ttl", "2h", admin},
+           {"lease", "release", "n", "--token", "1", admin},
+           {"lease", "release", "n", "--holder", "h", admin},
+           {"lease", "run", "n", "--ttl", "1s", admin},
+           {"lease", "run", "n", "--ttl", "1s", admin, "--"},
+           {"lease", "get", "n", "--auth-token-file", "/nonexistent", admin},
+       }) {
+    const auto run = RunFencepost(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(run.exit_status, 2) << joined << "\n" << run.output;
+  }
+}
+
+TEST(CommandsTest, UnreachableExitsThree) {
+  const std::string admin =
+      "--admin=http://127.0.0.1:" + std::to_string(testing::UnusedPort());
+  EXPECT_EQ(RunFencepost({"fence", "get", "k", admin}).exit_status, 3);
+  EXPECT_EQ(RunFencepost({"lease", "get", "k", admin}).exit_status, 3);
+  EXPECT_EQ(
+      RunFencepost({"lease", "acquire", "k", "--ttl", "1s", admin}).exit_status,
+      3);
+}
+
+TEST(CommandsTest, HelpExitsZero) {
+  const auto run = RunFencepost({"lease", "--help"});
+  EXPECT_EQ(run.exit_status, 0);
+  EXPECT_TRUE(Has(run.output, "lease run")) << run.output;
+}
+
+TEST(CommandsTest, SendsTheBearerTokenFromTheFile) {
+  TempDir dir;
+  std::ofstream(dir / "server-tokens") << "secret\n";
+  std::ofstream(dir / "client-token")
+      << "# the fencepost token\n\n  secret  \n";
+  ServerProcess server(dir / "data",
+                       {"--auth-token-file", dir / "server-tokens"});
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+  EXPECT_EQ(
+      RunFencepost({"fence", "bump", "k", "--token", "1", admin}).exit_status,
+      1)
+      << "401 is a refusal";
+  const auto run = RunFencepost({"fence", "bump", "k", "--token", "1", admin,
+                                 "--auth-token-file", dir / "client-token"});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+}
+
+TEST(CommandsTest, LeaseAcquireReleaseGet) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+
+  auto run = RunFencepost({"lease", "get", "jobs/n", admin});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+
+  run = RunFencepost(
+      {"lease", "acquire", "jobs/n", "--holder", "a", "--ttl", "10s", admin});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  const auto lease = ParseLease(run.output);
+  ASSERT_TRUE(lease) << run.output;
+  EXPECT_EQ(lease->holder, "a");
+
+  // A racer is told who holds it, on stdout, and exits 1.
+  run = RunFencepost(
+      {"lease", "acquire", "jobs/n", "--holder", "b", "--ttl", "10s", admin});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_TRUE(Has(run.output, "lease-held")) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"holder\":\"a\"")) << run.output;
+
+  const auto start = Clock::now();
+  run = RunFencepost({"lease", "acquire", "jobs/n", "--holder", "b", "--ttl",
+                      "10s", "--wait", "700ms", admin});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_GE(Clock::now() - start, milliseconds(700));
+
+  run = RunFencepost({"lease", "release", "jobs/n", "--holder", "a", "--token",
+                      std::to_string(lease->token + 1), admin});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_TRUE(Has(run.output, "lease-not-held")) << run.output;
+  run = RunFencepost({"lease", "release", "jobs/n", "--holder", "a", "--token",
+                      std::to_string(lease->token), admin});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+
+  run = RunFencepost({"lease", "get", "jobs/n", admin});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"holder\":null")) << run.output;
+}
+
+TEST(CommandsTest, LeaseAcquireWaitsUntilTheLeaseIsFree) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+  ASSERT_EQ(RunFencepost({"lease", "acquire", "n", "--holder", "a", "--ttl",
+                          "500ms", admin})
+                .exit_status,
+            0);
+  const auto run = RunFencepost({"lease", "acquire", "n", "--holder", "b",
+                                 "--ttl", "10s", "--wait", "5s", admin});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  const auto lease = ParseLease(run.output);
+  ASSERT_TRUE(lease) << run.output;
+  EXPECT_EQ(lease->holder, "b");
+}
+
+TEST(CommandsTest, LeaseRunGivesTheCommandItsTokenAndReleases) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+  const auto run =
+      RunFencepost({"lease", "run", "jobs/r", "--holder", "runner", "--ttl",
+                    "1s", admin, "--", "sh", "-c",
+                    "echo token=$FENCING_TOKEN lease=$FENCEPOST_LEASE "
+                    "holder=$FENCEPOST_HOLDER; sleep 1; exit 7"});
+  EXPECT_EQ(run.exit_status, 7) << run.output;
+  EXPECT_TRUE(Has(run.output, "lease=jobs/r holder=runner")) << run.output;
+  EXPECT_TRUE(Has(run.output, "fencepost lease run: acquired jobs/r token "))
+      << run.output;
+
+  Client client(testing::AdminOptions(server));
+  const auto lease = ParseLease(client.GetLease("jobs/r").response.body);
+  ASSERT_TRUE(lease);
+  EXPECT_FALSE(lease->holder) << "released when the command exited";
+  EXPECT_TRUE(Has(run.output, "token=" + std::to_string(lease->token)))
+      << run.output;
+}
+
+TEST(CommandsTest, LeaseRunStopsTheCommandAndExits75WhenTheLeaseIsLost) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  testing::CommandProcess run({"lease", "run", "jobs/l", "--holder", "runner",
+                               "--ttl", "3s", "--grace", "300ms", "--admin",
+                               testing::AdminUrl(server), "--", "sh", "-c",
+                               "trap '' TERM; while :; do sleep 0.1; done"});
+  std::optional<Lease> held;
+  ASSERT_TRUE(testing::Eventually([&] {
+    held = ParseLease(admin.GetLease("jobs/l").response.body);
+    return held && held->holder == "runner";
+  })) << run.Output();
+  // Taken over behind its back: its next renewal is refused.
+  ASSERT_EQ(admin.ReleaseLease("jobs/l", "runner", held->token).response.status,
+            204);
+  ASSERT_EQ(admin.AcquireLease("jobs/l", "thief", milliseconds(10000))
+                .response.status,
+            200);
+  const auto taken = Clock::now();
+  EXPECT_EQ(run.Wait(milliseconds(5000)), 75) << run.Output();
+  // Within a renewal period, plus the grace for a command ignoring SIGTERM.
+  EXPECT_LT(Clock::now() - taken, milliseconds(2500));
+  EXPECT_TRUE(Has(run.Output(), "lease lost")) << run.Output();
+  EXPECT_TRUE(Has(run.Output(), "SIGKILL")) << run.Output();
+  const auto lease = ParseLease(admin.GetLease("jobs/l").response.body);
+  ASSERT_TRUE(lease);
+  EXPECT_EQ(lease->holder, "thief") << "not released by the loser";
+}
+
+TEST(CommandsTest, LeaseRunForwardsSigtermToTheCommand) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  testing::CommandProcess run(
+      {"lease", "run", "jobs/f", "--holder", "runner", "--ttl", "2s", "--admin",
+       testing::AdminUrl(server), "--", "sh", "-c",
+       "trap 'exit 9' TERM; while :; do sleep 0.1; done"});
+  ASSERT_TRUE(testing::Eventually([&] {
+    const auto lease = ParseLease(admin.GetLease("jobs/f").response.body);
+    return lease && lease->holder == "runner";
+  })) << run.Output();
+  std::this_thread::sleep_for(milliseconds(200));  // the child traps TERM
+  run.Signal(SIGTERM);
+  EXPECT_EQ(run.Wait(milliseconds(5000)), 9) << run.Output();
+  const auto lease = ParseLease(admin.GetLease("jobs/f").response.body);
+  ASSERT_TRUE(lease);
+  EXPECT_FALSE(lease->holder) << "released after the command exited";
+}
+
+TEST(CommandsTest, LeaseRunWaitsForTheLease) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  ASSERT_EQ(
+      admin.AcquireLease("jobs/w", "first", milliseconds(800)).response.status,
+      200);
+  const auto start = Clock::now();
+  const auto run =
+      RunFencepost({"lease", "run", "jobs/w", "--holder", "second", "--ttl",
+                    "1s", "--admin", testing::AdminUrl(server), "--", "true"});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_GE(Clock::now() - start, milliseconds(500));
+  EXPECT_TRUE(Has(run.output, "held by first")) << run.output;
+}
+
+}  // namespace
+}  // namespace fencepost::client
