@@ -38,6 +38,6 @@ if [ "${FENCEPOST_SANITIZERS:-1}" != 0 ]; then
   echo "== ASan+UBSan: every test"
   suite "$build-asan" address,undefined all
   echo "== TSan: the concurrent unit tests"
-  suite "$build-tsan" thread "fence_test proxy_test" \
-    -R 'Committer|Shards|Service|FenceStore'
+  suite "$build-tsan" thread "fence_test proxy_test client_test" \
+    -R 'Committer|Shards|Service|FenceStore|Lease|LeaderElector'
 fi
