@@ -247,12 +247,13 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
   // Refuse what could not fit the map with everything logged before it.
   const std::size_t need = Reservation(r);
   if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
-    const bool noticed = outcome->lease && outcome->lease->noticed_expiry;
+    std::optional<LeaseRecord> expired;
+    if (outcome->lease) expired = std::move(outcome->lease->expired);
     *outcome = WriteOutcome{};
     outcome->error = Errc::kMapFull;
-    if (noticed) {
+    if (expired) {
       outcome->lease.emplace();
-      outcome->lease->noticed_expiry = true;
+      outcome->lease->expired = std::move(expired);
     }
     return;
   }
@@ -321,7 +322,7 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
   if (auto it = seen.leases.find(op.name); it != seen.leases.end()) {
     entry = it->second;
   } else {
-    lease.noticed_expiry = table.NoticeExpired(op.name, now);
+    lease.expired = table.NoticeExpired(op.name, now);
     entry = table.Find(op.name);
   }
   lease.existed = entry.has_value();

@@ -99,30 +99,32 @@ std::vector<std::pair<std::string, LeaseTable::Entry>> LeaseTable::List(
   return out;
 }
 
-std::size_t LeaseTable::NoticeExpired(std::int64_t now_ns) {
+std::vector<std::pair<std::string, LeaseRecord>> LeaseTable::NoticeExpired(
+    std::int64_t now_ns) {
   std::lock_guard lock(mu_);
-  std::size_t n = 0;
+  std::vector<std::pair<std::string, LeaseRecord>> noticed;
   for (auto& [name, entry] : entries_) {
     if (!entry.record.released && !entry.expiry_noticed &&
         now_ns >= entry.deadline_ns) {
       entry.expiry_noticed = true;
-      ++n;
+      noticed.emplace_back(name, entry.record);
     }
   }
-  return n;
+  return noticed;
 }
 
-bool LeaseTable::NoticeExpired(std::string_view name, std::int64_t now_ns) {
+std::optional<LeaseRecord> LeaseTable::NoticeExpired(std::string_view name,
+                                                     std::int64_t now_ns) {
   std::lock_guard lock(mu_);
   auto it = entries_.find(name);
-  if (it == entries_.end()) return false;
+  if (it == entries_.end()) return std::nullopt;
   Entry& entry = it->second;
   if (entry.record.released || entry.expiry_noticed ||
       now_ns < entry.deadline_ns) {
-    return false;
+    return std::nullopt;
   }
   entry.expiry_noticed = true;
-  return true;
+  return entry.record;
 }
 
 std::size_t LeaseTable::Live(std::int64_t now_ns) const {

@@ -70,8 +70,8 @@ struct LeaseOutcome {
   std::string previous_holder;
   bool previous_expired = false;  // kExpired: that holder lost the lease
   // This operation noticed that the lease had run out without a release
-  // (each expiry is noticed once; see LeaseTable).
-  bool noticed_expiry = false;
+  // (each expiry is noticed once; see LeaseTable): the lease as it ran out.
+  std::optional<LeaseRecord> expired;
 };
 
 // Monotonic time in nanoseconds (steady_clock by default; tests pass a fake).
@@ -105,10 +105,12 @@ class LeaseTable {
                                                   std::string_view after,
                                                   std::size_t limit) const;
   // Marks every lease that ran out by `now_ns` and was not noticed yet;
-  // returns how many (for fencepost_lease_expirations_total).
-  std::size_t NoticeExpired(std::int64_t now_ns);
-  // The same for one lease.
-  bool NoticeExpired(std::string_view name, std::int64_t now_ns);
+  // returns them (for fencepost_lease_expirations_total and the log).
+  std::vector<std::pair<std::string, LeaseRecord>> NoticeExpired(
+      std::int64_t now_ns);
+  // The same for one lease: its record when this call noticed its expiry.
+  std::optional<LeaseRecord> NoticeExpired(std::string_view name,
+                                           std::int64_t now_ns);
   // Leases held and not run out at `now_ns`.
   std::size_t Live(std::int64_t now_ns) const;
 

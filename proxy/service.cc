@@ -494,7 +494,10 @@ Response Service::Metrics(const Request& req) {
   const std::int64_t now = shards_.SteadyNow();
   std::size_t held = 0;
   for (std::size_t i = 0; i < shards_.size(); ++i) {
-    metrics_.LeasesExpired(shards_.env(i).lease_table().NoticeExpired(now));
+    for (const auto& [name, lease] :
+         shards_.env(i).lease_table().NoticeExpired(now)) {
+      LeaseExpired(name, lease);
+    }
     held += shards_.env(i).lease_table().Live(now);
   }
   metrics_.SetLeasesHeld(static_cast<double>(held));
@@ -800,10 +803,22 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
+void Service::LeaseExpired(const std::string& name,
+                           const fence::LeaseRecord& lease) {
+  metrics_.LeasesExpired(1);
+  LogEvent(spdlog::level::warn, "lease_lost", "lease lost",
+           {{"lease", name},
+            {"holder", lease.holder},
+            {"token", std::to_string(lease.token), true},
+            {"transitions", std::to_string(lease.transitions), true},
+            {"ttl_ms", std::to_string(lease.ttl_ms), true},
+            {"reason", "no renewal within ttl_ms; it ran out"}});
+}
+
 Response Service::LeaseFailure(const Request& req, const std::string& name,
                                const fence::WriteOutcome& outcome) {
-  if (outcome.lease && outcome.lease->noticed_expiry) {
-    metrics_.LeasesExpired(1);
+  if (outcome.lease && outcome.lease->expired) {
+    LeaseExpired(name, *outcome.lease->expired);
   }
   Response res = Problemed(req, StorageProblem(outcome.error, name, "lease"));
   if (outcome.error == fence::Errc::kOverloaded) {
@@ -838,7 +853,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
     co_return LeaseFailure(req, name, outcome);
   }
   const fence::LeaseOutcome& lease = *outcome.lease;
-  if (lease.noticed_expiry) metrics_.LeasesExpired(1);
+  if (lease.expired) LeaseExpired(name, *lease.expired);
   using V = fence::LeaseOutcome::Verdict;
   if (lease.verdict == V::kDenied) {
     metrics_.LeaseDenied();
@@ -873,12 +888,6 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
               {"ttl_ms", std::to_string(lease.lease.ttl_ms), true},
               {"previous_holder", lease.previous_holder},
               {"reason", reason}});
-    if (lease.previous_expired) {
-      LogEvent(spdlog::level::warn, "lease_lost", "lease lost",
-               {{"lease", name},
-                {"holder", lease.previous_holder},
-                {"reason", "it ran out without a renewal; granted anew"}});
-    }
   } else {
     metrics_.LeaseRenewed();
   }
@@ -908,7 +917,7 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }
-  if (outcome.lease->noticed_expiry) metrics_.LeasesExpired(1);
+  if (outcome.lease->expired) LeaseExpired(name, *outcome.lease->expired);
   if (outcome.lease->verdict != fence::LeaseOutcome::Verdict::kReleased) {
     co_return Problemed(
         req, {ProblemType::kLeaseNotHeld,
@@ -930,7 +939,9 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
 Response Service::GetLease(const Request& req, const std::string& name) {
   fence::LeaseTable& table = shards_.LeasesOf(scopes_.FenceFor(name));
   const std::int64_t now = shards_.SteadyNow();
-  if (table.NoticeExpired(name, now)) metrics_.LeasesExpired(1);
+  if (auto expired = table.NoticeExpired(name, now)) {
+    LeaseExpired(name, *expired);
+  }
   const auto entry = table.Find(name);
   if (!entry) {
     return Problemed(
@@ -950,7 +961,9 @@ Response Service::ListLeases(const Request& req) {
   std::vector<std::pair<std::string, fence::LeaseTable::Entry>> leases;
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     fence::LeaseTable& table = shards_.env(i).lease_table();
-    metrics_.LeasesExpired(table.NoticeExpired(now));
+    for (const auto& [expired_name, lease] : table.NoticeExpired(now)) {
+      LeaseExpired(expired_name, lease);
+    }
     auto part = table.List(prefix, after, limit + 1);
     std::move(part.begin(), part.end(), std::back_inserter(leases));
   }

@@ -79,6 +79,8 @@ class Service {
                                                 const std::string& name);
   Response GetLease(const Request& request, const std::string& name);
   Response ListLeases(const Request& request);
+  // Counts and logs a lease that ran out without a release (noticed once).
+  void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
   // The answer to a lease operation that failed (counts a noticed expiry).
   Response LeaseFailure(const Request& request, const std::string& name,
                         const fence::WriteOutcome& outcome);

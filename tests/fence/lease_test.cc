@@ -138,7 +138,7 @@ TEST_F(LeaseTest, AGrantAfterExpiryGetsTheNextTokenAndCountsTheExpiry) {
   EXPECT_EQ(b.reason, LeaseOutcome::GrantReason::kExpired);
   EXPECT_EQ(b.previous_holder, "a");
   EXPECT_TRUE(b.previous_expired);
-  EXPECT_TRUE(b.noticed_expiry);
+  EXPECT_TRUE(b.expired.has_value());
   EXPECT_EQ(FenceOf("l"), 2u);
   // The old holder's writes are fenced at once.
   EXPECT_EQ(Write("l", 1).verdict, WriteOutcome::Verdict::kRejected);
@@ -150,7 +150,7 @@ TEST_F(LeaseTest, TheHolderOfRecordKeepsItsTokenPastExpiryWhileNobodyTookIt) {
   LeaseOutcome r = Acquire("l", "a");
   EXPECT_EQ(r.verdict, Verdict::kRenewed);
   EXPECT_EQ(r.lease.token, 1u);
-  EXPECT_TRUE(r.noticed_expiry);
+  EXPECT_TRUE(r.expired.has_value());
 }
 
 TEST_F(LeaseTest, AGrantIsOneAboveTheLargerOfLeaseAndFence) {
@@ -252,8 +252,8 @@ TEST_F(LeaseTest, TheTableCountsEachExpiryOnceAndLiveLeases) {
   EXPECT_EQ(env_->lease_table().Live(now_), 2u);
   now_ += 1500 * kMs;
   EXPECT_EQ(env_->lease_table().Live(now_), 1u);
-  EXPECT_EQ(env_->lease_table().NoticeExpired(now_), 1u);
-  EXPECT_EQ(env_->lease_table().NoticeExpired(now_), 0u);
+  EXPECT_EQ(env_->lease_table().NoticeExpired(now_).size(), 1u);
+  EXPECT_EQ(env_->lease_table().NoticeExpired(now_).size(), 0u);
   auto list = env_->lease_table().List("", "a", 10);
   ASSERT_EQ(list.size(), 1u);
   EXPECT_EQ(list[0].first, "b");
