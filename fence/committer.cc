@@ -33,9 +33,18 @@ std::size_t Reservation(const WalRecord& r) {
   return Reservation(r.fence.size() + r.key.size() + r.body.size());
 }
 std::size_t Reservation(const FenceWrite& w) {
-  return Reservation(
-      w.fence.size() +
-      (w.value ? w.value->key.size() + w.value->body.size() : 0));
+  std::size_t n =
+      Reservation(w.fence.size() +
+                  (w.value ? w.value->key.size() + w.value->body.size() : 0));
+  for (const FenceWrite& op : w.batch) n += Reservation(op);
+  return n;
+}
+
+// The value bytes a write (or a batch's writes) carries.
+std::size_t PayloadBytes(const FenceWrite& w) {
+  std::size_t n = w.value ? w.value->key.size() + w.value->body.size() : 0;
+  for (const FenceWrite& op : w.batch) n += PayloadBytes(op);
+  return n;
 }
 
 int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
@@ -186,9 +195,7 @@ void Committer::Run() {
       if (queue_.empty()) return;
       std::size_t bytes = 0;
       while (!queue_.empty() && group.size() < options_.max_batch_writes) {
-        const FenceWrite& next = queue_.front().write;
-        const std::size_t size =
-            next.value ? next.value->key.size() + next.value->body.size() : 0;
+        const std::size_t size = PayloadBytes(queue_.front().write);
         if (!group.empty() && bytes + size > options_.max_batch_bytes) break;
         bytes += size;
         group.push_back(std::move(queue_.front()));
@@ -200,11 +207,10 @@ void Committer::Run() {
   }
 }
 
-void Committer::DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
+void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
                           std::int64_t now_ns, WriteOutcome* outcome,
                           std::optional<WalRecord>* record,
                           bool* fence_created) {
-  const FenceWrite& write = pending.write;
   const Overlay& overlay = env_.overlay();
   // The fence as the writes before this one left it: this group's, then
   // the logged but unapplied ones, then LMDB.
@@ -420,6 +426,42 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
   return true;
 }
 
+bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
+                            std::int64_t now_ns, WriteOutcome* outcome,
+                            std::vector<WalRecord>* records,
+                            std::vector<bool>* created) {
+  Seen trial = seen;
+  const std::size_t reserved = reserved_bytes_;
+  const std::size_t created_at = created->size();
+  for (const FenceWrite& write : batch.batch) {
+    WriteOutcome& one = outcome->batch.emplace_back();
+    std::optional<WalRecord> record;
+    bool fence_created = false;
+    DecideOne(txn, trial, write, now_ns, &one, &record, &fence_created);
+    if (!record) {
+      // Nothing of the batch is applied: undo its reservations.
+      reserved_bytes_ = reserved;
+      records->clear();
+      created->resize(created_at);
+      outcome->verdict = one.verdict;
+      outcome->error = one.error;
+      return false;
+    }
+    record->batch_continues = true;
+    records->push_back(std::move(*record));
+    created->push_back(fence_created);
+  }
+  records->back().batch_continues = false;
+  outcome->verdict = WriteOutcome::Verdict::kAccepted;
+  for (const WriteOutcome& one : outcome->batch) {
+    if (one.verdict == WriteOutcome::Verdict::kObserved) {
+      outcome->verdict = WriteOutcome::Verdict::kObserved;
+    }
+  }
+  seen = std::move(trial);
+  return true;
+}
+
 template <class Ready>
 void Committer::WaitForApplier(Ready ready) {
   std::unique_lock lock(mu_);
@@ -455,10 +497,22 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
     } else {
       const std::int64_t now_ns = NowNs();
       for (std::size_t i = 0; i < group.size(); ++i) {
+        if (!group[i].write.batch.empty()) {
+          std::vector<WalRecord> batch;
+          if (DecideBatch(txn.get(), seen, group[i].write, now_ns, &outcomes[i],
+                          &batch, &created)) {
+            for (WalRecord& r : batch) {
+              r.seq = next_seq_ + records.size();
+              records.push_back(std::move(r));
+              logged.push_back(i);
+            }
+          }
+          continue;
+        }
         std::optional<WalRecord> record;
         bool fence_created = false;
-        DecideOne(txn.get(), seen, group[i], now_ns, &outcomes[i], &record,
-                  &fence_created);
+        DecideOne(txn.get(), seen, group[i].write, now_ns, &outcomes[i],
+                  &record, &fence_created);
         if (!record) continue;
         record->seq = next_seq_ + records.size();
         records.push_back(std::move(*record));

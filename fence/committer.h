@@ -49,6 +49,11 @@ struct FenceWrite {
   // A lease operation on the lease whose fence is `fence` (token, observe
   // and value unused). See DecideLease for its rules.
   std::optional<LeaseOp> lease;
+  // A batch: these writes (each with its fence, token and value; no lease,
+  // no nested batch, all in this committer's environment) are decided in
+  // order like single writes, then applied all together or not at all. The
+  // outer write's other fields are unused.
+  std::vector<FenceWrite> batch;
 };
 
 struct WriteOutcome {
@@ -68,6 +73,11 @@ struct WriteOutcome {
   // For a lease operation: kAccepted when granted, renewed or released,
   // kRejected when denied or not held; the details are here.
   std::optional<LeaseOutcome> lease;
+  // For a batch: kAccepted (or kObserved) when every write was applied,
+  // with each one's outcome here; kRejected or kFailed when one was not,
+  // with the outcomes up to and including that one (its outcome last), and
+  // nothing applied.
+  std::vector<WriteOutcome> batch;
 };
 
 // Commits fence writes in groups through a write-ahead log (Wal): every write
@@ -144,9 +154,16 @@ class Committer {
   void Run();
   void CommitGroup(std::vector<Pending>& group);
   // Decides one write; fills `outcome`, and `record` when it is applied.
-  void DecideOne(MDB_txn* txn, Seen& seen, Pending& pending,
+  void DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
                  std::int64_t now_ns, WriteOutcome* outcome,
                  std::optional<WalRecord>* record, bool* fence_created);
+  // Decides a batch's writes against a copy of `seen`; when every one is
+  // applied, adopts the copy and appends their records (the last one not
+  // marked batch_continues) and fence-created flags. Returns whether it
+  // did.
+  bool DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
+                   std::int64_t now_ns, WriteOutcome* outcome,
+                   std::vector<WalRecord>* records, std::vector<bool>* created);
   // Decides a lease operation against the lease as `seen` or the table has
   // it and the fence at `fence` (before it). Returns false when it is
   // refused (denied or not held: nothing changes); otherwise fills `r` and

@@ -22,6 +22,7 @@ constexpr std::size_t kMaxPayload = 256u << 20;
 enum Flags : std::uint8_t {
   kFenceSet = 1,
   kValueToken = 2,
+  kBatchContinues = 4,
 };
 
 const std::array<std::uint32_t, 256>& CrcTable() {
@@ -94,6 +95,7 @@ std::optional<WalRecord> DecodePayload(std::string_view payload) {
   }
   if (flags & kFenceSet) r.fence_token = fence_token;
   if (flags & kValueToken) r.value_token = value_token;
+  r.batch_continues = flags & kBatchContinues;
   return r;
 }
 
@@ -124,7 +126,9 @@ void EncodeRecord(const WalRecord& r, std::string* out) {
   const std::size_t at = out->size();
   out->append(kFrame, '\0');
   Put(out, r.seq, 8);
-  Put(out, (r.fence_token ? kFenceSet : 0) | (r.value_token ? kValueToken : 0),
+  Put(out,
+      (r.fence_token ? kFenceSet : 0) | (r.value_token ? kValueToken : 0) |
+          (r.batch_continues ? kBatchContinues : 0),
       1);
   Put(out, r.fence_token.value_or(0), 8);
   Put(out, static_cast<std::uint64_t>(r.updated_at_ns), 8);
@@ -167,6 +171,12 @@ Step DecodeNext(std::string_view bytes, std::size_t* at,
   return Step::kRecord;
 }
 
+// Drops a batch whose last record is missing from the end of `run`: its
+// group was torn, so none of it was acknowledged.
+void DropCutBatch(std::vector<WalRecord>* run) {
+  while (!run->empty() && run->back().batch_continues) run->pop_back();
+}
+
 }  // namespace
 
 std::vector<WalRecord> DecodeRun(std::string_view bytes) {
@@ -174,6 +184,7 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes) {
   std::size_t at = 0;
   while (DecodeNext(bytes, &at, &run) == Step::kRecord) {
   }
+  DropCutBatch(&run);
   return run;
 }
 
@@ -211,6 +222,7 @@ Wal::Wal(const Options& options) : options_(options) {
       if (n == 0) break;
       read += static_cast<std::uint64_t>(n);
     }
+    DropCutBatch(&runs[i]);
     if (!runs[i].empty()) s.last_seq = runs[i].back().seq;
     last_seq_ = std::max(last_seq_, s.last_seq);
   }

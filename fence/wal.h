@@ -27,6 +27,10 @@ struct WalRecord {
   std::string key;
   std::string body;
   std::optional<Token> value_token;  // stored with a put's value
+  // More records of the same batch follow this one. A batch's records are
+  // logged together in one group; recovery drops a batch whose last record
+  // is missing (a torn group), so a batch is applied whole or not at all.
+  bool batch_continues = false;
 };
 
 // Appends `record` in the log's format: length, CRC-32C of the payload, then
@@ -35,8 +39,9 @@ void EncodeRecord(const WalRecord& record, std::string* out);
 
 // Decodes the records at the start of `bytes`: the longest prefix of intact
 // records (length in bounds, CRC matching) whose sequence numbers follow one
-// another, the first one being any. A torn, corrupt or stale record (one
-// left from an earlier lap of a reused segment) ends the run.
+// another, the first one being any, less a batch cut short at its end. A
+// torn, corrupt or stale record (one left from an earlier lap of a reused
+// segment) ends the run.
 std::vector<WalRecord> DecodeRun(std::string_view bytes);
 
 // The write-ahead log of one LMDB environment: two preallocated segment

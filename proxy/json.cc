@@ -224,9 +224,102 @@ struct JsonReader {
     if (c == '{' || c == '[') return Fail("a nested value");
     return Fail("expected a value");
   }
+  bool Value(JsonValue* value, const JsonLimits& limits, int depth) {
+    SkipSpace();
+    if (at < in.size() && (in[at] == '[' || in[at] == '{')) {
+      if (depth >= limits.depth) return Fail("nesting too deep");
+      const bool array = in[at++] == '[';
+      value->kind = array ? JsonValue::Kind::kArray : JsonValue::Kind::kObject;
+      if (Eat(array ? ']' : '}')) return true;
+      do {
+        if (array) {
+          if (value->items.size() >= limits.items) {
+            return Fail("an array with more than " +
+                        std::to_string(limits.items) + " items");
+          }
+          if (!Value(&value->items.emplace_back(), limits, depth + 1)) {
+            return false;
+          }
+          continue;
+        }
+        if (value->members.size() >= limits.members) {
+          return Fail("an object with more than " +
+                      std::to_string(limits.members) + " members");
+        }
+        std::string name;
+        if (!String(&name)) return false;
+        if (!Eat(':')) return Fail("expected ':'");
+        for (const auto& [other, v] : value->members) {
+          if (other == name) return Fail("a member appears twice");
+        }
+        auto& member =
+            value->members.emplace_back(std::move(name), JsonValue{});
+        if (!Value(&member.second, limits, depth + 1)) return false;
+      } while (Eat(','));
+      if (!Eat(array ? ']' : '}')) {
+        return Fail(array ? "expected ',' or ']'" : "expected ',' or '}'");
+      }
+      return true;
+    }
+    JsonScalar scalar;
+    if (!Scalar(&scalar)) return false;
+    // The scalar kinds come first in both enums, in the same order.
+    value->kind = static_cast<JsonValue::Kind>(scalar.kind);
+    value->text = std::move(scalar.text);
+    return true;
+  }
 };
 
 }  // namespace
+
+const JsonValue* JsonValue::Find(std::string_view name) const {
+  for (const auto& [member, value] : members) {
+    if (member == name) return &value;
+  }
+  return nullptr;
+}
+
+std::string ParseJson(std::string_view text, JsonValue* value,
+                      const JsonLimits& limits) {
+  *value = JsonValue{};
+  JsonReader r{text, 0, {}};
+  if (!r.Value(value, limits, 0)) return r.error;
+  r.SkipSpace();
+  if (r.at != text.size()) return r.Fail("text after the value"), r.error;
+  return {};
+}
+
+bool DecodeBase64(std::string_view text, std::string* bytes) {
+  const auto sextet = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  bytes->clear();
+  if (text.size() % 4 != 0) return false;
+  bytes->reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (pad == 1 && text[i + 2] == '=') return false;  // "x=y="
+    std::uint32_t v = 0;
+    for (int k = 0; k < 4 - pad; ++k) {
+      const int s6 = sextet(text[i + k]);
+      if (s6 < 0) return false;
+      v = v << 6 | static_cast<std::uint32_t>(s6);
+    }
+    v <<= 6 * pad;
+    bytes->push_back(static_cast<char>(v >> 16));
+    if (pad < 2) bytes->push_back(static_cast<char>(v >> 8 & 0xFF));
+    if (pad < 1) bytes->push_back(static_cast<char>(v & 0xFF));
+    // The bits padding drops must be zero (one encoding per value).
+    if ((pad == 1 && (v & 0xFF)) || (pad == 2 && (v & 0xFFFF))) return false;
+  }
+  return true;
+}
 
 std::string ParseFlatObject(std::string_view text,
                             std::map<std::string, JsonScalar>* members,

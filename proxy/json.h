@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace fencepost::proxy {
 
@@ -25,6 +27,37 @@ struct JsonScalar {
 std::string ParseFlatObject(std::string_view text,
                             std::map<std::string, JsonScalar>* members,
                             std::size_t max_members = 16);
+
+// Any JSON value (for request bodies with arrays and objects): a scalar,
+// or `items` (an array) or `members` (an object, in document order, each
+// name once).
+struct JsonValue {
+  enum class Kind { kString, kNumber, kNull, kBool, kArray, kObject };
+  Kind kind = Kind::kNull;
+  std::string text;  // as JsonScalar's
+  std::vector<JsonValue> items;
+  std::vector<std::pair<std::string, JsonValue>> members;
+
+  // The member named `name` of an object, or nullptr.
+  const JsonValue* Find(std::string_view name) const;
+};
+
+// Bounds on what ParseJson builds, so a body's size alone cannot make it
+// use much more memory or time than the body.
+struct JsonLimits {
+  int depth = 8;
+  std::size_t items = 1024;  // per array
+  std::size_t members = 64;  // per object
+};
+
+// Parses `text` as one JSON value within `limits`. Returns an empty string
+// on success, else what is wrong with it.
+std::string ParseJson(std::string_view text, JsonValue* value,
+                      const JsonLimits& limits = {});
+
+// Decodes standard base64 (RFC 4648 section 4: the + and / alphabet, padded
+// to a multiple of 4, no whitespace). False when `text` is not that.
+bool DecodeBase64(std::string_view text, std::string* bytes);
 
 // RFC 3339 UTC with microseconds, e.g. "2026-11-29T08:35:26.123456Z".
 std::string FormatRfc3339(std::int64_t unix_ns);

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "fence/errc.h"
 #include "fence/key.h"
@@ -195,6 +196,9 @@ asio::awaitable<Response> Service::Handle(metrics::Port port,
 
 asio::awaitable<Response> Service::HandleData(const Request& req,
                                               const std::string& client) {
+  if (PathOf(req.target()) == "/" && req.method() == http::verb::post) {
+    co_return co_await Batch(req, client);
+  }
   std::string key;
   if (auto refused = RefuseKey(req, req.target(), &key)) {
     co_return std::move(*refused);
@@ -277,6 +281,10 @@ std::optional<Response> Service::Screen(metrics::Port port,
                                         const Request& req) {
   const http::verb method = req.method();
   if (port == metrics::Port::kData) {
+    if (PathOf(req.target()) == "/" && method == http::verb::post) {
+      if (!backend_.supports_batches()) return std::nullopt;  // 405 later
+      return RefuseWrite(req, "", false);
+    }
     std::string key;
     if (auto refused = RefuseKey(req, req.target(), &key)) return refused;
     const bool fenced =
@@ -1003,6 +1011,183 @@ std::string Service::CheckLeases() const {
     }
   }
   return {};
+}
+
+namespace {
+
+constexpr std::size_t kMaxBatchOps = 1000;
+
+// A batch body's ops as fence writes (SPEC "Batches"); an empty string, or
+// the 400's detail and the offending key (if any).
+struct BatchOps {
+  std::vector<fence::FenceWrite> writes;
+  std::string error;
+  std::string key;
+  bool bad_key = false;  // the error is the key's (bad-key), not the op's
+};
+
+BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
+                   const fence::Scopes& scopes) {
+  BatchOps out;
+  JsonValue doc;
+  if (std::string e = ParseJson(body, &doc, {4, kMaxBatchOps, 8}); !e.empty()) {
+    out.error = "the body must be {\"ops\": [...]} in JSON: " + e;
+    return out;
+  }
+  const JsonValue* ops =
+      doc.kind == JsonValue::Kind::kObject && doc.members.size() == 1
+          ? doc.Find("ops")
+          : nullptr;
+  if (ops == nullptr || ops->kind != JsonValue::Kind::kArray ||
+      ops->items.empty()) {
+    out.error = "the body must be {\"ops\": [...]} with 1 to 1000 ops";
+    return out;
+  }
+  std::set<std::string_view> keys;
+  for (std::size_t i = 0; i < ops->items.size(); ++i) {
+    const JsonValue& op = ops->items[i];
+    const std::string at = "op " + std::to_string(i) + ": ";
+    const JsonValue* kind = op.Find("op");
+    const JsonValue* key = op.Find("key");
+    const JsonValue* value = op.Find("value");
+    const bool put =
+        kind && kind->kind == JsonValue::Kind::kString && kind->text == "put";
+    const bool del = kind && kind->kind == JsonValue::Kind::kString &&
+                     kind->text == "delete";
+    if (op.kind != JsonValue::Kind::kObject || !(put || del) || !key ||
+        key->kind != JsonValue::Kind::kString ||
+        op.members.size() != (put ? 3u : 2u) || (put && !value) ||
+        (value && value->kind != JsonValue::Kind::kString)) {
+      out.error = at +
+                  "each op is {\"op\": \"put\", \"key\": K, \"value\": "
+                  "base64} or {\"op\": \"delete\", \"key\": K}";
+      return out;
+    }
+    if (fence::KeyError e = fence::ValidateKey(key->text);
+        e != fence::KeyError::kOk) {
+      out.error = at + std::string(fence::Describe(e));
+      out.key = key->text.substr(0, fence::kMaxNameBytes);
+      out.bad_key = true;
+      return out;
+    }
+    if (!keys.insert(key->text).second) {
+      out.error = at + "a key appears twice in the batch";
+      out.key = key->text;
+      return out;
+    }
+    fence::FenceWrite& write = out.writes.emplace_back();
+    write.fence = std::string(scopes.FenceFor(key->text));
+    write.token = token;
+    write.observe = observe;
+    write.value = fence::ValueOp{
+        put ? fence::ValueOp::Kind::kPut : fence::ValueOp::Kind::kDelete,
+        key->text, ""};
+    if (put && !DecodeBase64(value->text, &write.value->body)) {
+      out.error = at + "value is not standard, padded base64";
+      out.key = key->text;
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+asio::awaitable<Response> Service::Batch(const Request& req,
+                                         const std::string& client) {
+  if (!backend_.supports_batches()) {
+    // A directory or a legacy store cannot apply several writes at once.
+    Response res = Problemed(
+        req, {ProblemType::kMethodNotAllowed,
+              "batches need the lmdb backend, which applies them atomically",
+              std::nullopt, std::nullopt, std::nullopt});
+    res.set(http::field::allow, "");
+    co_return res;
+  }
+  if (auto refused = RefuseWrite(req, "", false)) co_return std::move(*refused);
+  fence::Token token = 0;
+  ReadToken(req, &token);
+  BatchOps ops =
+      ReadBatch(req.body(), token, config_.mode == Mode::kObserve, scopes_);
+  if (!ops.error.empty()) {
+    co_return Problemed(
+        req,
+        {ops.key.empty() ? ProblemType::kBadRequest : ProblemType::kBadKey,
+         ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
+         std::nullopt, std::nullopt});
+  }
+  const std::size_t shard = shards_.IndexOf(ops.writes.front().fence);
+  for (const fence::FenceWrite& w : ops.writes) {
+    if (shards_.IndexOf(w.fence) != shard) {
+      co_return Problemed(req,
+                          {ProblemType::kBadRequest,
+                           "the batch's fences live in different LMDB shards "
+                           "(--lmdb-shards), which cannot commit together",
+                           w.value->key, std::nullopt, std::nullopt});
+    }
+  }
+  fence::FenceWrite batch;
+  batch.batch = std::move(ops.writes);
+  std::vector<std::string> keys;
+  std::vector<bool> deletes;
+  for (const fence::FenceWrite& w : batch.batch) {
+    keys.push_back(w.value->key);
+    deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
+  }
+  const fence::WriteOutcome outcome =
+      co_await storage::AsyncCommit(shards_.committer(shard), std::move(batch));
+
+  using Verdict = fence::WriteOutcome::Verdict;
+  if (outcome.verdict == Verdict::kRejected) {
+    const std::size_t at = outcome.batch.size() - 1;
+    const fence::WriteOutcome& stale = outcome.batch.back();
+    metrics_.StaleRejected(token, stale.current.value_or(token));
+    const std::string fence_name(scopes_.FenceFor(keys[at]));
+    journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count(),
+                  keys[at], fence_name, token, stale.current.value_or(0),
+                  client, req.body().size(), Sha256Hex(req.body())});
+    if (log_limiter_.Admit(fence_name)) {
+      LogEvent(
+          spdlog::level::info, "stale_batch_rejected", "stale batch rejected",
+          {{"key", keys[at]},
+           {"fence", fence_name},
+           {"ops", std::to_string(keys.size()), true},
+           {"presented_token", std::to_string(token), true},
+           {"current_token", std::to_string(stale.current.value_or(0)), true},
+           {"client", client}});
+    }
+    co_return Problemed(req, StaleToken(keys[at], token, stale.current));
+  }
+  if (outcome.verdict == Verdict::kFailed) {
+    const std::string& key =
+        outcome.batch.empty() ? keys.front() : keys[outcome.batch.size() - 1];
+    Response res = Problemed(req, StorageProblem(outcome.error, key, "batch"));
+    if (outcome.error == fence::Errc::kOverloaded) {
+      res.set(http::field::retry_after, "1");
+    }
+    co_return res;
+  }
+  std::string body = "{\"results\":[";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const fence::WriteOutcome& one = outcome.batch[i];
+    if (one.verdict == Verdict::kObserved) {
+      metrics_.WouldReject();
+    } else {
+      metrics_.WriteAccepted(one.decision.advances);
+    }
+    const int status = deletes[i] ? 204 : one.created ? 201 : 200;
+    if (i > 0) body += ",";
+    body += "{\"key\":";
+    AppendJsonString(&body, keys[i]);
+    body += ",\"status\":" + std::to_string(status) + "}";
+  }
+  body += "]}\n";
+  Response res =
+      Text(req, http::status::ok, std::move(body), "application/json");
+  res.set(kTokenHeader, std::to_string(token));
+  co_return res;
 }
 
 }  // namespace fencepost::proxy

@@ -71,6 +71,9 @@ class Service {
                                          const std::string& client);
   boost::asio::awaitable<Response> Bump(const Request& request,
                                         const std::string& key);
+  // POST /: a batch of puts and deletes applied in one transaction.
+  boost::asio::awaitable<Response> Batch(const Request& request,
+                                         const std::string& client);
   Response GetFence(const Request& request, const std::string& key);
   // Leases (/v1/leases): acquire or renew, release, read, list.
   boost::asio::awaitable<Response> AcquireLease(const Request& request,

@@ -75,6 +75,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Whether POST and PATCH are accepted as fenced writes.
   virtual bool supports_post_patch() const = 0;
+  // Whether values live in LMDB with their fences, so a batch of writes
+  // can be applied atomically through the committer (POST /).
+  virtual bool supports_batches() const { return false; }
   // Coroutines: the caller keeps `request` alive until the returned
   // awaitable completes.
   virtual boost::asio::awaitable<ReadResult> Read(
