@@ -71,6 +71,15 @@ struct Result {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
+// One write of a batch (SPEC "Batches"): a PUT of `value` to `key`, or a
+// DELETE of `key` (its `value` is not sent).
+struct BatchOp {
+  enum class Kind { kPut, kDelete };
+  Kind kind = Kind::kPut;
+  std::string key;    // as it is, not percent-encoded; valid UTF-8
+  std::string value;  // kPut: the bytes to store, any bytes (even none)
+};
+
 // A blocking HTTP/1.1 client for one fencepost port: one base URL, one
 // kept-alive connection, every request bounded by a deadline that covers
 // resolving, connecting, the TLS handshake, writing and reading.
@@ -116,6 +125,17 @@ class Client {
   Result Put(std::string_view key, std::uint64_t token, std::string body);
   Result Delete(std::string_view key, std::uint64_t token);
   Result Get(std::string_view key);
+  // POST / with Fencing-Token and {"ops": [...]}: every op of `ops`, in
+  // order, applied in one transaction or none (SPEC "Batches"; lmdb backend
+  // only). Values go base64-encoded; keys as JSON strings (a key that is
+  // not UTF-8 makes a body the server refuses). Nothing is checked here:
+  // the server answers 200 with the results document (ParseBatchResults),
+  // 409 stale-token naming the first stale op's key and current_token
+  // (nothing was applied), 400 for a bad body, op or key, no ops, more than
+  // 1000, a key named twice or keys of different --lmdb-shards shards, 413
+  // for a body over its --max-body, and 405 with fs: or http:// backends.
+  // Like a PUT, a batch whose answer was lost is never resent.
+  Result Batch(std::uint64_t token, const std::vector<BatchOp>& ops);
 
   // Admin port. Bodies are the documents of client/documents.h.
   Result GetFence(std::string_view key);

@@ -92,4 +92,23 @@ std::optional<Problem> ParseProblem(std::string_view body) {
   return problem;
 }
 
+std::optional<std::vector<BatchResult>> ParseBatchResults(
+    std::string_view body) {
+  const std::optional<Json> json = ParseObject(body);
+  if (!json) return std::nullopt;
+  const Json* results = json->Find("results");
+  if (results == nullptr || results->kind() != Json::Kind::kArray) {
+    return std::nullopt;
+  }
+  std::vector<BatchResult> out;
+  out.reserve(results->items().size());
+  for (const Json& item : results->items()) {
+    std::optional<std::string> key = StringMember(item, "key");
+    const std::optional<std::int64_t> status = Int64Member(item, "status");
+    if (!key || !status || *status < 100 || *status > 999) return std::nullopt;
+    out.push_back({std::move(*key), static_cast<int>(*status)});
+  }
+  return out;
+}
+
 }  // namespace fencepost::client

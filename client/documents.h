@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace fencepost::client {
 
@@ -26,6 +27,13 @@ struct Fence {
   std::string updated_at;  // RFC 3339
 };
 
+// One entry of a batch's 200 answer, {"results": [{"key": K, "status": S},
+// ...]} (SPEC "Batches"): one per op, in the order of the ops.
+struct BatchResult {
+  std::string key;
+  int status = 0;  // 201 created, 200 replaced, 204 deleted
+};
+
 // An application/problem+json body (RFC 9457) with fencepost's members.
 struct Problem {
   std::string type;  // e.g. "urn:fencepost:problem:lease-held"
@@ -44,11 +52,15 @@ struct Problem {
 
 // Each reads one document; nullopt when `body` is not JSON, not an object,
 // or lacks a member the document cannot do without (Lease: name, holder as
-// a string or null, token; Fence: fence, token; Problem: type). Members of
-// the wrong type are treated as absent; unknown members are ignored.
-// Integers are read exactly.
+// a string or null, token; Fence: fence, token; Problem: type; batch
+// results: results, an array whose every element is an object with a
+// string key and an integer status from 100 to 999). Members of the wrong
+// type are treated as absent; unknown members are ignored. Integers are
+// read exactly.
 std::optional<Lease> ParseLease(std::string_view body);
 std::optional<Fence> ParseFence(std::string_view body);
 std::optional<Problem> ParseProblem(std::string_view body);
+std::optional<std::vector<BatchResult>> ParseBatchResults(
+    std::string_view body);
 
 }  // namespace fencepost::client

@@ -63,6 +63,7 @@ constexpr std::string_view kUsageText =
                            -- CMD [ARG...]
   fencepost fence get KEY
   fencepost fence bump KEY --token N
+  fencepost batch --token N [FILE]
 
 Flags of every command:
   --admin URL             the admin port (env FENCEPOST_ADMIN,
@@ -78,10 +79,17 @@ FENCEPOST_LEASE and FENCEPOST_HOLDER set while it holds the lease, renewing
 it every third of the TTL; when the lease is lost it sends CMD SIGTERM, then
 SIGKILL after --grace (default 5s).
 
+`batch` sends the batch JSON in FILE (standard input when FILE is absent or
+"-"), at most 64 MiB, as it is: {"ops": [{"op": "put", "key": K, "value":
+BASE64} | {"op": "delete", "key": K}, ...]} as POST / to the data port with
+Fencing-Token N. Every op is applied or none is (lmdb backend only); the
+results document, or a 409's problem, goes to standard output.
+
 Exit status: 0 done, 1 refused (lease held, stale token, not held, not
-found), 2 usage error, 3 fencepost unreachable or failing (5xx); `lease run`
-exits with CMD's status (128 + signal when a signal ended it), or 75 when
-the lease was lost.
+found), 2 usage error or a request fencepost calls bad (400; 405 for a batch
+on a backend without batches), 3 fencepost unreachable or failing (5xx);
+`lease run` exits with CMD's status (128 + signal when a signal ended it),
+or 75 when the lease was lost.
 )";
 
 class UsageError : public std::runtime_error {
@@ -105,11 +113,18 @@ struct Flags {
 
 // What one command takes besides the flags of every command.
 struct CommandSpec {
-  std::string_view group;  // "lease" or "fence"
-  std::string_view name;
-  std::string_view operand;  // "NAME" or "KEY"
+  std::string_view group;    // "lease", "fence" or "batch"
+  std::string_view name;     // "" for a command of one word ("batch")
+  std::string_view operand;  // "NAME", "KEY" or "FILE"
   std::set<std::string_view> flags;
   bool takes_command = false;
+  bool operand_optional = false;
+
+  // "fencepost lease acquire", "fencepost batch".
+  std::string Title() const {
+    return "fencepost " + std::string(group) +
+           (name.empty() ? "" : " " + std::string(name));
+  }
 };
 
 const std::vector<CommandSpec>& Commands() {
@@ -120,6 +135,7 @@ const std::vector<CommandSpec>& Commands() {
       {"lease", "run", "NAME", {"holder", "ttl", "grace"}, true},
       {"fence", "get", "KEY", {}},
       {"fence", "bump", "KEY", {"token"}},
+      {"batch", "", "FILE", {"token"}, false, true},
   };
   return kCommands;
 }
@@ -175,8 +191,7 @@ Flags ParseFlags(const CommandSpec& spec,
       throw UsageError("--" + name + " needs a value");
     }
     if (kCommon.count(name) == 0 && spec.flags.count(name) == 0) {
-      throw UsageError("unknown flag --" + name + " for 'fencepost " +
-                       std::string(spec.group) + " " + std::string(spec.name) +
+      throw UsageError("unknown flag --" + name + " for '" + spec.Title() +
                        "'");
     }
     if (name == "admin") flags.admin = value;
@@ -189,12 +204,13 @@ Flags ParseFlags(const CommandSpec& spec,
     if (name == "wait") flags.wait = ParseDurationFlag(name, value);
     if (name == "grace") flags.grace = ParseDurationFlag(name, value);
   }
-  if (flags.positional.size() != 1) {
-    throw UsageError("'fencepost " + std::string(spec.group) + " " +
-                     std::string(spec.name) + "' takes one " +
+  if (flags.positional.size() > 1 ||
+      (flags.positional.empty() && !spec.operand_optional)) {
+    throw UsageError("'" + spec.Title() + "' takes " +
+                     (spec.operand_optional ? "at most " : "") + "one " +
                      std::string(spec.operand));
   }
-  if (flags.positional[0].empty()) {
+  if (!flags.positional.empty() && flags.positional[0].empty()) {
     throw UsageError(std::string(spec.operand) + " is empty");
   }
   if (spec.takes_command && flags.command.empty()) {
@@ -234,14 +250,18 @@ std::string ReadTokenFile(const std::string& path) {
   throw UsageError("--auth-token-file: " + path + " holds no token");
 }
 
-Client::Options AdminOptions(const Flags& flags) {
+Client::Options PortOptions(const Flags& flags, const std::string& url) {
   Client::Options options;
-  options.url = flags.admin;
+  options.url = url;
   options.ca_file = flags.tls_ca;
   if (!flags.auth_token_file.empty()) {
     options.bearer_token = ReadTokenFile(flags.auth_token_file);
   }
   return options;
+}
+
+Client::Options AdminOptions(const Flags& flags) {
+  return PortOptions(flags, flags.admin);
 }
 
 Client MakeClient(const Client::Options& options) {
@@ -361,6 +381,51 @@ int FenceBump(const Flags& flags) {
     return kSuccess;
   }
   return Refusal(result, "fence bump " + key);
+}
+
+// ---- batch ----
+
+// The most batch JSON `batch` reads; a server's --max-body (4 MiB by
+// default) may refuse far less.
+constexpr std::size_t kMaxBatchBytes = std::size_t{64} << 20;
+
+// The whole of FILE, or of standard input when FILE is absent or "-".
+std::string ReadBatchDocument(const Flags& flags) {
+  const bool from_stdin =
+      flags.positional.empty() || flags.positional[0] == "-";
+  const std::string name = from_stdin ? "standard input" : flags.positional[0];
+  std::ifstream file;
+  if (!from_stdin) {
+    file.open(name, std::ios::binary);
+    if (!file) throw UsageError("cannot open " + name);
+  }
+  std::istream& in = from_stdin ? std::cin : file;
+  std::string out;
+  char buffer[65536];
+  while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
+    out.append(buffer, static_cast<std::size_t>(in.gcount()));
+    if (out.size() > kMaxBatchBytes) {
+      throw UsageError(name + " holds more than 64 MiB");
+    }
+  }
+  if (in.bad()) throw UsageError("cannot read " + name);
+  return out;
+}
+
+int Batch(const Flags& flags) {
+  Require(flags.token.has_value(), "token");
+  std::string body = ReadBatchDocument(flags);
+  Client client = MakeClient(PortOptions(flags, flags.data));
+  const Result result =
+      client.Send("POST", "/",
+                  {{"Fencing-Token", std::to_string(*flags.token)},
+                   {"Content-Type", "application/json"}},
+                  std::move(body));
+  if (result.ok() && result.response.status == 200) {
+    PrintBody(result.response.body);
+    return kSuccess;
+  }
+  return Refusal(result, "batch");
 }
 
 // ---- lease run ----
@@ -634,6 +699,7 @@ int LeaseRun(const Flags& flags) {
 }
 
 int Dispatch(const CommandSpec& spec, const Flags& flags) {
+  if (spec.group == "batch") return Batch(flags);
   if (spec.group == "fence") {
     return spec.name == "get" ? Get(flags, false) : FenceBump(flags);
   }
@@ -654,8 +720,9 @@ int RunClientCommand(int argc, char** argv) {
   }
   const CommandSpec* spec = nullptr;
   for (const CommandSpec& candidate : Commands()) {
-    if (args.size() >= 2 && args[0] == candidate.group &&
-        args[1] == candidate.name) {
+    if (args[0] == candidate.group &&
+        (candidate.name.empty() ||
+         (args.size() >= 2 && args[1] == candidate.name))) {
       spec = &candidate;
     }
   }
@@ -675,7 +742,8 @@ int RunClientCommand(int argc, char** argv) {
       }
     }
     const Flags flags = ParseFlags(
-        *spec, std::vector<std::string>(args.begin() + 2, args.end()));
+        *spec, std::vector<std::string>(
+                   args.begin() + (spec->name.empty() ? 1 : 2), args.end()));
     return Dispatch(*spec, flags);
   } catch (const UsageError& e) {
     std::cerr << "fencepost: " << e.what() << "\nRun 'fencepost "

@@ -2,12 +2,14 @@
 
 namespace fencepost::proxy {
 
-// The client commands of SPEC "Client commands": argv[1] is "lease" or
-// "fence" (`fencepost lease acquire|release|get|run ...`, `fencepost fence
-// get|bump ...`). They use only the client library (fencepost::client).
-// Returns the exit status: 0 success, 1 refused (lease held, stale token,
-// not held, not found, unauthorized), 2 usage error (message on stderr), 3
-// fencepost unreachable or a 5xx; `lease run` exits with its command's
+// The client commands of SPEC "Client commands": argv[1] is "lease",
+// "fence" or "batch" (`fencepost lease acquire|release|get|run ...`,
+// `fencepost fence get|bump ...`, `fencepost batch --token N [FILE]`). They
+// use only the client library (fencepost::client). Returns the exit status:
+// 0 success, 1 refused (lease held, stale token, not held, not found,
+// unauthorized), 2 usage error (message on stderr) or a request the server
+// calls bad (400; 405 for a batch without the lmdb backend), 3 fencepost
+// unreachable or a 5xx; `lease run` exits with its command's
 // status (128 + signal when a signal ended it), or 75 when the lease was
 // lost while the command ran.
 int RunClientCommand(int argc, char** argv);

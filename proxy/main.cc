@@ -296,7 +296,8 @@ int Serve(const proxy::Config& config) {
 
 int main(int argc, char** argv) {
   if (argc > 1 && (std::string_view(argv[1]) == "lease" ||
-                   std::string_view(argv[1]) == "fence")) {
+                   std::string_view(argv[1]) == "fence" ||
+                   std::string_view(argv[1]) == "batch")) {
     return proxy::RunClientCommand(argc, argv);
   }
   proxy::Invocation invocation;

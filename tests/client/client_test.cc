@@ -7,8 +7,11 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdint>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/documents.h"
 #include "tests/client/helpers.h"
@@ -180,6 +183,231 @@ TEST(ClientTest, SpeaksTlsAndChecksTheCertificate) {
   Client plain(
       testing::Options("http://127.0.0.1:" + port, milliseconds(2000)));
   EXPECT_FALSE(plain.Get("k").ok()) << "plain HTTP on a TLS port";
+}
+
+// ---- batches (SPEC "Batches") ----
+
+BatchOp PutOp(std::string key, std::string value) {
+  return {BatchOp::Kind::kPut, std::move(key), std::move(value)};
+}
+
+BatchOp DeleteOp(std::string key) {
+  return {BatchOp::Kind::kDelete, std::move(key), ""};
+}
+
+// The value stored under `key`, or "<404>" and the like when there is none.
+std::string ValueOf(Client& data, const std::string& key) {
+  const Result get = data.Get(key);
+  if (!get.ok()) return "<" + get.detail + ">";
+  if (get.response.status != 200) {
+    return "<" + std::to_string(get.response.status) + ">";
+  }
+  return get.response.body;
+}
+
+std::uint64_t FenceOf(Client& admin, const std::string& key) {
+  const auto fence = ParseFence(admin.GetFence(key).response.body);
+  return fence ? fence->token : 0;
+}
+
+TEST(BatchTest, AppliesEveryOpAndAnswersEachStatus) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  Client admin(testing::AdminOptions(server));
+  ASSERT_EQ(data.Put("orders/b", 3, "b-old").response.status, 201);
+  ASSERT_EQ(data.Put("orders/c", 3, "c-old").response.status, 201);
+
+  const Result batch =
+      data.Batch(5, {PutOp("orders/a", "a-new"), PutOp("orders/b", "b-new"),
+                     DeleteOp("orders/c")});
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  ASSERT_EQ(batch.response.status, 200) << batch.response.body;
+  EXPECT_EQ(batch.response.header("fencing-token"), "5");
+  const auto results = ParseBatchResults(batch.response.body);
+  ASSERT_TRUE(results) << batch.response.body;
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_EQ((*results)[0].key, "orders/a");
+  EXPECT_EQ((*results)[0].status, 201);
+  EXPECT_EQ((*results)[1].key, "orders/b");
+  EXPECT_EQ((*results)[1].status, 200);
+  EXPECT_EQ((*results)[2].key, "orders/c");
+  EXPECT_EQ((*results)[2].status, 204);
+
+  EXPECT_EQ(ValueOf(data, "orders/a"), "a-new");
+  EXPECT_EQ(ValueOf(data, "orders/b"), "b-new");
+  EXPECT_EQ(ValueOf(data, "orders/c"), "<404>");
+  for (const char* key : {"orders/a", "orders/b", "orders/c"}) {
+    EXPECT_EQ(FenceOf(admin, key), 5u) << key;
+  }
+  // The same token again is accepted, as for single writes.
+  const Result again = data.Batch(5, {PutOp("orders/a", "a-again")});
+  EXPECT_EQ(again.response.status, 200) << again.response.body;
+  EXPECT_EQ(ValueOf(data, "orders/a"), "a-again");
+}
+
+TEST(BatchTest, AStaleOpInTheMiddleChangesNothing) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  Client admin(testing::AdminOptions(server));
+  for (const char* key : {"jobs/a", "jobs/b", "jobs/c"}) {
+    ASSERT_EQ(data.Put(key, 5, std::string(key) + "=old").response.status, 201);
+  }
+  // A newer holder fenced jobs/b only.
+  ASSERT_EQ(admin.Bump("jobs/b", 9).response.status / 100, 2);
+
+  const Result batch =
+      data.Batch(7, {PutOp("jobs/a", "a=new"), PutOp("jobs/b", "b=new"),
+                     DeleteOp("jobs/c"), PutOp("jobs/d", "d=new")});
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  ASSERT_EQ(batch.response.status, 409) << batch.response.body;
+  const auto problem = ParseProblem(batch.response.body);
+  ASSERT_TRUE(problem) << batch.response.body;
+  EXPECT_EQ(problem->slug(), "stale-token");
+  EXPECT_EQ(problem->key, "jobs/b");
+  EXPECT_EQ(problem->current_token, 9u);
+  EXPECT_EQ(problem->presented_token, 7u);
+
+  // All or nothing: the ops before and after the stale one did not land.
+  EXPECT_EQ(ValueOf(data, "jobs/a"), "jobs/a=old");
+  EXPECT_EQ(ValueOf(data, "jobs/b"), "jobs/b=old");
+  EXPECT_EQ(ValueOf(data, "jobs/c"), "jobs/c=old");
+  EXPECT_EQ(ValueOf(data, "jobs/d"), "<404>");
+  EXPECT_EQ(FenceOf(admin, "jobs/a"), 5u);
+  EXPECT_EQ(FenceOf(admin, "jobs/b"), 9u);
+  EXPECT_EQ(FenceOf(admin, "jobs/c"), 5u);
+  EXPECT_EQ(admin.GetFence("jobs/d").response.status, 404);
+
+  // With the newer token the same batch goes through.
+  const Result retry =
+      data.Batch(9, {PutOp("jobs/a", "a=new"), PutOp("jobs/b", "b=new"),
+                     DeleteOp("jobs/c"), PutOp("jobs/d", "d=new")});
+  EXPECT_EQ(retry.response.status, 200) << retry.response.body;
+  EXPECT_EQ(ValueOf(data, "jobs/b"), "b=new");
+  EXPECT_EQ(ValueOf(data, "jobs/c"), "<404>");
+}
+
+TEST(BatchTest, ValuesOfAnyBytesRoundTrip) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  std::string every_byte;
+  for (int i = 0; i < 256; ++i) every_byte.push_back(static_cast<char>(i));
+  const std::vector<std::string> values = {
+      "",
+      std::string(1, '\0'),
+      "\xff",
+      std::string("\0\xff", 2),
+      std::string("\xff\0\xfe", 3),
+      std::string("a\0b\0", 4),
+      "{\"ops\":[]}\r\n",
+      every_byte,
+      every_byte + every_byte.substr(0, 1),
+      every_byte + every_byte.substr(0, 2),
+  };
+  std::vector<BatchOp> ops;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    ops.push_back(PutOp("bytes/" + std::to_string(i), values[i]));
+  }
+  ops.push_back(PutOp("bytes/key \"quoted\" \\ caf\xc3\xa9\t", "k"));
+  const Result batch = data.Batch(1, ops);
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  ASSERT_EQ(batch.response.status, 200) << batch.response.body;
+  const auto results = ParseBatchResults(batch.response.body);
+  ASSERT_TRUE(results) << batch.response.body;
+  ASSERT_EQ(results->size(), ops.size());
+  EXPECT_EQ(results->back().key, ops.back().key);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const Result get = data.Get("bytes/" + std::to_string(i));
+    ASSERT_EQ(get.response.status, 200) << i;
+    EXPECT_EQ(get.response.body, values[i]) << i;
+  }
+  EXPECT_EQ(ValueOf(data, ops.back().key), "k");
+}
+
+TEST(BatchTest, AThousandOpsAreAcceptedAndOneMoreIsNot) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  std::vector<BatchOp> ops;
+  for (int i = 0; i < 1000; ++i) {
+    ops.push_back(PutOp("many/" + std::to_string(i), std::to_string(i)));
+  }
+  Result batch = data.Batch(2, ops);
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  ASSERT_EQ(batch.response.status, 200) << batch.response.body.substr(0, 500);
+  const auto results = ParseBatchResults(batch.response.body);
+  ASSERT_TRUE(results);
+  EXPECT_EQ(results->size(), 1000u);
+  EXPECT_EQ(ValueOf(data, "many/999"), "999");
+
+  std::vector<BatchOp> too_many;
+  for (int i = 0; i < 1001; ++i) {
+    too_many.push_back(PutOp("more/" + std::to_string(i), "x"));
+  }
+  batch = data.Batch(2, too_many);
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  EXPECT_EQ(batch.response.status, 400) << batch.response.body;
+  EXPECT_EQ(ValueOf(data, "more/0"), "<404>");
+
+  batch = data.Batch(2, {});
+  EXPECT_EQ(batch.response.status, 400) << "no ops: " << batch.response.body;
+}
+
+TEST(BatchTest, AKeyNamedTwiceIsRefused) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  const Result batch = data.Batch(
+      1, {PutOp("dup/a", "1"), PutOp("dup/b", "2"), DeleteOp("dup/a")});
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  EXPECT_EQ(batch.response.status, 400) << batch.response.body;
+  const auto problem = ParseProblem(batch.response.body);
+  ASSERT_TRUE(problem) << batch.response.body;
+  EXPECT_EQ(problem->key, "dup/a");
+  EXPECT_EQ(ValueOf(data, "dup/a"), "<404>");
+  EXPECT_EQ(ValueOf(data, "dup/b"), "<404>");
+}
+
+TEST(BatchTest, AnFsBackendAnswers405) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--backend", "fs:" + dir / "files"});
+  Client data(testing::Options(testing::DataUrl(server)));
+  const Result batch = data.Batch(1, {PutOp("a", "1"), PutOp("b", "2")});
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  EXPECT_EQ(batch.response.status, 405) << batch.response.body;
+  EXPECT_EQ(ValueOf(data, "a"), "<404>");
+  EXPECT_EQ(data.Put("a", 1, "single").response.status, 201)
+      << "single writes still work";
+}
+
+TEST(BatchTest, KeysOfDifferentLmdbShardsAreRefused) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--lmdb-shards", "4"});
+  Client data(testing::Options(testing::DataUrl(server)));
+  Client admin(testing::AdminOptions(server));
+  // 64 keys over 4 shards: all in one shard by chance is 4^-63.
+  std::vector<BatchOp> ops;
+  for (int i = 0; i < 64; ++i) {
+    ops.push_back(PutOp("spread/" + std::to_string(i), "v"));
+  }
+  const Result batch = data.Batch(3, ops);
+  ASSERT_TRUE(batch.ok()) << batch.detail;
+  EXPECT_EQ(batch.response.status, 400) << batch.response.body;
+  const auto problem = ParseProblem(batch.response.body);
+  ASSERT_TRUE(problem) << batch.response.body;
+  EXPECT_NE(problem->detail.find("shard"), std::string::npos)
+      << problem->detail;
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(ValueOf(data, "spread/" + std::to_string(i)), "<404>") << i;
+  }
+  EXPECT_EQ(admin.GetFence("spread/0").response.status, 404);
+
+  // One key is always in one shard.
+  const Result one = data.Batch(3, {PutOp("spread/0", "v")});
+  EXPECT_EQ(one.response.status, 200) << one.response.body;
+  EXPECT_EQ(ValueOf(data, "spread/0"), "v");
 }
 
 }  // namespace

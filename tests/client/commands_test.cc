@@ -1,12 +1,16 @@
-// `fencepost lease ...` and `fencepost fence ...` (SPEC "Client commands")
-// run as the real binary against a real server.
+// `fencepost lease ...`, `fencepost fence ...` and `fencepost batch`
+// (SPEC "Client commands") run as the real binary against a real server.
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "client/client.h"
 #include "client/documents.h"
@@ -264,6 +268,137 @@ TEST(CommandsTest, LeaseRunWaitsForTheLease) {
   EXPECT_EQ(run.exit_status, 0) << run.output;
   EXPECT_GE(Clock::now() - start, milliseconds(500));
   EXPECT_TRUE(Has(run.output, "held by first")) << run.output;
+}
+
+// ---- batch ----
+
+// A batch of three ops: put batch/a ("v1"), put batch/b ("" ), delete
+// batch/c.
+constexpr char kBatchDocument[] =
+    R"({"ops": [{"op": "put", "key": "batch/a", "value": "djE="},)"
+    R"( {"op": "put", "key": "batch/b", "value": ""},)"
+    R"( {"op": "delete", "key": "batch/c"}]})"
+    "\n";
+
+// `shell_command` run by sh, its stdout and stderr together.
+fencepost::testing::RunResult RunShell(const std::string& shell_command,
+                                       const std::string& output_path) {
+  const int status =
+      std::system((shell_command + " >'" + output_path + "' 2>&1").c_str());
+  fencepost::testing::RunResult result;
+  result.exit_status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  result.output = fencepost::testing::ReadFile(output_path);
+  return result;
+}
+
+TEST(CommandsTest, BatchFromAFile) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  ASSERT_EQ(data.Put("batch/c", 1, "c").response.status, 201);
+  std::ofstream(dir / "ops.json") << kBatchDocument;
+  const std::string url = "--data=" + testing::DataUrl(server);
+
+  auto run = RunFencepost({"batch", "--token", "4", dir / "ops.json", url});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  const auto results = ParseBatchResults(run.output);
+  ASSERT_TRUE(results) << run.output;
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_EQ((*results)[0].status, 201);
+  EXPECT_EQ((*results)[1].status, 201);
+  EXPECT_EQ((*results)[2].status, 204);
+  EXPECT_EQ(data.Get("batch/a").response.body, "v1");
+  EXPECT_EQ(data.Get("batch/b").response.status, 200);
+  EXPECT_EQ(data.Get("batch/c").response.status, 404);
+
+  // An older token: 409, its problem on stdout, nothing changed.
+  std::ofstream(dir / "stale.json")
+      << R"({"ops": [{"op": "put", "key": "batch/z", "value": "eg=="},)"
+      << R"( {"op": "put", "key": "batch/a", "value": "djI="}]})";
+  run = RunFencepost({"batch", dir / "stale.json", "--token", "3", url});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_TRUE(Has(run.output, "stale-token")) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"key\":\"batch/a\"")) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"current_token\":4")) << run.output;
+  EXPECT_EQ(data.Get("batch/a").response.body, "v1");
+  EXPECT_EQ(data.Get("batch/z").response.status, 404);
+
+  // A body the server calls bad: 400, exit 2, the problem on stderr.
+  std::ofstream(dir / "bad.json")
+      << R"({"ops": [{"op": "put", "key": "batch/a", "value": "not base64"}]})";
+  run = RunFencepost({"batch", "--token", "9", dir / "bad.json", url});
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_TRUE(Has(run.output, "HTTP 400")) << run.output;
+  EXPECT_TRUE(Has(run.output, "base64")) << run.output;
+  EXPECT_EQ(data.Get("batch/a").response.body, "v1");
+}
+
+TEST(CommandsTest, BatchFromStandardInput) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  std::ofstream(dir / "ops.json") << kBatchDocument;
+  const std::string binary = FENCEPOST_BINARY;
+
+  // A pipe, the data URL from the environment.
+  auto run = RunShell("cat '" + dir / "ops.json" +
+                          "' | FENCEPOST_DATA=" + testing::DataUrl(server) +
+                          " '" + binary + "' batch --token 6",
+                      dir / "out1");
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "\"results\"")) << run.output;
+  EXPECT_EQ(data.Get("batch/a").response.body, "v1");
+
+  // "-" names standard input too; a redirected file, an older token.
+  run = RunShell("'" + binary + "' batch --token 5 - --data " +
+                     testing::DataUrl(server) + " <'" + dir / "ops.json" + "'",
+                 dir / "out2");
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_TRUE(Has(run.output, "stale-token")) << run.output;
+
+  // Nothing on standard input is no batch: 400.
+  run = RunShell("'" + binary + "' batch --token 6 --data " +
+                     testing::DataUrl(server) + " </dev/null",
+                 dir / "out3");
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+}
+
+TEST(CommandsTest, BatchUsageErrorsAndUnreachable) {
+  TempDir dir;
+  std::ofstream(dir / "ops.json") << kBatchDocument;
+  const std::string data =
+      "--data=http://127.0.0.1:" + std::to_string(testing::UnusedPort());
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"batch", dir / "ops.json", data},
+           {"batch", "--token", "x", dir / "ops.json", data},
+           {"batch", "--token", "1", dir / "ops.json", dir / "ops.json", data},
+           {"batch", "--token", "1", dir / "missing.json", data},
+           {"batch", "--token", "1", dir / "ops.json", "--holder", "h", data},
+           {"batch", "--token", "1", dir / "ops.json", "--data", "ftp://x"},
+       }) {
+    const auto run = RunFencepost(args);
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    EXPECT_EQ(run.exit_status, 2) << joined << "\n" << run.output;
+  }
+  const auto run =
+      RunFencepost({"batch", "--token", "1", dir / "ops.json", data});
+  EXPECT_EQ(run.exit_status, 3) << run.output;
+  const auto help = RunFencepost({"batch", "--help"});
+  EXPECT_EQ(help.exit_status, 0);
+  EXPECT_TRUE(Has(help.output, "fencepost batch --token N [FILE]"))
+      << help.output;
+}
+
+TEST(CommandsTest, BatchOnAnFsBackendExitsTwo) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--backend", "fs:" + dir / "files"});
+  std::ofstream(dir / "ops.json") << kBatchDocument;
+  const auto run = RunFencepost({"batch", "--token", "1", dir / "ops.json",
+                                 "--data", testing::DataUrl(server)});
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_TRUE(Has(run.output, "HTTP 405")) << run.output;
 }
 
 }  // namespace

@@ -80,5 +80,37 @@ TEST(DocumentsTest, ReadsProblems) {
   EXPECT_FALSE(ParseProblem(R"({"title":"no type"})"));
 }
 
+TEST(DocumentsTest, ReadsBatchResults) {
+  const auto results = ParseBatchResults(
+      R"({"results":[{"key":"a","status":201},{"key":"b\"c","status":200},)"
+      R"({"key":"d","status":204,"extra":1}],"more":true})");
+  ASSERT_TRUE(results);
+  ASSERT_EQ(results->size(), 3u);
+  EXPECT_EQ((*results)[0].key, "a");
+  EXPECT_EQ((*results)[0].status, 201);
+  EXPECT_EQ((*results)[1].key, "b\"c");
+  EXPECT_EQ((*results)[1].status, 200);
+  EXPECT_EQ((*results)[2].key, "d");
+  EXPECT_EQ((*results)[2].status, 204);
+  const auto none = ParseBatchResults(R"({"results":[]})");
+  ASSERT_TRUE(none);
+  EXPECT_TRUE(none->empty());
+}
+
+TEST(DocumentsTest, RefusesBatchResultsWithoutTheirCore) {
+  EXPECT_FALSE(ParseBatchResults(""));
+  EXPECT_FALSE(ParseBatchResults("[]"));
+  EXPECT_FALSE(ParseBatchResults(R"({})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":{}})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":[1]})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":[{"key":"a"}]})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":[{"status":200}]})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":[{"key":1,"status":200}]})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":[{"key":"a","status":2.5}]})"));
+  EXPECT_FALSE(ParseBatchResults(R"({"results":[{"key":"a","status":99}]})"));
+  EXPECT_FALSE(ParseBatchResults(
+      R"({"results":[{"key":"a","status":200},{"key":"b"}]})"));
+}
+
 }  // namespace
 }  // namespace fencepost::client

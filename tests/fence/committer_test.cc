@@ -29,7 +29,8 @@ class CommitterTest : public ::testing::Test {
     return future.get();
   }
   WriteOutcome Commit(const std::string& fence, Token token) {
-    return Commit(FenceWrite{fence, token, false, std::nullopt, std::nullopt});
+    return Commit(
+        FenceWrite{fence, token, false, std::nullopt, std::nullopt, {}});
   }
   std::optional<std::string> Value(const std::string& key) {
     auto lock = env_.overlay().Lock();
@@ -72,10 +73,18 @@ TEST_F(CommitterTest, AppliesTheAcceptRule) {
 }
 
 TEST_F(CommitterTest, ARejectedWriteStoresNoValue) {
-  Commit(FenceWrite{"k", 10, false, ValueOp{ValueOp::Kind::kPut, "k", "new"},
-                    std::nullopt});
-  WriteOutcome o = Commit(FenceWrite{
-      "k", 9, false, ValueOp{ValueOp::Kind::kPut, "k", "old"}, std::nullopt});
+  Commit(FenceWrite{"k",
+                    10,
+                    false,
+                    ValueOp{ValueOp::Kind::kPut, "k", "new"},
+                    std::nullopt,
+                    {}});
+  WriteOutcome o = Commit(FenceWrite{"k",
+                                     9,
+                                     false,
+                                     ValueOp{ValueOp::Kind::kPut, "k", "old"},
+                                     std::nullopt,
+                                     {}});
   EXPECT_EQ(o.verdict, Verdict::kRejected);
   EXPECT_EQ(Value("k"), "new");
 }
@@ -83,26 +92,35 @@ TEST_F(CommitterTest, ARejectedWriteStoresNoValue) {
 TEST_F(CommitterTest, ObserveAppliesStaleWriteButNeverLowersTheFence) {
   Commit("k", 10);
   WriteOutcome o = Commit(FenceWrite{
-      "k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}, std::nullopt});
+      "k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}, std::nullopt, {}});
   EXPECT_EQ(o.verdict, Verdict::kObserved);
   EXPECT_EQ(Value("k"), "v");
   EXPECT_EQ(o.current, Token{10});
   EXPECT_EQ(Get("k")->token, 10u);
-  WriteOutcome missing =
-      Commit(FenceWrite{"new", std::nullopt, true, std::nullopt, std::nullopt});
+  WriteOutcome missing = Commit(
+      FenceWrite{"new", std::nullopt, true, std::nullopt, std::nullopt, {}});
   EXPECT_EQ(missing.verdict, Verdict::kObserved);
   EXPECT_FALSE(Get("new")) << "a write without a token creates no fence";
 }
 
 TEST_F(CommitterTest, PutsSayWhetherTheyMadeTheValueAndDeletesRemoveIt) {
   auto put = [this](Token t) {
-    return Commit(FenceWrite{
-        "k", t, false, ValueOp{ValueOp::Kind::kPut, "k", "v"}, std::nullopt});
+    return Commit(FenceWrite{"k",
+                             t,
+                             false,
+                             ValueOp{ValueOp::Kind::kPut, "k", "v"},
+                             std::nullopt,
+                             {}});
   };
   EXPECT_TRUE(put(1).created);
   EXPECT_FALSE(put(2).created);
-  WriteOutcome gone = Commit(FenceWrite{
-      "k", 3, false, ValueOp{ValueOp::Kind::kDelete, "k", ""}, std::nullopt});
+  WriteOutcome gone =
+      Commit(FenceWrite{"k",
+                        3,
+                        false,
+                        ValueOp{ValueOp::Kind::kDelete, "k", ""},
+                        std::nullopt,
+                        {}});
   EXPECT_EQ(gone.verdict, Verdict::kAccepted);
   EXPECT_FALSE(Value("k"));
   EXPECT_TRUE(put(4).created);
@@ -118,9 +136,12 @@ TEST_F(CommitterTest,
   for (int i = 0; i < kWrites; ++i) {
     const std::string key = "v" + std::to_string(i % 100);
     committer_.Submit(
-        FenceWrite{key, Token(i), false,
+        FenceWrite{key,
+                   Token(i),
+                   false,
                    ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)},
-                   std::nullopt},
+                   std::nullopt,
+                   {}},
         [&promises, i](WriteOutcome o) { promises[i].set_value(o); });
   }
   for (int i = 0; i < kWrites; ++i) {
@@ -152,7 +173,7 @@ TEST_F(CommitterTest, GroupCommitKeepsTheAcceptRuleUnderContention) {
         const Token token = rng() % 1000;
         std::promise<void> done;
         committer_.Submit(
-            FenceWrite{"hot", token, false, std::nullopt, std::nullopt},
+            FenceWrite{"hot", token, false, std::nullopt, std::nullopt, {}},
             [&, token](WriteOutcome o) {
               {
                 std::lock_guard lock(mu);
@@ -187,9 +208,12 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
     auto f = p.get_future();
     const std::string key = "k" + std::to_string(i);
     committer.Submit(
-        FenceWrite{key, 1, false,
+        FenceWrite{key,
+                   1,
+                   false,
                    ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')},
-                   std::nullopt},
+                   std::nullopt,
+                   {}},
         [&p](WriteOutcome o) { p.set_value(o); });
     return f.get();
   };
@@ -220,13 +244,14 @@ TEST(CommitterQueueTest, PastTheQueueBoundWritesAreRefusedAtOnce) {
   std::atomic<int> overloaded = 0, accepted = 0;
   std::latch done(kWrites);
   for (int i = 0; i < kWrites; ++i) {
-    committer.Submit(FenceWrite{"f" + std::to_string(i), 1, false, std::nullopt,
-                                std::nullopt},
-                     [&](WriteOutcome o) {
-                       if (o.error == Errc::kOverloaded) ++overloaded;
-                       if (o.verdict == Verdict::kAccepted) ++accepted;
-                       done.count_down();
-                     });
+    committer.Submit(
+        FenceWrite{
+            "f" + std::to_string(i), 1, false, std::nullopt, std::nullopt, {}},
+        [&](WriteOutcome o) {
+          if (o.error == Errc::kOverloaded) ++overloaded;
+          if (o.verdict == Verdict::kAccepted) ++accepted;
+          done.count_down();
+        });
   }
   done.wait();
   EXPECT_GT(overloaded.load(), 0);
@@ -257,6 +282,78 @@ TEST(EnvTest, UnusableDirectoryThrows) {
   FILE* f = fopen(file.c_str(), "w");
   fclose(f);
   EXPECT_THROW(Env({file, 1u << 20}), std::runtime_error);
+}
+
+FenceWrite Put(const std::string& key, Token token, const std::string& body) {
+  return FenceWrite{key,          token,
+                    false,        ValueOp{ValueOp::Kind::kPut, key, body},
+                    std::nullopt, {}};
+}
+
+TEST_F(CommitterTest, ABatchIsAppliedWhole) {
+  Commit(Put("b", 3, "old b"));
+  FenceWrite batch;
+  batch.batch = {Put("a", 5, "new a"), Put("b", 5, "new b"),
+                 FenceWrite{"c",
+                            5,
+                            false,
+                            ValueOp{ValueOp::Kind::kDelete, "c", ""},
+                            std::nullopt,
+                            {}}};
+  WriteOutcome o = Commit(batch);
+  EXPECT_EQ(o.verdict, Verdict::kAccepted);
+  ASSERT_EQ(o.batch.size(), 3u);
+  EXPECT_TRUE(o.batch[0].created);
+  EXPECT_FALSE(o.batch[1].created);
+  EXPECT_TRUE(o.batch[1].decision.advances);
+  EXPECT_EQ(Value("a"), "new a");
+  EXPECT_EQ(Value("b"), "new b");
+  for (const char* name : {"a", "b", "c"}) EXPECT_EQ(Get(name)->token, 5u);
+}
+
+TEST_F(CommitterTest, ABatchWithAStaleWriteInTheMiddleChangesNothing) {
+  Commit(Put("b", 10, "b at 10"));
+  FenceWrite batch;
+  batch.batch = {Put("a", 7, "a"), Put("b", 7, "b"), Put("c", 7, "c")};
+  WriteOutcome o = Commit(batch);
+  EXPECT_EQ(o.verdict, Verdict::kRejected);
+  ASSERT_EQ(o.batch.size(), 2u);  // up to the stale one
+  EXPECT_EQ(o.batch.back().verdict, Verdict::kRejected);
+  EXPECT_EQ(o.batch.back().current, Token{10});
+  EXPECT_EQ(Value("a"), std::nullopt);
+  EXPECT_EQ(Get("a"), std::nullopt);
+  EXPECT_EQ(Value("b"), "b at 10");
+  EXPECT_EQ(Get("c"), std::nullopt);
+  // Writes in the same group after a refused batch are decided as usual.
+  EXPECT_EQ(Commit(Put("a", 7, "alone")).verdict, Verdict::kAccepted);
+  EXPECT_EQ(Value("a"), "alone");
+}
+
+TEST_F(CommitterTest, BatchesAndSingleWritesInOneGroupSeeEachOther) {
+  // Submitted together, so they share groups: each batch all or nothing,
+  // and every write sees what the ones before it left.
+  std::vector<std::future<WriteOutcome>> done;
+  std::vector<std::promise<WriteOutcome>> promises(200);
+  for (int i = 0; i < 200; ++i) {
+    const Token t = 100 + i;
+    FenceWrite w;
+    if (i % 2 == 0) {
+      w.batch = {Put("x", t, "x" + std::to_string(t)),
+                 Put("y", t, "y" + std::to_string(t))};
+    } else {
+      w = Put(i % 4 == 1 ? "x" : "y", t - 50, "stale");
+    }
+    done.push_back(promises[i].get_future());
+    committer_.Submit(std::move(w),
+                      [p = &promises[i]](WriteOutcome o) { p->set_value(o); });
+  }
+  for (int i = 0; i < 200; ++i) {
+    WriteOutcome o = done[i].get();
+    EXPECT_EQ(o.verdict, i % 2 == 0 ? Verdict::kAccepted : Verdict::kRejected)
+        << i;
+  }
+  EXPECT_EQ(Value("x"), "x298");
+  EXPECT_EQ(Value("y"), "y298");
 }
 
 }  // namespace

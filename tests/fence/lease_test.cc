@@ -64,7 +64,8 @@ class LeaseTest : public ::testing::Test {
     return o.lease.value_or(LeaseOutcome{});
   }
   WriteOutcome Write(const std::string& fence, Token token) {
-    return Submit(FenceWrite{fence, token, false, std::nullopt, std::nullopt});
+    return Submit(
+        FenceWrite{fence, token, false, std::nullopt, std::nullopt, {}});
   }
   std::optional<Token> FenceOf(const std::string& name) {
     std::optional<FenceRecord> fence;

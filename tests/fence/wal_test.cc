@@ -84,6 +84,26 @@ TEST(WalRecordTest, ATornOrCorruptTailKeepsExactlyTheIntactPrefix) {
   }
 }
 
+TEST(WalRecordTest, ABatchCutShortIsDroppedWhole) {
+  // Records 1 and 2 are single writes; 3, 4 and 5 one batch.
+  std::string bytes;
+  std::vector<std::size_t> ends;
+  for (std::uint64_t seq = 1; seq <= 5; ++seq) {
+    WalRecord r = Record(seq);
+    r.batch_continues = seq == 3 || seq == 4;
+    EncodeRecord(r, &bytes);
+    ends.push_back(bytes.size());
+  }
+  const auto whole = DecodeRun(bytes);
+  ASSERT_EQ(whole.size(), 5u);
+  EXPECT_TRUE(whole[2].batch_continues);
+  EXPECT_FALSE(whole[4].batch_continues);
+  for (std::size_t cut = ends[1]; cut < bytes.size(); ++cut) {
+    std::string torn = bytes.substr(0, cut) + std::string(64, '\xee');
+    EXPECT_EQ(DecodeRun(torn).size(), 2u) << "cut at " << cut;
+  }
+}
+
 TEST(WalRecordTest, AStaleRecordFromAnEarlierLapEndsTheRun) {
   std::string bytes;
   EncodeRecord(Record(50), &bytes);
@@ -126,7 +146,7 @@ TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
   // nothing more.
   std::promise<WriteOutcome> p;
   committer.Submit(
-      FenceWrite{"orders/1", 1000, false, std::nullopt, std::nullopt},
+      FenceWrite{"orders/1", 1000, false, std::nullopt, std::nullopt, {}},
       [&p](WriteOutcome o) { p.set_value(o); });
   EXPECT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
   committer.Stop();
@@ -208,10 +228,13 @@ TEST(WalRecoveryTest, SegmentsAreReusedAndEveryWriteSurvivesRestarts) {
     for (int i = 0; i < 400; ++i) {
       std::promise<WriteOutcome> p;
       const std::string key = "k" + std::to_string(i % 50);
-      committer.Submit(FenceWrite{key, ++token, false,
+      committer.Submit(FenceWrite{key,
+                                  ++token,
+                                  false,
                                   ValueOp{ValueOp::Kind::kPut, key,
                                           std::string(100, 'a' + round)},
-                                  std::nullopt},
+                                  std::nullopt,
+                                  {}},
                        [&p](WriteOutcome o) { p.set_value(o); });
       ASSERT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
     }

@@ -370,5 +370,90 @@ TEST_F(ServiceTest, LeasesArePagedByName) {
   EXPECT_EQ(MetricValue(metrics.body(), "fencepost_leases_held"), 5);
 }
 
+// Batches through the handler (the fixture has 4 shards: a batch's keys
+// must share one, so these use one key or keys under one scope).
+class BatchServiceTest : public ServiceTest {
+ protected:
+  BatchServiceTest() : ServiceTest(ScopedConfig()) {}
+  static Config ScopedConfig() {
+    Config config;
+    config.fence_scopes = {"job/"};
+    return config;
+  }
+  Response Post(const std::string& body, const char* token = "5") {
+    return Call(metrics::Port::kData, http::verb::post, "/", token, body);
+  }
+  static std::string PutOp(const std::string& key, const std::string& b64) {
+    return R"({"op":"put","key":")" + key + R"(","value":")" + b64 + R"("})";
+  }
+};
+
+TEST_F(BatchServiceTest, AppliesEveryOpAtOneToken) {
+  Response r =
+      Post(R"({"ops":[)" + PutOp("job/state", "cnVubmluZw==") + "," +
+           PutOp("job/ckpt", "") + R"(,{"op":"delete","key":"job/old"}]})");
+  EXPECT_EQ(r.result_int(), 200) << r.body();
+  EXPECT_EQ(
+      r.body(),
+      R"({"results":[{"key":"job/state","status":201},)"
+      R"({"key":"job/ckpt","status":201},{"key":"job/old","status":204}]})"
+      "\n");
+  EXPECT_EQ(r["Fencing-Token"], "5");
+  EXPECT_EQ(Data(http::verb::get, "/job/state").body(), "running");
+  EXPECT_EQ(Data(http::verb::get, "/job/ckpt").result_int(), 200);
+  EXPECT_EQ(
+      MetricValue(metrics_.Serialize(), "fencepost_writes_accepted_total"), 3);
+}
+
+TEST_F(BatchServiceTest, AStaleBatchIs409AndChangesNothing) {
+  ASSERT_EQ(Data(http::verb::put, "/job/a", "3", "a3").result_int(), 201);
+  Admin(http::verb::put, "/v1/fences/job/x", "9");  // the scope job/ at 9
+  Response r = Post(R"({"ops":[)" + PutOp("job/a", "bmV3") + "]}", "8");
+  EXPECT_EQ(r.result_int(), 409);
+  EXPECT_NE(r.body().find("\"key\":\"job/a\""), std::string::npos);
+  EXPECT_NE(r.body().find("\"current_token\":9"), std::string::npos);
+  EXPECT_EQ(Data(http::verb::get, "/job/a").body(), "a3");
+}
+
+TEST_F(BatchServiceTest, BadBatchesAre400AndChangeNothing) {
+  std::string many = R"({"ops":[)";
+  for (int i = 0; i < 1001; ++i) {
+    many += (i ? "," : "") + PutOp("job/k" + std::to_string(i), "");
+  }
+  many += "]}";
+  for (
+      const std::string& body : std::vector<std::string>{
+          "", "[]", R"({"ops":[]})", R"({"ops":{}})", R"({"ops":[1]})",
+          R"({"ops":[],"x":1})", R"({"ops":[{"op":"put","key":"job/a"}]})",
+          R"({"ops":[{"op":"get","key":"job/a"}]})",
+          R"({"ops":[{"op":"delete","key":"job/a","value":""}]})",
+          R"({"ops":[{"op":"put","key":"job/a","value":"!!!!"}]})",
+          R"({"ops":[{"op":"put","key":"job/a","value":"YQ"}]})",
+          R"({"ops":[{"op":"put","key":"job/a","value":1}]})",
+          R"({"ops":[{"op":"put","key":"job//a","value":""}]})",
+          R"({"ops":[{"op":"delete","key":"job/a"},{"op":"delete","key":"job/a"}]})",
+          many}) {
+    Response r = Post(body);
+    EXPECT_EQ(r.result_int(), 400) << body.substr(0, 80) << r.body();
+  }
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/job/a").result_int(), 404);
+  EXPECT_EQ(Data(http::verb::get, "/job/k0").result_int(), 404);
+  // 1000 ops is the most.
+  many.resize(many.rfind(",{"));
+  many += "]}";
+  EXPECT_EQ(Post(many).result_int(), 200);
+}
+
+TEST_F(BatchServiceTest, KeysInDifferentShardsAre400) {
+  std::string body = R"({"ops":[)";
+  for (int i = 0; i < 16; ++i) {
+    body += (i ? "," : "") + PutOp("other/" + std::to_string(i), "");
+  }
+  body += "]}";
+  Response r = Post(body);
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_NE(r.body().find("shards"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace fencepost::proxy

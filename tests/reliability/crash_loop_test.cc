@@ -58,10 +58,15 @@ std::string KeeperProblems(const ServerProcess& server, std::uint64_t token) {
   return "";
 }
 
-void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
+// `batches`: the backend applies batches (lmdb), so a BatchLoad runs too;
+// the server gets --fence-scope pair/ either way.
+void CrashLoop(std::vector<std::string> args, const std::string& data,
+               bool batches = true) {
+  args.insert(args.end(), {"--fence-scope", "pair/"});
   const int cycles = Cycles();
   Load load(Keys(), 3, 6);
   LeaseLoad leases({"lease/a", "lease/b", "hot-lease"});
+  BatchLoad batch_load;
   Restarts restarts;
   std::mt19937 rng(std::random_device{}());
   auto server = std::make_unique<ServerProcess>(data, args);
@@ -76,6 +81,7 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
     const std::size_t acked_before = load.acknowledged();
     load.Start(server->data_port());
     leases.Start(server->admin_port());
+    if (batches) batch_load.Start(server->data_port());
     // The kill lands at a random moment after the cycle's first
     // acknowledgement: a restarted server's first answers can take longer
     // than the shortest pause on a loaded machine, and a cycle that is
@@ -90,11 +96,15 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
     server->Kill();
     load.Stop();
     leases.Stop();
+    batch_load.Stop();
 
     server = std::make_unique<ServerProcess>(data, args);
     auto found =
         restarts.Check(load.history(), ReadState(*server, load.keys()));
     auto lease_found = leases.Check(server->admin_port());
+    for (auto& v : batch_load.Check(server->data_port())) {
+      lease_found.push_back(std::move(v));
+    }
     if (auto problem = KeeperProblems(*server, keeper_token);
         !problem.empty()) {
       lease_found.push_back(problem);
@@ -111,7 +121,11 @@ void CrashLoop(const std::vector<std::string>& args, const std::string& data) {
   std::cout << "reliability: " << cycles << " SIGKILL cycles, "
             << load.history().size() << " writes, " << acked
             << " acknowledged, " << leases.grants().size() << " lease grants, "
+            << batch_load.acknowledged() << " batches acknowledged, "
             << violations << " violations\n";
+  if (batches) {
+    EXPECT_GT(batch_load.acknowledged(), static_cast<std::size_t>(cycles));
+  }
   EXPECT_GT(leases.grants().size(), static_cast<std::size_t>(cycles));
   EXPECT_GT(acked, static_cast<std::size_t>(cycles)) << "the load ran";
 }
@@ -128,7 +142,7 @@ TEST(CrashLoopTest, ShardedLmdbNeverLosesAFence) {
 
 TEST(CrashLoopTest, FsBackendNeverLosesAFence) {
   TempDir dir;
-  CrashLoop({"--backend", "fs:" + (dir / "store")}, dir / "data");
+  CrashLoop({"--backend", "fs:" + (dir / "store")}, dir / "data", false);
 }
 
 }  // namespace

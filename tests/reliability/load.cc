@@ -171,6 +171,89 @@ std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port) const {
   return violations;
 }
 
+void BatchLoad::Start(std::uint16_t data_port) {
+  stop_ = false;
+  thread_ = std::thread([this, data_port, seed = std::random_device{}()] {
+    Run(data_port, seed);
+  });
+}
+
+void BatchLoad::Stop() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void BatchLoad::Run(std::uint16_t data_port, std::uint32_t seed) {
+  std::mt19937 local(seed);
+  try {
+    testing::HttpClient client(data_port);
+    while (!stop_) {
+      const int pair = static_cast<int>(local() % kPairs);
+      const std::uint64_t token = counter_++;
+      // base64 of "t" + 7 digits (8 bytes: no padding).
+      const std::string body = "t" + std::to_string(token).substr(0, 7);
+      static const char kAlphabet[] =
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+      std::string b64;
+      for (std::size_t i = 0; i < body.size(); i += 3) {
+        std::uint32_t v = static_cast<unsigned char>(body[i]) << 16;
+        if (i + 1 < body.size())
+          v |= static_cast<unsigned char>(body[i + 1]) << 8;
+        if (i + 2 < body.size()) v |= static_cast<unsigned char>(body[i + 2]);
+        const std::size_t n = std::min<std::size_t>(3, body.size() - i);
+        for (std::size_t k = 0; k < 4; ++k) {
+          b64 += k <= n ? kAlphabet[(v >> (18 - 6 * k)) & 63] : '=';
+        }
+      }
+      const std::string prefix = "pair/" + std::to_string(pair) + "/";
+      const std::string doc = R"({"ops":[{"op":"put","key":")" + prefix +
+                              R"(a","value":")" + b64 +
+                              R"("},{"op":"put","key":")" + prefix +
+                              R"(b","value":")" + b64 + R"("}]})";
+      auto r = client.Request("POST", "/",
+                              {{"Fencing-Token", std::to_string(token)}}, doc);
+      if (r.status == 200) {
+        std::lock_guard lock(mu_);
+        acked_.emplace_back(pair, token);
+      }
+    }
+  } catch (const std::exception&) {
+    // The server died under us.
+  }
+}
+
+std::vector<std::string> BatchLoad::Check(std::uint16_t data_port) const {
+  std::vector<std::string> violations;
+  std::map<int, std::uint64_t> highest;
+  for (const auto& [pair, token] : acked_) {
+    highest[pair] = std::max(highest[pair], token);
+  }
+  for (int pair = 0; pair < kPairs; ++pair) {
+    const std::string prefix = "/pair/" + std::to_string(pair) + "/";
+    auto a = testing::Fetch(data_port, "GET", prefix + "a");
+    auto b = testing::Fetch(data_port, "GET", prefix + "b");
+    const bool same = a.status == b.status &&
+                      (a.status != 200 ||
+                       (a.body == b.body && a.header("fencing-token") ==
+                                                b.header("fencing-token")));
+    if (!same) {
+      violations.push_back("pair " + std::to_string(pair) +
+                           " is half a batch: a=" + std::to_string(a.status) +
+                           " " + a.body + " b=" + std::to_string(b.status) +
+                           " " + b.body);
+      continue;
+    }
+    const std::uint64_t held =
+        a.status == 200 ? std::stoull(a.header("fencing-token")) : 0;
+    if (held < highest[pair]) {
+      violations.push_back("pair " + std::to_string(pair) + " lost batch " +
+                           std::to_string(highest[pair]) + " (holds " +
+                           std::to_string(held) + ")");
+    }
+  }
+  return violations;
+}
+
 std::map<std::string, KeyState> ReadState(
     const testing::ServerProcess& server,
     const std::vector<std::string>& keys) {

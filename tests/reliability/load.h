@@ -89,6 +89,33 @@ class LeaseLoad {
   std::thread thread_;
 };
 
+// Batches among the other loads: one thread POSTs batches that put both
+// keys of a pair (pair/I/a and pair/I/b, under the scope pair/) with one
+// rising token and one body, so a batch applied by half shows as a pair
+// whose two values differ.
+//
+// Thread safety: as Load.
+class BatchLoad {
+ public:
+  static constexpr int kPairs = 8;
+  ~BatchLoad() { Stop(); }
+  void Start(std::uint16_t data_port);
+  void Stop();
+  std::size_t acknowledged() const { return acked_.size(); }
+  // After a restart: both keys of every pair hold the same token and body,
+  // and none is below a batch acknowledged for it.
+  std::vector<std::string> Check(std::uint16_t data_port) const;
+
+ private:
+  void Run(std::uint16_t data_port, std::uint32_t seed);
+
+  std::atomic<bool> stop_ = false;
+  std::atomic<std::uint64_t> counter_{1000000};
+  std::mutex mu_;
+  std::vector<std::pair<int, std::uint64_t>> acked_;  // pair, token
+  std::thread thread_;
+};
+
 // What `server` holds for `keys`: each fence, and each value's token (its
 // Fencing-Token) and body.
 std::map<std::string, KeyState> ReadState(const testing::ServerProcess& server,
