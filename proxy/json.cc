@@ -249,12 +249,12 @@ struct JsonReader {
         std::string name;
         if (!String(&name)) return false;
         if (!Eat(':')) return Fail("expected ':'");
-        for (const auto& [other, v] : value->members) {
-          if (other == name) return Fail("a member appears twice");
+        for (const JsonMember& other : value->members) {
+          if (other.name == name) return Fail("a member appears twice");
         }
-        auto& member =
-            value->members.emplace_back(std::move(name), JsonValue{});
-        if (!Value(&member.second, limits, depth + 1)) return false;
+        JsonMember& member = value->members.emplace_back();
+        member.name = std::move(name);
+        if (!Value(&member.value, limits, depth + 1)) return false;
       } while (Eat(','));
       if (!Eat(array ? ']' : '}')) {
         return Fail(array ? "expected ',' or ']'" : "expected ',' or '}'");
@@ -273,8 +273,8 @@ struct JsonReader {
 }  // namespace
 
 const JsonValue* JsonValue::Find(std::string_view name) const {
-  for (const auto& [member, value] : members) {
-    if (member == name) return &value;
+  for (const JsonMember& member : members) {
+    if (member.name == name) return &member.value;
   }
   return nullptr;
 }

@@ -28,6 +28,8 @@ std::string ParseFlatObject(std::string_view text,
                             std::map<std::string, JsonScalar>* members,
                             std::size_t max_members = 16);
 
+struct JsonMember;
+
 // Any JSON value (for request bodies with arrays and objects): a scalar,
 // or `items` (an array) or `members` (an object, in document order, each
 // name once).
@@ -36,10 +38,15 @@ struct JsonValue {
   Kind kind = Kind::kNull;
   std::string text;  // as JsonScalar's
   std::vector<JsonValue> items;
-  std::vector<std::pair<std::string, JsonValue>> members;
+  std::vector<JsonMember> members;
 
   // The member named `name` of an object, or nullptr.
   const JsonValue* Find(std::string_view name) const;
+};
+
+struct JsonMember {
+  std::string name;
+  JsonValue value;
 };
 
 // Bounds on what ParseJson builds, so a body's size alone cannot make it
