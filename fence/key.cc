@@ -172,4 +172,13 @@ std::string_view Describe(KeyError error) {
   return "invalid key";
 }
 
+std::string UpstreamTarget(std::string_view base, std::string_view key,
+                           std::string_view original_target) {
+  std::string target(base);
+  target += '/';
+  target += EncodeKey(key);
+  target += QueryOf(original_target);
+  return target;
+}
+
 }  // namespace fencepost::fence

@@ -46,6 +46,13 @@ std::string EncodeKey(std::string_view key);
 // The query of a target, with its '?' ("" when there is none).
 std::string_view QueryOf(std::string_view target);
 
+// The target a forwarding backend sends for `key`, received as
+// `original_target`: `base` (a canonical path prefix without a trailing
+// '/', or ""), '/', EncodeKey(key), then the original target's query. The
+// one formula the http:// backend and its fuzz target share.
+std::string UpstreamTarget(std::string_view base, std::string_view key,
+                           std::string_view original_target);
+
 // Checks a decoded key: 1 to kMaxNameBytes bytes of valid UTF-8, no NUL, no
 // empty segment and no "." or ".." segment.
 KeyError ValidateKey(std::string_view key);

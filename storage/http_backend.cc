@@ -146,11 +146,7 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original,
   out.method(original.method());
   // The key's canonical spelling, not the client's: the upstream then
   // writes exactly the resource that was fenced (see fence::EncodeKey).
-  std::string target = base_;
-  target += '/';
-  target += fence::EncodeKey(key);
-  target += fence::QueryOf(original.target());
-  out.target(target);
+  out.target(fence::UpstreamTarget(base_, key, original.target()));
   out.version(11);
   for (const auto& field : original) {
     out.insert(field.name_string(), field.value());

@@ -5,11 +5,14 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "tests/testing/http_client.h"
@@ -100,6 +103,57 @@ TEST(LimitsTest, PastTheCapTheOldestIdleConnectionMakesRoom) {
       << "a new client is served: an idle one made room";
   EXPECT_EQ(
       Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 0);
+}
+
+TEST(LimitsTest, TheOldestIdleConnectionIsTheOneShed) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--max-connections", "4"});
+  std::vector<std::unique_ptr<HttpClient>> idle;
+  for (int i = 0; i < 4; ++i) {
+    idle.push_back(std::make_unique<HttpClient>(server.data_port()));
+    ASSERT_EQ(idle.back()->Request("GET", "/k").status, 404);
+    std::this_thread::sleep_for(20ms);  // went idle in this order
+  }
+  HttpClient fifth(server.data_port());
+  EXPECT_EQ(fifth.Request("GET", "/k").status, 404) << "served: room made";
+  EXPECT_TRUE(idle[0]->ClosedByPeer(5)) << "the oldest idle one is shed";
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_FALSE(idle[i]->ClosedByPeer(0.2)) << "connection " << i;
+  }
+}
+
+// Out of descriptors (the limit lowered under a running process), accepts
+// fail: they are counted, logged at most once a second, and the process
+// serves again once descriptors are back.
+TEST(LimitsTest, FailedAcceptsAreCountedAndTheirLogIsRateLimited) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  rlimit original{};
+  ASSERT_EQ(::prlimit(server.pid(), RLIMIT_NOFILE, nullptr, &original), 0);
+  std::size_t open_now = 0;
+  for ([[maybe_unused]] const auto& fd : fs::directory_iterator(
+           "/proc/" + std::to_string(server.pid()) + "/fd")) {
+    ++open_now;
+  }
+  const rlimit tight{open_now, original.rlim_max};
+  ASSERT_EQ(::prlimit(server.pid(), RLIMIT_NOFILE, &tight, nullptr), 0);
+  std::vector<std::unique_ptr<RawConnection>> waiting;
+  for (int i = 0; i < 20; ++i) {
+    waiting.push_back(std::make_unique<RawConnection>(server.data_port()));
+  }
+  std::this_thread::sleep_for(2500ms);  // failing accepts for a while
+  ASSERT_EQ(::prlimit(server.pid(), RLIMIT_NOFILE, &original, nullptr), 0);
+  ASSERT_TRUE(
+      WaitForMetric(server, "fencepost_accept_errors_total{port=\"data\"}", 2));
+  std::size_t reports = 0;
+  std::istringstream log(server.Log());
+  for (std::string line; std::getline(log, line);) {
+    reports += line.find("accept on the data port failed") != std::string::npos;
+  }
+  EXPECT_GE(reports, 1u);
+  EXPECT_LE(reports, 4u) << "at most one report a second";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 404);
 }
 
 // Requests being answered (writes stalled at the upstream) are never shed:

@@ -1,9 +1,10 @@
 // libFuzzer target: request target -> fenced key -> upstream path. For every
 // target DecodeKey accepts, the path the http:// backend sends upstream
-// (BASE, '/', EncodeKey(key), the query) names exactly the fenced key to a
-// store that reads paths the usual way (query and fragment cut, percent-
-// decoded once, dot segments resolved, slashes merged), and decodes back to
-// it; a refused target never has a key.
+// (fence::UpstreamTarget, the function it calls: BASE, '/', EncodeKey(key),
+// the query) names exactly the fenced key to a store that reads paths the
+// usual way (query and fragment cut, percent-decoded once, dot segments
+// resolved, slashes merged), and decodes back to it; a refused target never
+// has a key.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -82,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   }
   for (const std::string base : {"", "/store"}) {
     const std::string upstream =
-        base + "/" + path + std::string(fencepost::fence::QueryOf(target));
+        fencepost::fence::UpstreamTarget(base, key, target);
     if (StoreView(upstream) != base + "/" + key) std::abort();
   }
   return 0;
