@@ -302,6 +302,25 @@ TEST(LimitsTest, AnFsDirectoryThatCannotBeWrittenIsRefusedAndUnready) {
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
 }
 
+TEST(LimitsTest, ASecondProcessOnTheSameFsDirectoryExits2) {
+  // Writes to a fence are ordered within one process: two processes with
+  // their own data directories must not share one fs: directory either.
+  TempDir dir;
+  fs::create_directories(dir / "store");
+  ServerProcess first(dir / "data1", {"--backend", "fs:" + (dir / "store")});
+  const auto second =
+      testing::RunFencepost({"serve", "--data-dir", dir / "data2", "--backend",
+                             "fs:" + (dir / "store"), "--listen", "127.0.0.1:0",
+                             "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(second.exit_status, 2) << second.output;
+  EXPECT_NE(second.output.find("is in use by another fencepost"),
+            std::string::npos)
+      << second.output;
+  EXPECT_EQ(Fetch(first.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+                .status,
+            201);
+}
+
 TEST(LimitsTest, ASecondProcessOnTheSameDataDirectoryExits2) {
   TempDir dir;
   ServerProcess first(dir / "data");
