@@ -112,13 +112,15 @@ TEST(PrometheusTest, StaleWriteAlertFiresAndTheDashboardEvaluates) {
   ASSERT_EQ(Fetch(data, "PUT", "/orders/1", {{"Fencing-Token", "33"}}, "stale")
                 .status,
             409);
+  // That very alert firing, not any alert (Prometheus's ALERTS series).
   std::string alerts;
   EXPECT_TRUE(Poll(
       [&] {
-        alerts = api("/api/v1/alerts");
-        return alerts.find("FencepostStaleWritesRejected") !=
-                   std::string::npos &&
-               alerts.find("\"state\":\"firing\"") != std::string::npos;
+        alerts =
+            api("/api/v1/query?query=" +
+                UrlEncode("ALERTS{alertname=\"FencepostStaleWritesRejected\","
+                          "alertstate=\"firing\"}"));
+        return alerts.find("\"1\"]") != std::string::npos;
       },
       60s))
       << alerts;
