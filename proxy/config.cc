@@ -36,7 +36,7 @@ double ParseSeconds(const std::string& flag, const std::string& v) {
   if (v.empty() || ec != std::errc() || end != v.data() + v.size() ||
       !std::isfinite(out) || out <= 0 || out > 86400) {
     throw ConfigError("--" + flag + ": '" + v +
-                      "' is not a number of seconds between 0 and 86400");
+                      "' is not a number of seconds above 0, at most 86400");
   }
   return out;
 }
@@ -143,6 +143,9 @@ const std::map<std::string, Flag>& Flags() {
        {Kind::kValue,
         [](Config& c, const std::string& v) {
           c.max_body = ParseUnsigned("max-body", v);
+          if (c.max_body == 0) {
+            throw ConfigError("--max-body: must be at least 1 byte");
+          }
         }}},
       {"mode",
        {Kind::kValue,
@@ -336,6 +339,13 @@ Invocation ParseInvocation(
   }
   if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
     throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  if (c.listen.host == c.admin_listen.host && c.listen.port != 0 &&
+      c.listen.port == c.admin_listen.port) {
+    throw ConfigError("--listen and --admin-listen are both " +
+                      c.listen.ToString() +
+                      "; the ports need addresses of "
+                      "their own");
   }
   return out;
 }

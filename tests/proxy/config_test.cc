@@ -113,5 +113,27 @@ TEST(ConfigTest, BadInputThrowsNamingTheFlag) {
   }
 }
 
+TEST(ConfigTest, RefusalsNameTheFlagAndTheRule) {
+  const auto message = [](std::vector<std::string> args) -> std::string {
+    try {
+      Parse(std::move(args));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_NE(message({"--max-body", "0"}).find("--max-body"), std::string::npos);
+  EXPECT_NE(message({"--upstream-timeout", "0"}).find("above 0"),
+            std::string::npos);
+  const std::string same = message(
+      {"--listen", "127.0.0.1:9000", "--admin-listen", "127.0.0.1:9000"});
+  EXPECT_NE(same.find("--listen and --admin-listen"), std::string::npos)
+      << same;
+  // Port 0 twice is two ephemeral ports, not a clash.
+  EXPECT_EQ(
+      message({"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}),
+      "");
+}
+
 }  // namespace
 }  // namespace fencepost::proxy
