@@ -364,23 +364,8 @@ asio::awaitable<Response> Service::Write(const Request& req,
       co_return res;
     }
     case Verdict::kRejected:
-      metrics_.StaleRejected(token, outcome.current.value_or(token));
-      journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        std::chrono::system_clock::now().time_since_epoch())
-                        .count(),
-                    key, fence_name, token, outcome.current.value_or(0), client,
-                    req.body().size(), Sha256Hex(req.body())});
-      if (log_limiter_.Admit(fence_name)) {
-        LogEvent(spdlog::level::info, "stale_write_rejected",
-                 "stale write rejected",
-                 {{"key", key},
-                  {"fence", fence_name},
-                  {"presented_token", std::to_string(token), true},
-                  {"current_token", std::to_string(outcome.current.value_or(0)),
-                   true},
-                  {"client", client}});
-      }
-      co_return Problemed(req, StaleToken(key, token, outcome.current));
+      co_return RefuseStale(req, key, fence_name, token, outcome.current,
+                            client, "stale_write_rejected");
     case Verdict::kObserved:
       metrics_.WouldReject();
       if (log_limiter_.Admit(fence_name)) {
@@ -422,6 +407,28 @@ asio::awaitable<Response> Service::Write(const Request& req,
   if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
   if (status != http::status::no_content) res.prepare_payload();
   co_return res;
+}
+
+Response Service::RefuseStale(const Request& req, const std::string& key,
+                              const std::string& fence_name, fence::Token token,
+                              std::optional<fence::Token> current,
+                              const std::string& client,
+                              std::string_view event) {
+  metrics_.StaleRejected(token, current.value_or(token));
+  journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count(),
+                key, fence_name, token, current.value_or(0), client,
+                req.body().size(), Sha256Hex(req.body())});
+  if (log_limiter_.Admit(fence_name)) {
+    LogEvent(spdlog::level::info, event, "stale write rejected",
+             {{"key", key},
+              {"fence", fence_name},
+              {"presented_token", std::to_string(token), true},
+              {"current_token", std::to_string(current.value_or(0)), true},
+              {"client", client}});
+  }
+  return Problemed(req, StaleToken(key, token, current));
 }
 
 Problem Service::StorageProblem(std::error_code error, const std::string& key,
@@ -1141,24 +1148,9 @@ asio::awaitable<Response> Service::Batch(const Request& req,
   if (outcome.verdict == Verdict::kRejected) {
     const std::size_t at = outcome.batch.size() - 1;
     const fence::WriteOutcome& stale = outcome.batch.back();
-    metrics_.StaleRejected(token, stale.current.value_or(token));
-    const std::string fence_name(scopes_.FenceFor(keys[at]));
-    journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::system_clock::now().time_since_epoch())
-                      .count(),
-                  keys[at], fence_name, token, stale.current.value_or(0),
-                  client, req.body().size(), Sha256Hex(req.body())});
-    if (log_limiter_.Admit(fence_name)) {
-      LogEvent(
-          spdlog::level::info, "stale_batch_rejected", "stale batch rejected",
-          {{"key", keys[at]},
-           {"fence", fence_name},
-           {"ops", std::to_string(keys.size()), true},
-           {"presented_token", std::to_string(token), true},
-           {"current_token", std::to_string(stale.current.value_or(0)), true},
-           {"client", client}});
-    }
-    co_return Problemed(req, StaleToken(keys[at], token, stale.current));
+    co_return RefuseStale(req, keys[at],
+                          std::string(scopes_.FenceFor(keys[at])), token,
+                          stale.current, client, "stale_batch_rejected");
   }
   if (outcome.verdict == Verdict::kFailed) {
     const std::string& key =

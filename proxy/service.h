@@ -106,6 +106,13 @@ class Service {
   // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
   std::optional<Response> RefuseUnauthorized(const Request& request,
                                              const std::string& key);
+  // The 409 for a stale write (or batch, named by `event` in the log):
+  // counts it, records it in the rejection journal and logs it (rate
+  // limited per fence).
+  Response RefuseStale(const Request& request, const std::string& key,
+                       const std::string& fence_name, fence::Token token,
+                       std::optional<fence::Token> current,
+                       const std::string& client, std::string_view event);
   // The problem for a backend error; counts and logs it when it is the
   // backend's fault (5xx), not the request's.
   Problem StorageProblem(std::error_code error, const std::string& key,
