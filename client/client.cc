@@ -528,23 +528,6 @@ Headers JsonTokenHeaders(std::uint64_t token) {
           {"Content-Type", "application/json"}};
 }
 
-// Standard, padded base64 (RFC 4648 section 4), as the server decodes it.
-void AppendBase64(std::string* out, std::string_view bytes) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  const auto byte = [&](std::size_t i) -> std::uint32_t {
-    return i < bytes.size() ? static_cast<unsigned char>(bytes[i]) : 0;
-  };
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::uint32_t n = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
-    const std::size_t left = bytes.size() - i;  // 1, 2, or 3 and more
-    out->push_back(kAlphabet[(n >> 18) & 63]);
-    out->push_back(kAlphabet[(n >> 12) & 63]);
-    out->push_back(left > 1 ? kAlphabet[(n >> 6) & 63] : '=');
-    out->push_back(left > 2 ? kAlphabet[n & 63] : '=');
-  }
-}
-
 }  // namespace
 
 Result Client::Put(std::string_view key, std::uint64_t token,
@@ -576,7 +559,7 @@ Result Client::Batch(std::uint64_t token, const std::vector<BatchOp>& ops) {
     body += JsonQuote(op.key);
     if (put) {
       body += ",\"value\":\"";
-      AppendBase64(&body, op.value);
+      body += Base64Encode(op.value);
       body += '"';
     }
     body += '}';

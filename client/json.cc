@@ -379,4 +379,51 @@ std::string JsonQuote(std::string_view s) {
   return out;
 }
 
+namespace {
+constexpr char kBase64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+}  // namespace
+
+std::string Base64Encode(std::string_view bytes) {
+  const auto byte = [&](std::size_t i) -> std::uint32_t {
+    return i < bytes.size() ? static_cast<unsigned char>(bytes[i]) : 0;
+  };
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::uint32_t n = (byte(i) << 16) | (byte(i + 1) << 8) | byte(i + 2);
+    const std::size_t left = bytes.size() - i;  // 1, 2, or 3 and more
+    out.push_back(kBase64[(n >> 18) & 63]);
+    out.push_back(kBase64[(n >> 12) & 63]);
+    out.push_back(left > 1 ? kBase64[(n >> 6) & 63] : '=');
+    out.push_back(left > 2 ? kBase64[n & 63] : '=');
+  }
+  return out;
+}
+
+std::optional<std::string> Base64Decode(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  const auto value = [](char c) -> int {
+    const char* at = std::char_traits<char>::find(kBase64, 64, c);
+    return at == nullptr ? -1 : static_cast<int>(at - kBase64);
+  };
+  std::string out;
+  out.reserve(text.size() / 4 * 3);
+  for (std::size_t i = 0; i < text.size(); i += 4) {
+    const bool last = i + 4 == text.size();
+    const int pad = last ? (text[i + 3] == '=') + (text[i + 2] == '=') : 0;
+    if (pad == 1 && text[i + 2] == '=') return std::nullopt;
+    std::uint32_t n = 0;
+    for (int k = 0; k < 4; ++k) {
+      const int v = k >= 4 - pad ? 0 : value(text[i + static_cast<std::size_t>(k)]);
+      if (v < 0) return std::nullopt;
+      n = (n << 6) | static_cast<std::uint32_t>(v);
+    }
+    out.push_back(static_cast<char>((n >> 16) & 0xff));
+    if (pad < 2) out.push_back(static_cast<char>((n >> 8) & 0xff));
+    if (pad < 1) out.push_back(static_cast<char>(n & 0xff));
+  }
+  return out;
+}
+
 }  // namespace fencepost::client

@@ -9,7 +9,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "client/documents.h"
+#include "client/fencepost_leases.h"
 #include "client/lease_keeper.h"
 
 namespace fencepost::client {
@@ -24,6 +24,11 @@ std::mt19937_64& Random() {
 }
 
 LeaderElector::Options Normalize(LeaderElector::Options options) {
+  if (options.backend) {
+    options.name = options.backend->spec().name;
+    options.holder = options.backend->spec().holder;
+    options.ttl = options.backend->spec().ttl;
+  }
   if (options.name.empty()) {
     throw std::invalid_argument("the lease needs a name");
   }
@@ -40,18 +45,11 @@ LeaderElector::Options Normalize(LeaderElector::Options options) {
   if (options.safety_margin >= options.ttl) {
     throw std::invalid_argument("the safety margin must be below the TTL");
   }
-  Url::Parse(options.client.url);  // throws for a bad one
-  return options;
-}
-
-std::string Describe(const Result& result) {
-  if (!result.ok()) return result.detail;
-  std::string out = "HTTP " + std::to_string(result.response.status);
-  if (const auto problem = ParseProblem(result.response.body);
-      problem && !problem->detail.empty()) {
-    out += ": " + problem->detail;
+  if (options.client.timeout <= milliseconds(0)) {
+    throw std::invalid_argument("the request timeout must be positive");
   }
-  return out;
+  if (!options.backend) Url::Parse(options.client.url);  // throws if bad
+  return options;
 }
 
 }  // namespace
@@ -70,6 +68,12 @@ std::string DefaultHolderId() {
 LeaderElector::LeaderElector(Options options, ElectedCallback on_elected,
                              LostCallback on_lost, ErrorCallback on_error)
     : options_(Normalize(std::move(options))),
+      backend_(options_.backend
+                   ? options_.backend
+                   : std::make_shared<FencepostLeases>(
+                         options_.client,
+                         LeaseSpec{options_.name, options_.holder,
+                                   options_.ttl})),
       on_elected_(std::move(on_elected)),
       on_lost_(std::move(on_lost)),
       on_error_(std::move(on_error)) {}
@@ -84,8 +88,7 @@ void LeaderElector::Run() {
     running_ = true;
     run_thread_ = std::this_thread::get_id();
   }
-  Client client(options_.client);
-  while (const std::optional<Grant> grant = Campaign(client)) {
+  while (const std::optional<LeaseAttempt> grant = Campaign()) {
     Lead(*grant);
   }
   std::lock_guard lock(mu_);
@@ -115,20 +118,12 @@ milliseconds LeaderElector::Jittered(milliseconds period) {
                                 factor(Random()))));
 }
 
-std::optional<LeaderElector::Grant> LeaderElector::Campaign(Client& client) {
+std::optional<LeaseAttempt> LeaderElector::Campaign() {
   while (!StopRequested()) {
-    const Clock::time_point sent = Clock::now();
-    const Result result =
-        client.AcquireLease(options_.name, options_.holder, options_.ttl);
-    const int status = result.ok() ? result.response.status : 0;
-    if (status == 200) {
-      const std::optional<Lease> lease = ParseLease(result.response.body);
-      if (lease && lease->holder == options_.holder) {
-        return Grant{lease->token, sent};
-      }
-      if (on_error_) on_error_("acquire: unexpected lease document");
-    } else if (status != 409 && on_error_) {
-      on_error_("acquire: " + Describe(result));
+    LeaseAttempt attempt = backend_->Acquire(options_.client.timeout);
+    if (attempt.outcome == LeaseAttempt::Outcome::kHeld) return attempt;
+    if (attempt.outcome == LeaseAttempt::Outcome::kFailed && on_error_) {
+      on_error_("acquire: " + attempt.detail);
     }
     std::unique_lock lock(mu_);
     cv_.wait_for(lock, Jittered(options_.retry_period),
@@ -137,7 +132,7 @@ std::optional<LeaderElector::Grant> LeaderElector::Campaign(Client& client) {
   return std::nullopt;
 }
 
-void LeaderElector::Lead(const Grant& grant) {
+void LeaderElector::Lead(const LeaseAttempt& grant) {
   StopSignal stop;
   {
     std::lock_guard lock(mu_);
@@ -146,12 +141,9 @@ void LeaderElector::Lead(const Grant& grant) {
     if (stop_requested_) stop.Fire();
   }
   LeaseKeeper::Options keeper_options;
-  keeper_options.client = options_.client;
-  keeper_options.name = options_.name;
-  keeper_options.holder = options_.holder;
-  keeper_options.ttl = options_.ttl;
   keeper_options.safety_margin = options_.safety_margin;
-  LeaseKeeper keeper(keeper_options, grant.token, grant.sent_at,
+  keeper_options.timeout = options_.client.timeout;
+  LeaseKeeper keeper(*backend_, grant, keeper_options,
                      [&](const std::string&) {
                        stop.Fire();
                        std::lock_guard lock(mu_);

@@ -4,12 +4,14 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 
 #include "client/client.h"
+#include "client/lease_backend.h"
 #include "client/stop_signal.h"
 
 namespace fencepost::client {
@@ -18,7 +20,9 @@ namespace fencepost::client {
 // (SPEC "Client commands").
 std::string DefaultHolderId();
 
-// Leader election on a fencepost lease. Run() campaigns: it tries to
+// Leader election on a lease: fencepost's own (the default), or one of
+// another coordination system (Options::backend: etcd, ZooKeeper,
+// PostgreSQL). Run() campaigns: it tries to
 // acquire the lease, retrying every retry_period (jittered by ±50%) while
 // another holder has it. Once elected it runs on_elected(token, stop) on a
 // work thread of its own while a LeaseKeeper renews the lease every third
@@ -54,10 +58,14 @@ class LeaderElector {
   using Token = std::uint64_t;
 
   struct Options {
-    Client::Options client;  // the admin port
+    Client::Options client;  // the admin port; its timeout bounds each call
     std::string name;        // the lease's name
     std::string holder;      // "": DefaultHolderId()
     std::chrono::milliseconds ttl{10000};
+    // Another system's leases; when set, its spec() gives the name, holder
+    // and TTL (the three fields above are ignored) and client.url is not
+    // used. The elector calls it from one thread at a time.
+    std::shared_ptr<LeaseBackend> backend;
     std::chrono::milliseconds retry_period{0};   // 0: ttl / 3
     std::chrono::milliseconds safety_margin{0};  // 0: max(ttl / 10, 50 ms)
   };
@@ -74,7 +82,7 @@ class LeaderElector {
   LeaderElector(const LeaderElector&) = delete;
   LeaderElector& operator=(const LeaderElector&) = delete;
 
-  const std::string& holder() const { return options_.holder; }
+  const std::string& holder() const { return backend_->spec().holder; }
 
   // Campaigns, leads and campaigns again until Stop(); returns once the
   // last term has ended (work returned, lease released, on_lost called).
@@ -87,16 +95,13 @@ class LeaderElector {
   void Stop();
 
  private:
-  struct Grant {
-    Token token = 0;
-    std::chrono::steady_clock::time_point sent_at;
-  };
-  std::optional<Grant> Campaign(Client& client);
-  void Lead(const Grant& grant);
+  std::optional<LeaseAttempt> Campaign();
+  void Lead(const LeaseAttempt& grant);
   std::chrono::milliseconds Jittered(std::chrono::milliseconds period);
   bool StopRequested();
 
   Options options_;
+  std::shared_ptr<LeaseBackend> backend_;
   ElectedCallback on_elected_;
   LostCallback on_lost_;
   ErrorCallback on_error_;

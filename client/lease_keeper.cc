@@ -3,46 +3,52 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "client/documents.h"
-
 namespace fencepost::client {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-LeaseKeeper::Options Normalize(LeaseKeeper::Options options) {
-  if (options.ttl <= milliseconds(0)) {
+// The lesser of the asked and the granted TTL: a system that granted less
+// expires the lease sooner.
+milliseconds HeldFor(const LeaseBackend& backend, const LeaseAttempt& grant) {
+  if (grant.outcome != LeaseAttempt::Outcome::kHeld) {
+    throw std::invalid_argument("a lease keeper needs a held lease");
+  }
+  const milliseconds asked = backend.spec().ttl;
+  return grant.ttl > milliseconds(0) ? std::min(asked, grant.ttl) : asked;
+}
+
+LeaseKeeper::Options Normalize(LeaseKeeper::Options options,
+                               milliseconds ttl) {
+  if (ttl <= milliseconds(0)) {
     throw std::invalid_argument("the lease TTL must be positive");
   }
   if (options.renew_period <= milliseconds(0)) {
-    options.renew_period = options.ttl / 3;
+    options.renew_period = std::max(ttl / 3, milliseconds(1));
   }
   if (options.safety_margin <= milliseconds(0)) {
-    options.safety_margin = std::max(options.ttl / 10, milliseconds(50));
+    options.safety_margin = std::max(ttl / 10, milliseconds(50));
   }
-  if (options.safety_margin >= options.ttl) {
+  if (options.safety_margin >= ttl) {
     throw std::invalid_argument("the safety margin must be below the TTL");
   }
+  if (options.timeout <= milliseconds(0)) options.timeout = milliseconds(10000);
   return options;
-}
-
-std::string Holder(const Problem& problem) {
-  return problem.holder ? " (held by " + *problem.holder + ")" : "";
 }
 
 }  // namespace
 
-LeaseKeeper::LeaseKeeper(Options options, std::uint64_t token,
-                         Clock::time_point sent_at, LostCallback on_lost)
-    : options_(Normalize(std::move(options))),
-      token_(token),
-      base_timeout_(options_.client.timeout),
+LeaseKeeper::LeaseKeeper(LeaseBackend& backend, const LeaseAttempt& grant,
+                         Options options, LostCallback on_lost)
+    : backend_(backend),
+      token_(grant.token),
+      ttl_(HeldFor(backend, grant)),
+      options_(Normalize(options, ttl_)),
       retry_interval_(std::max(options_.renew_period / 4, milliseconds(10))),
-      client_(options_.client),
       on_lost_(std::move(on_lost)),
-      last_sent_(sent_at),
-      next_attempt_(sent_at + options_.renew_period),
+      last_sent_(grant.sent_at),
+      next_attempt_(grant.sent_at + options_.renew_period),
       thread_([this] { Loop(); }) {}
 
 LeaseKeeper::~LeaseKeeper() { Stop(); }
@@ -54,7 +60,7 @@ std::string LeaseKeeper::reason() const {
 
 Clock::time_point LeaseKeeper::held_until() const {
   std::lock_guard lock(mu_);
-  return last_sent_ + options_.ttl - options_.safety_margin;
+  return last_sent_ + ttl_ - options_.safety_margin;
 }
 
 void LeaseKeeper::Stop() {
@@ -70,15 +76,14 @@ void LeaseKeeper::Stop() {
   }
 }
 
-std::optional<Result> LeaseKeeper::Release() {
+std::optional<std::string> LeaseKeeper::Release() {
   Stop();
   {
     std::lock_guard lock(mu_);
     if (lost_.stopped() || released_) return std::nullopt;
     released_ = true;
   }
-  client_.set_timeout(base_timeout_);
-  return client_.ReleaseLease(options_.name, options_.holder, token_);
+  return backend_.Release(token_, options_.timeout);
 }
 
 void LeaseKeeper::Lose(std::unique_lock<std::mutex>& lock, std::string reason) {
@@ -96,13 +101,12 @@ void LeaseKeeper::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_requested_) {
     const Clock::time_point deadline =
-        last_sent_ + options_.ttl - options_.safety_margin;
+        last_sent_ + ttl_ - options_.safety_margin;
     const Clock::time_point now = Clock::now();
     if (now >= deadline) {
       Lose(lock,
            "no renewal succeeded within the TTL less the safety margin (" +
-               std::to_string(options_.ttl.count() -
-                              options_.safety_margin.count()) +
+               std::to_string(ttl_.count() - options_.safety_margin.count()) +
                " ms on the client's clock)");
       return;
     }
@@ -122,44 +126,28 @@ void LeaseKeeper::Loop() {
 }
 
 std::string LeaseKeeper::Renew(Clock::time_point deadline) {
-  const Clock::time_point sent = Clock::now();
   // Rounded down, so the request ends by the deadline.
-  const auto left = std::chrono::duration_cast<milliseconds>(deadline - sent);
+  const auto left =
+      std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   if (left <= milliseconds(0)) return "";  // the loop sees the deadline
-  client_.set_timeout(std::min(base_timeout_, left));
-  const Result result =
-      client_.AcquireLease(options_.name, options_.holder, options_.ttl);
-  const int status = result.ok() ? result.response.status : 0;
+  const LeaseAttempt answer =
+      backend_.Renew(token_, std::min(options_.timeout, left));
   const bool in_time = Clock::now() <= deadline;
-  if (status == 200 && in_time) {
-    const std::optional<Lease> lease = ParseLease(result.response.body);
-    if (lease && lease->holder != options_.holder) {
-      return "the renewal was answered with holder " +
-             lease->holder.value_or("null");
-    }
-    if (lease && lease->token != token_) {
-      return "the renewal was answered with token " +
-             std::to_string(lease->token) + " instead of " +
-             std::to_string(token_);
-    }
-    if (lease) {
-      std::lock_guard lock(mu_);
-      last_sent_ = sent;
-      next_attempt_ = sent + options_.renew_period;
-      return "";
-    }
+  if (answer.outcome == LeaseAttempt::Outcome::kRefused) {
+    return answer.detail.empty() ? "the renewal was refused" : answer.detail;
   }
-  if (status == 409) {
-    const std::optional<Problem> problem = ParseProblem(result.response.body);
-    return "the renewal was refused" + (problem ? Holder(*problem) : "");
-  }
-  if (status >= 400 && status < 500 && status != 408 && status != 429) {
-    const std::optional<Problem> problem = ParseProblem(result.response.body);
-    return "the renewal was refused with HTTP " + std::to_string(status) +
-           (problem && !problem->detail.empty() ? ": " + problem->detail : "");
+  if (answer.outcome == LeaseAttempt::Outcome::kHeld && answer.token != token_) {
+    return "the renewal was answered with token " +
+           std::to_string(answer.token) + " instead of " +
+           std::to_string(token_);
   }
   std::lock_guard lock(mu_);
-  next_attempt_ = Clock::now() + retry_interval_;
+  if (answer.outcome == LeaseAttempt::Outcome::kHeld && in_time) {
+    last_sent_ = std::max(last_sent_, answer.sent_at);
+    next_attempt_ = answer.sent_at + options_.renew_period;
+  } else {
+    next_attempt_ = Clock::now() + retry_interval_;
+  }
   return "";
 }
 

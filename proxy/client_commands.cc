@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <random>
 #include <set>
@@ -29,6 +30,8 @@
 #include "client/client.h"
 #include "client/documents.h"
 #include "client/duration.h"
+#include "client/etcd_leases.h"
+#include "client/fencepost_leases.h"
 #include "client/leader_elector.h"
 #include "client/lease_keeper.h"
 
@@ -106,6 +109,7 @@ struct Flags {
   std::optional<milliseconds> ttl;
   std::optional<milliseconds> wait;
   std::optional<milliseconds> grace;
+  std::string via;
   std::optional<std::uint64_t> token;
   std::vector<std::string> positional;
   std::vector<std::string> command;  // lease run: what follows "--"
@@ -132,7 +136,7 @@ const std::vector<CommandSpec>& Commands() {
       {"lease", "acquire", "NAME", {"holder", "ttl", "wait"}},
       {"lease", "release", "NAME", {"holder", "token"}},
       {"lease", "get", "NAME", {}},
-      {"lease", "run", "NAME", {"holder", "ttl", "grace"}, true},
+      {"lease", "run", "NAME", {"holder", "ttl", "grace", "via"}, true},
       {"fence", "get", "KEY", {}},
       {"fence", "bump", "KEY", {"token"}},
       {"batch", "", "FILE", {"token"}, false, true},
@@ -203,6 +207,7 @@ Flags ParseFlags(const CommandSpec& spec,
     if (name == "ttl") flags.ttl = ParseDurationFlag(name, value);
     if (name == "wait") flags.wait = ParseDurationFlag(name, value);
     if (name == "grace") flags.grace = ParseDurationFlag(name, value);
+    if (name == "via") flags.via = value;
   }
   if (flags.positional.size() > 1 ||
       (flags.positional.empty() && !spec.operand_optional)) {
@@ -221,6 +226,9 @@ Flags ParseFlags(const CommandSpec& spec,
   }
   if (flags.data.empty()) {
     flags.data = EnvOr("FENCEPOST_DATA", "http://127.0.0.1:7400");
+  }
+  if (flags.via.empty() && spec.flags.count("via") != 0) {
+    flags.via = EnvOr("FENCEPOST_VIA", "");
   }
   return flags;
 }
@@ -527,38 +535,34 @@ int WaitForSignal(int signal_fd, milliseconds timeout) {
   return got;
 }
 
-struct Held {
-  std::uint64_t token = 0;
-  Clock::time_point sent_at;
-};
-
 // Acquires the lease, retrying with jitter for as long as it takes. nullopt
-// with `*exit_status` set when a signal or a refusal that retrying cannot
+// with `*exit_status` set when a signal or a failure that retrying cannot
 // cure ends the wait.
-std::optional<Held> AcquireForRun(Client& client, const std::string& name,
-                                  const std::string& holder, milliseconds ttl,
-                                  int signal_fd, int* exit_status) {
+std::optional<client::LeaseAttempt> AcquireForRun(client::LeaseBackend& leases,
+                                                  milliseconds timeout,
+                                                  int signal_fd,
+                                                  int* exit_status) {
+  const std::string& name = leases.spec().name;
   std::string state;  // the last logged waiting state
   while (true) {
-    const Clock::time_point sent = Clock::now();
-    const Result result = client.AcquireLease(name, holder, ttl);
-    const int status = result.ok() ? result.response.status : 0;
+    client::LeaseAttempt attempt = leases.Acquire(timeout);
     std::string now_state;
-    if (status == 200) {
-      const auto lease = client::ParseLease(result.response.body);
-      if (lease && lease->holder == holder) return Held{lease->token, sent};
-      now_state = "unexpected answer to the acquire: " + Explain(result);
-    } else if (status == 409) {
-      const auto problem = client::ParseProblem(result.response.body);
-      now_state = "waiting for " + name +
-                  (problem && problem->holder ? ", held by " + *problem->holder
-                                              : ", held by another holder");
-    } else if (Retryable(result)) {
-      now_state =
-          "cannot acquire " + name + ": " + Explain(result) + "; retrying";
-    } else {
-      *exit_status = Refusal(result, "lease run " + name);
-      return std::nullopt;
+    switch (attempt.outcome) {
+      case client::LeaseAttempt::Outcome::kHeld:
+        return attempt;
+      case client::LeaseAttempt::Outcome::kRefused:
+        now_state = "waiting for " + name + ", held by " +
+                    (attempt.holder.empty() ? "another holder" : attempt.holder);
+        break;
+      case client::LeaseAttempt::Outcome::kFailed:
+        if (!attempt.retryable) {
+          Log("lease run " + name + ": " + attempt.detail);
+          *exit_status = kRefused;
+          return std::nullopt;
+        }
+        now_state = "cannot acquire " + name + " from " + leases.Describe() +
+                    ": " + attempt.detail + "; retrying";
+        break;
     }
     if (now_state != state) Log(now_state);
     state = now_state;
@@ -569,6 +573,27 @@ std::optional<Held> AcquireForRun(Client& client, const std::string& name,
       return std::nullopt;
     }
   }
+}
+
+// The leases `lease run` campaigns on: fencepost's (the admin port), or
+// those of the system --via names.
+std::unique_ptr<client::LeaseBackend> MakeLeases(const Flags& flags,
+                                                 client::LeaseSpec spec) {
+  const std::string& via = flags.via;
+  try {
+    if (via.empty()) {
+      return std::make_unique<client::FencepostLeases>(AdminOptions(flags),
+                                                       std::move(spec));
+    }
+    if (via.rfind("etcd://", 0) == 0 || via.rfind("etcds://", 0) == 0) {
+      return std::make_unique<client::EtcdLeases>(via, std::move(spec),
+                                                  flags.tls_ca);
+    }
+  } catch (const std::invalid_argument& e) {
+    throw UsageError((via.empty() ? "" : "--via: ") + std::string(e.what()));
+  }
+  throw UsageError("--via: '" + via +
+                   "' is not an etcd://, zk:// or postgres:// URL");
 }
 
 int ExitStatusOf(int status) {
@@ -629,7 +654,6 @@ int LeaseRun(const Flags& flags) {
   const std::string holder =
       flags.holder.empty() ? client::DefaultHolderId() : flags.holder;
   const Client::Options options = AdminOptions(flags);
-  Client client = MakeClient(options);
 
   // Signals are read from a signalfd; blocked before any thread starts, so
   // every thread inherits the mask and none takes them.
@@ -657,21 +681,21 @@ int LeaseRun(const Flags& flags) {
     return kNotFound;
   }
 
+  const std::unique_ptr<client::LeaseBackend> leases =
+      MakeLeases(flags, client::LeaseSpec{name, holder, ttl});
+  const milliseconds timeout = options.timeout;
   int exit_status = 0;
-  const std::optional<Held> held =
-      AcquireForRun(client, name, holder, ttl, signal_fd.fd, &exit_status);
+  const std::optional<client::LeaseAttempt> held =
+      AcquireForRun(*leases, timeout, signal_fd.fd, &exit_status);
   if (!held) return exit_status;
-  client.Close();
-  Log("acquired " + name + " token " + std::to_string(held->token));
+  Log("acquired " + name + " token " + std::to_string(held->token) +
+      (flags.via.empty() ? "" : " from " + leases->Describe()));
 
   client::LeaseKeeper::Options keeper_options;
-  keeper_options.client = options;
-  keeper_options.name = name;
-  keeper_options.holder = holder;
-  keeper_options.ttl = ttl;
+  keeper_options.timeout = timeout;
   const int notify = lost_fd.fd;
   client::LeaseKeeper keeper(
-      keeper_options, held->token, held->sent_at, [notify](const std::string&) {
+      *leases, *held, keeper_options, [notify](const std::string&) {
         const std::uint64_t one = 1;
         [[maybe_unused]] const auto n = ::write(notify, &one, sizeof one);
       });
@@ -688,11 +712,11 @@ int LeaseRun(const Flags& flags) {
   const int status =
       Supervise(pid, signal_fd.fd, lost_fd.fd, keeper, grace, &lost);
   Log("the command exited with status " + std::to_string(ExitStatusOf(status)));
-  if (const std::optional<Result> released = keeper.Release()) {
-    if (released->ok() && released->response.status == 204) {
+  if (const std::optional<std::string> released = keeper.Release()) {
+    if (released->empty()) {
       Log("released " + name);
     } else {
-      Log("could not release " + name + ": " + Explain(*released));
+      Log("could not release " + name + ": " + *released);
     }
   }
   return lost ? kLeaseLost : ExitStatusOf(status);

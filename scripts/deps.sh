@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev liblmdb-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
-  libssl-dev
+  libssl-dev libzookeeper-mt-dev libpq-dev
 )
 if [ "${1:-}" != build ]; then
   packages+=(
@@ -17,6 +17,7 @@ if [ "${1:-}" != build ]; then
     curl openssl wrk nginx strace python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl
+    etcd-server zookeeperd postgresql-15
   )
 fi
 missing=()

@@ -1,0 +1,117 @@
+#include "client/fencepost_leases.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "client/documents.h"
+
+namespace fencepost::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+using Outcome = LeaseAttempt::Outcome;
+
+// The server's bounds on ttl_ms.
+constexpr milliseconds kMinTtl{100};
+constexpr milliseconds kMaxTtl{3600000};
+
+LeaseSpec Checked(LeaseSpec spec) {
+  if (spec.name.empty()) throw std::invalid_argument("the lease needs a name");
+  if (spec.ttl < kMinTtl || spec.ttl > kMaxTtl) {
+    throw std::invalid_argument("the lease TTL must be from 100ms to 1h");
+  }
+  return spec;
+}
+
+// "HTTP 503: <the problem's detail>", or the transport error.
+std::string Describe(const Result& result) {
+  if (!result.ok()) return result.detail;
+  std::string out = "HTTP " + std::to_string(result.response.status);
+  if (const auto problem = ParseProblem(result.response.body);
+      problem && !problem->detail.empty()) {
+    out += ": " + problem->detail;
+  }
+  return out;
+}
+
+LeaseAttempt Failed(std::string detail, bool retryable) {
+  LeaseAttempt out;
+  out.outcome = Outcome::kFailed;
+  out.detail = std::move(detail);
+  out.retryable = retryable;
+  return out;
+}
+
+}  // namespace
+
+FencepostLeases::FencepostLeases(Client::Options admin, LeaseSpec spec)
+    : spec_(Checked(std::move(spec))), client_(std::move(admin)) {}
+
+std::string FencepostLeases::Describe() const {
+  return "fencepost " + client_.url().ToString();
+}
+
+LeaseAttempt FencepostLeases::Put(std::uint64_t token, milliseconds timeout) {
+  client_.set_timeout(timeout);
+  const Clock::time_point sent = Clock::now();
+  const Result result = client_.AcquireLease(spec_.name, spec_.holder, spec_.ttl);
+  const int status = result.ok() ? result.response.status : 0;
+  LeaseAttempt out;
+  if (status == 200) {
+    const std::optional<Lease> lease = ParseLease(result.response.body);
+    if (!lease) return Failed("unreadable lease document", true);
+    if (lease->holder != spec_.holder) {
+      out.outcome = Outcome::kRefused;
+      out.holder = lease->holder.value_or("");
+      out.detail = "answered with holder " + lease->holder.value_or("null");
+      return out;
+    }
+    if (token != 0 && lease->token != token) {
+      out.outcome = Outcome::kRefused;
+      out.detail = "the renewal was answered with token " +
+                   std::to_string(lease->token) + " instead of " +
+                   std::to_string(token);
+      return out;
+    }
+    out.outcome = Outcome::kHeld;
+    out.token = lease->token;
+    out.sent_at = sent;
+    out.ttl = spec_.ttl;
+    return out;
+  }
+  if (status == 409) {
+    const std::optional<Problem> problem = ParseProblem(result.response.body);
+    out.outcome = Outcome::kRefused;
+    out.holder = problem && problem->holder ? *problem->holder : "";
+    out.detail = std::string(token == 0 ? "held" : "the renewal was refused") +
+                 (out.holder.empty() ? "" : " (held by " + out.holder + ")");
+    return out;
+  }
+  // Any other 4xx but 408 and 429 is an answer that will not change.
+  const bool final_answer = status >= 400 && status < 500 && status != 408 &&
+                            status != 429;
+  if (final_answer && token != 0) {
+    out.outcome = Outcome::kRefused;
+    out.detail = "the renewal was refused with " + client::Describe(result);
+    return out;
+  }
+  return Failed(client::Describe(result), !final_answer);
+}
+
+LeaseAttempt FencepostLeases::Acquire(milliseconds timeout) {
+  return Put(0, timeout);
+}
+
+LeaseAttempt FencepostLeases::Renew(std::uint64_t token, milliseconds timeout) {
+  return Put(token, timeout);
+}
+
+std::string FencepostLeases::Release(std::uint64_t token, milliseconds timeout) {
+  client_.set_timeout(timeout);
+  const Result result = client_.ReleaseLease(spec_.name, spec_.holder, token);
+  if (result.ok() && result.response.status == 204) return "";
+  return client::Describe(result);
+}
+
+}  // namespace fencepost::client

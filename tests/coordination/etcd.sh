@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Starts and stops a real single-member etcd (Debian's etcd-server) on free
+# ports of 127.0.0.1, for the tests.
+#   tests/coordination/etcd.sh start DIR   # prints etcd://127.0.0.1:PORT
+#   tests/coordination/etcd.sh stop DIR
+# Heartbeats of 50 ms and an election timeout of 500 ms let leases as short
+# as 1 s be granted (etcd's least TTL is 1.5 election timeouts).
+set -euo pipefail
+action=${1:?start or stop}
+dir=${2:?a directory}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+case $action in
+start)
+  mkdir -p "$dir"
+  client=$(free_port)
+  peer=$(free_port)
+  etcd --name member --data-dir "$dir/data" \
+    --listen-client-urls "http://127.0.0.1:$client" \
+    --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-peer-urls "http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "member=http://127.0.0.1:$peer" \
+    --heartbeat-interval 50 --election-timeout 500 \
+    --log-level error >"$dir/etcd.log" 2>&1 &
+  echo $! >"$dir/pid"
+  for _ in $(seq 1 200); do
+    if curl -sf "http://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"'; then
+      echo "etcd://127.0.0.1:$client"
+      exit 0
+    fi
+    sleep 0.05
+  done
+  echo "etcd did not start:" >&2
+  cat "$dir/etcd.log" >&2
+  exit 1
+  ;;
+stop)
+  if [ -f "$dir/pid" ]; then
+    pid=$(cat "$dir/pid")
+    kill -CONT "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  rm -rf "$dir"
+  ;;
+*)
+  echo "usage: $0 start|stop DIR" >&2
+  exit 2
+  ;;
+esac
