@@ -34,6 +34,8 @@
 #include "client/fencepost_leases.h"
 #include "client/leader_elector.h"
 #include "client/lease_keeper.h"
+#include "client/postgres_leases.h"
+#include "client/zookeeper_leases.h"
 
 extern char** environ;
 
@@ -63,7 +65,7 @@ constexpr std::string_view kUsageText =
   fencepost lease release NAME --holder ID --token N
   fencepost lease get NAME
   fencepost lease run NAME [--holder ID] --ttl DURATION [--grace DURATION]
-                           -- CMD [ARG...]
+                           [--via URL] -- CMD [ARG...]
   fencepost fence get KEY
   fencepost fence bump KEY --token N
   fencepost batch --token N [FILE]
@@ -81,6 +83,13 @@ and a unit: 500ms, 10s, 2m. `lease run` runs CMD with FENCING_TOKEN,
 FENCEPOST_LEASE and FENCEPOST_HOLDER set while it holds the lease, renewing
 it every third of the TTL; when the lease is lost it sends CMD SIGTERM, then
 SIGKILL after --grace (default 5s).
+
+`lease run --via URL` (env FENCEPOST_VIA) elects through another system
+instead of fencepost's leases, with its token as FENCING_TOKEN:
+  etcd://HOST:PORT[,HOST:PORT...][/PREFIX]   the election key's create
+                          revision (etcds:// for TLS, with --tls-ca)
+  zk://HOST:PORT[,HOST:PORT...][/PATH]       the leader znode's czxid
+  postgres://USER@HOST:PORT/DB               the lease row's token column
 
 `batch` sends the batch JSON in FILE (standard input when FILE is absent or
 "-"), at most 64 MiB, as it is: {"ops": [{"op": "put", "key": K, "value":
@@ -588,6 +597,13 @@ std::unique_ptr<client::LeaseBackend> MakeLeases(const Flags& flags,
     if (via.rfind("etcd://", 0) == 0 || via.rfind("etcds://", 0) == 0) {
       return std::make_unique<client::EtcdLeases>(via, std::move(spec),
                                                   flags.tls_ca);
+    }
+    if (via.rfind("zk://", 0) == 0) {
+      return std::make_unique<client::ZooKeeperLeases>(via, std::move(spec));
+    }
+    if (via.rfind("postgres://", 0) == 0 ||
+        via.rfind("postgresql://", 0) == 0) {
+      return std::make_unique<client::PostgresLeases>(via, std::move(spec));
     }
   } catch (const std::invalid_argument& e) {
     throw UsageError((via.empty() ? "" : "--via: ") + std::string(e.what()));

@@ -25,7 +25,10 @@ scenario=${2:?SCENARIO: race or split_brain}
 . "$here/../../examples/lib.sh"
 
 start_server
-coord_dir=$server_dir/coordination
+# Its own folder that other users may enter: PostgreSQL runs as its user.
+coord_root=$(mktemp -d)
+chmod 755 "$coord_root"
+coord_dir=$coord_root/$backend
 via=""
 if [ "$backend" != fencepost ]; then
   via=$("$here/$backend.sh" start "$coord_dir")
@@ -33,6 +36,7 @@ fi
 stop_all() {
   for pid in $(jobs -p); do kill -CONT "$pid" 2>/dev/null || true; done
   [ "$backend" = fencepost ] || "$here/$backend.sh" stop "$coord_dir" || true
+  rm -rf "$coord_root"
   stop_server
 }
 trap stop_all EXIT
