@@ -65,7 +65,7 @@ constexpr std::string_view kUsageText =
   fencepost lease release NAME --holder ID --token N
   fencepost lease get NAME
   fencepost lease run NAME [--holder ID] --ttl DURATION [--grace DURATION]
-                           [--via URL] -- CMD [ARG...]
+                           [--via URL] [--fence KEY]... -- CMD [ARG...]
   fencepost fence get KEY
   fencepost fence bump KEY --token N
   fencepost batch --token N [FILE]
@@ -90,6 +90,11 @@ instead of fencepost's leases, with its token as FENCING_TOKEN:
                           revision (etcds:// for TLS, with --tls-ca)
   zk://HOST:PORT[,HOST:PORT...][/PATH]       the leader znode's czxid
   postgres://USER@HOST:PORT/DB               the lease row's token column
+`lease run --fence KEY` (repeatable) bumps KEY's fence on fencepost (the
+admin port) to the token before CMD starts, so every earlier holder's write
+to it is refused from then on, not only after the new leader's first write;
+a 409 there means a later holder got further: the lease is given up and
+lease run exits 1.
 
 `batch` sends the batch JSON in FILE (standard input when FILE is absent or
 "-"), at most 64 MiB, as it is: {"ops": [{"op": "put", "key": K, "value":
@@ -119,6 +124,7 @@ struct Flags {
   std::optional<milliseconds> wait;
   std::optional<milliseconds> grace;
   std::string via;
+  std::vector<std::string> fences;  // lease run --fence, repeatable
   std::optional<std::uint64_t> token;
   std::vector<std::string> positional;
   std::vector<std::string> command;  // lease run: what follows "--"
@@ -145,7 +151,7 @@ const std::vector<CommandSpec>& Commands() {
       {"lease", "acquire", "NAME", {"holder", "ttl", "wait"}},
       {"lease", "release", "NAME", {"holder", "token"}},
       {"lease", "get", "NAME", {}},
-      {"lease", "run", "NAME", {"holder", "ttl", "grace", "via"}, true},
+      {"lease", "run", "NAME", {"holder", "ttl", "grace", "via", "fence"}, true},
       {"fence", "get", "KEY", {}},
       {"fence", "bump", "KEY", {"token"}},
       {"batch", "", "FILE", {"token"}, false, true},
@@ -217,6 +223,10 @@ Flags ParseFlags(const CommandSpec& spec,
     if (name == "wait") flags.wait = ParseDurationFlag(name, value);
     if (name == "grace") flags.grace = ParseDurationFlag(name, value);
     if (name == "via") flags.via = value;
+    if (name == "fence") {
+      if (value.empty()) throw UsageError("--fence needs a key");
+      flags.fences.push_back(value);
+    }
   }
   if (flags.positional.size() > 1 ||
       (flags.positional.empty() && !spec.operand_optional)) {
@@ -612,6 +622,24 @@ std::unique_ptr<client::LeaseBackend> MakeLeases(const Flags& flags,
                    "' is not an etcd://, zk:// or postgres:// URL");
 }
 
+// lease run --fence: raises each KEY's fence to `token` before the job
+// runs. kSuccess, or the exit status of the first bump that failed.
+int BumpFences(const Flags& flags, std::uint64_t token) {
+  if (flags.fences.empty()) return kSuccess;
+  Client client = MakeClient(AdminOptions(flags));
+  for (const std::string& key : flags.fences) {
+    const Result result = client.Bump(key, token);
+    if (!result.ok() || result.response.status / 100 != 2) {
+      std::cerr << "fencepost: lease run: cannot raise the fence of " << key
+                << " to " << token << ": " << Explain(result) << "\n";
+      return !result.ok() || result.response.status >= 500 ? kUnavailable
+                                                           : kRefused;
+    }
+    Log("raised the fence of " + key + " to " + std::to_string(token));
+  }
+  return kSuccess;
+}
+
 int ExitStatusOf(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -706,6 +734,13 @@ int LeaseRun(const Flags& flags) {
   if (!held) return exit_status;
   Log("acquired " + name + " token " + std::to_string(held->token) +
       (flags.via.empty() ? "" : " from " + leases->Describe()));
+  if (const int status = BumpFences(flags, held->token); status != kSuccess) {
+    if (const std::string why = leases->Release(held->token, timeout);
+        !why.empty()) {
+      Log("could not release " + name + ": " + why);
+    }
+    return status;
+  }
 
   client::LeaseKeeper::Options keeper_options;
   keeper_options.timeout = timeout;

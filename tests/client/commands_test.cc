@@ -204,6 +204,44 @@ TEST(CommandsTest, LeaseRunGivesTheCommandItsTokenAndReleases) {
       << run.output;
 }
 
+// --fence raises the fences of other keys to the token before the job runs,
+// and gives the lease up when a later holder has got further.
+TEST(CommandsTest, LeaseRunRaisesTheFencesItIsGivenBeforeTheJob) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+  Client client(testing::AdminOptions(server));
+  auto run = RunFencepost(
+      {"lease", "run", "jobs/f1", "--holder", "runner", "--ttl", "2s", admin,
+       "--fence", "orders/1", "--fence", "orders/2", "--", "sh", "-c",
+       "curl -s " + testing::AdminUrl(server) +
+           "/v1/fences/orders/2; echo; echo token=$FENCING_TOKEN"});
+  ASSERT_EQ(run.exit_status, 0) << run.output;
+  const auto lease = ParseLease(client.GetLease("jobs/f1").response.body);
+  ASSERT_TRUE(lease);
+  for (const char* key : {"orders/1", "orders/2"}) {
+    const auto fence = ParseFence(client.GetFence(key).response.body);
+    ASSERT_TRUE(fence) << key;
+    EXPECT_EQ(fence->token, lease->token) << key;
+  }
+  // The job saw the fence already raised.
+  EXPECT_TRUE(Has(run.output, "\"token\":" + std::to_string(lease->token)))
+      << run.output;
+
+  // A fence above the next grant's token: the job never runs.
+  ASSERT_EQ(client.Bump("orders/3", 1000).response.status / 100, 2);
+  run = RunFencepost({"lease", "run", "jobs/f2", "--holder", "late", "--ttl",
+                      "2s", admin, "--fence", "orders/3", "--", "sh", "-c",
+                      "echo the job ran"});
+  EXPECT_EQ(run.exit_status, 1) << run.output;
+  EXPECT_FALSE(Has(run.output, "the job ran")) << run.output;
+  EXPECT_TRUE(Has(run.output, "cannot raise the fence of orders/3"))
+      << run.output;
+  const auto released = ParseLease(client.GetLease("jobs/f2").response.body);
+  ASSERT_TRUE(released);
+  EXPECT_FALSE(released->holder) << "given up, not left to expire";
+}
+
 TEST(CommandsTest, LeaseRunStopsTheCommandAndExits75WhenTheLeaseIsLost) {
   TempDir dir;
   ServerProcess server(dir / "data");

@@ -14,7 +14,8 @@
 #                every later leader's token is higher, and the first winner
 #                differs across rounds.
 #   split_brain  leader A is frozen with SIGSTOP until its lease runs out in
-#                that system; B is elected with a higher token and writes;
+#                that system; B is elected with a higher token, raises the
+#                fence of orders/1 to it (lease run --fence) and writes;
 #                A is resumed and its writes are refused with 409 and land
 #                nowhere. Prints the failover time (A frozen -> B's job
 #                started) for a 2 s TTL.
@@ -111,7 +112,7 @@ split_brain() {
   # A, in its own process group, so one signal freezes the runner and its
   # job together, as a pause of the whole machine would.
   setsid "$fencepost" lease run "$name" --holder A --ttl 2s --grace 2s \
-    -- "$here/../../examples/split_brain_job.sh" A 2>"$server_dir/a.err" &
+    --fence orders/1 -- "$here/../../examples/split_brain_job.sh" A 2>"$server_dir/a.err" &
   local a_pid=$!
   for _ in $(seq 1 1000); do
     grep -q '^A 20[01] ' "$JOB_LOG" && break
@@ -132,7 +133,7 @@ split_brain() {
   echo "A is frozen (SIGSTOP); its 2 s lease runs out in $backend"
   # B campaigns meanwhile; its job notes when it started, writes once with
   # its token and then keeps leading.
-  "$fencepost" lease run "$name" --holder B --ttl 10s -- sh -c '
+  "$fencepost" lease run "$name" --holder B --ttl 10s --fence orders/1 -- sh -c '
       echo "$(date +%s%N)" >"$0.started"
       code=$(curl -s -o /dev/null -w "%{http_code}" -X PUT \
         -H "Fencing-Token: $FENCING_TOKEN" --data "B: shipped" \
