@@ -9,8 +9,6 @@
 namespace fencepost::fence {
 namespace {
 
-constexpr std::uint64_t kInitialMapSize = 1ull << 30;
-
 std::runtime_error LmdbFailure(const std::string& what, int rc) {
   return std::runtime_error(what + ": " + mdb_strerror(rc));
 }
@@ -30,7 +28,7 @@ Env::Env(const Options& options)
     throw LmdbFailure("mdb_env_create", rc);
   }
   try {
-    map_size_ = std::min(kInitialMapSize, max_map_size_);
+    map_size_ = std::min(options.initial_map_size, max_map_size_);
     if (int rc = mdb_env_set_mapsize(env_, map_size_); rc != 0) {
       throw LmdbFailure("mdb_env_set_mapsize", rc);
     }

@@ -22,8 +22,9 @@ namespace fencepost::fence {
 // (none of MDB_NOSYNC, MDB_NOMETASYNC, MDB_WRITEMAP, MDB_MAPASYNC), so a
 // committed write transaction is on disk when mdb_txn_commit returns.
 //
-// The map starts at min(1 GiB, max_map_size) and grows by doubling, up to
-// max_map_size, when a write transaction reports MDB_MAP_FULL (see Grow).
+// The map starts at min(initial_map_size, max_map_size) and grows by
+// doubling, up to max_map_size, when a write transaction reports
+// MDB_MAP_FULL (see Grow).
 // Because growing remaps the file, readers hold a ReadTxn, which takes a
 // shared lock that Grow takes exclusively.
 //
@@ -35,6 +36,9 @@ class Env {
   struct Options {
     std::string dir;
     std::uint64_t max_map_size = 64ull << 30;
+    // Where the map starts (capped at max_map_size); a multiple of the page
+    // size. Tests set it small to make the map grow.
+    std::uint64_t initial_map_size = 1ull << 30;
   };
 
   // Opens (creating if needed) the environment in options.dir. Throws

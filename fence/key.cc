@@ -1,14 +1,11 @@
 #include "fence/key.h"
 
+#include <string>
+
+#include "fence/percent.h"
+
 namespace fencepost::fence {
 namespace {
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 bool IsUnreserved(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -27,8 +24,8 @@ KeyError CheckCharacters(std::string_view part, bool query) {
   for (std::size_t i = 0; i < part.size(); ++i) {
     const char c = part[i];
     if (c == '%') {
-      if (i + 2 >= part.size() || HexValue(part[i + 1]) < 0 ||
-          HexValue(part[i + 2]) < 0) {
+      if (i + 2 >= part.size() || HexDigitValue(part[i + 1]) < 0 ||
+          HexDigitValue(part[i + 2]) < 0) {
         return KeyError::kBadPercentEncoding;
       }
       i += 2;
@@ -93,17 +90,8 @@ KeyError DecodeKey(std::string_view target, std::string* key) {
     return error;
   }
 
-  key->clear();
-  key->reserve(path.size());
-  for (std::size_t i = 0; i < path.size(); ++i) {
-    if (path[i] != '%') {
-      key->push_back(path[i]);
-      continue;
-    }
-    key->push_back(
-        static_cast<char>(HexValue(path[i + 1]) * 16 + HexValue(path[i + 2])));
-    i += 2;
-  }
+  // Cannot fail: CheckCharacters saw every escape well-formed.
+  *key = *PercentDecode(path, PercentMode::kStrict);
   return ValidateKey(*key);
 }
 
@@ -156,8 +144,11 @@ std::string_view Describe(KeyError error) {
              "percent-encoded";
     case KeyError::kEmpty:
       return "the key is empty";
-    case KeyError::kTooLong:
-      return "the key is longer than 1024 bytes";
+    case KeyError::kTooLong: {
+      static const std::string kTooLong =
+          "the key is longer than " + std::to_string(kMaxNameBytes) + " bytes";
+      return kTooLong;
+    }
     case KeyError::kBadPercentEncoding:
       return "the key has a malformed percent-encoding";
     case KeyError::kInvalidUtf8:

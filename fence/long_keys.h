@@ -9,7 +9,7 @@
 
 namespace fencepost::fence {
 
-// Database keys for names (keys and fence names) of up to 1024 bytes, while
+// Database keys for names (keys and fence names) of up to kMaxNameBytes, while
 // LMDB's own keys stop at 511 bytes.
 //
 // A name of at most kMaxDirectKey bytes is its own database key. A longer name

@@ -114,10 +114,4 @@ void Shards::Stop() {
   for (auto& committer : committers_) committer->Stop();
 }
 
-std::uint64_t Shards::commits() const {
-  std::uint64_t total = 0;
-  for (const auto& committer : committers_) total += committer->commits();
-  return total;
-}
-
 }  // namespace fencepost::fence

@@ -63,8 +63,6 @@ class Shards {
 
   // Commits what is queued, then stops every committer. Idempotent.
   void Stop();
-  // Durable commits so far, over all environments.
-  std::uint64_t commits() const;
 
  private:
   std::function<std::int64_t()> steady_now_;

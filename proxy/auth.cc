@@ -4,7 +4,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "storage/ows.h"
+#include "http/fields.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -12,7 +12,7 @@ namespace {
 // A token file line: surrounding blanks and a CR of a CRLF file go.
 std::string_view TrimLine(std::string_view s) {
   if (!s.empty() && s.back() == '\r') s.remove_suffix(1);
-  return storage::TrimOws(s);
+  return fencepost::http::TrimOws(s);
 }
 
 // Compares without an early exit, so the time taken does not tell how many
@@ -50,15 +50,15 @@ bool BearerAuth::Allows(const Request& request) const {
   if (request.count(boost::beast::http::field::authorization) != 1) {
     return false;
   }
-  const std::string_view value =
-      storage::TrimOws(request[boost::beast::http::field::authorization]);
+  const std::string_view value = fencepost::http::TrimOws(
+      request[boost::beast::http::field::authorization]);
   constexpr std::string_view kScheme = "bearer ";
   if (value.size() <= kScheme.size() ||
       !boost::beast::iequals(value.substr(0, kScheme.size()), kScheme)) {
     return false;
   }
   const std::string_view presented =
-      storage::TrimOws(value.substr(kScheme.size()));
+      fencepost::http::TrimOws(value.substr(kScheme.size()));
   bool allowed = false;
   for (const std::string& token : tokens_) {
     allowed |= ConstantTimeEquals(presented, token);

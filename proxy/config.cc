@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fence/key.h"
+#include "http/host_port.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -48,19 +49,15 @@ bool ParseSwitch(const std::string& flag, const std::string& v) {
 }
 
 ListenAddress ParseListen(const std::string& flag, const std::string& v) {
-  const auto colon = v.rfind(':');
-  if (colon == std::string::npos) {
+  const auto split = fencepost::http::SplitHostPort(v);
+  if (!split || !split->port) {
     throw ConfigError("--" + flag + ": '" + v + "' is not HOST:PORT");
   }
   ListenAddress address;
-  address.host = v.substr(0, colon);
-  if (address.host.size() >= 2 && address.host.front() == '[' &&
-      address.host.back() == ']') {
-    address.host = address.host.substr(1, address.host.size() - 2);
-  } else if (address.host == "localhost") {
-    address.host = "127.0.0.1";
-  } else if (address.host.empty()) {
-    address.host = "0.0.0.0";
+  address.host = split->host;
+  if (!split->bracketed) {
+    if (address.host == "localhost") address.host = "127.0.0.1";
+    if (address.host.empty()) address.host = "0.0.0.0";
   }
   unsigned char buf[16];
   if (inet_pton(AF_INET, address.host.c_str(), buf) != 1 &&
@@ -68,7 +65,7 @@ ListenAddress ParseListen(const std::string& flag, const std::string& v) {
     throw ConfigError("--" + flag + ": '" + address.host +
                       "' is not an IP address");
   }
-  const std::uint64_t port = ParseUnsigned(flag, v.substr(colon + 1));
+  const std::uint64_t port = ParseUnsigned(flag, *split->port);
   if (port > 65535) {
     throw ConfigError("--" + flag + ": port " + std::to_string(port) +
                       " is out of range");
@@ -77,12 +74,12 @@ ListenAddress ParseListen(const std::string& flag, const std::string& v) {
   return address;
 }
 
-void CheckBackend(const std::string& v) {
-  if (v == "lmdb") return;
-  if (v.rfind("fs:", 0) == 0 && v.size() > 3) return;
-  if (v.rfind("http://", 0) == 0 && v.size() > 7) return;
-  throw ConfigError("--backend: '" + v +
-                    "' is not lmdb, fs:DIR or http://HOST:PORT[/BASE]");
+storage::BackendSpec ParseBackend(const std::string& v) {
+  try {
+    return storage::ParseBackendSpec(v);
+  } catch (const storage::BadBackendSpec& e) {
+    throw ConfigError(std::string("--backend: ") + e.what());
+  }
 }
 
 std::vector<std::string> SplitList(const std::string& v) {
@@ -98,7 +95,8 @@ void CheckScope(const std::string& prefix) {
   if (prefix.empty() || prefix.size() > fence::kMaxNameBytes ||
       prefix.find('\0') != std::string::npos || !fence::IsValidUtf8(prefix)) {
     throw ConfigError("--fence-scope: '" + prefix +
-                      "' is not a prefix of 1 to 1024 bytes of UTF-8");
+                      "' is not a prefix of 1 to " +
+                      std::to_string(fence::kMaxNameBytes) + " bytes of UTF-8");
   }
 }
 
@@ -130,7 +128,7 @@ const std::map<std::string, Flag>& Flags() {
       {"backend",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
-          CheckBackend(v);
+          c.backend_spec = ParseBackend(v);
           c.backend = v;
         }}},
       {"fence-scope",
@@ -182,6 +180,11 @@ const std::map<std::string, Flag>& Flags() {
        {Kind::kSwitch,
         [](Config& c, const std::string& v) {
           c.forward_token = ParseSwitch("forward-token", v);
+        }}},
+      {"access-log",
+       {Kind::kSwitch,
+        [](Config& c, const std::string& v) {
+          c.access_log = ParseSwitch("access-log", v);
         }}},
       {"forward-authorization",
        {Kind::kSwitch,
@@ -246,8 +249,9 @@ const std::map<std::string, Flag>& Flags() {
        {Kind::kValue,
         [](Config& c, const std::string& v) {
           const std::uint64_t n = ParseUnsigned("lmdb-shards", v);
-          if (n < 1 || n > 64) {
-            throw ConfigError("--lmdb-shards: must be from 1 to 64");
+          if (n < 1 || n > fence::Shards::kMaxCount) {
+            throw ConfigError("--lmdb-shards: must be from 1 to " +
+                              std::to_string(fence::Shards::kMaxCount));
           }
           c.lmdb_shards = n;
         }}},
@@ -264,8 +268,7 @@ std::string EnvName(const std::string& flag) {
 }  // namespace
 
 std::string ListenAddress::ToString() const {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  return fencepost::http::FormatHostPort(host, port);
 }
 
 Invocation ParseInvocation(
@@ -379,12 +382,15 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --max-map-size BYTES         largest LMDB map, at least 1048576 (default 68719476736)
   --log-format text|json       (default text)
   --log-level LEVEL            trace, debug, info, warn, error, critical, off (default info)
+  --access-log                 log one line per request, whatever --log-level is (default off)
   --read-timeout SECONDS       deadline for a request's headers, then its body (default 10)
   --idle-timeout SECONDS       idle keep-alive connections close after this (default 75)
   --max-connections N          open data-port connections; past it the oldest idle one
                                closes, or a new one gets 503 (default 4096)
   --admin-max-connections N    the same for the admin port (default 64)
-  --lmdb-shards N              LMDB environments of a new data directory, 1-64 (default 1)
+  --lmdb-shards N              LMDB environments of a new data directory, 1-)" +
+         std::to_string(fence::Shards::kMaxCount) + R"( (default )" +
+         std::to_string(fence::Shards::kDefaultCount) + R"()
 
 Port 0 binds an ephemeral port; bound addresses are logged at start-up.
 Bad flags exit with status 2.

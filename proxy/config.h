@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "fence/shards.h"
+#include "storage/backend_spec.h"
 
 namespace fencepost::proxy {
 
@@ -26,7 +27,8 @@ struct Config {
   ListenAddress listen{"127.0.0.1", 7400};
   ListenAddress admin_listen{"127.0.0.1", 7401};
   std::string data_dir = "./fencepost-data";
-  std::string backend = "lmdb";
+  std::string backend = "lmdb";      // as given, for logs and /v1/status
+  storage::BackendSpec backend_spec;  // `backend` parsed
   std::vector<std::string> fence_scopes;
   std::uint64_t max_body = 4194304;
   Mode mode = Mode::kEnforce;
@@ -56,6 +58,8 @@ struct Config {
   // Not in SPEC's table: how many LMDB environments a new data directory is
   // split into (see fence::Shards); an existing directory keeps its own.
   std::size_t lmdb_shards = fence::Shards::kDefaultCount;
+  // Not in SPEC's table: one log line per request (--access-log).
+  bool access_log = false;
 };
 
 enum class Command { kServe, kHelp, kVersion };

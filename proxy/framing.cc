@@ -2,13 +2,13 @@
 
 #include <boost/beast/core/string.hpp>
 
-#include "storage/ows.h"
+#include "http/fields.h"
 
 namespace fencepost::proxy {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
-using storage::TrimOws;
+using fencepost::http::TrimOws;
 
 std::optional<std::string> FramingError(const Request& req) {
   const auto te = req.count(http::field::transfer_encoding);

@@ -1,10 +1,10 @@
 #pragma once
 
-#include "storage/backend.h"
+#include "http/message.h"
 
 namespace fencepost::proxy {
 
-using Request = storage::HttpRequest;
-using Response = storage::HttpResponse;
+using Request = fencepost::http::Request;
+using Response = fencepost::http::Response;
 
 }  // namespace fencepost::proxy

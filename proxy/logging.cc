@@ -4,6 +4,9 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
+#include "fence/key.h"
 #include "proxy/json.h"
 
 namespace fencepost::proxy {
@@ -14,6 +17,23 @@ namespace {
 // LogEvent on the same thread.
 thread_local std::string event_fields;
 bool json_format = false;
+// The access log's logger: the default logger's sink and format, but not
+// registered, so spdlog::set_level (--log-level, PUT /v1/log-level) leaves
+// it at info.
+std::shared_ptr<spdlog::logger> access_logger;
+
+// %k in a pattern: the level, spelled as --log-level spells it.
+class LevelFlag : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg& msg, const std::tm&,
+              spdlog::memory_buf_t& dest) override {
+    const std::string_view name = LevelName(msg.level);
+    dest.append(name.data(), name.data() + name.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override {
+    return std::make_unique<LevelFlag>();
+  }
+};
 
 // %* in a pattern: the message as a JSON string literal.
 class JsonMessage : public spdlog::custom_flag_formatter {
@@ -55,9 +75,18 @@ void AppendEscaped(Out& dest, std::string_view s, bool quote) {
   auto append = [&dest](std::string_view text) {
     for (const char c : text) dest.push_back(c);
   };
+  // Bytes that are not UTF-8 (a raw request target, say) are escaped too,
+  // so a lone 0x9B cannot act as a terminal's CSI.
+  const bool utf8 = fence::IsValidUtf8(s);
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);
+    if (!utf8 && c >= 0x80) {
+      append("\\x");
+      dest.push_back(kHex[c >> 4]);
+      dest.push_back(kHex[c & 15]);
+      continue;
+    }
     if (const std::size_t n = UnicodeControl(s.substr(i)); n > 0) {
       append(n == 2 ? "\\u00" : "\\u202");
       const auto last = static_cast<unsigned char>(s[i + n - 1]);
@@ -112,7 +141,7 @@ void AppendTextValue(std::string* out, std::string_view value) {
   for (std::size_t i = 0; i < value.size(); ++i) {
     const char c = value[i];
     if (IsControl(static_cast<unsigned char>(c)) || c == ' ' || c == '"' ||
-        c == '=' || c == '\\' || UnicodeControl(value.substr(i)) > 0) {
+        c == '=' || c == '\\' || static_cast<unsigned char>(c) >= 0x80) {
       plain = false;
     }
   }
@@ -147,22 +176,48 @@ void SetUpLogging(LogFormat format, const std::string& level) {
   formatter->add_flag<JsonMessage>('*');
   formatter->add_flag<EventFields>('&');
   formatter->add_flag<EscapedMessage>('~');
+  formatter->add_flag<LevelFlag>('k');
   if (json_format) {
     formatter->set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":%*%&})");
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%k","msg":%*%&})");
   } else {
-    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %~%&");
+    formatter->set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %k %~%&");
   }
+  access_logger = std::make_shared<spdlog::logger>("fencepost-access",
+                                                   logger->sinks().front());
+  access_logger->set_formatter(formatter->clone());
+  access_logger->set_level(spdlog::level::info);
+  access_logger->flush_on(spdlog::level::info);
   logger->set_formatter(std::move(formatter));
   logger->set_level(spdlog::level::from_str(level));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
 }
 
-void LogEvent(spdlog::level::level_enum level, std::string_view event,
-              std::string_view message,
-              std::initializer_list<LogField> fields) {
-  if (!spdlog::should_log(level)) return;
+std::string_view LevelName(spdlog::level::level_enum level) {
+  switch (level) {
+    case spdlog::level::trace:
+      return "trace";
+    case spdlog::level::debug:
+      return "debug";
+    case spdlog::level::info:
+      return "info";
+    case spdlog::level::warn:
+      return "warn";
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::critical:
+      return "critical";
+    default:
+      return "off";
+  }
+}
+
+namespace {
+
+// The fields of an event, rendered for the current format.
+std::string RenderFields(std::string_view event,
+                         std::initializer_list<LogField> fields) {
   std::string rendered;
   auto add = [&rendered](std::string_view name, std::string_view value,
                          bool number) {
@@ -185,8 +240,34 @@ void LogEvent(spdlog::level::level_enum level, std::string_view event,
   add("event", event, false);
   for (const LogField& field : fields)
     add(field.name, field.value, field.number);
-  event_fields = std::move(rendered);
+  return rendered;
+}
+
+}  // namespace
+
+void LogEvent(spdlog::level::level_enum level, std::string_view event,
+              std::string_view message,
+              std::initializer_list<LogField> fields) {
+  if (!spdlog::should_log(level)) return;
+  event_fields = RenderFields(event, fields);
   spdlog::log(level, "{}", message);
+  event_fields.clear();
+}
+
+void LogAccess(const AccessRecord& r) {
+  char duration[32];
+  std::snprintf(duration, sizeof duration, "%.3f", r.seconds * 1000);
+  event_fields =
+      RenderFields("access", {{"port", std::string(r.port)},
+                              {"client", std::string(r.client)},
+                              {"method", std::string(r.method)},
+                              {"target", std::string(r.target)},
+                              {"status", std::to_string(r.status), true},
+                              {"bytes", std::to_string(r.bytes), true},
+                              {"duration_ms", duration, true}});
+  spdlog::logger& logger =
+      access_logger ? *access_logger : *spdlog::default_logger();
+  logger.log(spdlog::level::info, "access");
   event_fields.clear();
 }
 

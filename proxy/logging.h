@@ -19,6 +19,10 @@ namespace fencepost::proxy {
 // event's fields}).
 void SetUpLogging(LogFormat format, const std::string& level);
 
+// The name of `level` as --log-level and PUT /v1/log-level spell it (warn,
+// not spdlog's "warning"); every log line's level is written this way.
+std::string_view LevelName(spdlog::level::level_enum level);
+
 // One field of a structured event. Numbers are written bare in JSON.
 struct LogField {
   std::string_view name;
@@ -31,6 +35,21 @@ struct LogField {
 // JSON format, " name=value" pairs in text format.
 void LogEvent(spdlog::level::level_enum level, std::string_view event,
               std::string_view message, std::initializer_list<LogField> fields);
+
+// One line of the access log (--access-log): a request and its answer.
+struct AccessRecord {
+  std::string_view port;    // "data" or "admin"
+  std::string_view client;  // address:port
+  std::string_view method;  // "-" when the request line was not read
+  std::string_view target;  // as received (escaped when logged); "-" as above
+  unsigned status = 0;
+  std::uint64_t bytes = 0;  // of the response body sent
+  double seconds = 0;       // from the request's first byte to the answer sent
+};
+
+// Writes `record` as one "access" event at info level, whatever --log-level
+// is (the access log has its own switch), in the format SetUpLogging chose.
+void LogAccess(const AccessRecord& record);
 
 // Rate-limits the rejection log per fence, so a zombie leader hammering the
 // proxy cannot flood the logs: the first `burst` rejections of a fence in

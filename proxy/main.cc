@@ -181,12 +181,13 @@ int Serve(const proxy::Config& config) {
   }
   std::unique_ptr<storage::Backend> backend;
   try {
-    if (config.backend.rfind("fs:", 0) == 0) {
-      backend = std::make_unique<storage::FsBackend>(config.backend.substr(3),
+    using Kind = storage::BackendSpec::Kind;
+    if (config.backend_spec.kind == Kind::kFs) {
+      backend = std::make_unique<storage::FsBackend>(config.backend_spec.dir,
                                                      *shards);
-    } else if (config.backend.rfind("http://", 0) == 0) {
+    } else if (config.backend_spec.kind == Kind::kHttp) {
       storage::HttpBackend::Options options;
-      options.url = config.backend;
+      options.upstream = config.backend_spec;
       options.timeout = Millis(config.upstream_timeout);
       options.settle = Millis(config.upstream_settle);
       options.forward_token = config.forward_token;
@@ -195,7 +196,9 @@ int Serve(const proxy::Config& config) {
       options.hold_at_start = lock.unclean;
       options.strip_authorization =
           !config.auth_token_file.empty() && !config.forward_authorization;
-      // Test-only: lets a test show the overwrite the hold prevents.
+#ifdef FENCEPOST_TEST_SWITCHES
+      // Only in the test build (fencepost_test_switches, never installed):
+      // lets a test show the overwrite the hold prevents.
       if (const char* off = std::getenv("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE");
           off != nullptr && std::string_view(off) == "1") {
         options.disable_gate = true;
@@ -203,6 +206,7 @@ int Serve(const proxy::Config& config) {
             "FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1: fences are NOT held after "
             "unknown upstream outcomes; for tests only");
       }
+#endif
       backend = std::make_unique<storage::HttpBackend>(io, options, *shards);
     } else {
       backend = std::make_unique<storage::LmdbBackend>(*shards);
@@ -231,8 +235,10 @@ int Serve(const proxy::Config& config) {
       .idle_timeout = Millis(config.idle_timeout),
       .tls = nullptr,
       .max_connections =
-          FitConnectionCap(config, config.backend.rfind("http://", 0) == 0),
-      .admin_max_connections = config.admin_max_connections};
+          FitConnectionCap(config, config.backend_spec.kind ==
+                                       storage::BackendSpec::Kind::kHttp),
+      .admin_max_connections = config.admin_max_connections,
+      .access_log = config.access_log};
   if (!config.tls_cert.empty()) {
     try {
       server_options.tls = TlsContext(config);
@@ -280,12 +286,20 @@ int Serve(const proxy::Config& config) {
     proxy::ListenAddress a{e.address().to_string(), e.port()};
     return a.ToString();
   };
-  spdlog::info(
-      "fencepost {} listening data={} admin={} backend={} "
-      "data_dir={} mode={}",
-      FENCEPOST_VERSION, to_string(data), to_string(admin), config.backend,
-      config.data_dir,
-      config.mode == proxy::Mode::kEnforce ? "enforce" : "observe");
+  const char* mode =
+      config.mode == proxy::Mode::kEnforce ? "enforce" : "observe";
+  proxy::LogEvent(
+      spdlog::level::info, "started",
+      fmt::format("fencepost {} listening data={} admin={} "
+                  "backend={} data_dir={} mode={}",
+                  FENCEPOST_VERSION, to_string(data), to_string(admin),
+                  config.backend, config.data_dir, mode),
+      {{"version", FENCEPOST_VERSION},
+       {"data", to_string(data)},
+       {"admin", to_string(admin)},
+       {"backend", config.backend},
+       {"data_dir", config.data_dir},
+       {"mode", mode}});
   io.run();
   shards->Stop();
   spdlog::info("stopped");

@@ -140,6 +140,10 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
     body += ",\"key\":";
     AppendJsonString(&body, *problem.key);
   }
+  if (problem.presented) {
+    body += ",\"presented\":";
+    AppendJsonString(&body, *problem.presented);
+  }
   if (problem.presented_token) {
     body += ",\"presented_token\":" + std::to_string(*problem.presented_token);
   }

@@ -55,6 +55,8 @@ struct Problem {
   std::optional<std::string> key;
   std::optional<fence::Token> presented_token;
   std::optional<fence::Token> current_token;
+  // invalid-token: what was sent as Fencing-Token, bounded.
+  std::optional<std::string> presented;
   // Leases: the live holder and how long its lease has left.
   std::optional<std::string> holder;
   std::optional<std::int64_t> expires_in_ms;

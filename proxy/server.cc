@@ -18,7 +18,9 @@
 #include <functional>
 
 #include "proxy/framing.h"
+#include "proxy/logging.h"
 #include "proxy/problem.h"
+#include "proxy/routes.h"
 
 namespace fencepost::proxy {
 
@@ -230,6 +232,30 @@ std::optional<Problem> ReadProblem(const beast::error_code& ec,
                  std::nullopt, std::nullopt};
 }
 
+// Obsolete line folding, or a Transfer-Encoding, Content-Length or Host that
+// makes the request ambiguous: the problem, or nullopt.
+std::optional<Problem> HeaderProblem(const Request& req, bool folded) {
+  if (folded) {
+    return Problem{ProblemType::kBadFraming,
+                   "obsolete line folding in a header field"};
+  }
+  if (auto error = FramingError(req)) {
+    return Problem{ProblemType::kBadFraming, *error};
+  }
+  if (auto host = HostError(req)) {
+    return Problem{ProblemType::kBadRequest, *host};
+  }
+  return std::nullopt;
+}
+
+// The peer as address:port (IPv6 in brackets), or "unknown".
+std::string ClientOf(const tcp::socket& socket) {
+  beast::error_code ec;
+  const tcp::endpoint peer = socket.remote_endpoint(ec);
+  if (ec) return "unknown";
+  return ListenAddress{peer.address().to_string(), peer.port()}.ToString();
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
@@ -244,123 +270,150 @@ template <class Stream>
 asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
                                       Connection& self) {
   auto& lowest = beast::get_lowest_layer(stream);
-  std::string client = "unknown";
-  {
-    beast::error_code ignored;
-    const auto peer = lowest.socket().remote_endpoint(ignored);
-    if (!ignored) {
-      client = (peer.address().is_v6() ? "[" + peer.address().to_string() + "]"
-                                       : peer.address().to_string()) +
-               ":" + std::to_string(peer.port());
-    }
-  }
+  const std::string client = ClientOf(lowest.socket());
   beast::flat_buffer buffer(kBufferLimit);
-  beast::error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
-  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-
   while (!shutting_down_ || buffer.size() > 0) {
     if (buffer.size() == 0) {
       self.phase = Connection::Phase::kIdle;
-      lowest.expires_after(options_.idle_timeout);
-      const std::size_t n =
-          co_await stream.async_read_some(buffer.prepare(Room(buffer)), token);
-      buffer.commit(n);
-      if (ec || self.shed) break;
+      const bool more = co_await AwaitRequest(stream, buffer, self);
+      if (!more) break;
     }
     self.phase = Connection::Phase::kReading;
-
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(kHeaderLimit);
-    parser.body_limit(options_.max_body);
-    lowest.expires_after(options_.read_timeout);
-    // The whole header block first (up to the limit), so its raw bytes can
-    // be checked for what Beast would quietly repair.
-    while (!HeaderEnd(buffer) && buffer.size() <= kHeaderLimit) {
-      const std::size_t n =
-          co_await stream.async_read_some(buffer.prepare(Room(buffer)), token);
-      buffer.commit(n);
-      if (ec) break;
-    }
-    if (ec) break;
-    const bool folded = HasObsFold(Bytes(buffer));
-    co_await http::async_read_header(stream, buffer, parser, token);
-    bool quit = false;
-    std::optional<Problem> refusal = ReadProblem(ec, options_.max_body, &quit);
-    if (quit) break;
-    if (!refusal && folded) {
-      refusal = Problem{ProblemType::kBadFraming,
-                        "obsolete line folding in a header field", std::nullopt,
-                        std::nullopt, std::nullopt};
-    }
-    if (!refusal) {
-      if (auto error = FramingError(parser.get())) {
-        refusal = Problem{ProblemType::kBadFraming, *error, std::nullopt,
-                          std::nullopt, std::nullopt};
-      } else if (auto host = HostError(parser.get())) {
-        refusal = Problem{ProblemType::kBadRequest, *host, std::nullopt,
-                          std::nullopt, std::nullopt};
-      }
-    }
-    // A request refused on its header alone; its body is never read.
-    std::optional<Response> screened;
-    if (!refusal && !parser.is_done()) {
-      // Trailer fields (after a chunked body) are merged into the header's
-      // list, and a repeated name lands beside the header's own field.
-      // RFC 9110 section 6.5.1: they must not be taken for header fields (a
-      // Fencing-Token or Authorization sent only there, a field a front
-      // proxy set), so the header section is kept and put back.
-      const http::request_header<> header = parser.get().base();
-      if (ExpectsContinue(parser.get()) && parser.get().version() >= 11) {
-        // Only a request that would be served is invited to send its body.
-        screened = service_.Screen(port, parser.get());
-        if (!screened) {
-          co_await asio::async_write(stream, asio::buffer(kContinue), token);
-          if (ec) break;
-        }
-      }
-      if (!screened) {
-        lowest.expires_after(options_.read_timeout);
-        co_await http::async_read(stream, buffer, parser, token);
-        refusal = ReadProblem(ec, options_.max_body, &quit);
-        if (quit) break;
-        parser.get().base() = header;
-      }
-    }
+    const auto arrived = std::chrono::steady_clock::now();
+    Parser parser;
+    Received received = co_await ReadRequest(stream, buffer, parser, port);
+    if (received.quit) break;
 
     self.phase = Connection::Phase::kHandling;
-    const auto start = std::chrono::steady_clock::now();
+    const auto handled = std::chrono::steady_clock::now();
     const Request& request = parser.get();
-    Response res;
-    if (refusal) {
-      // The framing is in doubt: answer, then close without reading on.
-      res = MakeProblemResponse(*refusal, 11);
-    } else if (screened) {
-      res = std::move(*screened);
-    } else {
-      res = co_await service_.Handle(port, request, client);
-    }
-    if (request.method() == http::verb::head && !res.body().empty()) {
-      const auto size = res.body().size();
-      res.body().clear();
-      res.content_length(size);
-    }
-    const bool keep_alive =
-        !refusal && !screened && request.keep_alive() && !shutting_down_;
-    res.keep_alive(keep_alive);
-    const std::string head = Head(res);
-    const std::array<asio::const_buffer, 2> out = {asio::buffer(head),
-                                                   asio::buffer(res.body())};
-    lowest.expires_after(options_.read_timeout);
-    co_await asio::async_write(stream, out, token);
-    metrics_.Request(port, refusal ? "OTHER" : request.method_string(),
-                     res.result_int(), SecondsSince(start));
-    if (ec || !keep_alive) break;
+    Response res = co_await Answer(port, request, received, client);
+    const bool keep_alive = !received.refusal && !received.screened &&
+                            request.keep_alive() && !shutting_down_;
+    const bool sent = co_await WriteResponse(stream, request, res, keep_alive);
+    Account(port, request, res, client, arrived, handled);
+    if (!sent || !keep_alive) break;
   }
-
   // From here the connection only winds down: it may be shed.
   self.phase = Connection::Phase::kIdle;
   if (self.shed) co_return;
+  co_await WindDown(stream, self);
+}
+
+template <class Stream>
+asio::awaitable<bool> Server::AwaitRequest(Stream& stream,
+                                           beast::flat_buffer& buffer,
+                                           Connection& self) {
+  beast::error_code ec;
+  beast::get_lowest_layer(stream).expires_after(options_.idle_timeout);
+  const std::size_t n = co_await stream.async_read_some(
+      buffer.prepare(Room(buffer)),
+      asio::redirect_error(asio::use_awaitable, ec));
+  buffer.commit(n);
+  co_return !ec && !self.shed;
+}
+
+template <class Stream>
+asio::awaitable<Server::Received> Server::ReadRequest(
+    Stream& stream, beast::flat_buffer& buffer, Parser& parser,
+    metrics::Port port) {
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  auto& lowest = beast::get_lowest_layer(stream);
+  beast::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  Received out;
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(options_.max_body);
+  lowest.expires_after(options_.read_timeout);
+  // The whole header block first (up to the limit), so its raw bytes can be
+  // checked for what Beast would quietly repair.
+  while (!HeaderEnd(buffer) && buffer.size() <= kHeaderLimit) {
+    const std::size_t n =
+        co_await stream.async_read_some(buffer.prepare(Room(buffer)), token);
+    buffer.commit(n);
+    if (ec) {
+      out.quit = true;
+      co_return out;
+    }
+  }
+  const bool folded = HasObsFold(Bytes(buffer));
+  co_await http::async_read_header(stream, buffer, parser, token);
+  out.refusal = ReadProblem(ec, options_.max_body, &out.quit);
+  if (out.quit || out.refusal) co_return out;
+  out.refusal = HeaderProblem(parser.get(), folded);
+  if (out.refusal || parser.is_done()) co_return out;
+
+  // Trailer fields (after a chunked body) are merged into the header's list,
+  // and a repeated name lands beside the header's own field. RFC 9110
+  // section 6.5.1: they must not be taken for header fields (a Fencing-Token
+  // or Authorization sent only there, a field a front proxy set), so the
+  // header section is kept and put back.
+  const http::request_header<> header = parser.get().base();
+  if (ExpectsContinue(parser.get()) && parser.get().version() >= 11) {
+    // Only a request that would be served is invited to send its body.
+    out.screened = service_.Screen(port, parser.get());
+    if (out.screened) co_return out;
+    co_await asio::async_write(stream, asio::buffer(kContinue), token);
+    if (ec) {
+      out.quit = true;
+      co_return out;
+    }
+  }
+  lowest.expires_after(options_.read_timeout);
+  co_await http::async_read(stream, buffer, parser, token);
+  out.refusal = ReadProblem(ec, options_.max_body, &out.quit);
+  parser.get().base() = header;
+  co_return out;
+}
+
+asio::awaitable<Response> Server::Answer(metrics::Port port,
+                                         const Request& request,
+                                         Received& received,
+                                         const std::string& client) {
+  // A refusal's framing is in doubt: it is answered in HTTP/1.1 and the
+  // connection closes without reading on.
+  if (received.refusal) co_return MakeProblemResponse(*received.refusal, 11);
+  if (received.screened) co_return std::move(*received.screened);
+  co_return co_await service_.Handle(port, request, client);
+}
+
+template <class Stream>
+asio::awaitable<bool> Server::WriteResponse(Stream& stream,
+                                            const Request& request,
+                                            Response& res, bool keep_alive) {
+  routes::FinishHead(request, res);
+  res.keep_alive(keep_alive);
+  const std::string head = Head(res);
+  const std::array<asio::const_buffer, 2> out = {asio::buffer(head),
+                                                 asio::buffer(res.body())};
+  beast::error_code ec;
+  beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
+  co_await asio::async_write(stream, out,
+                             asio::redirect_error(asio::use_awaitable, ec));
+  co_return !ec;
+}
+
+void Server::Account(metrics::Port port, const Request& request,
+                     const Response& res, const std::string& client,
+                     std::chrono::steady_clock::time_point arrived,
+                     std::chrono::steady_clock::time_point handled) {
+  // The method and target are known once the request line is read (a body
+  // too large is refused after it); before, the method is empty.
+  const std::string_view method = request.method_string();
+  const bool line_read = !method.empty();
+  metrics_.Request(port, line_read ? method : "OTHER", res.result_int(),
+                   SecondsSince(handled));
+  if (!options_.access_log) return;
+  LogAccess({PortName(port), client, line_read ? method : "-",
+             line_read ? request.target() : std::string_view("-"),
+             res.result_int(), res.body().size(), SecondsSince(arrived)});
+}
+
+template <class Stream>
+asio::awaitable<void> Server::WindDown(Stream& stream, Connection& self) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  beast::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
   if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
     // TLS: send close_notify (the client need not answer it).
     lowest.expires_after(std::chrono::seconds(1));
@@ -370,13 +423,12 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
   // moment, so unread request bytes do not turn the close into a reset that
   // could destroy the response before the client reads it.
   lowest.socket().shutdown(tcp::socket::shutdown_send, ec);
-  if (!ec) {
-    lowest.expires_after(std::chrono::seconds(1));
-    std::array<char, 4096> sink;
-    for (std::size_t drained = 0; drained < (1u << 20) && !self.shed;) {
-      drained += co_await lowest.async_read_some(asio::buffer(sink), token);
-      if (ec) break;
-    }
+  if (ec) co_return;
+  lowest.expires_after(std::chrono::seconds(1));
+  std::array<char, 4096> sink;
+  for (std::size_t drained = 0; drained < (1u << 20) && !self.shed;) {
+    drained += co_await lowest.async_read_some(asio::buffer(sink), token);
+    if (ec) break;
   }
 }
 

@@ -9,10 +9,15 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
 #include <chrono>
 #include <list>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "metrics/metrics.h"
@@ -45,6 +50,8 @@ class Server {
     std::shared_ptr<boost::asio::ssl::context> tls;
     std::size_t max_connections = 4096;      // data port
     std::size_t admin_max_connections = 64;  // admin port
+    // One access-log line per answered request (--access-log).
+    bool access_log = false;
   };
 
   // The most bytes of a request held unparsed at once.
@@ -92,10 +99,54 @@ class Server {
   boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket,
                                      Listener& listener);
-  // One connection's request loop, over TCP or TLS.
+  // What reading one request came to.
+  struct Received {
+    bool quit = false;  // the peer left or stalled: close without answering
+    // The request's framing is in doubt or it is too large: answer this,
+    // then close.
+    std::optional<Problem> refusal;
+    // Refused on its header alone (Expect: 100-continue); its body unread.
+    std::optional<Response> screened;
+  };
+  using Parser =
+      boost::beast::http::request_parser<boost::beast::http::string_body>;
+
+  // One connection's request loop, over TCP or TLS: waits for a request,
+  // reads it, hands it over, writes the answer; then winds down.
   template <class Stream>
   boost::asio::awaitable<void> Session(Stream& stream, metrics::Port port,
                                        Connection& self);
+  // Waits (up to --idle-timeout) for a request's first bytes; false when the
+  // connection should close.
+  template <class Stream>
+  boost::asio::awaitable<bool> AwaitRequest(Stream& stream,
+                                            boost::beast::flat_buffer& buffer,
+                                            Connection& self);
+  // Reads one request's header and, unless it is refused, its body into
+  // `parser` (under --read-timeout each).
+  template <class Stream>
+  boost::asio::awaitable<Received> ReadRequest(
+      Stream& stream, boost::beast::flat_buffer& buffer, Parser& parser,
+      metrics::Port port);
+  // The answer: the refusal or screening's, else Service's.
+  boost::asio::awaitable<Response> Answer(metrics::Port port,
+                                          const Request& request,
+                                          Received& received,
+                                          const std::string& client);
+  // Writes `res` (HEAD's body rule applied, Connection set); false when the
+  // write failed.
+  template <class Stream>
+  boost::asio::awaitable<bool> WriteResponse(Stream& stream,
+                                             const Request& request,
+                                             Response& res, bool keep_alive);
+  // Counts the request and, with --access-log, logs it.
+  void Account(metrics::Port port, const Request& request, const Response& res,
+               const std::string& client,
+               std::chrono::steady_clock::time_point arrived,
+               std::chrono::steady_clock::time_point handled);
+  // TLS close_notify, then a lingering close.
+  template <class Stream>
+  boost::asio::awaitable<void> WindDown(Stream& stream, Connection& self);
 
   boost::asio::io_context& io_;
   Service& service_;

@@ -27,7 +27,13 @@ namespace fencepost::proxy {
 // key space and the admin port's routes both live here, so tests drive them
 // directly. Counts fenced-write outcomes; the server counts requests.
 //
-// Thread safety: Handle may run concurrently on any threads.
+// The routes are defined by port: data_routes.cc (reads, writes, batches),
+// admin_routes.cc (health, metrics, fences, rejections, log level) and
+// lease_routes.cc; service.cc keeps what they share (dispatch, the refusals
+// before a fence is looked at, stale-write and storage-error accounting).
+//
+// Thread safety: Handle and Screen on the server's one io thread, which the
+// fs: and http:// backends also resume on (see FsBackend, HttpBackend).
 class Service {
  public:
   Service(const Config& config, fence::Shards& shards,
@@ -74,7 +80,10 @@ class Service {
   // POST /: a batch of puts and deletes applied in one transaction.
   boost::asio::awaitable<Response> Batch(const Request& request,
                                          const std::string& client);
+  // The fence guarding `key` (or the scope named `key`).
   Response GetFence(const Request& request, const std::string& key);
+  // Whether `name` is exactly a configured --fence-scope prefix.
+  bool IsScope(std::string_view name) const;
   // Leases (/v1/leases): acquire or renew, release, read, list.
   boost::asio::awaitable<Response> AcquireLease(const Request& request,
                                                 const std::string& name);
@@ -113,10 +122,14 @@ class Service {
                        const std::string& fence_name, fence::Token token,
                        std::optional<fence::Token> current,
                        const std::string& client, std::string_view event);
-  // The problem for a backend error; counts and logs it when it is the
-  // backend's fault (5xx), not the request's.
-  Problem StorageProblem(std::error_code error, const std::string& key,
-                         std::string_view what);
+  // The one answer to a storage error: its problem (with Retry-After: the
+  // backend's `retry_after` seconds when it gives them, 1 when overloaded),
+  // its count (overloaded, upstream outcome unknown, backend error) and,
+  // when it is storage's fault (5xx) rather than the request's, its log
+  // line. `what` names the operation in the log line.
+  Response StorageFailure(const Request& request, std::error_code error,
+                          const std::string& key, std::string_view what,
+                          int retry_after = 0);
 
   const Config& config_;
   fence::Shards& shards_;

@@ -33,11 +33,15 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
 
 boost::asio::awaitable<fence::WriteOutcome> CommitFence(
     fence::Shards& shards, const WriteRequest& request) {
+  return AsyncCommit(shards.CommitterOf(request.fence), ToFenceWrite(request));
+}
+
+fence::FenceWrite ToFenceWrite(const WriteRequest& request) {
   fence::FenceWrite write;
   write.fence = request.fence;
   write.token = request.token;
   write.observe = request.observe;
-  return AsyncCommit(shards.CommitterOf(request.fence), std::move(write));
+  return write;
 }
 
 bool Applied(const fence::WriteOutcome& outcome) {

@@ -14,16 +14,26 @@
 namespace fencepost::storage {
 
 // Submits `write` to `committer` and resumes the calling coroutine, on its own
-// executor, once the write's group is durable (or failed).
+// executor, once the write's group is durable (or failed). The outcome's
+// verdict is kAccepted, kObserved, kRejected (stale: nothing changed) or
+// kFailed with outcome.error fence::Errc::kMapFull, kStorage or kOverloaded
+// (nothing changed). Never throws.
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     fence::Committer& committer, fence::FenceWrite write);
 
 // For backends that keep values outside LMDB: the fence write of `request`
-// alone, made durable before the value is written.
+// alone (ToFenceWrite), made durable before the value is written. Outcomes
+// and errors as AsyncCommit's. The caller keeps `request` alive until the
+// awaitable completes.
 boost::asio::awaitable<fence::WriteOutcome> CommitFence(
     fence::Shards& shards, const WriteRequest& request);
 
+// The fence part of `request` (fence, token, observe; no value): the one
+// place a WriteRequest becomes a fence::FenceWrite. Cannot fail.
+fence::FenceWrite ToFenceWrite(const WriteRequest& request);
+
 // Whether a fence outcome lets the value be written (accepted, or observed).
+// Cannot fail.
 bool Applied(const fence::WriteOutcome& outcome);
 
 }  // namespace fencepost::storage

@@ -6,8 +6,6 @@
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/beast/http/message.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -15,13 +13,12 @@
 
 #include "fence/committer.h"
 #include "fence/token.h"
+#include "http/message.h"
 
 namespace fencepost::storage {
 
-using HttpRequest =
-    boost::beast::http::request<boost::beast::http::string_body>;
-using HttpResponse =
-    boost::beast::http::response<boost::beast::http::string_body>;
+using HttpRequest = fencepost::http::Request;
+using HttpResponse = fencepost::http::Response;
 
 enum class WriteKind { kPut, kDelete, kPost, kPatch };
 
@@ -66,8 +63,14 @@ struct ReadResult {
 // the Committer) and store the value so that no lower-token write can land
 // after a higher one was acknowledged.
 //
-// Errors: results carry std::error_code values; fence::Errc::kMapFull when
-// the LMDB map is full, fence::Errc::kStorage for other storage failures.
+// Errors are values in the results, never exceptions. Every backend may
+// return fence::Errc::kMapFull (the LMDB map reached --max-map-size),
+// fence::Errc::kStorage (any other LMDB failure; nothing changed) and, for
+// writes, fence::Errc::kOverloaded (the committer's queue is full). Each
+// implementation lists the storage::Errc values it adds.
+//
+// Thread safety: see each implementation; the server calls every one on its
+// io thread.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -78,12 +81,18 @@ class Backend {
   // Whether values live in LMDB with their fences, so a batch of writes
   // can be applied atomically through the committer (POST /).
   virtual bool supports_batches() const { return false; }
-  // Coroutines: the caller keeps `request` alive until the returned
-  // awaitable completes.
+  // The value of `request.key`: found false when there is none. Errors in
+  // ReadResult::error (see above and the implementation). The caller keeps
+  // `request` (and its `original`) alive until the awaitable completes.
   virtual boost::asio::awaitable<ReadResult> Read(
       const ReadRequest& request) = 0;
-  virtual boost::asio::awaitable<WriteResult> Write(WriteRequest& request) = 0;
-  // Whether the backend answers (for /readyz).
+  // Checks the fence, advances it and stores (or deletes) the value: the
+  // verdict in WriteResult::outcome (kAccepted, kObserved, kRejected when
+  // stale, kFailed with outcome.error on any error; see above and the
+  // implementation). Takes `request` by value: pass it with std::move. Its
+  // `original`, when set, must outlive the awaitable.
+  virtual boost::asio::awaitable<WriteResult> Write(WriteRequest request) = 0;
+  // Whether the backend can serve now (for /readyz). Never fails.
   virtual boost::asio::awaitable<bool> Ready() = 0;
 };
 

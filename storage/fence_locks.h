@@ -39,11 +39,10 @@ class FenceLocks {
     std::string fence_;
   };
 
-  // Waits for the fence's turn; the turn lasts as long as the Guard.
+  // Waits for the fence's turn; the turn lasts as long as the Guard, which
+  // must not outlive this FenceLocks. Never fails. A waiting coroutine must
+  // not be destroyed before its turn comes: its timer stays queued.
   boost::asio::awaitable<Guard> Acquire(const std::string& fence);
-
-  // How many fences are held now (for tests).
-  std::size_t held() const { return waiters_.size(); }
 
  private:
   void Release(const std::string& fence);

@@ -25,7 +25,7 @@ boost::asio::awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest& request) {
+boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   WriteResult result;
   const bool remove = request.kind == WriteKind::kDelete;
   FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);

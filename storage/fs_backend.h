@@ -19,6 +19,14 @@ namespace fencepost::storage {
 // commit. A file-system failure after it (disk full, say) leaves the fence
 // advanced, which is safe, and never a half-written file.
 //
+// Errors, besides Backend's LMDB ones: storage::Errc::kSymlink,
+// kSegmentTooLong and kReservedName (the key cannot be a file; nothing
+// changed), kCollision (a file and a directory of the key's path disagree;
+// nothing changed), and, from a write whose fence was already advanced,
+// kNoSpace and kIo (the file is unchanged). Read returns the same path
+// errors, and kIo. The constructor throws std::runtime_error when DIR cannot
+// be opened.
+//
 // Thread safety: Read, Write and Ready on the server's io thread.
 class FsBackend : public Backend {
  public:
@@ -28,7 +36,7 @@ class FsBackend : public Backend {
   std::string_view name() const override { return "fs"; }
   bool supports_post_patch() const override { return false; }
   boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
-  boost::asio::awaitable<WriteResult> Write(WriteRequest& request) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
   boost::asio::awaitable<bool> Ready() override;
 
  private:

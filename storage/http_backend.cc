@@ -15,9 +15,10 @@
 
 #include "fence/accept.h"
 #include "fence/key.h"
+#include "http/fields.h"
+#include "http/host_port.h"
 #include "storage/async_commit.h"
 #include "storage/errc.h"
-#include "storage/ows.h"
 
 namespace fencepost::storage {
 
@@ -34,60 +35,9 @@ constexpr std::uint64_t kMaxUpstreamBody = 64ull << 20;
 // a chunk-size line or a trailer block longer than this fails the exchange.
 constexpr std::size_t kMaxUpstreamBuffer = 64 * 1024;
 
-struct Url {
-  std::string host;
-  std::string port;
-  std::string base;
-};
-
-Url ParseUrl(const std::string& url) {
-  auto bad = [&url](const std::string& why) {
-    return std::runtime_error("--backend " + url + ": " + why +
-                              " (expected http://HOST:PORT[/BASE])");
-  };
-  if (url.rfind("http://", 0) != 0) throw bad("not an http:// URL");
-  const std::string rest = url.substr(7);
-  const std::size_t slash = rest.find('/');
-  const std::string authority = rest.substr(0, slash);
-  Url out;
-  if (slash != std::string::npos) out.base = rest.substr(slash);
-  while (!out.base.empty() && out.base.back() == '/') out.base.pop_back();
-  std::size_t colon = std::string::npos;
-  if (!authority.empty() && authority.front() == '[') {
-    const std::size_t close = authority.find(']');
-    if (close == std::string::npos) throw bad("unclosed [");
-    out.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size()) {
-      if (authority[close + 1] != ':') throw bad("junk after ]");
-      colon = close + 1;
-    }
-  } else {
-    colon = authority.rfind(':');
-    out.host = authority.substr(0, colon);
-  }
-  out.port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
-  if (!out.base.empty()) {
-    // BASE is joined to canonical key paths, so it must be canonical too.
-    std::string decoded;
-    if (fence::DecodeKey(out.base, &decoded) != fence::KeyError::kOk ||
-        "/" + fence::EncodeKey(decoded) != out.base ||
-        !fence::QueryOf(out.base).empty()) {
-      throw bad(
-          "BASE must be a plain path: segments of unreserved "
-          "characters, others percent-encoded in upper case");
-    }
-  }
-  if (out.host.empty()) throw bad("no host");
-  if (out.port.empty() ||
-      out.port.find_first_not_of("0123456789") != std::string::npos) {
-    throw bad("bad port");
-  }
-  return out;
-}
-
 // The upstream's answer made ready to relay.
 HttpResponse Relay(HttpResponse response, bool head) {
-  StripHopByHop(response);
+  fencepost::http::StripHopByHop(response);
   const unsigned status = response.result_int();
   if (status == 204 || status == 304 || status < 200) {
     response.erase(http::field::content_length);
@@ -99,40 +49,18 @@ HttpResponse Relay(HttpResponse response, bool head) {
 
 }  // namespace
 
-void StripHopByHop(http::fields& fields) {
-  std::vector<std::string> named;
-  for (const auto& field : fields) {
-    if (field.name() != http::field::connection) continue;
-    std::string_view list = field.value();
-    while (!list.empty()) {
-      const std::size_t comma = list.find(',');
-      const std::string_view name = TrimOws(list.substr(0, comma));
-      if (!name.empty()) named.emplace_back(name);
-      list = comma == std::string_view::npos ? "" : list.substr(comma + 1);
-    }
-  }
-  for (const std::string& name : named) fields.erase(name);
-  for (http::field f :
-       {http::field::connection, http::field::keep_alive,
-        http::field::proxy_connection, http::field::te, http::field::trailer,
-        http::field::transfer_encoding, http::field::upgrade}) {
-    fields.erase(f);
-  }
-}
-
 HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
                          fence::Shards& shards)
     : io_(io), options_(options), shards_(shards), fences_(shards.envs()) {
-  const Url url = ParseUrl(options.url);
+  const BackendSpec& url = options.upstream;
   base_ = url.base;
-  const bool v6 = url.host.find(':') != std::string::npos;
-  host_header_ = (v6 ? "[" + url.host + "]" : url.host) + ":" + url.port;
+  host_header_ = fencepost::http::FormatHostPort(url.host, url.port);
   tcp::resolver resolver(io);
   beast::error_code ec;
   const auto results = resolver.resolve(url.host, url.port, ec);
   if (ec) {
-    throw std::runtime_error("--backend " + options.url + ": cannot resolve " +
-                             url.host + ": " + ec.message());
+    throw std::runtime_error("--backend: cannot resolve " + url.host + ": " +
+                             ec.message());
   }
   for (const auto& entry : results) endpoints_.push_back(entry.endpoint());
   if (options.hold_at_start) {
@@ -151,7 +79,7 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original,
   for (const auto& field : original) {
     out.insert(field.name_string(), field.value());
   }
-  StripHopByHop(out);
+  fencepost::http::StripHopByHop(out);
   // Fields some stores honour to act on another method or resource than the
   // one fenced: never forwarded.
   for (const char* name :
@@ -291,7 +219,7 @@ asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   co_return result;
 }
 
-asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest& request) {
+asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   WriteResult result;
   FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
 

@@ -12,6 +12,7 @@
 #include "fence/fence_store.h"
 #include "fence/shards.h"
 #include "storage/backend.h"
+#include "storage/backend_spec.h"
 #include "storage/fence_locks.h"
 
 namespace fencepost::storage {
@@ -43,11 +44,17 @@ namespace fencepost::storage {
 // out closed before any answer is retried once on a new one. POST and PATCH
 // always take a new connection.
 //
+// Errors, besides Backend's LMDB ones: storage::Errc::kUpstreamFailed (Read
+// and Write: nothing reached the upstream), kOutcomeUnknown (Write: the
+// upstream may or may not apply it) and kFenceHeld (Write: retry after
+// WriteResult::retry_after seconds). An upstream's own error status is not
+// an error: it is relayed in `upstream`.
+//
 // Thread safety: every call on the server's one io thread.
 class HttpBackend : public Backend {
  public:
   struct Options {
-    std::string url;  // http://HOST:PORT[/BASE]
+    BackendSpec upstream;  // of Kind::kHttp (see ParseBackendSpec)
     std::chrono::milliseconds timeout{10000};
     std::chrono::milliseconds settle{2000};
     bool forward_token = false;
@@ -58,19 +65,20 @@ class HttpBackend : public Backend {
     // without a clean stop, so writes it forwarded may still land.
     bool hold_at_start = false;
     // Test-only: no hold after an unknown outcome, so a test can show the
-    // overwrite the hold prevents. Never set it in production.
+    // overwrite the hold prevents. Only the test build of the server
+    // (fencepost_test_switches) can set it; the shipped binary cannot.
     bool disable_gate = false;
   };
 
-  // Resolves HOST at once. Throws std::runtime_error for a bad URL or an
-  // unknown host.
+  // Resolves the upstream's HOST at once. Throws std::runtime_error when it
+  // cannot be resolved.
   HttpBackend(boost::asio::io_context& io, const Options& options,
               fence::Shards& shards);
 
   std::string_view name() const override { return "http"; }
   bool supports_post_patch() const override { return true; }
   boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
-  boost::asio::awaitable<WriteResult> Write(WriteRequest& request) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
   boost::asio::awaitable<bool> Ready() override;
 
  private:
@@ -101,9 +109,5 @@ class HttpBackend : public Backend {
       held_until_;
   std::chrono::steady_clock::time_point all_held_until_{};
 };
-
-// Removes the hop-by-hop fields of `fields`, including those its Connection
-// field names.
-void StripHopByHop(boost::beast::http::fields& fields);
 
 }  // namespace fencepost::storage

@@ -45,11 +45,8 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest& request) {
-  fence::FenceWrite write;
-  write.fence = std::move(request.fence);
-  write.token = request.token;
-  write.observe = request.observe;
+boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
+  fence::FenceWrite write = ToFenceWrite(request);
   write.value = fence::ValueOp{request.kind == WriteKind::kDelete
                                    ? fence::ValueOp::Kind::kDelete
                                    : fence::ValueOp::Kind::kPut,

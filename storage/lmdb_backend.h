@@ -15,7 +15,12 @@ namespace fencepost::storage {
 //
 // A value lives in the environment of its fence (see fence::Shards).
 //
-// Thread safety: Read and Write may be called from any thread.
+// Errors: only the LMDB ones of Backend (fence::Errc::kMapFull, kStorage,
+// and kOverloaded for Write); no storage::Errc. Ready is false when an
+// environment cannot begin a read transaction.
+//
+// Thread safety: Read and Write may be called from any thread; Write
+// resumes on the caller's executor.
 class LmdbBackend : public Backend {
  public:
   explicit LmdbBackend(fence::Shards& shards) : shards_(shards) {}
@@ -24,7 +29,7 @@ class LmdbBackend : public Backend {
   bool supports_post_patch() const override { return false; }
   bool supports_batches() const override { return true; }
   boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
-  boost::asio::awaitable<WriteResult> Write(WriteRequest& request) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
   boost::asio::awaitable<bool> Ready() override;
 
  private:

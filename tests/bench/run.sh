@@ -205,11 +205,22 @@ seed_fencepost() {  # KEYS
 
 # No value may start with "stale-": every stale writer presented token 1 to a
 # key seeded with token 2. Reads LMDB's files directly, after the run.
+# A dump that fails, or finds no value at all, fails the check: it must not
+# read as "no stale value".
 check_no_stale_fencepost() {
-  local landed=0 dir
+  local landed=0 values=0 n dir dump="$WORK/values.dump"
   for dir in "$FP_DATA"/shard-*; do
-    landed=$((landed + $(mdb_dump -p -s values "$dir" | grep -c 'stale-' || true)))
+    if ! mdb_dump -p -s values "$dir" >"$dump"; then
+      fail "mdb_dump of $dir failed: no stale-write check ($1)"
+      return
+    fi
+    # grep -c prints 0 and exits 1 when nothing matches; 2 is an error.
+    n=$(grep -c '^ ' "$dump") || (($? == 1)) || { fail "cannot read $dump"; return; }
+    values=$((values + n / 2))
+    n=$(grep -c 'stale-' "$dump") || (($? == 1)) || { fail "cannot read $dump"; return; }
+    landed=$((landed + n))
   done
+  ((values > 0)) || fail "no value found in $FP_DATA: no stale-write check ($1)"
   ((landed == 0)) || fail "$landed stale writes landed in fencepost ($1)"
 }
 
@@ -389,9 +400,13 @@ etcd_run() {
     -s "$BENCH/etcd_txn.lua" "http://127.0.0.1:$port" >"$WORK/wrk.out"
   local acc rej landed
   read -r acc rej < <(sed -n 's/^etcd accepted=\([0-9]*\) rejected=\([0-9]*\)/\1 \2/p' "$WORK/wrk.out")
-  landed=$(ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$port" get --prefix \
-    bench/v/ --print-value-only | grep -c '^stale-' || true)
-  ((landed == 0)) || fail "$landed stale writes landed in etcd"
+  if ETCDCTL_API=3 etcdctl --endpoints "127.0.0.1:$port" get --prefix \
+    bench/v/ --print-value-only >"$WORK/etcd.values"; then
+    landed=$(grep -c '^stale-' "$WORK/etcd.values") || (($? == 1)) || landed=-1
+    ((landed == 0)) || fail "$landed stale writes landed in etcd (-1: unreadable)"
+  else
+    fail "etcdctl get failed: no stale-write check for etcd"
+  fi
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   read -r ops p50 p99 <<<"$(wrk_stats "$WORK/wrk.out")"

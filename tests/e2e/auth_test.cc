@@ -3,11 +3,16 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost {
 namespace {
@@ -88,6 +93,94 @@ TEST(AuthTest, OnlyTheHeaderSectionCarriesCredentials) {
     EXPECT_EQ(client.ReadResponse().status, 201);
   }
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").body, "v");
+}
+
+TEST(AuthTest, BatchesNeedTheBearerToken) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "right-token\n";
+  ServerProcess server(dir / "data", {"--auth-token-file", dir / "tokens"});
+  const std::string batch =
+      R"({"ops":[{"op":"put","key":"b/1","value":"dg=="},)"
+      R"({"op":"put","key":"b/2","value":"dg=="}]})";
+  for (const testing::Headers& headers :
+       {testing::Headers{{"Fencing-Token", "4"}},
+        testing::Headers{{"Fencing-Token", "4"},
+                         {"Authorization", "Bearer wrong-token"}}}) {
+    EXPECT_EQ(Fetch(server.data_port(), "POST", "/", headers, batch).status,
+              401);
+  }
+  for (const std::string key : {"b/1", "b/2"}) {
+    EXPECT_EQ(Fetch(server.data_port(), "GET", "/" + key).status, 404) << key;
+    EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/fences/" + key).status,
+              404)
+        << key;
+  }
+  EXPECT_EQ(
+      Fetch(server.data_port(), "POST", "/",
+            {{"Fencing-Token", "4"}, {"Authorization", "Bearer right-token"}},
+            batch)
+          .status,
+      200);
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/b/2").body, "v");
+}
+
+// With a backend that stores values elsewhere, an unauthenticated write
+// reaches neither the store nor the fence.
+TEST(AuthTest, HttpBackendWritesNeedTheBearerToken) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "right-token\n";
+  testing::FakeUpstream upstream;
+  ServerProcess server(dir / "data",
+                       {"--auth-token-file", dir / "tokens", "--backend",
+                        "http://127.0.0.1:" + std::to_string(upstream.port())});
+  for (const std::string method : {"PUT", "POST", "PATCH", "DELETE"}) {
+    EXPECT_EQ(
+        Fetch(server.data_port(), method, "/k", {{"Fencing-Token", "3"}}, "v")
+            .status,
+        401)
+        << method;
+  }
+  EXPECT_TRUE(upstream.Requests().empty()) << "nothing reached the store";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/fences/k").status, 404);
+  const testing::Headers right = {{"Fencing-Token", "3"},
+                                  {"Authorization", "Bearer right-token"}};
+  EXPECT_EQ(Fetch(server.data_port(), "PUT", "/k", right, "v").status / 100, 2);
+  EXPECT_EQ(upstream.Value("/k"), "v");
+  Fetch(server.data_port(), "POST", "/k", right, "w");
+  Fetch(server.data_port(), "PATCH", "/k", right, "x");
+  std::vector<std::string> methods;
+  for (const auto& seen : upstream.Requests()) methods.push_back(seen.method);
+  EXPECT_NE(std::find(methods.begin(), methods.end(), "POST"), methods.end());
+  EXPECT_NE(std::find(methods.begin(), methods.end(), "PATCH"), methods.end());
+}
+
+TEST(AuthTest, FsBackendWritesNeedTheBearerToken) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "right-token\n";
+  const std::string store = dir / "store";
+  std::filesystem::create_directories(store);
+  ServerProcess server(dir / "data", {"--auth-token-file", dir / "tokens",
+                                      "--backend", "fs:" + store});
+  for (const std::string method : {"PUT", "DELETE"}) {
+    EXPECT_EQ(
+        Fetch(server.data_port(), method, "/k", {{"Fencing-Token", "3"}}, "v")
+            .status,
+        401)
+        << method;
+  }
+  EXPECT_FALSE(std::filesystem::exists(store + "/k")) << "no file written";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/fences/k").status, 404);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k",
+            {{"Fencing-Token", "3"}, {"Authorization", "Bearer right-token"}},
+            "v")
+          .status,
+      201);
+  EXPECT_TRUE(std::filesystem::exists(store + "/k"));
+  EXPECT_EQ(Fetch(server.data_port(), "DELETE", "/k", {{"Fencing-Token", "4"}})
+                .status,
+            401);
+  EXPECT_TRUE(std::filesystem::exists(store + "/k")) << "not deleted";
 }
 
 TEST(AuthTest, AnUnreadableOrEmptyTokenFileStopsTheStart) {

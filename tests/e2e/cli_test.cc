@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <thread>
 
@@ -18,6 +21,7 @@ using testing::HttpClient;
 using testing::RunFencepost;
 using testing::ServerProcess;
 using testing::TempDir;
+using namespace std::chrono_literals;
 
 TEST(CliTest, VersionAndHelp) {
   auto version = RunFencepost({"--version"});
@@ -105,6 +109,33 @@ TEST(CliTest, JsonLogsAreOneObjectPerLine) {
       << "quotes in keys are escaped, in a field of their own";
 }
 
+// Whether every established connection to `port` on 127.0.0.1 has had its
+// bytes read by the server (receive queue 0 in /proc/net/tcp), within 5 s.
+bool ReceiveQueuesEmpty(std::uint16_t port) {
+  char local[16];
+  std::snprintf(local, sizeof local, ":%04X", port);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream tcp("/proc/net/tcp");
+    bool pending = false;
+    int connections = 0;
+    for (std::string line; std::getline(tcp, line);) {
+      std::istringstream fields(line);
+      std::string slot, local_address, remote, state, queues;
+      fields >> slot >> local_address >> remote >> state >> queues;
+      if (state != "01" || local_address.size() < 5 ||
+          local_address.substr(local_address.size() - 5) != local) {
+        continue;
+      }
+      ++connections;
+      pending |= queues.substr(queues.find(':') + 1) != "00000000";
+    }
+    if (connections > 0 && !pending) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
 TEST(DrainTest, SigtermFinishesStartedRequestsThenExitsZero) {
   TempDir dir;
   ServerProcess server(dir / "d");
@@ -116,9 +147,25 @@ TEST(DrainTest, SigtermFinishesStartedRequestsThenExitsZero) {
       "PUT /drained HTTP/1.1\r\nHost: x\r\nFencing-Token: 3\r\n"
       "Content-Length: 5\r\n\r\n");
   admin.Send("GET /readyz HTTP/1.1\r\nHost: x\r\n");
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(ReceiveQueuesEmpty(server.data_port()) &&
+              ReceiveQueuesEmpty(server.admin_port()))
+      << "the server never read the started requests";
   server.Signal(SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // While the writer's body is still missing the process cannot finish, so
+  // a refused connection here is the draining server's, not an exited one's.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  bool refused = false;
+  while (!refused && std::chrono::steady_clock::now() < deadline) {
+    try {
+      HttpClient late(server.data_port());
+      std::this_thread::sleep_for(10ms);
+    } catch (const std::exception&) {
+      refused = true;
+    }
+  }
+  EXPECT_TRUE(refused) << "no new connections while draining";
+  EXPECT_THROW(HttpClient(server.admin_port()), std::exception)
+      << "the admin port stops accepting too";
 
   admin.Send("\r\n");
   auto ready = admin.ReadResponse();
@@ -130,8 +177,6 @@ TEST(DrainTest, SigtermFinishesStartedRequestsThenExitsZero) {
   EXPECT_TRUE(idle.ClosedByPeer()) << "idle connections are closed";
   EXPECT_EQ(server.Wait(), 0);
 
-  EXPECT_THROW(HttpClient(server.data_port()), std::exception)
-      << "no new connections";
   ServerProcess again(dir / "d");
   EXPECT_EQ(testing::Fetch(again.data_port(), "GET", "/drained").body, "hello");
 }

@@ -4,6 +4,7 @@
 #include <sys/xattr.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -211,7 +212,17 @@ TEST_F(FsBackendTest, SigkillDuringWritesLeavesOnlyWholeFiles) {
         }
       });
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // Killed once every writer has had a write acknowledged and several
+    // more have been sent (so some are in flight), not after a guessed while.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (bool ready = false;
+         !ready && std::chrono::steady_clock::now() < deadline;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::lock_guard lock(mu);
+      ready = acked.size() == static_cast<std::size_t>(kThreads) &&
+              next > 4 * kThreads;
+    }
     server.Kill();
     stop = true;
     for (auto& thread : threads) thread.join();

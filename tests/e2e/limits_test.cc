@@ -111,8 +111,8 @@ TEST(LimitsTest, TheOldestIdleConnectionIsTheOneShed) {
   std::vector<std::unique_ptr<HttpClient>> idle;
   for (int i = 0; i < 4; ++i) {
     idle.push_back(std::make_unique<HttpClient>(server.data_port()));
+    // Answered before the next one connects: accepted in this order.
     ASSERT_EQ(idle.back()->Request("GET", "/k").status, 404);
-    std::this_thread::sleep_for(20ms);  // went idle in this order
   }
   HttpClient fifth(server.data_port());
   EXPECT_EQ(fifth.Request("GET", "/k").status, 404) << "served: room made";
@@ -178,8 +178,12 @@ TEST(LimitsTest, PastTheCapWithEveryConnectionBusyANewOneGets503) {
                       "Connection: close\r\nContent-Length: 7\r\n\r\nstall:" +
                       std::to_string(i));
   }
-  for (int i = 0; i < 200 && upstream.Requests().size() < 10; ++i) {
-    std::this_thread::sleep_for(20ms);
+  // Every busy request has reached the upstream, which holds it: all ten
+  // connections are being answered.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (upstream.Requests().size() < 10 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
   }
   ASSERT_EQ(upstream.Requests().size(), 10u);
   RawConnection extra(server.data_port());

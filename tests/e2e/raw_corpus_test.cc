@@ -173,12 +173,24 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
       EXPECT_TRUE(client.ClosedByPeer(3)) << c.name;
     }
   }
-  // A client dripping its header a byte every 150 ms is cut off at the read
-  // deadline (1 s here) while the good client is still served.
+  // A client that sends its header slowly but within the read deadline (1 s
+  // here) is served: slowness alone is not refused.
+  {
+    HttpClient slow(server.data_port());
+    for (const std::string part : {"GET /slow HTTP/1.1\r\n", "Host: x\r\n"}) {
+      slow.Send(part);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    slow.Send("\r\n");
+    EXPECT_EQ(slow.ReadResponse().status, 404) << "a slow client was refused";
+  }
+  // A client dripping a header that never ends (a byte every 150 ms, never
+  // the blank line) is cut off by the read deadline, while the good client
+  // is still served. Without a deadline it would hold its connection open
+  // for good: the drip ends after ~6 s and the close is awaited 10 s more.
   {
     HttpClient drip(server.data_port());
     const std::string header = "GET /drip HTTP/1.1\r\nHost: x\r\nX-Slow: 1\r\n";
-    const auto began = std::chrono::steady_clock::now();
     bool cut = false;
     for (char c : header) {
       try {
@@ -189,13 +201,8 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(150));
     }
-    if (!cut) cut = drip.ClosedByPeer(3);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - began)
-            .count();
+    if (!cut) cut = drip.ClosedByPeer(10);
     EXPECT_TRUE(cut) << "the dripping client was never cut off";
-    EXPECT_GE(seconds, 0.9) << "cut off before its deadline";
-    EXPECT_LT(seconds, 4.0);
   }
   stop = true;
   good.join();

@@ -27,7 +27,7 @@
 
 namespace {
 
-namespace http = boost::beast::http;
+namespace beast_http = boost::beast::http;
 using namespace fencepost;
 
 struct World {
@@ -54,6 +54,46 @@ struct World {
   std::unique_ptr<proxy::Service> service;
 };
 
+// Answers `request` as a session would.
+proxy::Response Answer(World& world, metrics::Port port,
+                       const proxy::Request& request) {
+  boost::asio::io_context io;
+  auto future = boost::asio::co_spawn(io, world.service->Handle(port, request),
+                                      boost::asio::use_future);
+  io.run();
+  return future.get();
+}
+
+// What a write to `target` on `port` could have changed, as readers see it:
+// a GET of the same target on the same port (on the data port: the value
+// and its fence in Fencing-Token; on the admin port: the fence document),
+// and the list of every fence with its token and time (a batch's keys are
+// in its body).
+std::string Observe(World& world, metrics::Port port,
+                    boost::beast::string_view target) {
+  std::string seen;
+  const auto add = [&](metrics::Port where, boost::beast::string_view what) {
+    proxy::Request get{beast_http::verb::get,
+                       boost::beast::string_view(what.data(), what.size()), 11};
+    get.set(beast_http::field::host, "fuzz");
+    const proxy::Response answer = Answer(world, where, get);
+    seen += std::to_string(answer.result_int()) + " ";
+    if (auto it = answer.find("Fencing-Token"); it != answer.end()) {
+      seen += std::string(it->value());
+    }
+    seen += " " + answer.body() + "\n";
+  };
+  add(port, target);
+  add(metrics::Port::kAdmin, "/v1/fences");
+  return seen;
+}
+
+bool IsWrite(beast_http::verb method) {
+  return method == beast_http::verb::put ||
+         method == beast_http::verb::delete_ ||
+         method == beast_http::verb::post || method == beast_http::verb::patch;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
@@ -63,7 +103,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   const auto port = data[0] & 1 ? metrics::Port::kAdmin : metrics::Port::kData;
   const std::string_view bytes(reinterpret_cast<const char*>(data) + 1,
                                size - 1);
-  http::request_parser<http::string_body> parser;
+  beast_http::request_parser<beast_http::string_body> parser;
   parser.header_limit(16 * 1024);
   parser.body_limit(64 * 1024);
   parser.eager(true);
@@ -74,15 +114,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   const proxy::Request& request = parser.get();
   if (proxy::FramingError(request) || proxy::HostError(request)) return 0;
 
-  boost::asio::io_context io;
-  auto future = boost::asio::co_spawn(io, world->service->Handle(port, request),
-                                      boost::asio::use_future);
-  io.run();
-  const proxy::Response response = future.get();
+  const bool write = IsWrite(request.method());
+  const std::string before =
+      write ? Observe(*world, port, request.target()) : "";
+  const proxy::Response response = Answer(*world, port, request);
   const unsigned status = response.result_int();
   if (status < 200 || status > 599) abort();
   if (status != 204 && status != 304 &&
-      response.count(http::field::content_length) != 1) {
+      response.count(beast_http::field::content_length) != 1) {
+    abort();
+  }
+  // A refused write changes nothing: neither the value nor any fence.
+  if (write && status >= 400 &&
+      Observe(*world, port, request.target()) != before) {
     abort();
   }
   return 0;

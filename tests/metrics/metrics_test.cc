@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tests/testing/server_process.h"
+#include "tests/testing/exposition.h"
 
 namespace fencepost::metrics {
 namespace {

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "fence/key.h"
+
 namespace fencepost::proxy {
 namespace {
 
@@ -133,6 +135,61 @@ TEST(ConfigTest, RefusalsNameTheFlagAndTheRule) {
   EXPECT_EQ(
       message({"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}),
       "");
+}
+
+// The config check is the same parse main and the http:// backend use: a
+// spec the backend would refuse is refused here, with exit status 2.
+TEST(ConfigTest, BackendIsParsedOnceIntoItsSpec) {
+  using Kind = storage::BackendSpec::Kind;
+  EXPECT_EQ(Parse({}).config.backend_spec.kind, Kind::kLmdb);
+  const Config fs = Parse({"--backend", "fs:/srv/v"}).config;
+  EXPECT_EQ(fs.backend_spec.kind, Kind::kFs);
+  EXPECT_EQ(fs.backend_spec.dir, "/srv/v");
+  const Config up = Parse({"--backend", "http://[::1]:81/base"}).config;
+  EXPECT_EQ(up.backend, "http://[::1]:81/base");
+  EXPECT_EQ(up.backend_spec.kind, Kind::kHttp);
+  EXPECT_EQ(up.backend_spec.host, "::1");
+  EXPECT_EQ(up.backend_spec.port, "81");
+  EXPECT_EQ(up.backend_spec.base, "/base");
+  for (const char* bad : {"http://x:port", "http://[::1", "http://h/a%2fb"}) {
+    try {
+      Parse({"--backend", bad});
+      ADD_FAILURE() << bad;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("--backend: '", 0), 0u) << e.what();
+    }
+  }
+}
+
+TEST(ConfigTest, ListenAddressesKeepIpv6InBrackets) {
+  const Config c =
+      Parse({"--listen", "[::1]:9000", "--admin-listen", ":9001"}).config;
+  EXPECT_EQ(c.listen.host, "::1");
+  EXPECT_EQ(c.listen.ToString(), "[::1]:9000");
+  EXPECT_EQ(c.admin_listen.ToString(), "0.0.0.0:9001");
+  EXPECT_THROW(Parse({"--listen", "[::1]"}), ConfigError);
+  EXPECT_THROW(Parse({"--listen", "[::1:9000"}), ConfigError);
+}
+
+TEST(ConfigTest, LimitsInMessagesAndHelpComeFromTheirConstants) {
+  const std::string max = std::to_string(fence::Shards::kMaxCount);
+  try {
+    Parse({"--lmdb-shards", std::to_string(fence::Shards::kMaxCount + 1)});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("1 to " + max), std::string::npos);
+  }
+  EXPECT_EQ(Parse({"--lmdb-shards", max}).config.lmdb_shards,
+            fence::Shards::kMaxCount);
+  EXPECT_NE(Usage().find("1-" + max + " (default 1)"), std::string::npos);
+  try {
+    Parse({"--fence-scope", std::string(fence::kMaxNameBytes + 1, 'a')});
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(fence::kMaxNameBytes) +
+                                         " bytes"),
+              std::string::npos);
+  }
 }
 
 }  // namespace

@@ -6,8 +6,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "proxy/routes.h"
 #include "storage/lmdb_backend.h"
-#include "tests/testing/server_process.h"
+#include "tests/testing/exposition.h"
 #include "tests/testing/temp_dir.h"
 
 namespace fencepost::proxy {
@@ -199,6 +200,66 @@ TEST_F(ServiceTest, LongKeysRoundTripWithoutCollisions) {
             400);
 }
 
+TEST_F(ServiceTest, BadKeyShowsTheDecodedKeyOrTheRawPath) {
+  // Decodes: the key as every other problem shows it.
+  Response dots = Data(http::verb::put, "/a/%2E%2E/b?x=1", "1", "v");
+  EXPECT_EQ(dots.result_int(), 400);
+  EXPECT_NE(dots.body().find("\"key\":\"a/../b\""), std::string::npos)
+      << dots.body();
+  // Does not decode (a malformed escape, a NUL, invalid UTF-8): the path as
+  // sent, JSON-escaped.
+  for (const char* raw : {"a%zz", "a%00b", "%ff\"x"}) {
+    Response r = Data(http::verb::put, std::string("/") + raw, "1", "v");
+    EXPECT_EQ(r.result_int(), 400) << raw;
+    std::string escaped = raw;
+    if (const auto q = escaped.find('"'); q != std::string::npos) {
+      escaped.insert(q, "\\");
+    }
+    EXPECT_NE(r.body().find("\"key\":\"" + escaped + "\""), std::string::npos)
+        << r.body();
+  }
+}
+
+TEST_F(ServiceTest, InvalidTokenEchoesWhatWasSentBounded) {
+  Response r = Data(http::verb::put, "/k", "12\"ab", "v");
+  EXPECT_EQ(r.result_int(), 400);
+  EXPECT_NE(r.body().find("\"presented\":\"12\\\"ab\""), std::string::npos)
+      << r.body();
+  Response long_one = Data(http::verb::put, "/k", std::string(100, '9'), "v");
+  EXPECT_NE(
+      long_one.body().find("\"presented\":\"" + std::string(64, '9') + "...\""),
+      std::string::npos)
+      << long_one.body();
+  Response missing = Data(http::verb::put, "/k", std::nullopt, "v");
+  EXPECT_EQ(missing.body().find("presented\""), std::string::npos);
+}
+
+TEST(RoutesTest, HeadKeepsTheLengthAndDropsTheBody) {
+  Request head(http::verb::head, "/k", 11);
+  Response res(http::status::ok, 11);
+  res.body() = "12345";
+  res.prepare_payload();
+  routes::FinishHead(head, res);
+  EXPECT_EQ(res.body(), "");
+  EXPECT_EQ(res[http::field::content_length], "5");
+  // A body never read: its size from the backend.
+  Response unread(http::status::ok, 11);
+  routes::FinishHead(head, unread, 42);
+  EXPECT_EQ(unread[http::field::content_length], "42");
+  // An empty body keeps the length it carries (a relayed upstream answer).
+  Response relayed(http::status::ok, 11);
+  relayed.content_length(7);
+  routes::FinishHead(head, relayed);
+  EXPECT_EQ(relayed[http::field::content_length], "7");
+  // Other methods are left alone.
+  Request get(http::verb::get, "/k", 11);
+  Response body(http::status::ok, 11);
+  body.body() = "abc";
+  body.prepare_payload();
+  routes::FinishHead(get, body);
+  EXPECT_EQ(body.body(), "abc");
+}
+
 class ScopedServiceTest : public ServiceTest {
  protected:
   static Config Scoped() {
@@ -221,6 +282,25 @@ TEST_F(ScopedServiceTest, KeysInAScopeShareOneFence) {
             std::string::npos);
   EXPECT_EQ(Data(http::verb::put, "/tenants/other", "1", "x").result_int(),
             201);
+}
+
+TEST_F(ScopedServiceTest, AScopeFenceReadsBackByItsExactName) {
+  ASSERT_EQ(Data(http::verb::put, "/tenants/acme/a", "7", "v").result_int(),
+            201);
+  Response scope = Admin(http::verb::get, "/v1/fences/tenants/acme/");
+  EXPECT_EQ(scope.result_int(), 200) << scope.body();
+  EXPECT_NE(scope.body().find("\"fence\":\"tenants/acme/\""),
+            std::string::npos);
+  EXPECT_EQ(scope["Fencing-Token"], "7");
+  EXPECT_EQ(Admin(http::verb::head, "/v1/fences/tenants/acme/").result_int(),
+            200);
+  // Only a configured scope's exact name: other trailing slashes stay 400.
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/tenants/").result_int(), 400);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/tenants/acme/a/").result_int(),
+            400);
+  EXPECT_EQ(
+      Admin(http::verb::put, "/v1/fences/tenants/acme/", "9").result_int(),
+      400);
 }
 
 class ObserveServiceTest : public ServiceTest {

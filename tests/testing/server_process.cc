@@ -18,13 +18,22 @@
 namespace fencepost::testing {
 namespace {
 
+// Whether `env` sets a switch only the test build of the server reads.
+bool UsesTestSwitches(const std::vector<std::string>& env) {
+  for (const std::string& e : env) {
+    if (e.rfind("FENCEPOST_TEST_", 0) == 0) return true;
+  }
+  return false;
+}
+
 pid_t Spawn(const std::vector<std::string>& args,
             const std::vector<std::string>& env, const std::string& log_path,
             const std::vector<std::string>& wrapper = {}) {
   std::vector<char*> argv;
   std::vector<std::string> prefix = wrapper;
   for (std::string& w : prefix) argv.push_back(w.data());
-  std::string binary = FENCEPOST_BINARY;
+  std::string binary =
+      UsesTestSwitches(env) ? FENCEPOST_TEST_SWITCHES_BINARY : FENCEPOST_BINARY;
   argv.push_back(binary.data());
   std::vector<std::string> copy = args;
   for (std::string& a : copy) argv.push_back(a.data());
@@ -166,18 +175,6 @@ RunResult RunFencepost(const std::vector<std::string>& args,
   unlink(path);
   FailOnSanitizerReport(result.output);
   return result;
-}
-
-double MetricValue(const std::string& exposition, const std::string& series) {
-  std::istringstream in(exposition);
-  for (std::string line; std::getline(in, line);) {
-    if (line.size() > series.size() &&
-        line.compare(0, series.size(), series) == 0 &&
-        line[series.size()] == ' ') {
-      return std::stod(line.substr(series.size() + 1));
-    }
-  }
-  return -1;
 }
 
 }  // namespace fencepost::testing

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/testing/exposition.h"
+
 namespace fencepost::testing {
 
 // The real fencepost binary, started on 127.0.0.1:0 for both ports. Its
@@ -17,6 +19,8 @@ class ServerProcess {
   // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is
   // empty) plus `args`, with `env` (NAME=VALUE) added to its environment;
   // waits (at most 15 s) for it to log its addresses. Throws if it does not.
+  // When `env` sets a FENCEPOST_TEST_* switch, the test build of the binary
+  // (fencepost_test_switches) runs instead: only it reads those switches.
   // `wrapper` (e.g. strace and its flags) runs the binary when given. The
   // process gets its own process group, so Kill also ends a wrapper's child.
   ServerProcess(const std::string& data_dir,
@@ -56,8 +60,5 @@ struct RunResult {
 // environment) to completion, at most 15 s.
 RunResult RunFencepost(const std::vector<std::string>& args,
                        const std::vector<std::string>& env = {});
-
-// A metric sample's value from a /metrics text body; -1 when absent.
-double MetricValue(const std::string& exposition, const std::string& series);
 
 }  // namespace fencepost::testing

@@ -1,0 +1,285 @@
+// The admin port: health, metrics, fences, the rejection journal and the log
+// level (leases are in lease_routes.cc).
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+
+#include "fence/percent.h"
+#include "proxy/json.h"
+#include "proxy/logging.h"
+#include "proxy/routes.h"
+#include "proxy/service.h"
+
+namespace fencepost::proxy {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using routes::kFencesPath;
+using routes::kLeasesPath;
+using routes::kTokenHeader;
+using routes::LimitOf;
+using routes::MethodNotAllowed;
+using routes::PathOf;
+using routes::Problemed;
+using routes::QueryParam;
+using routes::ReadToken;
+using routes::StaleToken;
+using routes::Text;
+
+namespace {
+
+void AppendFence(std::string* out, const fence::FenceRecord& fence) {
+  *out += "{\"fence\":";
+  AppendJsonString(out, fence.name);
+  *out += ",\"token\":" + std::to_string(fence.token) + ",\"updated_at\":";
+  AppendJsonString(out, FormatRfc3339(fence.updated_at_ns));
+  *out += "}";
+}
+
+Response FenceDocument(const Request& req, http::status status,
+                       const fence::FenceRecord& fence) {
+  std::string body;
+  AppendFence(&body, fence);
+  body += "\n";
+  Response res = Text(req, status, std::move(body), "application/json");
+  res.set(kTokenHeader, std::to_string(fence.token));
+  return res;
+}
+
+}  // namespace
+
+asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
+  const std::string_view path = PathOf(req.target());
+  const bool get =
+      req.method() == http::verb::get || req.method() == http::verb::head;
+  if (path == "/metrics" || path == "/livez" || path == "/healthz" ||
+      path == "/readyz" || path == kFencesPath) {
+    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
+    if (path == "/metrics") co_return Metrics(req);
+    if (path == "/readyz") co_return co_await Ready(req);
+    if (path == kFencesPath) co_return ListFences(req);
+    co_return Text(req, http::status::ok, "ok\n");
+  }
+  if (path == kLeasesPath) {
+    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
+    co_return ListLeases(req);
+  }
+  if (path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") {
+    std::string name;
+    const std::string_view rest = req.target().substr(kLeasesPath.size());
+    if (auto refused = RefuseKey(req, rest, &name)) {
+      co_return std::move(*refused);
+    }
+    if (get) co_return GetLease(req, name);
+    if (req.method() == http::verb::put) {
+      co_return co_await AcquireLease(req, name);
+    }
+    if (req.method() == http::verb::delete_) {
+      co_return co_await ReleaseLease(req, name);
+    }
+    co_return MethodNotAllowed(req, "GET, HEAD, PUT, DELETE");
+  }
+  if (path == "/v1/rejections") {
+    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
+    co_return ListRejections(req);
+  }
+  if (path == "/v1/log-level") {
+    if (!get && req.method() != http::verb::put) {
+      co_return MethodNotAllowed(req, "GET, HEAD, PUT");
+    }
+    co_return LogLevel(req);
+  }
+  if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
+    std::string key;
+    const std::string_view rest = req.target().substr(kFencesPath.size());
+    // A scope's fence is named by its prefix, which ends in '/' and so is
+    // not a key: its exact name reads it back.
+    const auto scope = fence::PercentDecode(path.substr(kFencesPath.size() + 1),
+                                            fence::PercentMode::kStrict);
+    if (get && scope && IsScope(*scope)) co_return GetFence(req, *scope);
+    if (auto refused = RefuseKey(req, rest, &key)) {
+      co_return std::move(*refused);
+    }
+    if (get) co_return GetFence(req, key);
+    if (req.method() == http::verb::put) co_return co_await Bump(req, key);
+    co_return MethodNotAllowed(req, "GET, HEAD, PUT");
+  }
+  co_return Problemed(req, {ProblemType::kNotFound, "no such admin endpoint",
+                            std::nullopt, std::nullopt, std::nullopt});
+}
+
+Response Service::Metrics(const Request& req) {
+  const std::int64_t now = shards_.SteadyNow();
+  std::size_t held = 0;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    for (const auto& [name, lease] :
+         shards_.env(i).lease_table().NoticeExpired(now)) {
+      LeaseExpired(name, lease);
+    }
+    held += shards_.env(i).lease_table().Live(now);
+  }
+  metrics_.SetLeasesHeld(static_cast<double>(held));
+  std::uint64_t count = 0;
+  if (!fences_.Count(&count)) metrics_.SetFences(static_cast<double>(count));
+  std::uint64_t used = 0, size = 0, max = 0;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    used += shards_.env(i).used_bytes();
+    size += shards_.env(i).map_size();
+    max += shards_.env(i).max_map_size();
+  }
+  metrics_.SetMap(static_cast<double>(used), static_cast<double>(size),
+                  static_cast<double>(max));
+  return Text(req, http::status::ok, metrics_.Serialize(),
+              "text/plain; version=0.0.4; charset=utf-8");
+}
+
+asio::awaitable<Response> Service::Ready(const Request& req) {
+  bool backend_ready = false;
+  if (!draining_) backend_ready = co_await backend_.Ready();
+  std::string_view answer = "ok\n";
+  if (draining_) {
+    answer = "draining\n";
+  } else if (!backend_ready) {
+    answer = "backend not ready\n";
+  }
+  co_return Text(
+      req,
+      answer == "ok\n" ? http::status::ok : http::status::service_unavailable,
+      std::string(answer));
+}
+
+bool Service::IsScope(std::string_view name) const {
+  return std::find(config_.fence_scopes.begin(), config_.fence_scopes.end(),
+                   name) != config_.fence_scopes.end();
+}
+
+Response Service::GetFence(const Request& req, const std::string& key) {
+  std::optional<fence::FenceRecord> fence;
+  if (auto error = fences_.Get(scopes_.FenceFor(key), &fence)) {
+    return StorageFailure(req, error, key, "fence read");
+  }
+  if (!fence) {
+    return Problemed(
+        req, {ProblemType::kNotFound, "no fence guards this key yet", key,
+              std::nullopt, std::nullopt});
+  }
+  return FenceDocument(req, http::status::ok, *fence);
+}
+
+asio::awaitable<Response> Service::Bump(const Request& req,
+                                        const std::string& key) {
+  if (auto refused = RefuseWrite(req, key, false)) {
+    co_return std::move(*refused);
+  }
+  fence::Token token = 0;
+  ReadToken(req, &token);
+  fence::FenceWrite write;
+  write.fence = std::string(scopes_.FenceFor(key));
+  write.token = token;
+  fence::FenceRecord fence{write.fence, token, 0};
+  const fence::WriteOutcome outcome = co_await storage::AsyncCommit(
+      shards_.CommitterOf(fence.name), std::move(write));
+  switch (outcome.verdict) {
+    case fence::WriteOutcome::Verdict::kAccepted:
+      metrics_.WriteAccepted(outcome.decision.advances);
+      fence.updated_at_ns = outcome.updated_at_ns;
+      if (outcome.decision.advances) {
+        LogEvent(
+            spdlog::level::info, "fence_bumped", "fence bumped",
+            {{"fence", fence.name}, {"token", std::to_string(token), true}});
+      }
+      co_return FenceDocument(
+          req,
+          outcome.decision.creates ? http::status::created : http::status::ok,
+          fence);
+    case fence::WriteOutcome::Verdict::kRejected:
+    case fence::WriteOutcome::Verdict::kObserved:
+      metrics_.StaleRejected(token, outcome.current.value_or(token));
+      co_return Problemed(req, StaleToken(key, token, outcome.current));
+    case fence::WriteOutcome::Verdict::kFailed:
+      break;
+  }
+  co_return StorageFailure(req, outcome.error, key, "bump");
+}
+
+Response Service::ListRejections(const Request& req) {
+  std::optional<Response> refused;
+  const std::size_t limit = LimitOf(req, &refused);
+  if (refused) return std::move(*refused);
+  std::string body = "{\"rejections\":[";
+  bool first = true;
+  for (const Rejection& r : journal_.Recent(limit)) {
+    if (!first) body += ",";
+    first = false;
+    body += "{\"time\":";
+    AppendJsonString(&body, FormatRfc3339(r.time_ns));
+    body += ",\"key\":";
+    AppendJsonString(&body, r.key);
+    body += ",\"fence\":";
+    AppendJsonString(&body, r.fence);
+    body += ",\"presented_token\":" + std::to_string(r.presented);
+    body += ",\"current_token\":" + std::to_string(r.current);
+    body += ",\"client\":";
+    AppendJsonString(&body, r.client);
+    body += ",\"body_length\":" + std::to_string(r.body_length);
+    body += ",\"body_sha256\":";
+    AppendJsonString(&body, r.body_sha256);
+    body += "}";
+  }
+  body += "]}\n";
+  return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+Response Service::LogLevel(const Request& req) {
+  if (req.method() == http::verb::put) {
+    if (auto refused = RefuseUnauthorized(req, "")) return std::move(*refused);
+    std::string_view wanted = req.body();
+    while (!wanted.empty() &&
+           std::isspace(static_cast<unsigned char>(wanted.back()))) {
+      wanted.remove_suffix(1);
+    }
+    const auto level = spdlog::level::from_str(std::string(wanted));
+    if (wanted != "off" && level == spdlog::level::off) {
+      return Problemed(req, {ProblemType::kBadRequest,
+                             "the body must be one of trace, debug, info, "
+                             "warn, error, critical, off",
+                             std::nullopt, std::nullopt, std::nullopt});
+    }
+    spdlog::set_level(level);
+    spdlog::warn("log level set to {}", wanted);
+  }
+  std::string body = "{\"level\":";
+  AppendJsonString(&body, LevelName(spdlog::get_level()));
+  body += "}\n";
+  return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+Response Service::ListFences(const Request& req) {
+  std::optional<Response> refused;
+  const std::size_t limit = LimitOf(req, &refused);
+  if (refused) return std::move(*refused);
+  const std::string prefix = QueryParam(req.target(), "prefix").value_or("");
+  const std::string after = QueryParam(req.target(), "after").value_or("");
+
+  fence::FenceList list;
+  if (auto error = fences_.List(prefix, after, limit, &list)) {
+    return StorageFailure(req, error, "", "fence list");
+  }
+  std::string body = "{\"fences\":[";
+  for (std::size_t i = 0; i < list.fences.size(); ++i) {
+    if (i > 0) body += ",";
+    AppendFence(&body, list.fences[i]);
+  }
+  body += "],\"next\":";
+  if (list.next) {
+    AppendJsonString(&body, *list.next);
+  } else {
+    body += "null";
+  }
+  body += "}\n";
+  return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,335 @@
+// The data port: reads, fenced writes and batches of one key space.
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "fence/errc.h"
+#include "fence/key.h"
+#include "proxy/json.h"
+#include "proxy/logging.h"
+#include "proxy/routes.h"
+#include "proxy/service.h"
+#include "storage/errc.h"
+
+namespace fencepost::proxy {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using routes::kTokenHeader;
+using routes::MethodNotAllowed;
+using routes::PathOf;
+using routes::Problemed;
+using routes::ReadToken;
+using routes::Text;
+using routes::TokenState;
+
+namespace {
+
+storage::WriteKind KindOf(http::verb verb) {
+  switch (verb) {
+    case http::verb::delete_:
+      return storage::WriteKind::kDelete;
+    case http::verb::post:
+      return storage::WriteKind::kPost;
+    case http::verb::patch:
+      return storage::WriteKind::kPatch;
+    default:
+      return storage::WriteKind::kPut;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<Response> Service::HandleData(const Request& req,
+                                              const std::string& client) {
+  if (PathOf(req.target()) == "/" && req.method() == http::verb::post) {
+    co_return co_await Batch(req, client);
+  }
+  std::string key;
+  if (auto refused = RefuseKey(req, req.target(), &key)) {
+    co_return std::move(*refused);
+  }
+  switch (req.method()) {
+    case http::verb::get:
+    case http::verb::head:
+      co_return co_await Read(req, key);
+    case http::verb::put:
+    case http::verb::delete_:
+      co_return co_await Write(req, key, client);
+    case http::verb::post:
+    case http::verb::patch:
+      if (backend_.supports_post_patch()) {
+        co_return co_await Write(req, key, client);
+      }
+      [[fallthrough]];
+    default:
+      co_return MethodNotAllowed(req,
+                                 backend_.supports_post_patch()
+                                     ? "GET, HEAD, PUT, DELETE, POST, PATCH"
+                                     : "GET, HEAD, PUT, DELETE");
+  }
+}
+
+asio::awaitable<Response> Service::Read(const Request& req,
+                                        const std::string& key) {
+  const bool head = req.method() == http::verb::head;
+  storage::ReadRequest request{key, std::string(scopes_.FenceFor(key)), head,
+                               &req};
+  storage::ReadResult read = co_await backend_.Read(request);
+  if (read.error) {
+    co_return StorageFailure(req, read.error, key, "read");
+  }
+  if (read.upstream) {
+    read.upstream->version(req.version());
+    co_return std::move(*read.upstream);
+  }
+  if (!read.found) {
+    co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
+                              key, std::nullopt, std::nullopt});
+  }
+  Response res(http::status::ok, req.version());
+  res.set(http::field::content_type, "application/octet-stream");
+  if (read.token) res.set(kTokenHeader, std::to_string(*read.token));
+  if (head) {
+    // The backend did not read the value: only its size.
+    routes::FinishHead(req, res, read.size);
+  } else {
+    res.body() = std::move(read.body);
+    res.prepare_payload();
+  }
+  co_return res;
+}
+
+asio::awaitable<Response> Service::Write(const Request& req,
+                                         const std::string& key,
+                                         const std::string& client) {
+  const bool observe = config_.mode == Mode::kObserve;
+  if (auto refused = RefuseWrite(req, key, observe)) {
+    co_return std::move(*refused);
+  }
+  fence::Token token = 0;
+  const TokenState state = ReadToken(req, &token);
+
+  storage::WriteRequest write;
+  write.kind = KindOf(req.method());
+  write.fence = std::string(scopes_.FenceFor(key));
+  write.key = key;
+  if (state == TokenState::kOk) write.token = token;
+  write.observe = observe;
+  write.body = req.body();
+  write.original = &req;
+  const std::string fence_name = write.fence;
+  storage::WriteResult result = co_await backend_.Write(std::move(write));
+  const fence::WriteOutcome& outcome = result.outcome;
+
+  using Verdict = fence::WriteOutcome::Verdict;
+  switch (outcome.verdict) {
+    case Verdict::kFailed:
+      co_return StorageFailure(req, outcome.error, key, "write",
+                               result.retry_after);
+    case Verdict::kRejected:
+      co_return RefuseStale(req, key, fence_name, token, outcome.current,
+                            client, "stale_write_rejected");
+    case Verdict::kObserved:
+      metrics_.WouldReject();
+      if (log_limiter_.Admit(fence_name)) {
+        LogEvent(
+            spdlog::level::warn, "stale_write_observed",
+            "observe mode stored a write enforce would reject",
+            {{"key", key},
+             {"fence", fence_name},
+             {"presented_token",
+              state == TokenState::kOk ? std::to_string(token) : "null", true},
+             {"current_token",
+              outcome.current ? std::to_string(*outcome.current) : "null",
+              true},
+             {"client", client}});
+      }
+      break;
+    case Verdict::kAccepted:
+      metrics_.WriteAccepted(outcome.decision.advances);
+      break;
+  }
+  if (result.upstream) {
+    // The upstream's answer, with the fence's token.
+    Response res = std::move(*result.upstream);
+    res.version(req.version());
+    if (outcome.current) {
+      res.set(kTokenHeader, std::to_string(*outcome.current));
+    }
+    co_return res;
+  }
+  // PUT: 201 when it made the value, else 200 with an empty body. DELETE:
+  // 204, which RFC 9110 forbids to carry Content-Length.
+  http::status status = http::status::ok;
+  if (req.method() == http::verb::delete_) {
+    status = http::status::no_content;
+  } else if (result.created) {
+    status = http::status::created;
+  }
+  Response res(status, req.version());
+  if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
+  if (status != http::status::no_content) res.prepare_payload();
+  co_return res;
+}
+
+namespace {
+
+constexpr std::size_t kMaxBatchOps = 1000;
+
+// A batch body's ops as fence writes (SPEC "Batches"); an empty string, or
+// the 400's detail and the offending key (if any).
+struct BatchOps {
+  std::vector<fence::FenceWrite> writes;
+  std::string error;
+  std::string key;
+  bool bad_key = false;  // the error is the key's (bad-key), not the op's
+};
+
+BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
+                   const fence::Scopes& scopes) {
+  BatchOps out;
+  JsonValue doc;
+  if (std::string e = ParseJson(body, &doc, {4, kMaxBatchOps, 8}); !e.empty()) {
+    out.error = "the body must be {\"ops\": [...]} in JSON: " + e;
+    return out;
+  }
+  const JsonValue* ops =
+      doc.kind == JsonValue::Kind::kObject && doc.members.size() == 1
+          ? doc.Find("ops")
+          : nullptr;
+  if (ops == nullptr || ops->kind != JsonValue::Kind::kArray ||
+      ops->items.empty()) {
+    out.error = "the body must be {\"ops\": [...]} with 1 to 1000 ops";
+    return out;
+  }
+  std::set<std::string_view> keys;
+  for (std::size_t i = 0; i < ops->items.size(); ++i) {
+    const JsonValue& op = ops->items[i];
+    const std::string at = "op " + std::to_string(i) + ": ";
+    const JsonValue* kind = op.Find("op");
+    const JsonValue* key = op.Find("key");
+    const JsonValue* value = op.Find("value");
+    const bool put =
+        kind && kind->kind == JsonValue::Kind::kString && kind->text == "put";
+    const bool del = kind && kind->kind == JsonValue::Kind::kString &&
+                     kind->text == "delete";
+    if (op.kind != JsonValue::Kind::kObject || !(put || del) || !key ||
+        key->kind != JsonValue::Kind::kString ||
+        op.members.size() != (put ? 3u : 2u) || (put && !value) ||
+        (value && value->kind != JsonValue::Kind::kString)) {
+      out.error = at +
+                  "each op is {\"op\": \"put\", \"key\": K, \"value\": "
+                  "base64} or {\"op\": \"delete\", \"key\": K}";
+      return out;
+    }
+    if (fence::KeyError e = fence::ValidateKey(key->text);
+        e != fence::KeyError::kOk) {
+      out.error = at + std::string(fence::Describe(e));
+      out.key = key->text.substr(0, fence::kMaxNameBytes);
+      out.bad_key = true;
+      return out;
+    }
+    if (!keys.insert(key->text).second) {
+      out.error = at + "a key appears twice in the batch";
+      out.key = key->text;
+      return out;
+    }
+    fence::FenceWrite& write = out.writes.emplace_back();
+    write.fence = std::string(scopes.FenceFor(key->text));
+    write.token = token;
+    write.observe = observe;
+    write.value = fence::ValueOp{
+        put ? fence::ValueOp::Kind::kPut : fence::ValueOp::Kind::kDelete,
+        key->text, ""};
+    if (put && !DecodeBase64(value->text, &write.value->body)) {
+      out.error = at + "value is not standard, padded base64";
+      out.key = key->text;
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+asio::awaitable<Response> Service::Batch(const Request& req,
+                                         const std::string& client) {
+  if (!backend_.supports_batches()) {
+    // A directory or a legacy store cannot apply several writes at once.
+    Response res = Problemed(
+        req, {ProblemType::kMethodNotAllowed,
+              "batches need the lmdb backend, which applies them atomically",
+              std::nullopt, std::nullopt, std::nullopt});
+    res.set(http::field::allow, "");
+    co_return res;
+  }
+  if (auto refused = RefuseWrite(req, "", false)) co_return std::move(*refused);
+  fence::Token token = 0;
+  ReadToken(req, &token);
+  BatchOps ops =
+      ReadBatch(req.body(), token, config_.mode == Mode::kObserve, scopes_);
+  if (!ops.error.empty()) {
+    co_return Problemed(
+        req,
+        {ops.key.empty() ? ProblemType::kBadRequest : ProblemType::kBadKey,
+         ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
+         std::nullopt, std::nullopt});
+  }
+  const std::size_t shard = shards_.IndexOf(ops.writes.front().fence);
+  for (const fence::FenceWrite& w : ops.writes) {
+    if (shards_.IndexOf(w.fence) != shard) {
+      co_return Problemed(req,
+                          {ProblemType::kBadRequest,
+                           "the batch's fences live in different LMDB shards "
+                           "(--lmdb-shards), which cannot commit together",
+                           w.value->key, std::nullopt, std::nullopt});
+    }
+  }
+  fence::FenceWrite batch;
+  batch.batch = std::move(ops.writes);
+  std::vector<std::string> keys;
+  std::vector<bool> deletes;
+  for (const fence::FenceWrite& w : batch.batch) {
+    keys.push_back(w.value->key);
+    deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
+  }
+  const fence::WriteOutcome outcome =
+      co_await storage::AsyncCommit(shards_.committer(shard), std::move(batch));
+
+  using Verdict = fence::WriteOutcome::Verdict;
+  if (outcome.verdict == Verdict::kRejected) {
+    const std::size_t at = outcome.batch.size() - 1;
+    const fence::WriteOutcome& stale = outcome.batch.back();
+    co_return RefuseStale(req, keys[at],
+                          std::string(scopes_.FenceFor(keys[at])), token,
+                          stale.current, client, "stale_batch_rejected");
+  }
+  if (outcome.verdict == Verdict::kFailed) {
+    const std::string& key =
+        outcome.batch.empty() ? keys.front() : keys[outcome.batch.size() - 1];
+    co_return StorageFailure(req, outcome.error, key, "batch");
+  }
+  std::string body = "{\"results\":[";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const fence::WriteOutcome& one = outcome.batch[i];
+    if (one.verdict == Verdict::kObserved) {
+      metrics_.WouldReject();
+    } else {
+      metrics_.WriteAccepted(one.decision.advances);
+    }
+    const int status = deletes[i] ? 204 : one.created ? 201 : 200;
+    if (i > 0) body += ",";
+    body += "{\"key\":";
+    AppendJsonString(&body, keys[i]);
+    body += ",\"status\":" + std::to_string(status) + "}";
+  }
+  body += "]}\n";
+  Response res =
+      Text(req, http::status::ok, std::move(body), "application/json");
+  res.set(kTokenHeader, std::to_string(token));
+  co_return res;
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,135 @@
+#include "proxy/routes.h"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+
+#include "fence/percent.h"
+#include "fence/token.h"
+
+namespace fencepost::proxy::routes {
+
+namespace http = boost::beast::http;
+
+Response Problemed(const Request& req, Problem problem) {
+  return MakeProblemResponse(problem, req.version());
+}
+
+Response Text(const Request& req, http::status status, std::string body,
+              std::string_view content_type) {
+  Response res(status, req.version());
+  res.set(http::field::content_type, content_type);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+Response MethodNotAllowed(const Request& req, std::string_view allow) {
+  Response res = Problemed(
+      req, {ProblemType::kMethodNotAllowed,
+            std::string(req.method_string()) +
+                " is not allowed here; allowed: " + std::string(allow),
+            std::nullopt, std::nullopt, std::nullopt});
+  res.set(http::field::allow, allow);
+  return res;
+}
+
+TokenState ReadToken(const Request& req, fence::Token* token) {
+  const auto count = req.count(kTokenHeader);
+  if (count == 0) return TokenState::kMissing;
+  if (count > 1) return TokenState::kInvalid;
+  const auto parsed = fence::ParseToken(req[kTokenHeader]);
+  if (!parsed) return TokenState::kInvalid;
+  *token = *parsed;
+  return TokenState::kOk;
+}
+
+// The 400 or 428 for a write whose token is invalid or (unless
+
+std::string_view PathOf(std::string_view target) {
+  return target.substr(0, target.find('?'));
+}
+
+// One query parameter, percent-decoded with '+' as space; nullopt if absent
+// or malformed.
+std::optional<std::string> QueryParam(std::string_view target,
+                                      std::string_view name) {
+  const auto q = target.find('?');
+  if (q == std::string_view::npos) return std::nullopt;
+  std::string_view query = target.substr(q + 1);
+  std::optional<std::string> found;
+  while (!query.empty()) {
+    const auto amp = query.find('&');
+    const std::string_view pair = query.substr(0, amp);
+    query = amp == std::string_view::npos ? "" : query.substr(amp + 1);
+    const auto eq = pair.find('=');
+    if (pair.substr(0, eq) != name) continue;
+    const std::string_view raw =
+        eq == std::string_view::npos ? "" : pair.substr(eq + 1);
+    found = fence::PercentDecode(raw, fence::PercentMode::kLenientQuery);
+  }
+  return found;
+}
+
+Problem StaleToken(const std::string& key, fence::Token presented,
+                   std::optional<fence::Token> current) {
+  return {ProblemType::kStaleToken,
+          "token " + std::to_string(presented) +
+              " is lower than the fence's highest token " +
+              std::to_string(current.value_or(0)),
+          key, presented, current};
+}
+
+std::size_t LimitOf(const Request& req, std::optional<Response>* refused) {
+  constexpr std::size_t kDefaultLimit = 100, kMaxLimit = 1000;
+  auto text = QueryParam(req.target(), "limit");
+  if (!text) return kDefaultLimit;
+  const bool digits = !text->empty() && text->find_first_not_of("0123456789") ==
+                                            std::string::npos;
+  std::uint64_t n = 0;
+  auto [end, ec] =
+      std::from_chars(text->data(), text->data() + text->size(), n);
+  if (!digits || (ec == std::errc() && n == 0)) {
+    *refused = Problemed(req, {ProblemType::kBadRequest,
+                               "limit must be a whole number from 1 to 1000",
+                               std::nullopt, std::nullopt, std::nullopt});
+    return 0;
+  }
+  return ec == std::errc() ? std::min<std::uint64_t>(n, kMaxLimit) : kMaxLimit;
+}
+
+void FinishHead(const Request& req, Response& res,
+                std::optional<std::uint64_t> unread_size) {
+  if (req.method() != http::verb::head) return;
+  // An empty body keeps the Content-Length it has (a relayed upstream HEAD
+  // answer carries the upstream's).
+  if (!unread_size && res.body().empty()) return;
+  const std::uint64_t size = unread_size.value_or(res.body().size());
+  res.body().clear();
+  // 204 carries no Content-Length (RFC 9110 section 8.6).
+  if (res.result() != http::status::no_content) res.content_length(size);
+}
+
+std::string PresentedToken(const Request& req) {
+  std::string out;
+  for (auto it = req.find(kTokenHeader);
+       it != req.end() &&
+       boost::beast::iequals(it->name_string(), kTokenHeader);
+       ++it) {
+    if (!out.empty()) out += ", ";
+    out += it->value();
+  }
+  if (out.size() > kMaxPresentedBytes) {
+    // Cut on a character boundary, so the echo stays valid UTF-8 when the
+    // header was.
+    std::size_t cut = kMaxPresentedBytes;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    out.resize(cut);
+    out += "...";
+  }
+  return out;
+}
+
+}  // namespace fencepost::proxy::routes

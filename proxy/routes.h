@@ -1,0 +1,66 @@
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fence/token.h"
+#include "proxy/http_types.h"
+#include "proxy/problem.h"
+
+// What the data, admin and lease routes of Service share: response builders
+// and the parsing of the token header and the query. Internal to proxy/.
+namespace fencepost::proxy::routes {
+
+inline constexpr std::string_view kTokenHeader = "Fencing-Token";
+inline constexpr std::string_view kFencesPath = "/v1/fences";
+inline constexpr std::string_view kLeasesPath = "/v1/leases";
+
+// `problem` as a complete response in the request's HTTP version.
+Response Problemed(const Request& req, Problem problem);
+
+// A complete response with `body`, Content-Length set.
+Response Text(const Request& req, boost::beast::http::status status,
+              std::string body,
+              std::string_view content_type = "text/plain; charset=utf-8");
+
+// The 405 with `Allow: allow`.
+Response MethodNotAllowed(const Request& req, std::string_view allow);
+
+// HEAD (RFC 9110 section 9.3.2): the GET's header fields, Content-Length
+// included, and no body. `unread_size` is the length of a body that was
+// never read (a backend answered HEAD from its metadata); otherwise a body
+// present is measured and dropped. Does nothing for other methods. The one
+// place the HEAD body rule lives.
+void FinishHead(const Request& req, Response& res,
+                std::optional<std::uint64_t> unread_size = std::nullopt);
+
+// The Fencing-Token header: kMissing when absent, kInvalid unless it is one
+// field of 1 to 20 decimal digits no larger than UINT64_MAX.
+enum class TokenState { kOk, kMissing, kInvalid };
+TokenState ReadToken(const Request& req, fence::Token* token);
+
+// At most kMaxPresentedBytes of what was sent as Fencing-Token (fields
+// joined with ", "), for an invalid-token problem's `presented` member;
+// "..." marks a cut.
+inline constexpr std::size_t kMaxPresentedBytes = 64;
+std::string PresentedToken(const Request& req);
+
+// The path of a target, without its query.
+std::string_view PathOf(std::string_view target);
+
+// One query parameter, percent-decoded with '+' as space; nullopt if absent.
+// A malformed escape is kept as it is.
+std::optional<std::string> QueryParam(std::string_view target,
+                                      std::string_view name);
+
+// The `limit` query parameter: 100 when absent, clamped to 1000; 0 or a
+// non-number is a 400, returned in *refused.
+std::size_t LimitOf(const Request& req, std::optional<Response>* refused);
+
+// The 409 problem for a stale token.
+Problem StaleToken(const std::string& key, fence::Token presented,
+                   std::optional<fence::Token> current);
+
+}  // namespace fencepost::proxy::routes

@@ -1,0 +1,36 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace fencepost::storage {
+
+// The --backend value, parsed once for the config check, the choice of
+// backend in main and the http:// backend's upstream.
+struct BackendSpec {
+  enum class Kind { kLmdb, kFs, kHttp };
+  Kind kind = Kind::kLmdb;
+  std::string dir;  // kFs: DIR of fs:DIR
+  // kHttp: the parts of http://HOST[:PORT][/BASE]. `host` has no brackets;
+  // `port` is digits ("80" when absent); `base` is "" or a canonical path
+  // (fence::EncodeKey's spelling) without a trailing '/'.
+  std::string host;
+  std::string port;
+  std::string base;
+};
+
+// Thrown by ParseBackendSpec; the message names the spec and what is wrong,
+// but not the flag.
+class BadBackendSpec : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Parses "lmdb", "fs:DIR" or "http://HOST[:PORT][/BASE]" (IPv6 hosts in
+// brackets). Throws BadBackendSpec for anything else: another scheme, an
+// empty DIR or host, a port that is not digits, a BASE that is not a plain
+// canonical path. Nothing is resolved or opened.
+BackendSpec ParseBackendSpec(std::string_view spec);
+
+}  // namespace fencepost::storage

@@ -1,0 +1,140 @@
+// What the server says, to clients and in its log: the method an oversized
+// request is counted under, the level names, the start-up line's fields and
+// the access log.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/testing/http_client.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost {
+namespace {
+
+using testing::Fetch;
+using testing::HttpClient;
+using testing::MetricValue;
+using testing::ServerProcess;
+using testing::TempDir;
+
+// Waits (at most 10 s) until the server's log holds `text`; returns the log.
+std::string LogWith(const ServerProcess& server, const std::string& text) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  std::string log = server.Log();
+  while (log.find(text) == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    log = server.Log();
+  }
+  return log;
+}
+
+std::string Port(std::uint16_t port) {
+  return "127.0.0.1:" + std::to_string(port);
+}
+
+TEST(MessagesTest, AnOversizedPutIsCountedWithItsMethod) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--max-body", "16"});
+  HttpClient client(server.data_port());
+  auto r = client.Raw(
+      "PUT /k HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+      "Content-Length: 100\r\n\r\n");
+  EXPECT_EQ(r.status, 413);
+  const std::string m = Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(m,
+                        "fencepost_http_requests_total{code=\"413\",method="
+                        "\"PUT\",port=\"data\"}"),
+            1)
+      << m;
+  EXPECT_EQ(MetricValue(m,
+                        "fencepost_http_requests_total{code=\"413\",method="
+                        "\"OTHER\",port=\"data\"}"),
+            -1);
+}
+
+TEST(MessagesTest, LogLinesSpellWarnAsTheFlagDoes) {
+  TempDir dir;
+  ServerProcess server(dir.path());
+  auto set = Fetch(server.admin_port(), "PUT", "/v1/log-level", {}, "warn");
+  EXPECT_EQ(set.status, 200);
+  EXPECT_EQ(set.body, "{\"level\":\"warn\"}\n");
+  const std::string log = LogWith(server, "log level set to warn");
+  EXPECT_NE(log.find("Z warn log level set to warn"), std::string::npos) << log;
+  EXPECT_EQ(log.find(" warning "), std::string::npos) << log;
+}
+
+TEST(MessagesTest, TheJsonStartUpLineCarriesTheBoundAddresses) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--log-format", "json"});
+  const std::string log = server.Log();
+  EXPECT_NE(log.find("\"event\":\"started\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"data\":\"" + Port(server.data_port()) + "\""),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("\"admin\":\"" + Port(server.admin_port()) + "\""),
+            std::string::npos)
+      << log;
+}
+
+TEST(MessagesTest, TheAccessLogIsOffByDefault) {
+  TempDir dir;
+  ServerProcess server(dir.path());
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 404);
+  // The 404 of a second connection is answered after the first's log line
+  // would have been written.
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 404);
+  EXPECT_EQ(server.Log().find("event=access"), std::string::npos)
+      << server.Log();
+}
+
+TEST(MessagesTest, TheAccessLogHasOneLinePerRequestWithItsTargetEscaped) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--access-log"});
+  // The access log is not filtered by the level.
+  ASSERT_EQ(
+      Fetch(server.admin_port(), "PUT", "/v1/log-level", {}, "error").status,
+      200);
+  EXPECT_EQ(Fetch(server.data_port(), "PUT", "/orders/1",
+                  {{"Fencing-Token", "3"}}, "hello")
+                .status,
+            201);
+  HttpClient client(server.data_port());
+  EXPECT_EQ(client.Raw("GET /a\"b\xff HTTP/1.1\r\nHost: x\r\n\r\n").status,
+            400);
+  const std::string log = LogWith(server, "status=400");
+  EXPECT_NE(log.find("info access event=access port=data client=127.0.0.1:"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" method=PUT target=/orders/1 status=201 bytes=0 "
+                     "duration_ms="),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find(" method=GET target=\"/a\\\"b\\xff\" status=400 bytes="),
+            std::string::npos)
+      << log;
+}
+
+TEST(MessagesTest, TheAccessLogIsJsonWithTheLogAndSetByItsEnvVar) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--log-format", "json"},
+                       {"FENCEPOST_ACCESS_LOG=true"});
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  const std::string log = LogWith(server, "\"event\":\"access\"");
+  EXPECT_NE(log.find("\"msg\":\"access\",\"event\":\"access\",\"port\":"
+                     "\"admin\",\"client\":\"127.0.0.1:"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("\"method\":\"GET\",\"target\":\"/livez\",\"status\":"
+                     "200,\"bytes\":3,\"duration_ms\":"),
+            std::string::npos)
+      << log;
+}
+
+}  // namespace
+}  // namespace fencepost

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Fails when a library folder includes a project header from a folder that is
+# not below it (README, "Layout"). The layers, bottom first:
+#
+#   http/     nothing of ours (Beast only)
+#   fence/    nothing of ours (LMDB only)
+#   metrics/  nothing of ours (prometheus-cpp only)
+#   storage/  http/, fence/
+#   proxy/    http/, fence/, storage/, metrics/; the `fencepost` executable's
+#             own sources (main.cc, client_commands.*) also client/
+#   client/   nothing of the server's (it is installed on its own)
+#   examples/ client/
+#
+# tests/ may include anything. Usage: check_includes.sh REPOSITORY_ROOT
+set -euo pipefail
+root=${1:?usage: check_includes.sh REPOSITORY_ROOT}
+cd "$root"
+
+# The project folders a folder may include from, itself included.
+allowed() {
+  case $1 in
+    http) echo "http" ;;
+    fence) echo "fence" ;;
+    metrics) echo "metrics" ;;
+    storage) echo "storage http fence" ;;
+    proxy) echo "proxy http fence storage metrics" ;;
+    proxy-executable) echo "proxy http fence storage metrics client" ;;
+    client) echo "client" ;;
+    examples) echo "examples client" ;;
+  esac
+}
+
+projects="http fence metrics storage proxy client examples tests"
+status=0
+checked=0
+for folder in http fence metrics storage proxy client examples; do
+  [ -d "$folder" ] || continue
+  while IFS= read -r -d '' file; do
+    layer=$folder
+    case $file in
+      proxy/main.cc | proxy/client_commands.*) layer=proxy-executable ;;
+    esac
+    ok=" $(allowed "$layer") "
+    while IFS= read -r included; do
+      top=${included%%/*}
+      # Only the project's own folders; other quoted includes are not ours.
+      case " $projects " in *" $top "*) ;; *) continue ;; esac
+      checked=$((checked + 1))
+      case $ok in
+        *" $top "*) ;;
+        *)
+          echo "$file includes \"$included\": $folder/ may include only" \
+            "$(allowed "$layer" | sed 's/[a-z_]*/&\//g')" >&2
+          status=1
+          ;;
+      esac
+    done < <(sed -nE 's/^[[:space:]]*#[[:space:]]*include[[:space:]]+"([^"]+)".*/\1/p' "$file")
+  done < <(find "$folder" -type f \( -name '*.h' -o -name '*.cc' \) -print0)
+done
+
+if [ "$checked" -eq 0 ]; then
+  echo "no project includes found under $root: wrong root?" >&2
+  exit 1
+fi
+[ "$status" -eq 0 ] && echo "$checked includes follow the layers"
+exit "$status"
