@@ -78,7 +78,7 @@ asio::awaitable<Response> Service::Read(const Request& req,
                                &req};
   storage::ReadResult read = co_await backend_.Read(request);
   if (read.error) {
-    co_return StorageFailure(req, read.error, key, "read");
+    co_return StorageFailure(req, read.error, key, "read", 0, read.detail);
   }
   if (read.upstream) {
     read.upstream->version(req.version());
@@ -127,7 +127,7 @@ asio::awaitable<Response> Service::Write(const Request& req,
   switch (outcome.verdict) {
     case Verdict::kFailed:
       co_return StorageFailure(req, outcome.error, key, "write",
-                               result.retry_after);
+                               result.retry_after, result.detail);
     case Verdict::kRejected:
       co_return RefuseStale(req, key, fence_name, token, outcome.current,
                             client, "stale_write_rejected");

@@ -193,7 +193,7 @@ Response Service::RefuseStale(const Request& req, const std::string& key,
 
 Response Service::StorageFailure(const Request& req, std::error_code error,
                                  const std::string& key, std::string_view what,
-                                 int retry_after) {
+                                 int retry_after, std::string_view detail) {
   const Problem problem = ProblemFromStorage(error, key);
   const bool server_fault =
       static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
@@ -206,13 +206,23 @@ Response Service::StorageFailure(const Request& req, std::error_code error,
   if (problem.type == ProblemType::kOutcomeUnknown) metrics_.OutcomeUnknown();
   if (server_fault) {
     metrics_.BackendError();
-    LogEvent(spdlog::level::err, "backend_failed",
-             std::string(what) + " failed",
-             {{"key", key},
-              {"backend", config_.backend},
-              {"error", error.message()},
-              {"code", std::string(error.category().name()) + ":" +
-                           std::to_string(error.value())}});
+    const std::string message = std::string(what) + " failed";
+    const std::string code = std::string(error.category().name()) + ":" +
+                             std::to_string(error.value());
+    if (detail.empty()) {
+      LogEvent(spdlog::level::err, "backend_failed", message,
+               {{"key", key},
+                {"backend", config_.backend},
+                {"error", error.message()},
+                {"code", code}});
+    } else {
+      LogEvent(spdlog::level::err, "backend_failed", message,
+               {{"key", key},
+                {"backend", config_.backend},
+                {"error", error.message()},
+                {"code", code},
+                {"detail", std::string(detail)}});
+    }
   }
   Response res = Problemed(req, problem);
   if (retry_after > 0) {

@@ -126,10 +126,11 @@ class Service {
   // backend's `retry_after` seconds when it gives them, 1 when overloaded),
   // its count (overloaded, upstream outcome unknown, backend error) and,
   // when it is storage's fault (5xx) rather than the request's, its log
-  // line. `what` names the operation in the log line.
+  // line. `what` names the operation in the log line, `detail` (the
+  // backend's account of what failed, if any) is one of its fields.
   Response StorageFailure(const Request& request, std::error_code error,
                           const std::string& key, std::string_view what,
-                          int retry_after = 0);
+                          int retry_after = 0, std::string_view detail = {});
 
   const Config& config_;
   fence::Shards& shards_;

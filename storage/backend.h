@@ -48,6 +48,9 @@ struct WriteResult {
   // set, to relay as it is (plus Fencing-Token).
   std::optional<HttpResponse> upstream;
   int retry_after = 0;  // seconds, with Errc::kFenceHeld
+  // With an error: what failed, for the log line the caller writes (a
+  // forwarding backend's upstream exchange). Storage itself never logs.
+  std::string detail;
 };
 
 struct ReadResult {
@@ -57,6 +60,7 @@ struct ReadResult {
   std::size_t size = 0;               // the value's size, also for HEAD
   std::error_code error;
   std::optional<HttpResponse> upstream;  // a forwarding backend's answer
+  std::string detail;  // with an error: what failed, for the log line
 };
 
 // Where values live. Implementations check and advance the fence (through

@@ -1,6 +1,5 @@
 #include "storage/http_backend.h"
 
-#include <spdlog/spdlog.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -209,8 +208,9 @@ asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   const HttpRequest upstream = Upstream(*request.original, request.key);
   Exchange exchange = co_await RoundTrip(upstream, true);
   if (exchange.sent != Sent::kAnswered) {
-    spdlog::warn("upstream {} {} failed: {}", upstream.method_string(),
-                 upstream.target(), exchange.error);
+    result.detail = "upstream " + std::string(upstream.method_string()) +
+                    " " + std::string(upstream.target()) +
+                    " failed: " + exchange.error;
     result.error = Errc::kUpstreamFailed;
     co_return result;
   }
@@ -252,12 +252,12 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
       request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete;
   Exchange exchange = co_await RoundTrip(upstream, idempotent);
   if (exchange.sent != Sent::kAnswered) {
-    spdlog::warn("upstream {} {} (fence {}, token {}) {}: {}",
-                 upstream.method_string(), upstream.target(), request.fence,
-                 request.token ? std::to_string(*request.token) : "none",
-                 exchange.sent == Sent::kNotSent ? "was not sent"
-                                                 : "has an unknown outcome",
-                 exchange.error);
+    result.detail = "upstream " + std::string(upstream.method_string()) +
+                    " " + std::string(upstream.target()) +
+                    (exchange.sent == Sent::kNotSent
+                         ? " was not sent: "
+                         : " has an unknown outcome: ") +
+                    exchange.error;
   }
   switch (exchange.sent) {
     case Sent::kAnswered:

@@ -501,6 +501,14 @@ TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
   EXPECT_NE(put.body.find("upstream-failed"), std::string::npos);
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 502);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 503);
+  // Each failure is logged once, by the service, with the backend's account.
+  const std::string log = server.Log();
+  EXPECT_NE(log.find("event=backend_failed key=k"), std::string::npos) << log;
+  EXPECT_NE(log.find("detail=\"upstream PUT /k was not sent: "),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("detail=\"upstream GET /k failed: "), std::string::npos)
+      << log;
 
   FakeUpstream upstream(1000ms, port);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
