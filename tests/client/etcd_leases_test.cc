@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tests/client/helpers.h"
+#include "tests/coordination/shell.h"
 
 namespace fencepost::client {
 namespace {
@@ -21,30 +22,18 @@ namespace {
 using std::chrono::milliseconds;
 using Outcome = LeaseAttempt::Outcome;
 
-// Runs a shell command; its standard output, trimmed.
-std::string Shell(const std::string& command) {
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::string out;
-  char buffer[256];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
-  if (::pclose(pipe) != 0) return "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) {
-    out.pop_back();
-  }
-  return out;
-}
+using fencepost::testing::ShellLine;
 
 class EtcdLeasesTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     char pattern[] = "/tmp/fencepost-etcd-XXXXXX";
     dir_ = ::mkdtemp(pattern);
-    url_ = Shell(std::string(FENCEPOST_ETCD_SH) + " start " + dir_ + "/etcd");
+    url_ = ShellLine(std::string(FENCEPOST_ETCD_SH) + " start " + dir_ + "/etcd");
   }
   static void TearDownTestSuite() {
-    Shell(std::string(FENCEPOST_ETCD_SH) + " stop " + dir_ + "/etcd");
-    Shell("rm -rf " + dir_);
+    ShellLine(std::string(FENCEPOST_ETCD_SH) + " stop " + dir_ + "/etcd");
+    ShellLine("rm -rf " + dir_);
   }
   void SetUp() override { ASSERT_FALSE(url_.empty()) << "etcd did not start"; }
 

@@ -21,6 +21,8 @@
 #include <utility>
 #include <vector>
 
+#include "tests/coordination/shell.h"
+
 namespace fencepost::client {
 namespace {
 
@@ -33,13 +35,10 @@ constexpr milliseconds kTimeout{5000};
 // Runs postgres.sh with `args`; its stdout without the last newline, or
 // nullopt when it failed.
 std::optional<std::string> Script(const std::string& args) {
-  const std::string command = std::string(FENCEPOST_POSTGRES_SH) + " " + args;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return std::nullopt;
-  std::string out;
-  char buffer[256];
-  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
-  if (pclose(pipe) != 0) return std::nullopt;
+  int status = 0;
+  std::string out =
+      testing::Shell(std::string(FENCEPOST_POSTGRES_SH) + " " + args, &status);
+  if (status != 0) return std::nullopt;
   if (!out.empty() && out.back() == '\n') out.pop_back();
   return out;
 }

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/coordination/shell.h"
+
 namespace fencepost::client {
 namespace {
 
@@ -31,21 +33,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout{5000};
 
-// The command's standard output (and error, if redirected); exit status in
-// `status`.
-std::string Shell(const std::string& command, int* status = nullptr) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  std::array<char, 4096> buffer;
-  std::size_t n;
-  while ((n = fread(buffer.data(), 1, buffer.size(), pipe)) > 0) {
-    out.append(buffer.data(), n);
-  }
-  const int rc = pclose(pipe);
-  if (status != nullptr) *status = rc;
-  return out;
-}
+using fencepost::testing::Shell;
 
 std::string Script(const std::string& args) {
   return Shell(std::string(FENCEPOST_ZOOKEEPER_SH) + " " + args + " 2>&1");

@@ -18,14 +18,7 @@ set -euo pipefail
 
 start_timeout_s=${POSTGRES_START_TIMEOUT:-20}
 
-die() {
-  echo "postgres.sh: $*" >&2
-  if [[ -n ${dir:-} && -f $dir/server.log ]]; then
-    echo "--- $dir/server.log (last 40 lines) ---" >&2
-    tail -n 40 "$dir/server.log" >&2
-  fi
-  exit 1
-}
+. "$(dirname "$0")/lib.sh"
 
 bindir() {
   local candidate

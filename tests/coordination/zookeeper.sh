@@ -14,14 +14,7 @@ set -euo pipefail
 jars=${ZOOKEEPER_JARS:-/usr/share/java}
 start_timeout_s=${ZOOKEEPER_START_TIMEOUT:-30}
 
-die() {
-  echo "zookeeper.sh: $*" >&2
-  if [[ -n ${dir:-} && -f $dir/server.log ]]; then
-    echo "--- $dir/server.log (last 40 lines) ---" >&2
-    tail -n 40 "$dir/server.log" >&2
-  fi
-  exit 1
-}
+. "$(dirname "$0")/lib.sh"
 
 # The reply of the server on port $1 to the four-letter word $2.
 word() {

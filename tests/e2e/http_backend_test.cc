@@ -227,7 +227,7 @@ TEST(HttpBackendTest, EveryAcceptedWriteLandsExactlyOnItsFencedKey) {
   }
   ASSERT_GE(landed.size(), 20u) << "the corpus should mostly be accepted";
   std::vector<NginxProcess::Seen> puts;
-  for (const auto& seen : nginx.Requests()) {
+  for (const auto& seen : nginx.AwaitRequests(landed.size(), "PUT")) {
     if (seen.method == "PUT") puts.push_back(seen);
   }
   ASSERT_EQ(puts.size(), landed.size())
@@ -297,7 +297,7 @@ TEST(HttpBackendTest, FencepostsBearerTokenIsNotSentUpstream) {
             .status,
         201);
   }
-  const auto seen = nginx.Requests();
+  const auto seen = nginx.AwaitRequests(4);
   ASSERT_EQ(seen.size(), 4u);
   EXPECT_EQ(seen[0].authorization, "") << "PUT";
   EXPECT_EQ(seen[1].authorization, "") << "GET";

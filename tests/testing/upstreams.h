@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <string_view>
 #include <vector>
 
 namespace fencepost::testing {
@@ -104,6 +105,11 @@ class NginxProcess {
     std::string authorization;
   };
   std::vector<Seen> Requests() const;
+  // Requests(), once at least `count` requests of `method` ("" for any) are
+  // in the log, or after 5 s: nginx logs a request after it answered it, so
+  // the client can see the answer before the log line is written.
+  std::vector<Seen> AwaitRequests(std::size_t count,
+                                  std::string_view method = "") const;
 
  private:
   pid_t pid_ = -1;
