@@ -38,26 +38,11 @@ std::int64_t Int64OrZero(const Json* value) {
 
 std::string Quoted(std::int64_t n) { return "\"" + std::to_string(n) + "\""; }
 
-LeaseAttempt Failed(std::string detail) {
-  LeaseAttempt out;
-  out.outcome = Outcome::kFailed;
-  out.detail = std::move(detail);
-  return out;
-}
-
-LeaseAttempt Refused(std::string detail, std::string holder = {}) {
-  LeaseAttempt out;
-  out.outcome = Outcome::kRefused;
-  out.detail = std::move(detail);
-  out.holder = std::move(holder);
-  return out;
-}
-
 }  // namespace
 
 struct EtcdLeases::Call {
-  bool ok = false;      // a 200 with a JSON object
-  std::string detail;   // otherwise: what went wrong
+  bool ok = false;     // a 200 with a JSON object
+  std::string detail;  // otherwise: what went wrong
   Json json;
 };
 
@@ -80,9 +65,8 @@ EtcdLeases::EtcdLeases(const std::string& url, LeaseSpec spec,
   }
   const std::size_t slash = rest.find('/');
   std::string_view hosts = rest.substr(0, slash);
-  std::string prefix(slash == std::string_view::npos
-                         ? kDefaultPrefix
-                         : rest.substr(slash + 1));
+  std::string prefix(slash == std::string_view::npos ? kDefaultPrefix
+                                                     : rest.substr(slash + 1));
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   if (prefix.empty()) prefix = kDefaultPrefix;
   key_ = prefix + "/" + spec_.name;
@@ -155,11 +139,9 @@ EtcdLeases::Call EtcdLeases::Post(const std::string& path,
     if (result.response.status != 200) {
       const Json* message = json ? json->Find("message") : nullptr;
       if (message == nullptr && json) message = json->Find("error");
-      call.detail = "etcd answered HTTP " +
-                    std::to_string(result.response.status) +
-                    (message && message->AsString()
-                         ? ": " + *message->AsString()
-                         : "");
+      call.detail =
+          "etcd answered HTTP " + std::to_string(result.response.status) +
+          (message && message->AsString() ? ": " + *message->AsString() : "");
       return call;
     }
     if (!json || json->kind() != Json::Kind::kObject) {
@@ -187,27 +169,31 @@ LeaseAttempt EtcdLeases::Acquire(milliseconds timeout) {
   const Clock::time_point deadline = Clock::now() + timeout;
   const Clock::time_point sent = Clock::now();
   const long long seconds = (spec_.ttl.count() + 999) / 1000;
-  const Call grant = Post("/v3/lease/grant",
-                          "{\"TTL\":" + Quoted(seconds) + "}", deadline);
-  if (!grant.ok) return Failed("lease grant: " + grant.detail);
+  const Call grant =
+      Post("/v3/lease/grant", "{\"TTL\":" + Quoted(seconds) + "}", deadline);
+  if (!grant.ok) return LeaseAttempt::Failed("lease grant: " + grant.detail);
   const std::optional<std::int64_t> lease = Int64(grant.json.Find("ID"));
   const std::optional<std::int64_t> granted = Int64(grant.json.Find("TTL"));
   if (!lease || !granted || *granted <= 0) {
-    return Failed("lease grant: etcd's answer has no lease ID and TTL");
+    return LeaseAttempt::Failed(
+        "lease grant: etcd's answer has no lease ID and TTL");
   }
   const std::string key = Base64Encode(key_);
-  const std::string body =
-      "{\"compare\":[{\"key\":\"" + key +
-      "\",\"result\":\"EQUAL\",\"target\":\"CREATE\","
-      "\"create_revision\":\"0\"}],"
-      "\"success\":[{\"request_put\":{\"key\":\"" + key + "\",\"value\":\"" +
-      Base64Encode(spec_.holder) + "\",\"lease\":" + Quoted(*lease) + "}}],"
-      "\"failure\":[{\"request_range\":{\"key\":\"" + key + "\"}}]}";
+  const std::string body = "{\"compare\":[{\"key\":\"" + key +
+                           "\",\"result\":\"EQUAL\",\"target\":\"CREATE\","
+                           "\"create_revision\":\"0\"}],"
+                           "\"success\":[{\"request_put\":{\"key\":\"" +
+                           key + "\",\"value\":\"" +
+                           Base64Encode(spec_.holder) +
+                           "\",\"lease\":" + Quoted(*lease) +
+                           "}}],"
+                           "\"failure\":[{\"request_range\":{\"key\":\"" +
+                           key + "\"}}]}";
   const Call txn = Post("/v3/kv/txn", body, deadline);
   if (!txn.ok) {
     // Whether the key was created is unknown; the lease expires unless a
     // later acquire finds the key bound to it.
-    return Failed("txn: " + txn.detail);
+    return LeaseAttempt::Failed("txn: " + txn.detail);
   }
   LeaseAttempt out;
   const Json* succeeded = txn.json.Find("succeeded");
@@ -216,7 +202,7 @@ LeaseAttempt EtcdLeases::Acquire(milliseconds timeout) {
     const std::optional<std::int64_t> revision =
         header ? Int64(header->Find("revision")) : std::nullopt;
     if (!revision || *revision <= 0) {
-      return Failed("txn: etcd's answer has no revision");
+      return LeaseAttempt::Failed("txn: etcd's answer has no revision");
     }
     lease_id_ = *lease;
     token_ = static_cast<std::uint64_t>(*revision);
@@ -241,25 +227,26 @@ LeaseAttempt EtcdLeases::Acquire(milliseconds timeout) {
   }
   // Our lease is of no use now: give it back rather than let it expire.
   Revoke(*lease, deadline);
-  return Refused("held", holder);
+  return LeaseAttempt::Refused("held", holder);
 }
 
 LeaseAttempt EtcdLeases::Renew(std::uint64_t token, milliseconds timeout) {
-  if (!lease_id_ || token != token_) return Refused("not held as that token");
+  if (!lease_id_ || token != token_)
+    return LeaseAttempt::Refused("not held as that token");
   const Clock::time_point deadline = Clock::now() + timeout;
   const Clock::time_point sent = Clock::now();
   const Call keep = Post("/v3/lease/keepalive",
                          "{\"ID\":" + Quoted(*lease_id_) + "}", deadline);
-  if (!keep.ok) return Failed("lease keep-alive: " + keep.detail);
+  if (!keep.ok) return LeaseAttempt::Failed("lease keep-alive: " + keep.detail);
   const Json* result = keep.json.Find("result");
   const std::int64_t ttl = result ? Int64OrZero(result->Find("TTL")) : 0;
   if (ttl <= 0) {
     lease_id_.reset();
-    return Refused("the etcd lease expired");
+    return LeaseAttempt::Refused("the etcd lease expired");
   }
-  const Call range = Post(
-      "/v3/kv/range", "{\"key\":\"" + Base64Encode(key_) + "\"}", deadline);
-  if (!range.ok) return Failed("range: " + range.detail);
+  const Call range = Post("/v3/kv/range",
+                          "{\"key\":\"" + Base64Encode(key_) + "\"}", deadline);
+  if (!range.ok) return LeaseAttempt::Failed("range: " + range.detail);
   const Json* kvs = range.json.Find("kvs");
   const Json* kv =
       kvs != nullptr && !kvs->items().empty() ? &kvs->items()[0] : nullptr;
@@ -270,8 +257,8 @@ LeaseAttempt EtcdLeases::Renew(std::uint64_t token, milliseconds timeout) {
     const std::int64_t lease = *lease_id_;
     lease_id_.reset();
     Revoke(lease, deadline);
-    return Refused("the election key " + key_ +
-                   " was deleted or is no longer this lease's");
+    return LeaseAttempt::Refused("the election key " + key_ +
+                                 " was deleted or is no longer this lease's");
   }
   LeaseAttempt out;
   out.outcome = Outcome::kHeld;

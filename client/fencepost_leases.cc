@@ -35,14 +35,6 @@ std::string Describe(const Result& result) {
   return out;
 }
 
-LeaseAttempt Failed(std::string detail, bool retryable) {
-  LeaseAttempt out;
-  out.outcome = Outcome::kFailed;
-  out.detail = std::move(detail);
-  out.retryable = retryable;
-  return out;
-}
-
 }  // namespace
 
 FencepostLeases::FencepostLeases(Client::Options admin, LeaseSpec spec)
@@ -55,12 +47,13 @@ std::string FencepostLeases::Describe() const {
 LeaseAttempt FencepostLeases::Put(std::uint64_t token, milliseconds timeout) {
   client_.set_timeout(timeout);
   const Clock::time_point sent = Clock::now();
-  const Result result = client_.AcquireLease(spec_.name, spec_.holder, spec_.ttl);
+  const Result result =
+      client_.AcquireLease(spec_.name, spec_.holder, spec_.ttl);
   const int status = result.ok() ? result.response.status : 0;
   LeaseAttempt out;
   if (status == 200) {
     const std::optional<Lease> lease = ParseLease(result.response.body);
-    if (!lease) return Failed("unreadable lease document", true);
+    if (!lease) return LeaseAttempt::Failed("unreadable lease document", true);
     if (lease->holder != spec_.holder) {
       out.outcome = Outcome::kRefused;
       out.holder = lease->holder.value_or("");
@@ -89,14 +82,14 @@ LeaseAttempt FencepostLeases::Put(std::uint64_t token, milliseconds timeout) {
     return out;
   }
   // Any other 4xx but 408 and 429 is an answer that will not change.
-  const bool final_answer = status >= 400 && status < 500 && status != 408 &&
-                            status != 429;
+  const bool final_answer =
+      status >= 400 && status < 500 && status != 408 && status != 429;
   if (final_answer && token != 0) {
     out.outcome = Outcome::kRefused;
     out.detail = "the renewal was refused with " + client::Describe(result);
     return out;
   }
-  return Failed(client::Describe(result), !final_answer);
+  return LeaseAttempt::Failed(client::Describe(result), !final_answer);
 }
 
 LeaseAttempt FencepostLeases::Acquire(milliseconds timeout) {
@@ -107,7 +100,8 @@ LeaseAttempt FencepostLeases::Renew(std::uint64_t token, milliseconds timeout) {
   return Put(token, timeout);
 }
 
-std::string FencepostLeases::Release(std::uint64_t token, milliseconds timeout) {
+std::string FencepostLeases::Release(std::uint64_t token,
+                                     milliseconds timeout) {
   client_.set_timeout(timeout);
   const Result result = client_.ReleaseLease(spec_.name, spec_.holder, token);
   if (result.ok() && result.response.status == 204) return "";

@@ -415,7 +415,8 @@ std::optional<std::string> Base64Decode(std::string_view text) {
     if (pad == 1 && text[i + 2] == '=') return std::nullopt;
     std::uint32_t n = 0;
     for (int k = 0; k < 4; ++k) {
-      const int v = k >= 4 - pad ? 0 : value(text[i + static_cast<std::size_t>(k)]);
+      const int v =
+          k >= 4 - pad ? 0 : value(text[i + static_cast<std::size_t>(k)]);
       if (v < 0) return std::nullopt;
       n = (n << 6) | static_cast<std::uint32_t>(v);
     }

@@ -68,12 +68,11 @@ std::string DefaultHolderId() {
 LeaderElector::LeaderElector(Options options, ElectedCallback on_elected,
                              LostCallback on_lost, ErrorCallback on_error)
     : options_(Normalize(std::move(options))),
-      backend_(options_.backend
-                   ? options_.backend
-                   : std::make_shared<FencepostLeases>(
-                         options_.client,
-                         LeaseSpec{options_.name, options_.holder,
-                                   options_.ttl})),
+      backend_(options_.backend ? options_.backend
+                                : std::make_shared<FencepostLeases>(
+                                      options_.client,
+                                      LeaseSpec{options_.name, options_.holder,
+                                                options_.ttl})),
       on_elected_(std::move(on_elected)),
       on_lost_(std::move(on_lost)),
       on_error_(std::move(on_error)) {}
@@ -143,12 +142,11 @@ void LeaderElector::Lead(const LeaseAttempt& grant) {
   LeaseKeeper::Options keeper_options;
   keeper_options.safety_margin = options_.safety_margin;
   keeper_options.timeout = options_.client.timeout;
-  LeaseKeeper keeper(*backend_, grant, keeper_options,
-                     [&](const std::string&) {
-                       stop.Fire();
-                       std::lock_guard lock(mu_);
-                       cv_.notify_all();
-                     });
+  LeaseKeeper keeper(*backend_, grant, keeper_options, [&](const std::string&) {
+    stop.Fire();
+    std::lock_guard lock(mu_);
+    cv_.notify_all();
+  });
   std::string failure;
   std::thread work([&] {
     {

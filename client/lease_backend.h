@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 namespace fencepost::client {
 
@@ -43,6 +44,21 @@ struct LeaseAttempt {
   // kFailed: false when retrying cannot help (credentials refused, a
   // request the system calls bad), so a campaign should give up.
   bool retryable = true;
+
+  static LeaseAttempt Refused(std::string detail, std::string holder = {}) {
+    LeaseAttempt out;
+    out.outcome = Outcome::kRefused;
+    out.detail = std::move(detail);
+    out.holder = std::move(holder);
+    return out;
+  }
+  static LeaseAttempt Failed(std::string detail, bool retryable = true) {
+    LeaseAttempt out;
+    out.outcome = Outcome::kFailed;
+    out.detail = std::move(detail);
+    out.retryable = retryable;
+    return out;
+  }
 };
 
 // A coordination system that grants a named lease to one holder at a time,

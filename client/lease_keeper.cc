@@ -19,8 +19,7 @@ milliseconds HeldFor(const LeaseBackend& backend, const LeaseAttempt& grant) {
   return grant.ttl > milliseconds(0) ? std::min(asked, grant.ttl) : asked;
 }
 
-LeaseKeeper::Options Normalize(LeaseKeeper::Options options,
-                               milliseconds ttl) {
+LeaseKeeper::Options Normalize(LeaseKeeper::Options options, milliseconds ttl) {
   if (ttl <= milliseconds(0)) {
     throw std::invalid_argument("the lease TTL must be positive");
   }
@@ -136,7 +135,8 @@ std::string LeaseKeeper::Renew(Clock::time_point deadline) {
   if (answer.outcome == LeaseAttempt::Outcome::kRefused) {
     return answer.detail.empty() ? "the renewal was refused" : answer.detail;
   }
-  if (answer.outcome == LeaseAttempt::Outcome::kHeld && answer.token != token_) {
+  if (answer.outcome == LeaseAttempt::Outcome::kHeld &&
+      answer.token != token_) {
     return "the renewal was answered with token " +
            std::to_string(answer.token) + " instead of " +
            std::to_string(token_);

@@ -45,8 +45,8 @@ class LeaseKeeper {
   // Starts renewing the lease `grant` (a kHeld answer of backend.Acquire).
   // Throws std::invalid_argument for a grant that is not kHeld or a margin
   // not below the TTL.
-  LeaseKeeper(LeaseBackend& backend, const LeaseAttempt& grant,
-              Options options, LostCallback on_lost = {});
+  LeaseKeeper(LeaseBackend& backend, const LeaseAttempt& grant, Options options,
+              LostCallback on_lost = {});
   // Stop(): never releases.
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;

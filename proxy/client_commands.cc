@@ -151,7 +151,11 @@ const std::vector<CommandSpec>& Commands() {
       {"lease", "acquire", "NAME", {"holder", "ttl", "wait"}},
       {"lease", "release", "NAME", {"holder", "token"}},
       {"lease", "get", "NAME", {}},
-      {"lease", "run", "NAME", {"holder", "ttl", "grace", "via", "fence"}, true},
+      {"lease",
+       "run",
+       "NAME",
+       {"holder", "ttl", "grace", "via", "fence"},
+       true},
       {"fence", "get", "KEY", {}},
       {"fence", "bump", "KEY", {"token"}},
       {"batch", "", "FILE", {"token"}, false, true},
@@ -570,8 +574,9 @@ std::optional<client::LeaseAttempt> AcquireForRun(client::LeaseBackend& leases,
       case client::LeaseAttempt::Outcome::kHeld:
         return attempt;
       case client::LeaseAttempt::Outcome::kRefused:
-        now_state = "waiting for " + name + ", held by " +
-                    (attempt.holder.empty() ? "another holder" : attempt.holder);
+        now_state =
+            "waiting for " + name + ", held by " +
+            (attempt.holder.empty() ? "another holder" : attempt.holder);
         break;
       case client::LeaseAttempt::Outcome::kFailed:
         if (!attempt.retryable) {

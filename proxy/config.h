@@ -27,7 +27,7 @@ struct Config {
   ListenAddress listen{"127.0.0.1", 7400};
   ListenAddress admin_listen{"127.0.0.1", 7401};
   std::string data_dir = "./fencepost-data";
-  std::string backend = "lmdb";      // as given, for logs and /v1/status
+  std::string backend = "lmdb";       // as given, for logs and /v1/status
   storage::BackendSpec backend_spec;  // `backend` parsed
   std::vector<std::string> fence_scopes;
   std::uint64_t max_body = 4194304;

@@ -1,6 +1,5 @@
 #include "storage/http_backend.h"
 
-
 #include <boost/asio/connect.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -208,8 +207,8 @@ asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   const HttpRequest upstream = Upstream(*request.original, request.key);
   Exchange exchange = co_await RoundTrip(upstream, true);
   if (exchange.sent != Sent::kAnswered) {
-    result.detail = "upstream " + std::string(upstream.method_string()) +
-                    " " + std::string(upstream.target()) +
+    result.detail = "upstream " + std::string(upstream.method_string()) + " " +
+                    std::string(upstream.target()) +
                     " failed: " + exchange.error;
     result.error = Errc::kUpstreamFailed;
     co_return result;
@@ -252,12 +251,12 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
       request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete;
   Exchange exchange = co_await RoundTrip(upstream, idempotent);
   if (exchange.sent != Sent::kAnswered) {
-    result.detail = "upstream " + std::string(upstream.method_string()) +
-                    " " + std::string(upstream.target()) +
-                    (exchange.sent == Sent::kNotSent
-                         ? " was not sent: "
-                         : " has an unknown outcome: ") +
-                    exchange.error;
+    result.detail =
+        "upstream " + std::string(upstream.method_string()) + " " +
+        std::string(upstream.target()) +
+        (exchange.sent == Sent::kNotSent ? " was not sent: "
+                                         : " has an unknown outcome: ") +
+        exchange.error;
   }
   switch (exchange.sent) {
     case Sent::kAnswered:

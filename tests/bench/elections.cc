@@ -32,7 +32,8 @@ std::unique_ptr<LeaseBackend> Make(const std::string& backend,
     return std::make_unique<FencepostLeases>(options, spec);
   }
   if (backend == "etcd") return std::make_unique<EtcdLeases>(url, spec);
-  if (backend == "zookeeper") return std::make_unique<ZooKeeperLeases>(url, spec);
+  if (backend == "zookeeper")
+    return std::make_unique<ZooKeeperLeases>(url, spec);
   if (backend == "postgres") return std::make_unique<PostgresLeases>(url, spec);
   std::fprintf(stderr, "unknown backend %s\n", backend.c_str());
   std::exit(2);
@@ -57,9 +58,9 @@ int main(int argc, char** argv) {
   }
   const std::string backend = argv[1];
   const double seconds = argc > 3 ? std::atof(argv[3]) : 5;
-  const auto leases = Make(backend, argv[2],
-                           LeaseSpec{"bench/elections", "bencher",
-                                     milliseconds(10000)});
+  const auto leases =
+      Make(backend, argv[2],
+           LeaseSpec{"bench/elections", "bencher", milliseconds(10000)});
   const milliseconds timeout(5000);
   const auto span = std::chrono::duration_cast<Clock::duration>(
       std::chrono::duration<double>(seconds));

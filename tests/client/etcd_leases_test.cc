@@ -29,7 +29,8 @@ class EtcdLeasesTest : public ::testing::Test {
   static void SetUpTestSuite() {
     char pattern[] = "/tmp/fencepost-etcd-XXXXXX";
     dir_ = ::mkdtemp(pattern);
-    url_ = ShellLine(std::string(FENCEPOST_ETCD_SH) + " start " + dir_ + "/etcd");
+    url_ =
+        ShellLine(std::string(FENCEPOST_ETCD_SH) + " start " + dir_ + "/etcd");
   }
   static void TearDownTestSuite() {
     ShellLine(std::string(FENCEPOST_ETCD_SH) + " stop " + dir_ + "/etcd");
@@ -40,13 +41,13 @@ class EtcdLeasesTest : public ::testing::Test {
   // "127.0.0.1:PORT" of the running etcd.
   static std::string HostPort() { return url_.substr(7); }
   static std::uint16_t Port() {
-    return static_cast<std::uint16_t>(std::stoi(url_.substr(url_.rfind(':') + 1)));
+    return static_cast<std::uint16_t>(
+        std::stoi(url_.substr(url_.rfind(':') + 1)));
   }
 
-  static std::unique_ptr<EtcdLeases> Candidate(const std::string& name,
-                                               const std::string& holder,
-                                               milliseconds ttl = milliseconds(5000),
-                                               const std::string& url = url_) {
+  static std::unique_ptr<EtcdLeases> Candidate(
+      const std::string& name, const std::string& holder,
+      milliseconds ttl = milliseconds(5000), const std::string& url = url_) {
     return std::make_unique<EtcdLeases>(url, LeaseSpec{name, holder, ttl});
   }
 
@@ -151,19 +152,19 @@ TEST_F(EtcdLeasesTest, AnExpiredLeaseGoesToTheNextWithAHigherToken) {
 
 TEST_F(EtcdLeasesTest, UnreachableEndpointsFailInTimeAndTheNextIsTried) {
   testing::SilentListener silent;
-  const auto mute = Candidate(
-      "mute", "a", milliseconds(5000),
-      "etcd://127.0.0.1:" + std::to_string(silent.port()));
+  const auto mute =
+      Candidate("mute", "a", milliseconds(5000),
+                "etcd://127.0.0.1:" + std::to_string(silent.port()));
   const auto before = std::chrono::steady_clock::now();
   const LeaseAttempt answer = mute->Acquire(milliseconds(300));
   EXPECT_EQ(answer.outcome, Outcome::kFailed);
   EXPECT_TRUE(answer.retryable);
   EXPECT_LT(std::chrono::steady_clock::now() - before, milliseconds(1000));
 
-  const auto failover = Candidate(
-      "failover", "a", milliseconds(5000),
-      "etcd://127.0.0.1:" + std::to_string(testing::UnusedPort()) + "," +
-          HostPort());
+  const auto failover =
+      Candidate("failover", "a", milliseconds(5000),
+                "etcd://127.0.0.1:" + std::to_string(testing::UnusedPort()) +
+                    "," + HostPort());
   const LeaseAttempt held = failover->Acquire(kTimeout);
   ASSERT_EQ(held.outcome, Outcome::kHeld) << held.detail;
   EXPECT_EQ(failover->Release(held.token, kTimeout), "");
@@ -171,12 +172,13 @@ TEST_F(EtcdLeasesTest, UnreachableEndpointsFailInTimeAndTheNextIsTried) {
 
 TEST_F(EtcdLeasesTest, TheKeyIsThePrefixAndTheNameAsTheyAre) {
   EXPECT_EQ(Candidate("jobs/a", "x")->key(), "fencepost/leases/jobs/a");
-  EXPECT_EQ(Candidate("../b", "x", milliseconds(1000),
-                      "etcd://127.0.0.1:1/teams/x/")->key(),
-            "teams/x/../b");
-  EXPECT_EQ(Candidate("a", "x", milliseconds(1000), "etcds://h:2,h:3")
-                ->Describe(),
-            "etcd h:2,h:3");
+  EXPECT_EQ(
+      Candidate("../b", "x", milliseconds(1000), "etcd://127.0.0.1:1/teams/x/")
+          ->key(),
+      "teams/x/../b");
+  EXPECT_EQ(
+      Candidate("a", "x", milliseconds(1000), "etcds://h:2,h:3")->Describe(),
+      "etcd h:2,h:3");
 }
 
 TEST(EtcdLeasesUrlTest, RefusesBadUrlsAndSpecs) {
@@ -191,9 +193,9 @@ TEST(EtcdLeasesUrlTest, RefusesBadUrlsAndSpecs) {
   EXPECT_THROW(EtcdLeases("etcd://127.0.0.1:2379",
                           LeaseSpec{"", "h", milliseconds(1000)}),
                std::invalid_argument);
-  EXPECT_THROW(EtcdLeases("etcd://127.0.0.1:2379",
-                          LeaseSpec{"n", "h", milliseconds(0)}),
-               std::invalid_argument);
+  EXPECT_THROW(
+      EtcdLeases("etcd://127.0.0.1:2379", LeaseSpec{"n", "h", milliseconds(0)}),
+      std::invalid_argument);
 }
 
 }  // namespace

@@ -295,13 +295,13 @@ std::string Unescape(std::string_view logged) {
 
 std::vector<NginxProcess::Seen> NginxProcess::AwaitRequests(
     std::size_t count, std::string_view method) const {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (true) {
     std::vector<Seen> seen = Requests();
-    const auto matching = static_cast<std::size_t>(
-        std::count_if(seen.begin(), seen.end(), [&](const Seen& s) {
-          return method.empty() || s.method == method;
-        }));
+    const auto matching = static_cast<std::size_t>(std::count_if(
+        seen.begin(), seen.end(),
+        [&](const Seen& s) { return method.empty() || s.method == method; }));
     if (matching >= count || std::chrono::steady_clock::now() >= deadline) {
       return seen;
     }
