@@ -19,6 +19,8 @@ constexpr std::string_view kAppliedSeqKey = "applied_seq";
 // batch gather.
 constexpr std::size_t kApplyBatch = 16384;
 constexpr std::chrono::milliseconds kApplyInterval{50};
+// Sync threads: with two, one group's sync overlaps the next one's.
+constexpr int kSyncers = 2;
 
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -68,7 +70,12 @@ Committer::Committer(Env& env, Options options)
       std::make_unique<Wal>(Wal::Options{env_.dir(), options_.segment_bytes});
   Replay();
   LoadLeases();
+  written_seq_ = sync_target_ = durable_seq_ = next_seq_ - 1;
+  published_seq_ = next_seq_ - 1;
   applier_ = std::thread([this] { ApplyLoop(); });
+  for (int i = 0; i < kSyncers; ++i) {
+    syncers_.emplace_back([this] { SyncLoop(); });
+  }
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -151,7 +158,9 @@ void Committer::Submit(FenceWrite write, Done done) {
     std::lock_guard lock(mu_);
     if (queue_.size() < options_.max_queue_writes || stopping_) {
       queue_.push_back({std::move(write), std::move(done)});
-      cv_.notify_all();
+      // The committer waits only on an empty queue: later writes of a
+      // busy moment need no wake-up (no futex call each).
+      if (queue_.size() == 1) cv_.notify_one();
       return;
     }
   }
@@ -167,11 +176,20 @@ void Committer::Stop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  Drain();
+  {
+    std::lock_guard lock(sync_mu_);
+    syncers_stop_ = true;
+  }
+  sync_cv_.notify_all();
+  for (std::thread& t : syncers_) {
+    if (t.joinable()) t.join();
+  }
   {
     std::lock_guard lock(mu_);
     committer_done_ = true;
   }
-  cv_.notify_all();
+  apply_cv_.notify_all();
   if (applier_.joinable()) {
     applier_.join();
     // Everything logged is in LMDB now.
@@ -217,8 +235,18 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
   std::optional<Token> current;
   std::int64_t updated_at_ns = 0;
   *fence_created = false;
+  const auto in_recent = [&]() -> const std::optional<Token>* {
+    for (auto r = recent_.rbegin(); r != recent_.rend(); ++r) {
+      auto it = r->seen.fences.find(write.fence);
+      if (it != r->seen.fences.end()) return &it->second;
+    }
+    return nullptr;
+  };
+  const std::optional<Token>* recent = nullptr;
   if (auto it = seen.fences.find(write.fence); it != seen.fences.end()) {
     current = it->second;
+  } else if ((recent = in_recent()) != nullptr) {
+    current = *recent;
   } else if (const Overlay::Fence* f = overlay.FindFence(write.fence)) {
     current = f->token;
     updated_at_ns = f->updated_at_ns;
@@ -293,8 +321,18 @@ bool Committer::DecideValue(MDB_txn* txn, Seen& seen, const FenceWrite& write,
   if (write.value) {
     const ValueOp& value = *write.value;
     bool present = false;
+    const auto in_recent = [&]() -> const bool* {
+      for (auto rc = recent_.rbegin(); rc != recent_.rend(); ++rc) {
+        auto it = rc->seen.values.find(value.key);
+        if (it != rc->seen.values.end()) return &it->second;
+      }
+      return nullptr;
+    };
+    const bool* recent = nullptr;
     if (auto it = seen.values.find(value.key); it != seen.values.end()) {
       present = it->second;
+    } else if ((recent = in_recent()) != nullptr) {
+      present = *recent;
     } else if (const Overlay::Value* v = overlay.FindValue(value.key)) {
       present = v->present;
     } else {
@@ -467,25 +505,33 @@ void Committer::WaitForApplier(Ready ready) {
   std::unique_lock lock(mu_);
   if (ready()) return;
   committer_waiting_ = true;
-  cv_.notify_all();  // the applier applies at once
+  apply_cv_.notify_one();  // the applier applies at once
   applied_cv_.wait(lock, ready);
   committer_waiting_ = false;
 }
 
 void Committer::CommitGroup(std::vector<Pending>& group) {
+  // Records published to the overlay are found there from now on.
+  while (!recent_.empty() && recent_.front().last_seq <= published_seq_) {
+    recent_.pop_front();
+  }
+  bool has_lease = false;
+  for (const Pending& p : group) has_lease = has_lease || p.write.lease;
+  // Lease decisions read the lease table, which groups update when they
+  // are answered: let the earlier ones be answered first.
+  if (has_lease) Drain();
   // Near --max-map-size the reservations of unapplied records would refuse
   // writes that fit: let the applier drain first, so a 507 is decided on
   // the map as it is (and stays 507 while nothing frees space).
   std::size_t need = 0;
   for (const Pending& p : group) need += Reservation(p.write);
   if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
+    Drain();
     WaitForApplier(
         [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
   }
-  std::vector<WriteOutcome> outcomes(group.size());
-  std::vector<WalRecord> records;
-  std::vector<bool> created;
-  std::vector<std::size_t> logged;  // group index of each record
+  Group g;
+  g.outcomes.resize(group.size());
   Seen seen;
   {
     // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
@@ -493,71 +539,175 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
     auto lock = env_.overlay().Lock();
     Env::ReadTxn txn(env_);
     if (txn.get() == nullptr) {
-      for (WriteOutcome& o : outcomes) o.error = FromLmdb(txn.error());
+      for (WriteOutcome& o : g.outcomes) o.error = FromLmdb(txn.error());
     } else {
       const std::int64_t now_ns = NowNs();
       for (std::size_t i = 0; i < group.size(); ++i) {
         if (!group[i].write.batch.empty()) {
           std::vector<WalRecord> batch;
-          if (DecideBatch(txn.get(), seen, group[i].write, now_ns, &outcomes[i],
-                          &batch, &created)) {
+          if (DecideBatch(txn.get(), seen, group[i].write, now_ns,
+                          &g.outcomes[i], &batch, &g.created)) {
             for (WalRecord& r : batch) {
-              r.seq = next_seq_ + records.size();
-              records.push_back(std::move(r));
-              logged.push_back(i);
+              r.seq = next_seq_ + g.records.size();
+              g.records.push_back(std::move(r));
             }
           }
           continue;
         }
         std::optional<WalRecord> record;
         bool fence_created = false;
-        DecideOne(txn.get(), seen, group[i].write, now_ns, &outcomes[i],
+        DecideOne(txn.get(), seen, group[i].write, now_ns, &g.outcomes[i],
                   &record, &fence_created);
         if (!record) continue;
-        record->seq = next_seq_ + records.size();
-        records.push_back(std::move(*record));
-        created.push_back(fence_created);
-        logged.push_back(i);
+        record->seq = next_seq_ + g.records.size();
+        g.records.push_back(std::move(*record));
+        g.created.push_back(fence_created);
       }
     }
   }
 
-  if (!records.empty()) {
+  int segment = -1;
+  if (!g.records.empty()) {
     std::string bytes;
-    std::size_t unapplied = 0;
-    for (const WalRecord& r : records) {
+    for (const WalRecord& r : g.records) {
       EncodeRecord(r, &bytes);
-      unapplied += Reservation(r);
+      g.unapplied += Reservation(r);
     }
     // Bounded replay at start, and segments free to reuse: wait for the
     // applier when it is too far behind.
     WaitForApplier([&] {
       return (unapplied_bytes_ == 0 ||
-              unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
+              unapplied_bytes_ + g.unapplied <= options_.max_unapplied_bytes) &&
              wal_->CanAppend(bytes.size(), applied_seq_);
     });
-    if (int e = wal_->Append(bytes, records.back().seq); e != 0) {
+    // Recovery reads each segment's run from its start: a record left
+    // undurable in the segment the writer leaves, with later ones durable
+    // in the next, would read as a gap. Leave only a durable segment.
+    if (wal_->Switches(bytes.size())) Drain();
+    if (int e = wal_->Write(bytes, g.records.back().seq, &segment); e != 0) {
       Fatal(
-          "the write-ahead log write or sync failed; the outcome of its "
-          "writes is unknown",
+          "the write-ahead log write failed; the outcome of its writes is "
+          "unknown",
           e);
     }
-    next_seq_ = records.back().seq + 1;
-    env_.overlay().Publish(records, created);
-    for (auto& [name, entry] : seen.leases) {
+    next_seq_ = g.records.back().seq + 1;
+    recent_.push_back(
+        {g.records.back().seq,
+         Seen{std::move(seen.fences), std::move(seen.values), {}}});
+  }
+  g.leases = std::move(seen.leases);
+  g.durable_at = next_seq_ - 1;
+  g.pending = std::move(group);
+  group.clear();
+  {
+    std::lock_guard lock(sync_mu_);
+    decided_.push_back(std::move(g));
+    ++unanswered_;
+    if (segment >= 0) {
+      written_seq_ = next_seq_ - 1;
+      unsynced_segments_ |= 1u << segment;
+    }
+  }
+  if (segment < 0) {
+    AnswerDurable();  // nothing to sync: it may be answerable now
+    return;
+  }
+  sync_cv_.notify_one();
+  // Let the next group gather while every sync thread is busy: go on only
+  // once a sync has begun that covers this group.
+  std::unique_lock lock(sync_mu_);
+  room_cv_.wait(lock, [this] { return sync_target_ >= written_seq_; });
+}
+
+void Committer::SyncLoop() {
+  std::unique_lock lock(sync_mu_);
+  while (true) {
+    sync_cv_.wait(lock,
+                  [this] { return syncers_stop_ || unsynced_segments_ != 0; });
+    if (unsynced_segments_ == 0) return;
+    const unsigned segments = unsynced_segments_;
+    unsynced_segments_ = 0;
+    sync_target_ = written_seq_;
+    syncs_.push_back({written_seq_, false});
+    SyncTicket& ticket = syncs_.back();  // deque: stays valid
+    room_cv_.notify_all();
+    lock.unlock();
+    for (int i = 0; i < 2; ++i) {
+      if ((segments & (1u << i)) == 0) continue;
+      if (int e = wal_->Sync(i); e != 0) {
+        Fatal(
+            "the write-ahead log sync failed; the outcome of its writes is "
+            "unknown",
+            e);
+      }
+    }
+    lock.lock();
+    ticket.done = true;
+    bool advanced = false;
+    while (!syncs_.empty() && syncs_.front().done) {
+      durable_seq_ = syncs_.front().target;
+      syncs_.pop_front();
+      advanced = true;
+    }
+    if (advanced) {
+      lock.unlock();
+      AnswerDurable();
+      lock.lock();
+    }
+  }
+}
+
+void Committer::AnswerDurable() {
+  std::lock_guard order(answer_mu_);
+  while (true) {
+    Group g;
+    {
+      std::lock_guard lock(sync_mu_);
+      if (decided_.empty() || decided_.front().durable_at > durable_seq_) {
+        return;
+      }
+      g = std::move(decided_.front());
+      decided_.pop_front();
+    }
+    Answer(g);
+    {
+      std::lock_guard lock(sync_mu_);
+      --unanswered_;
+    }
+    room_cv_.notify_all();
+  }
+}
+
+void Committer::Answer(Group& g) {
+  if (!g.records.empty()) {
+    env_.overlay().Publish(g.records, g.created);
+    for (auto& [name, entry] : g.leases) {
       env_.lease_table().Set(name, std::move(entry));
     }
+    published_seq_ = g.records.back().seq;
     {
       std::lock_guard lock(mu_);
       ++commits_;
-      unapplied_bytes_ += unapplied;
-      to_apply_.insert(to_apply_.end(), records.begin(), records.end());
+      unapplied_bytes_ += g.unapplied;
+      const bool was_empty = to_apply_.empty();
+      to_apply_.insert(to_apply_.end(),
+                       std::make_move_iterator(g.records.begin()),
+                       std::make_move_iterator(g.records.end()));
+      // The applier waits for a first record, then for a full batch or its
+      // interval: wake it only for those.
+      if (was_empty || to_apply_.size() >= kApplyBatch) {
+        apply_cv_.notify_one();
+      }
     }
-    cv_.notify_all();
   }
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    group[i].done(std::move(outcomes[i]));
+  for (std::size_t i = 0; i < g.pending.size(); ++i) {
+    g.pending[i].done(std::move(g.outcomes[i]));
   }
+}
+
+void Committer::Drain() {
+  std::unique_lock lock(sync_mu_);
+  room_cv_.wait(lock, [this] { return unanswered_ == 0; });
 }
 
 void Committer::ApplyLoop() {
@@ -565,11 +715,12 @@ void Committer::ApplyLoop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return committer_done_ || !to_apply_.empty(); });
+      apply_cv_.wait(lock,
+                     [this] { return committer_done_ || !to_apply_.empty(); });
       if (to_apply_.empty()) return;
       // LMDB's synced commits share the disk with the log's syncs, which
       // answers wait for: fewer, larger ones leave the disk to the log.
-      cv_.wait_for(lock, kApplyInterval, [this] {
+      apply_cv_.wait_for(lock, kApplyInterval, [this] {
         return committer_done_ || committer_waiting_ ||
                to_apply_.size() >= kApplyBatch;
       });

@@ -105,9 +105,15 @@ struct WriteOutcome {
 // may have lost acknowledged data or cannot keep a promise: `on_fatal` is
 // called and the process aborts.
 //
+// The log's syncs overlap: while one group's sync is in flight the
+// committer decides and writes the next (deciding against the groups not
+// yet durable), and a second sync thread flushes it. Answers still go out
+// in decision order, each only after a sync that began after its records
+// were written has returned, and after every sync begun before that one.
+//
 // Thread safety: Submit may be called from any thread. `done` callbacks run
-// on the committer's own thread (or, for kOverloaded, on the caller's) and
-// must not block.
+// on one of the committer's threads (or, for kOverloaded, on the caller's)
+// and must not block.
 class Committer {
  public:
   using Done = std::function<void(WriteOutcome)>;
@@ -151,8 +157,40 @@ class Committer {
     std::map<std::string, LeaseTable::Entry, std::less<>> leases;
   };
 
+  // A decided group, answered once the log is durable up to `durable_at`:
+  // its last record, or (no record) the last one written before it.
+  struct Group {
+    std::vector<Pending> pending;
+    std::vector<WriteOutcome> outcomes;
+    std::vector<WalRecord> records;
+    std::vector<bool> created;
+    std::map<std::string, LeaseTable::Entry, std::less<>> leases;
+    std::size_t unapplied = 0;
+    std::uint64_t durable_at = 0;
+  };
+  // What a group being synced did to fences and values, for the decisions
+  // of the groups after it until it is published to the overlay.
+  struct Recent {
+    std::uint64_t last_seq = 0;
+    Seen seen;
+  };
+  // A started sync: when it and every sync started before it are done, the
+  // log is durable up to `target`.
+  struct SyncTicket {
+    std::uint64_t target = 0;
+    bool done = false;
+  };
+
   void Run();
   void CommitGroup(std::vector<Pending>& group);
+  // A sync thread: syncs what was written since the last sync began, then
+  // answers the groups that made durable.
+  void SyncLoop();
+  // Answers, in decision order, every group the log is durable for.
+  void AnswerDurable();
+  void Answer(Group& group);
+  // Waits until every decided group is answered.
+  void Drain();
   // Decides one write; fills `outcome`, and `record` when it is applied.
   void DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
                  std::int64_t now_ns, WriteOutcome* outcome,
@@ -207,7 +245,10 @@ class Committer {
   std::atomic<std::size_t> reserved_bytes_ = 0;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;          // the queue, and stopping
+  // Each waiter has its own: a wake-up goes only to the thread it is for.
+  std::condition_variable cv_;          // the committer: the queue, stopping
+  std::condition_variable apply_cv_;    // the applier: records, the committer
+                                        // waiting or done
   std::condition_variable applied_cv_;  // the applier made progress
   std::deque<Pending> queue_;
   std::vector<WalRecord> to_apply_;
@@ -219,6 +260,27 @@ class Committer {
   std::uint64_t commits_ = 0;
   std::thread applier_;
   std::thread thread_;
+
+  // Overlapping syncs: the committer writes a group to the log and goes on
+  // deciding the next while sync threads flush it (syncs overlap on the
+  // device; each covers everything written before it began). Answers go
+  // out in decision order, each only once the log is durable past it.
+  mutable std::mutex sync_mu_;
+  std::condition_variable sync_cv_;  // the sync threads: something written
+  std::condition_variable room_cv_;  // the committer: a sync began, or
+                                     // groups were answered
+  std::deque<Group> decided_;        // not yet answered, in order
+  std::size_t unanswered_ = 0;       // decided_ and the ones being answered
+  std::uint64_t written_seq_ = 0;    // the last record written
+  std::uint64_t sync_target_ = 0;    // the last record a begun sync covers
+  unsigned unsynced_segments_ = 0;   // bit i: segment i written since
+  std::deque<SyncTicket> syncs_;     // begun, in order
+  std::uint64_t durable_seq_ = 0;
+  bool syncers_stop_ = false;
+  std::vector<std::thread> syncers_;
+  std::mutex answer_mu_;  // one thread answers at a time, in order
+  std::atomic<std::uint64_t> published_seq_ = 0;
+  std::deque<Recent> recent_;  // the committer thread's only
 };
 
 }  // namespace fencepost::fence

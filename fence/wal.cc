@@ -306,8 +306,12 @@ int Wal::MarkApplied() {
   return 0;
 }
 
-int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
-  if (offset_ > 0 && offset_ + bytes.size() > segments_[current_].size) {
+bool Wal::Switches(std::size_t bytes) const {
+  return offset_ > 0 && offset_ + bytes > segments_[current_].size;
+}
+
+int Wal::Write(std::string_view bytes, std::uint64_t last_seq, int* segment) {
+  if (Switches(bytes.size())) {
     current_ = 1 - current_;  // CanAppend said the other one is applied
     offset_ = 0;
   }
@@ -315,12 +319,22 @@ int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
   if (int e = WriteAll(s.fd, bytes.data(), bytes.size(), offset_); e != 0) {
     return e;
   }
-  if (::fdatasync(s.fd) != 0) return errno;
   offset_ += bytes.size();
   s.size = std::max(s.size, offset_);
   s.last_seq = last_seq;
   last_seq_ = last_seq;
+  *segment = current_;
   return 0;
+}
+
+int Wal::Sync(int segment) const {
+  return ::fdatasync(segments_[segment].fd) != 0 ? errno : 0;
+}
+
+int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
+  int segment = 0;
+  if (int e = Write(bytes, last_seq, &segment); e != 0) return e;
+  return Sync(segment);
 }
 
 }  // namespace fencepost::fence

@@ -56,7 +56,8 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes);
 // empty segment grows it. At open, each segment yields its run of records
 // (DecodeRun) and recovery replays those LMDB has not applied yet.
 //
-// Thread safety: one thread appends; the constructor's records are read
+// Thread safety: one thread appends (Append, Write); Sync may be called
+// from other threads at the same time. The constructor's records are read
 // before it starts.
 class Wal {
  public:
@@ -88,6 +89,15 @@ class Wal {
   // Returns 0, or the errno of a failed write or sync: then nothing may be
   // acknowledged, as the sync's failure may have lost the data.
   int Append(std::string_view bytes, std::uint64_t last_seq);
+  // Append in two steps, for a writer that overlaps syncs: Write puts the
+  // group in the page cache and says which segment (0 or 1) holds it in
+  // `*segment`; Sync(segment), from any thread, makes everything written to
+  // that segment before the call durable. Both return 0 or the errno, as
+  // Append does.
+  int Write(std::string_view bytes, std::uint64_t last_seq, int* segment);
+  int Sync(int segment) const;
+  // Whether the next Write of `bytes` goes to the other segment.
+  bool Switches(std::size_t bytes) const;
 
  private:
   struct Segment {

@@ -12,7 +12,8 @@
 #
 # Environment: BENCH_SECONDS (10), BENCH_CLIENTS (32), BENCH_KEYS (10000),
 # BENCH_SCALE ("10000 100000 1000000"; empty skips), BENCH_PEERS=0 skips the
-# peers, BENCH_MICRO=0 skips the Google Benchmark programs, BENCH_PREBUILT=DIR
+# peers, BENCH_MICRO=0 skips the Google Benchmark programs, BENCH_ROUNDS (3)
+# A/B rounds against Redis at each of BENCH_AB_CLIENTS ("32 128"), BENCH_PREBUILT=DIR
 # uses the binaries of an existing build (the test command's) instead of
 # building Release.
 #
@@ -33,6 +34,8 @@ KEYS=${BENCH_KEYS:-10000}
 SCALE=${BENCH_SCALE-10000 100000 1000000}
 PEERS=${BENCH_PEERS:-1}
 MICRO=${BENCH_MICRO:-1}
+ROUNDS=${BENCH_ROUNDS:-3}
+AB_CLIENTS=${BENCH_AB_CLIENTS:-32 128}
 BUILD=${FENCEPOST_BENCH_BUILD_DIR:-build-bench}
 if ((SMOKE)); then
   SECS=${BENCH_SECONDS:-2}
@@ -257,6 +260,7 @@ fencepost_run() {
   read -r ops p50 p99 <<<"$stats"
   row fencepost "$label" "$clients" "$ops" "$p50" "$p99" "$acc" "$rej"
   echo "$ops" >"$WORK/last_ops"
+  echo "$ops $p99" >"$WORK/last_fp"
 }
 
 # --- the ceilings -----------------------------------------------------------
@@ -297,8 +301,13 @@ sync_probe() {
 }
 
 # --- the peers --------------------------------------------------------------
+# redis_run [CLIENTS [REQUESTS]]: REQUESTS defaults to what 35k/s would
+# send in BENCH_SECONDS; the A/B rounds size it from fencepost's rate so both
+# run for about the same time.
 redis_run() {
-  local port dir=$WORK/redis
+  local clients=${1:-$CLIENTS}
+  local n=${2:-$((SECS * 35000))}
+  local port dir=$WORK/redis-$RANDOM
   port=$(free_port)
   mkdir -p "$dir"
   redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes \
@@ -314,8 +323,7 @@ redis_run() {
       redis.call('HSET', string.format('bench:%012d', i), 't', 2, 'v', 'seed') end" \
     0 "$KEYS" >/dev/null
   busy_check "redis"
-  local n=$((SECS * 35000))
-  redis-benchmark -p "$port" -c "$CLIENTS" -n "$n" -r "$KEYS" --csv \
+  redis-benchmark -p "$port" -c "$clients" -n "$n" -r "$KEYS" --csv \
     EVALSHA "$sha" 1 'bench:__rand_int__' __rand_int__ "$pad" >"$WORK/redis.csv"
   local acc rej landed
   acc=$("${cli[@]}" HGET bench:stats accepted)
@@ -333,7 +341,8 @@ redis_run() {
   # "test","rps","avg","min","p50","p95","p99","max"
   local ops p50 p99
   IFS=, read -r _ ops _ _ p50 _ p99 _ < <(tail -1 "$WORK/redis.csv" | tr -d '"')
-  row redis "Lua CAS, AOF fsync always" "$CLIENTS" "${ops%.*}" "$p50" "$p99" "$acc" "$rej"
+  row redis "Lua CAS, AOF fsync always" "$clients" "${ops%.*}" "$p50" "$p99" "$acc" "$rej"
+  echo "${ops%.*} $p99" >"$WORK/last_redis"
 }
 
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -453,6 +462,23 @@ if ((PEERS)); then
   log "postgresql"; postgres_run
   log "etcd"; etcd_run
 fi
+# A/B rounds: fencepost and Redis back to back, BENCH_ROUNDS times at each
+# of BENCH_AB_CLIENTS, so a noisy neighbour hits both alike; the ratio of
+# each pair and the median ratio are printed under the table.
+AB=$WORK/ab
+: >"$AB"
+if ((PEERS)); then
+  for c in $AB_CLIENTS; do
+    for r in $(seq "$ROUNDS"); do
+      log "A/B round $r, $c clients"
+      fencepost_run "A/B round $r" "$c" "$KEYS"
+      read -r fops fp99 <"$WORK/last_fp"
+      redis_run "$c" $((SECS * fops))
+      read -r rops rp99 <"$WORK/last_redis"
+      echo "$c $r $fops $fp99 $rops $rp99" >>"$AB"
+    done
+  done
+fi
 RESTARTS=$WORK/restarts
 : >"$RESTARTS"
 for n in $SCALE; do
@@ -474,6 +500,19 @@ awk -F'\t' -v fp="$FP_OPS" -v clients="$CLIENTS" '{
   ratio = ($4 > 0 && ($3 == clients || $3 == "-")) ? sprintf("%.2f×", fp / $4) : "-"
   printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, ratio
 }' "$ROWS"
+if [[ -s $AB ]]; then
+  echo
+  echo "A/B rounds against Redis (AOF fsync always), back to back:"
+  echo
+  echo "| clients | round | fencepost ops/s | fencepost p99 ms | Redis ops/s | Redis p99 ms | ops ratio | p99 ratio |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  awk '{ printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× |\n",
+         $1, $2, $3, $4, $5, $6, ($5 > 0 ? $3 / $5 : 0), ($6 > 0 ? $4 / $6 : 0) }' "$AB"
+  for c in $AB_CLIENTS; do
+    awk -v c="$c" '$1 == c && $5 > 0 { print $3 / $5 }' "$AB" | sort -g |
+      awk -v c="$c" '{ v[NR] = $1 } END { if (NR) printf "median throughput ratio at %s clients: %.2f×\n", c, v[int((NR + 1) / 2)] }'
+  done
+fi
 if [[ -s $RESTARTS ]]; then
   echo
   sed 's/^/- /' "$RESTARTS"

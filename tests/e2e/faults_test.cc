@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 
@@ -66,22 +67,27 @@ TEST(FaultsTest, TinyMapFillsUpWith507AndRecoversWithALargerOne) {
 bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
 
 // The write-ahead log's sync (fdatasync of shard-0/wal-0, each group's one
-// flush) fails with EIO on its 3rd call, under strace's fault injection:
-// that write is never acknowledged and the process stops instead of
-// carrying on. After a restart the fence holds the last acknowledged token,
-// or the one whose sync failed (its bytes may have reached the log: never
-// acknowledged, it may still land), never less.
+// flush) fails with EIO under strace's fault injection: that write is never
+// acknowledged and the process stops instead of carrying on. strace counts
+// `when=3` per thread and the log has two sync threads, so the test reads
+// strace's own record of the syncs: the client, one request at a time (one
+// group, one sync each), must have seen exactly as many acknowledgements as
+// syncs returned 0 before the injected failure. After a restart the fence
+// holds the last acknowledged token, or the one whose sync failed (its bytes
+// may have reached the log: never acknowledged, it may still land), never
+// less.
 TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
   if (!HaveStrace())
     FAIL() << "strace is not installed; scripts/deps.sh installs it";
   TempDir dir;
   const std::string data = dir / "data";
+  const std::string trace = dir / "strace.log";
   // Create the environment first, so the injection counts only writes.
   { ServerProcess first(data); }
   ServerProcess server(
       data, {}, {},
-      {"strace", "-f", "-qq", "-o", "/dev/null", "-P", data + "/shard-0/wal-0",
-       "-e", "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=3"});
+      {"strace", "-f", "-qq", "-o", trace, "-P", data + "/shard-0/wal-0", "-e",
+       "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=3"});
   int acked = 0, last = 0;
   for (int token = 1; token <= 10; ++token) {
     try {
@@ -94,10 +100,24 @@ TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
       break;  // the server stopped mid-request: not acknowledged
     }
   }
-  EXPECT_EQ(acked, 2) << "the third group's log sync failed";
   const int status = server.Wait(15);
   EXPECT_NE(status, 0) << "the process must stop, not carry on";
   EXPECT_NE(server.Log().find("stopping"), std::string::npos) << server.Log();
+  std::ifstream in(trace);
+  std::string line;
+  int synced = 0;
+  bool injected = false;
+  while (std::getline(in, line)) {
+    if (line.find("INJECTED") != std::string::npos) {
+      injected = true;
+      break;
+    }
+    if (line.find("= 0") != std::string::npos) ++synced;
+  }
+  ASSERT_TRUE(injected) << "strace injected no failure";
+  EXPECT_GE(synced, 2);
+  EXPECT_EQ(acked, synced) << "every acknowledgement needs its own sync, and "
+                              "none may follow the failed one";
 
   ServerProcess restarted(data);
   auto fence = Fetch(restarted.admin_port(), "GET", "/v1/fences/eio");
