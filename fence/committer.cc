@@ -74,7 +74,10 @@ Committer::Committer(Env& env, Options options)
   published_seq_ = next_seq_ - 1;
   applier_ = std::thread([this] { ApplyLoop(); });
   for (int i = 0; i < kSyncers; ++i) {
-    syncers_.emplace_back([this] { SyncLoop(); });
+    sync_files_.push_back(std::make_unique<Wal::SyncFiles>(*wal_));
+  }
+  for (const auto& files : sync_files_) {
+    syncers_.emplace_back([this, &files = *files] { SyncLoop(files); });
   }
   thread_ = std::thread([this] { Run(); });
 }
@@ -280,7 +283,7 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
   }
   // Refuse what could not fit the map with everything logged before it.
   const std::size_t need = Reservation(r);
-  if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
+  if (env_.used_bytes_in_txn() + reserved_bytes_ + need > env_.max_map_size()) {
     std::optional<LeaseRecord> expired;
     if (outcome->lease) expired = std::move(outcome->lease->expired);
     *outcome = WriteOutcome{};
@@ -469,7 +472,7 @@ bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
                             std::vector<WalRecord>* records,
                             std::vector<bool>* created) {
   Seen trial = seen;
-  const std::size_t reserved = reserved_bytes_;
+  std::size_t reserved = 0;  // by this batch's records
   const std::size_t created_at = created->size();
   for (const FenceWrite& write : batch.batch) {
     WriteOutcome& one = outcome->batch.emplace_back();
@@ -477,8 +480,9 @@ bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
     bool fence_created = false;
     DecideOne(txn, trial, write, now_ns, &one, &record, &fence_created);
     if (!record) {
-      // Nothing of the batch is applied: undo its reservations.
-      reserved_bytes_ = reserved;
+      // Nothing of the batch is applied: undo its reservations (its own
+      // only: the applier may have released others' meanwhile).
+      reserved_bytes_ -= reserved;
       records->clear();
       created->resize(created_at);
       outcome->verdict = one.verdict;
@@ -486,6 +490,7 @@ bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
       return false;
     }
     record->batch_continues = true;
+    reserved += Reservation(*record);
     records->push_back(std::move(*record));
     created->push_back(fence_created);
   }
@@ -569,21 +574,27 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   int segment = -1;
   if (!g.records.empty()) {
     std::string bytes;
+    std::size_t unapplied = 0;
     for (const WalRecord& r : g.records) {
       EncodeRecord(r, &bytes);
-      g.unapplied += Reservation(r);
+      unapplied += Reservation(r);
     }
-    // Bounded replay at start, and segments free to reuse: wait for the
-    // applier when it is too far behind.
-    WaitForApplier([&] {
-      return (unapplied_bytes_ == 0 ||
-              unapplied_bytes_ + g.unapplied <= options_.max_unapplied_bytes) &&
-             wal_->CanAppend(bytes.size(), applied_seq_);
-    });
     // Recovery reads each segment's run from its start: a record left
     // undurable in the segment the writer leaves, with later ones durable
     // in the next, would read as a gap. Leave only a durable segment.
     if (wal_->Switches(bytes.size())) Drain();
+    // Bounded replay at start, and segments free to reuse: wait for the
+    // applier when it is too far behind. Groups still being synced count
+    // as unapplied from here on.
+    WaitForApplier([&] {
+      return (unapplied_bytes_ == 0 ||
+              unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
+             wal_->CanAppend(bytes.size(), applied_seq_);
+    });
+    {
+      std::lock_guard lock(mu_);
+      unapplied_bytes_ += unapplied;
+    }
     if (int e = wal_->Write(bytes, g.records.back().seq, &segment); e != 0) {
       Fatal(
           "the write-ahead log write failed; the outcome of its writes is "
@@ -619,7 +630,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   room_cv_.wait(lock, [this] { return sync_target_ >= written_seq_; });
 }
 
-void Committer::SyncLoop() {
+void Committer::SyncLoop(const Wal::SyncFiles& files) {
   std::unique_lock lock(sync_mu_);
   while (true) {
     sync_cv_.wait(lock,
@@ -634,7 +645,7 @@ void Committer::SyncLoop() {
     lock.unlock();
     for (int i = 0; i < 2; ++i) {
       if ((segments & (1u << i)) == 0) continue;
-      if (int e = wal_->Sync(i); e != 0) {
+      if (int e = files.Sync(i); e != 0) {
         Fatal(
             "the write-ahead log sync failed; the outcome of its writes is "
             "unknown",
@@ -688,7 +699,6 @@ void Committer::Answer(Group& g) {
     {
       std::lock_guard lock(mu_);
       ++commits_;
-      unapplied_bytes_ += g.unapplied;
       const bool was_empty = to_apply_.empty();
       to_apply_.insert(to_apply_.end(),
                        std::make_move_iterator(g.records.begin()),

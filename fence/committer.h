@@ -165,7 +165,6 @@ class Committer {
     std::vector<WalRecord> records;
     std::vector<bool> created;
     std::map<std::string, LeaseTable::Entry, std::less<>> leases;
-    std::size_t unapplied = 0;
     std::uint64_t durable_at = 0;
   };
   // What a group being synced did to fences and values, for the decisions
@@ -185,7 +184,7 @@ class Committer {
   void CommitGroup(std::vector<Pending>& group);
   // A sync thread: syncs what was written since the last sync began, then
   // answers the groups that made durable.
-  void SyncLoop();
+  void SyncLoop(const Wal::SyncFiles& files);
   // Answers, in decision order, every group the log is durable for.
   void AnswerDurable();
   void Answer(Group& group);
@@ -277,6 +276,7 @@ class Committer {
   std::deque<SyncTicket> syncs_;     // begun, in order
   std::uint64_t durable_seq_ = 0;
   bool syncers_stop_ = false;
+  std::vector<std::unique_ptr<Wal::SyncFiles>> sync_files_;  // one each
   std::vector<std::thread> syncers_;
   std::mutex answer_mu_;  // one thread answers at a time, in order
   std::atomic<std::uint64_t> published_seq_ = 0;

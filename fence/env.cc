@@ -66,6 +66,11 @@ Env::Env(const Options& options)
 Env::~Env() { mdb_env_close(env_); }
 
 std::uint64_t Env::used_bytes() const {
+  std::shared_lock lock(resize_mutex_);
+  return used_bytes_in_txn();
+}
+
+std::uint64_t Env::used_bytes_in_txn() const {
   MDB_envinfo info;
   MDB_stat stat;
   if (mdb_env_info(env_, &info) != 0 || mdb_env_stat(env_, &stat) != 0) {

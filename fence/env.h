@@ -62,8 +62,12 @@ class Env {
   Overlay& overlay() const { return overlay_; }
   std::uint64_t map_size() const { return map_size_.load(); }
   std::uint64_t max_map_size() const { return max_map_size_; }
-  // Bytes of the map in use: (last page number + 1) × page size.
+  // Bytes of the map in use: (last page number + 1) × page size. It reads
+  // the map's meta pages, so it holds off Grow as a ReadTxn does; a thread
+  // that already holds a ReadTxn calls used_bytes_in_txn instead (a shared
+  // lock is not taken twice).
   std::uint64_t used_bytes() const;
+  std::uint64_t used_bytes_in_txn() const;
   // The flags the environment was opened with (mdb_env_get_flags).
   unsigned flags() const;
 

@@ -331,6 +331,28 @@ int Wal::Sync(int segment) const {
   return ::fdatasync(segments_[segment].fd) != 0 ? errno : 0;
 }
 
+Wal::SyncFiles::SyncFiles(const Wal& wal) {
+  for (int i = 0; i < 2; ++i) {
+    const std::string& path = wal.segments_[i].path;
+    fds_[i] = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+    if (fds_[i] < 0) {
+      const int e = errno;
+      for (int j = 0; j < i; ++j) ::close(fds_[j]);
+      throw Failure("cannot open for syncing", path, e);
+    }
+  }
+}
+
+Wal::SyncFiles::~SyncFiles() {
+  for (int fd : fds_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+int Wal::SyncFiles::Sync(int segment) const {
+  return ::fdatasync(fds_[segment]) != 0 ? errno : 0;
+}
+
 int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
   int segment = 0;
   if (int e = Write(bytes, last_seq, &segment); e != 0) return e;

@@ -99,6 +99,24 @@ class Wal {
   // Whether the next Write of `bytes` goes to the other segment.
   bool Switches(std::size_t bytes) const;
 
+  // Its own open file of each segment, for one sync thread. Linux reports a
+  // writeback error once per open file: two threads syncing through one
+  // shared file could each see success while the other saw the error, and
+  // answer writes that were lost.
+  class SyncFiles {
+   public:
+    // Throws std::runtime_error naming the file when one cannot be opened.
+    explicit SyncFiles(const Wal& wal);
+    ~SyncFiles();
+    SyncFiles(const SyncFiles&) = delete;
+    SyncFiles& operator=(const SyncFiles&) = delete;
+    // fdatasync of segment 0 or 1: 0 or the errno, as Sync.
+    int Sync(int segment) const;
+
+   private:
+    int fds_[2] = {-1, -1};
+  };
+
  private:
   struct Segment {
     std::string path;

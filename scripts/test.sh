@@ -39,5 +39,5 @@ if [ "${FENCEPOST_SANITIZERS:-1}" != 0 ]; then
   suite "$build-asan" address,undefined all
   echo "== TSan: the concurrent unit tests"
   suite "$build-tsan" thread "fence_test proxy_test client_test" \
-    -R 'Committer|Shards|Service|FenceStore|Lease|LeaderElector'
+    -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector'
 fi
