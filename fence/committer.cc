@@ -1,5 +1,6 @@
 #include "fence/committer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -238,17 +239,9 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
   std::optional<Token> current;
   std::int64_t updated_at_ns = 0;
   *fence_created = false;
-  const auto in_recent = [&]() -> const std::optional<Token>* {
-    for (auto r = recent_.rbegin(); r != recent_.rend(); ++r) {
-      auto it = r->seen.fences.find(write.fence);
-      if (it != r->seen.fences.end()) return &it->second;
-    }
-    return nullptr;
-  };
-  const std::optional<Token>* recent = nullptr;
   if (auto it = seen.fences.find(write.fence); it != seen.fences.end()) {
     current = it->second;
-  } else if ((recent = in_recent()) != nullptr) {
+  } else if (const auto* recent = FindRecent(&Seen::fences, write.fence)) {
     current = *recent;
   } else if (const Overlay::Fence* f = overlay.FindFence(write.fence)) {
     current = f->token;
@@ -324,17 +317,9 @@ bool Committer::DecideValue(MDB_txn* txn, Seen& seen, const FenceWrite& write,
   if (write.value) {
     const ValueOp& value = *write.value;
     bool present = false;
-    const auto in_recent = [&]() -> const bool* {
-      for (auto rc = recent_.rbegin(); rc != recent_.rend(); ++rc) {
-        auto it = rc->seen.values.find(value.key);
-        if (it != rc->seen.values.end()) return &it->second;
-      }
-      return nullptr;
-    };
-    const bool* recent = nullptr;
     if (auto it = seen.values.find(value.key); it != seen.values.end()) {
       present = it->second;
-    } else if ((recent = in_recent()) != nullptr) {
+    } else if (const bool* recent = FindRecent(&Seen::values, value.key)) {
       present = *recent;
     } else if (const Overlay::Value* v = overlay.FindValue(value.key)) {
       present = v->present;
@@ -520,11 +505,12 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   while (!recent_.empty() && recent_.front().last_seq <= published_seq_) {
     recent_.pop_front();
   }
-  bool has_lease = false;
-  for (const Pending& p : group) has_lease = has_lease || p.write.lease;
   // Lease decisions read the lease table, which groups update when they
   // are answered: let the earlier ones be answered first.
-  if (has_lease) Drain();
+  if (std::any_of(group.begin(), group.end(),
+                  [](const Pending& p) { return p.write.lease.has_value(); })) {
+    Drain();
+  }
   // Near --max-map-size the reservations of unapplied records would refuse
   // writes that fit: let the applier drain first, so a 507 is decided on
   // the map as it is (and stays 507 while nothing frees space).

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -190,6 +191,17 @@ class Committer {
   void Answer(Group& group);
   // Waits until every decided group is answered.
   void Drain();
+  // The newest entry for `key` in one of Seen's maps of the groups being
+  // synced (`recent_`), or nullptr.
+  template <class Map>
+  const typename Map::mapped_type* FindRecent(Map Seen::*map,
+                                              std::string_view key) const {
+    for (auto r = recent_.rbegin(); r != recent_.rend(); ++r) {
+      const Map& m = r->seen.*map;
+      if (auto it = m.find(key); it != m.end()) return &it->second;
+    }
+    return nullptr;
+  }
   // Decides one write; fills `outcome`, and `record` when it is applied.
   void DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
                  std::int64_t now_ns, WriteOutcome* outcome,

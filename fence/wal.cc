@@ -327,10 +327,6 @@ int Wal::Write(std::string_view bytes, std::uint64_t last_seq, int* segment) {
   return 0;
 }
 
-int Wal::Sync(int segment) const {
-  return ::fdatasync(segments_[segment].fd) != 0 ? errno : 0;
-}
-
 Wal::SyncFiles::SyncFiles(const Wal& wal) {
   for (int i = 0; i < 2; ++i) {
     const std::string& path = wal.segments_[i].path;
@@ -356,7 +352,7 @@ int Wal::SyncFiles::Sync(int segment) const {
 int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
   int segment = 0;
   if (int e = Write(bytes, last_seq, &segment); e != 0) return e;
-  return Sync(segment);
+  return ::fdatasync(segments_[segment].fd) != 0 ? errno : 0;
 }
 
 }  // namespace fencepost::fence

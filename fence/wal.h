@@ -56,9 +56,9 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes);
 // empty segment grows it. At open, each segment yields its run of records
 // (DecodeRun) and recovery replays those LMDB has not applied yet.
 //
-// Thread safety: one thread appends (Append, Write); Sync may be called
-// from other threads at the same time. The constructor's records are read
-// before it starts.
+// Thread safety: one thread appends (Append, Write); sync threads each
+// sync through their own SyncFiles at the same time. The constructor's
+// records are read before it starts.
 class Wal {
  public:
   struct Options {
@@ -89,13 +89,11 @@ class Wal {
   // Returns 0, or the errno of a failed write or sync: then nothing may be
   // acknowledged, as the sync's failure may have lost the data.
   int Append(std::string_view bytes, std::uint64_t last_seq);
-  // Append in two steps, for a writer that overlaps syncs: Write puts the
+  // Append without its sync, for a writer that overlaps syncs: puts the
   // group in the page cache and says which segment (0 or 1) holds it in
-  // `*segment`; Sync(segment), from any thread, makes everything written to
-  // that segment before the call durable. Both return 0 or the errno, as
-  // Append does.
+  // `*segment`; a sync thread then makes it durable through its own
+  // SyncFiles. Returns 0 or the errno, as Append does.
   int Write(std::string_view bytes, std::uint64_t last_seq, int* segment);
-  int Sync(int segment) const;
   // Whether the next Write of `bytes` goes to the other segment.
   bool Switches(std::size_t bytes) const;
 
@@ -110,7 +108,8 @@ class Wal {
     ~SyncFiles();
     SyncFiles(const SyncFiles&) = delete;
     SyncFiles& operator=(const SyncFiles&) = delete;
-    // fdatasync of segment 0 or 1: 0 or the errno, as Sync.
+    // fdatasync of segment 0 or 1: everything written to it before the
+    // call is durable when it returns 0; otherwise the errno.
     int Sync(int segment) const;
 
    private:
