@@ -183,8 +183,17 @@ int Serve(const proxy::Config& config) {
   try {
     using Kind = storage::BackendSpec::Kind;
     if (config.backend_spec.kind == Kind::kFs) {
+      std::size_t fs_threads = 2;
+#ifdef FENCEPOST_TEST_SWITCHES
+      // Only in the test build: one worker makes a per-thread syscall
+      // fault injection (strace's when=N) hit a chosen write.
+      if (const char* n = std::getenv("FENCEPOST_TEST_FS_THREADS");
+          n != nullptr && std::string_view(n) == "1") {
+        fs_threads = 1;
+      }
+#endif
       backend = std::make_unique<storage::FsBackend>(config.backend_spec.dir,
-                                                     *shards);
+                                                     *shards, fs_threads);
     } else if (config.backend_spec.kind == Kind::kHttp) {
       storage::HttpBackend::Options options;
       options.upstream = config.backend_spec;

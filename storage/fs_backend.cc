@@ -5,8 +5,9 @@
 
 namespace fencepost::storage {
 
-FsBackend::FsBackend(const std::string& dir, fence::Shards& shards)
-    : tree_(dir), shards_(shards) {}
+FsBackend::FsBackend(const std::string& dir, fence::Shards& shards,
+                     std::size_t threads)
+    : tree_(dir), shards_(shards), pool_(threads) {}
 
 FsBackend::~FsBackend() { pool_.join(); }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <boost/asio/thread_pool.hpp>
+#include <cstddef>
 #include <string>
 
 #include "fence/shards.h"
@@ -30,7 +31,10 @@ namespace fencepost::storage {
 // Thread safety: Read, Write and Ready on the server's io thread.
 class FsBackend : public Backend {
  public:
-  FsBackend(const std::string& dir, fence::Shards& shards);
+  // `threads` file-system workers: writes to distinct fences sync in
+  // parallel.
+  FsBackend(const std::string& dir, fence::Shards& shards,
+            std::size_t threads = 2);
   ~FsBackend() override;
 
   std::string_view name() const override { return "fs"; }
@@ -43,7 +47,7 @@ class FsBackend : public Backend {
   FsTree tree_;
   fence::Shards& shards_;
   FenceLocks locks_;
-  boost::asio::thread_pool pool_{2};
+  boost::asio::thread_pool pool_;
 };
 
 }  // namespace fencepost::storage
