@@ -7,7 +7,7 @@
 #include <cctype>
 
 #include "fence/percent.h"
-#include "proxy/json.h"
+#include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
 #include "proxy/service.h"

@@ -6,7 +6,7 @@
 
 #include "fence/errc.h"
 #include "fence/key.h"
-#include "proxy/json.h"
+#include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
 #include "proxy/service.h"

@@ -8,7 +8,7 @@
 #include <limits>
 #include <map>
 
-#include "proxy/json.h"
+#include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
 #include "proxy/service.h"

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "fence/key.h"
-#include "proxy/json.h"
+#include "proxy/http_types.h"
 
 namespace fencepost::proxy {
 namespace {

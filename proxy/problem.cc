@@ -3,7 +3,7 @@
 #include <array>
 
 #include "fence/errc.h"
-#include "proxy/json.h"
+#include "proxy/http_types.h"
 #include "storage/errc.h"
 
 namespace fencepost::proxy {

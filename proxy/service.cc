@@ -6,7 +6,7 @@
 
 #include "fence/key.h"
 #include "fence/percent.h"
-#include "proxy/json.h"
+#include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"

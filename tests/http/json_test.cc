@@ -1,8 +1,8 @@
-#include "proxy/json.h"
+#include "http/json.h"
 
 #include <gtest/gtest.h>
 
-namespace fencepost::proxy {
+namespace fencepost::http {
 namespace {
 
 std::string Quote(std::string_view s) {
@@ -55,4 +55,4 @@ TEST(JsonTest, RefusesWhatIsNotAFlatObject) {
 }
 
 }  // namespace
-}  // namespace fencepost::proxy
+}  // namespace fencepost::http

@@ -1,10 +1,10 @@
-#include "proxy/json.h"
+#include "http/json.h"
 
 #include <ctime>
 
 #include "fence/key.h"
 
-namespace fencepost::proxy {
+namespace fencepost::http {
 
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
@@ -346,4 +346,4 @@ std::string ParseFlatObject(std::string_view text,
   return {};
 }
 
-}  // namespace fencepost::proxy
+}  // namespace fencepost::http

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-namespace fencepost::proxy {
+namespace fencepost::http {
 
 // Appends `s` as a JSON string literal. Bytes that are not valid UTF-8 are
 // written as \u00XX escapes so the output is always valid JSON.
@@ -69,4 +69,4 @@ bool DecodeBase64(std::string_view text, std::string* bytes);
 // RFC 3339 UTC with microseconds, e.g. "2026-11-29T08:35:26.123456Z".
 std::string FormatRfc3339(std::int64_t unix_ns);
 
-}  // namespace fencepost::proxy
+}  // namespace fencepost::http
