@@ -123,6 +123,28 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
       0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   durations_ = {&durations.Add({{"port", "data"}}, buckets),
                 &durations.Add({{"port", "admin"}}, buckets)};
+  auto& etcd = BuildHistogram()
+                   .Name("fencepost_etcd_request_duration_seconds")
+                   .Help(
+                       "Round trips to etcd (--fence-store etcd://), by "
+                       "operation.")
+                   .Register(r);
+  etcd_durations_ = {&etcd.Add({{"op", "txn"}}, buckets),
+                     &etcd.Add({{"op", "range"}}, buckets)};
+  etcd_errors_ = &BuildCounter()
+                      .Name("fencepost_etcd_errors_total")
+                      .Help(
+                          "etcd requests that failed: no answer, or an "
+                          "error such as a lost quorum.")
+                      .Register(r)
+                      .Add({});
+  etcd_retries_ = &BuildCounter()
+                       .Name("fencepost_etcd_txn_retries_total")
+                       .Help(
+                           "etcd transactions decided again because "
+                           "another replica moved one of their fences.")
+                       .Register(r)
+                       .Add({});
   backend_errors_ = &BuildCounter()
                          .Name("fencepost_backend_errors_total")
                          .Help("Storage backend failures.")
@@ -242,6 +264,13 @@ void Metrics::Request(Port port, std::string_view method, unsigned status,
   counter->Increment();
   durations_[static_cast<int>(port)]->Observe(seconds);
 }
+
+void Metrics::EtcdRequest(std::string_view path, double seconds, bool ok) {
+  etcd_durations_[path == "/v3/kv/txn" ? 0 : 1]->Observe(seconds);
+  if (!ok) etcd_errors_->Increment();
+}
+
+void Metrics::EtcdTxnRetry() { etcd_retries_->Increment(); }
 
 std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());

@@ -60,6 +60,10 @@ class Metrics {
   void ConnectionRefused(Port port);
   void ConnectionShed(Port port);
   void AcceptFailed(Port port);
+  // --fence-store etcd://: one request to etcd (`path` /v3/kv/txn or
+  // /v3/kv/range), and a group decided again after a failed compare.
+  void EtcdRequest(std::string_view path, double seconds, bool ok);
+  void EtcdTxnRetry();
 
   std::string Serialize() const;
 
@@ -93,6 +97,9 @@ class Metrics {
   std::array<prometheus::Counter*, 2> connections_refused_;
   std::array<prometheus::Counter*, 2> connections_shed_;
   std::array<prometheus::Counter*, 2> accept_errors_;
+  std::array<prometheus::Histogram*, 2> etcd_durations_;  // txn, range
+  prometheus::Counter* etcd_errors_;
+  prometheus::Counter* etcd_retries_;
 };
 
 }  // namespace fencepost::metrics

@@ -11,6 +11,7 @@
 #include "proxy/logging.h"
 #include "proxy/routes.h"
 #include "proxy/service.h"
+#include "storage/errc.h"
 
 namespace fencepost::proxy {
 
@@ -29,6 +30,9 @@ using routes::StaleToken;
 using routes::Text;
 
 namespace {
+
+// What a read of fences saw: "local" or "linearizable" (Fences).
+constexpr std::string_view kConsistencyHeader = "Fencepost-Consistency";
 
 void AppendFence(std::string* out, const fence::FenceRecord& fence) {
   *out += "{\"fence\":";
@@ -59,8 +63,13 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
     if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
     if (path == "/metrics") co_return Metrics(req);
     if (path == "/readyz") co_return co_await Ready(req);
-    if (path == kFencesPath) co_return ListFences(req);
+    if (path == kFencesPath) co_return co_await ListFences(req);
     co_return Text(req, http::status::ok, "ok\n");
+  }
+  if ((path == kLeasesPath ||
+       path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") &&
+      shards_ == nullptr) {
+    co_return StorageFailure(req, storage::Errc::kNotShared, "", "lease");
   }
   if (path == kLeasesPath) {
     if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
@@ -98,11 +107,13 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
     // not a key: its exact name reads it back.
     const auto scope = fence::PercentDecode(path.substr(kFencesPath.size() + 1),
                                             fence::PercentMode::kStrict);
-    if (get && scope && IsScope(*scope)) co_return GetFence(req, *scope);
+    if (get && scope && IsScope(*scope)) {
+      co_return co_await GetFence(req, *scope);
+    }
     if (auto refused = RefuseKey(req, rest, &key)) {
       co_return std::move(*refused);
     }
-    if (get) co_return GetFence(req, key);
+    if (get) co_return co_await GetFence(req, key);
     if (req.method() == http::verb::put) co_return co_await Bump(req, key);
     co_return MethodNotAllowed(req, "GET, HEAD, PUT");
   }
@@ -111,26 +122,29 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
 }
 
 Response Service::Metrics(const Request& req) {
-  const std::int64_t now = shards_.SteadyNow();
-  std::size_t held = 0;
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    for (const auto& [name, lease] :
-         shards_.env(i).lease_table().NoticeExpired(now)) {
-      LeaseExpired(name, lease);
+  if (shards_ != nullptr) {
+    const std::int64_t now = shards_->SteadyNow();
+    std::size_t held = 0;
+    for (std::size_t i = 0; i < shards_->size(); ++i) {
+      for (const auto& [name, lease] :
+           shards_->env(i).lease_table().NoticeExpired(now)) {
+        LeaseExpired(name, lease);
+      }
+      held += shards_->env(i).lease_table().Live(now);
     }
-    held += shards_.env(i).lease_table().Live(now);
+    metrics_.SetLeasesHeld(static_cast<double>(held));
+    std::uint64_t used = 0, size = 0, max = 0;
+    for (std::size_t i = 0; i < shards_->size(); ++i) {
+      used += shards_->env(i).used_bytes();
+      size += shards_->env(i).map_size();
+      max += shards_->env(i).max_map_size();
+    }
+    metrics_.SetMap(static_cast<double>(used), static_cast<double>(size),
+                    static_cast<double>(max));
   }
-  metrics_.SetLeasesHeld(static_cast<double>(held));
-  std::uint64_t count = 0;
-  if (!fences_.Count(&count)) metrics_.SetFences(static_cast<double>(count));
-  std::uint64_t used = 0, size = 0, max = 0;
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    used += shards_.env(i).used_bytes();
-    size += shards_.env(i).map_size();
-    max += shards_.env(i).max_map_size();
+  if (auto count = fences_.Count()) {
+    metrics_.SetFences(static_cast<double>(*count));
   }
-  metrics_.SetMap(static_cast<double>(used), static_cast<double>(size),
-                  static_cast<double>(max));
   return Text(req, http::status::ok, metrics_.Serialize(),
               "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -155,17 +169,21 @@ bool Service::IsScope(std::string_view name) const {
                    name) != config_.fence_scopes.end();
 }
 
-Response Service::GetFence(const Request& req, const std::string& key) {
-  std::optional<fence::FenceRecord> fence;
-  if (auto error = fences_.Get(scopes_.FenceFor(key), &fence)) {
-    return StorageFailure(req, error, key, "fence read");
+asio::awaitable<Response> Service::GetFence(const Request& req,
+                                            const std::string& key) {
+  storage::Fences::Read read =
+      co_await fences_.Get(std::string(scopes_.FenceFor(key)));
+  if (read.error) {
+    co_return StorageFailure(req, read.error, key, "fence read");
   }
-  if (!fence) {
-    return Problemed(
+  if (!read.fence) {
+    co_return Problemed(
         req, {ProblemType::kNotFound, "no fence guards this key yet", key,
               std::nullopt, std::nullopt});
   }
-  return FenceDocument(req, http::status::ok, *fence);
+  Response res = FenceDocument(req, http::status::ok, *read.fence);
+  res.set(kConsistencyHeader, fences_.consistency());
+  co_return res;
 }
 
 asio::awaitable<Response> Service::Bump(const Request& req,
@@ -179,8 +197,8 @@ asio::awaitable<Response> Service::Bump(const Request& req,
   write.fence = std::string(scopes_.FenceFor(key));
   write.token = token;
   fence::FenceRecord fence{write.fence, token, 0};
-  const fence::WriteOutcome outcome = co_await storage::AsyncCommit(
-      shards_.CommitterOf(fence.name), std::move(write));
+  const fence::WriteOutcome outcome =
+      co_await storage::AsyncCommit(fences_, std::move(write));
   switch (outcome.verdict) {
     case fence::WriteOutcome::Verdict::kAccepted:
       metrics_.WriteAccepted(outcome.decision.advances);
@@ -256,17 +274,19 @@ Response Service::LogLevel(const Request& req) {
   return Text(req, http::status::ok, std::move(body), "application/json");
 }
 
-Response Service::ListFences(const Request& req) {
+asio::awaitable<Response> Service::ListFences(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
-  if (refused) return std::move(*refused);
-  const std::string prefix = QueryParam(req.target(), "prefix").value_or("");
-  const std::string after = QueryParam(req.target(), "after").value_or("");
+  if (refused) co_return std::move(*refused);
+  std::string prefix = QueryParam(req.target(), "prefix").value_or("");
+  std::string after = QueryParam(req.target(), "after").value_or("");
 
-  fence::FenceList list;
-  if (auto error = fences_.List(prefix, after, limit, &list)) {
-    return StorageFailure(req, error, "", "fence list");
+  storage::Fences::ListRead read =
+      co_await fences_.List(std::move(prefix), std::move(after), limit);
+  if (read.error) {
+    co_return StorageFailure(req, read.error, "", "fence list");
   }
+  const fence::FenceList& list = read.list;
   std::string body = "{\"fences\":[";
   for (std::size_t i = 0; i < list.fences.size(); ++i) {
     if (i > 0) body += ",";
@@ -279,7 +299,10 @@ Response Service::ListFences(const Request& req) {
     body += "null";
   }
   body += "}\n";
-  return Text(req, http::status::ok, std::move(body), "application/json");
+  Response res =
+      Text(req, http::status::ok, std::move(body), "application/json");
+  res.set(kConsistencyHeader, fences_.consistency());
+  co_return res;
 }
 
 }  // namespace fencepost::proxy

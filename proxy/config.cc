@@ -131,6 +131,26 @@ const std::map<std::string, Flag>& Flags() {
           c.backend_spec = ParseBackend(v);
           c.backend = v;
         }}},
+      {"fence-store",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.fence_store = v;
+          c.etcd.reset();
+          if (v == "lmdb") return;
+          storage::EtcdSpec spec;
+          if (std::string error = storage::ParseEtcdSpec(v, &spec);
+              !error.empty()) {
+            throw ConfigError("--fence-store: '" + v + "': " + error +
+                              " (expected lmdb or "
+                              "etcd://HOST:PORT[,HOST:PORT...][/PREFIX])");
+          }
+          c.etcd = std::move(spec);
+        }}},
+      {"fence-store-timeout",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.fence_store_timeout = ParseSeconds("fence-store-timeout", v);
+        }}},
       {"fence-scope",
        {Kind::kRepeatable,
         [](Config& c, const std::string& v) {
@@ -337,6 +357,15 @@ Invocation ParseInvocation(
     }
   }
   const Config& c = out.config;
+  using BackendKind = storage::BackendSpec::Kind;
+  if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
+    throw ConfigError("--backend etcd needs --fence-store etcd://...");
+  }
+  if (c.etcd && c.backend_spec.kind != BackendKind::kEtcd) {
+    throw ConfigError(
+        "--fence-store etcd:// works with --backend etcd only, for now: "
+        "fs: and http:// need turns shared across replicas");
+  }
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     throw ConfigError("--tls-cert and --tls-key go together");
   }
@@ -367,7 +396,11 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --listen HOST:PORT           data port (default 127.0.0.1:7400)
   --admin-listen HOST:PORT     admin port: metrics, health, fences (default 127.0.0.1:7401)
   --data-dir DIR               LMDB environment directory (default ./fencepost-data)
-  --backend SPEC               lmdb | fs:DIR | http://HOST:PORT[/BASE] (default lmdb)
+  --backend SPEC               lmdb | etcd | fs:DIR | http://HOST:PORT[/BASE] (default lmdb)
+  --fence-store STORE          lmdb | etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: where fences
+                               live; etcd is shared by replicas, with --backend etcd (default lmdb)
+  --fence-store-timeout SECONDS
+                               deadline of one etcd request (default 2)
   --fence-scope PREFIX         keys starting with PREFIX share one fence (repeatable)
   --max-body BYTES             larger request bodies get 413 (default 4194304)
   --mode enforce|observe       observe stores writes enforce would reject (default enforce)

@@ -9,6 +9,7 @@
 
 #include "fence/shards.h"
 #include "storage/backend_spec.h"
+#include "storage/etcd_spec.h"
 
 namespace fencepost::proxy {
 
@@ -29,6 +30,11 @@ struct Config {
   std::string data_dir = "./fencepost-data";
   std::string backend = "lmdb";       // as given, for logs and /v1/status
   storage::BackendSpec backend_spec;  // `backend` parsed
+  // Not in SPEC's table: where fences live. "lmdb" (the data directory) or
+  // etcd://HOST:PORT[,HOST:PORT...][/PREFIX], shared by replicas.
+  std::string fence_store = "lmdb";
+  std::optional<storage::EtcdSpec> etcd;  // `fence_store` parsed, for etcd
+  double fence_store_timeout = 2;         // per etcd request, seconds
   std::vector<std::string> fence_scopes;
   std::uint64_t max_body = 4194304;
   Mode mode = Mode::kEnforce;

@@ -277,9 +277,9 @@ asio::awaitable<Response> Service::Batch(const Request& req,
          ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
          std::nullopt, std::nullopt});
   }
-  const std::size_t shard = shards_.IndexOf(ops.writes.front().fence);
+  const std::size_t shard = shards_->IndexOf(ops.writes.front().fence);
   for (const fence::FenceWrite& w : ops.writes) {
-    if (shards_.IndexOf(w.fence) != shard) {
+    if (shards_->IndexOf(w.fence) != shard) {
       co_return Problemed(req,
                           {ProblemType::kBadRequest,
                            "the batch's fences live in different LMDB shards "
@@ -296,7 +296,7 @@ asio::awaitable<Response> Service::Batch(const Request& req,
     deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
   }
   const fence::WriteOutcome outcome =
-      co_await storage::AsyncCommit(shards_.committer(shard), std::move(batch));
+      co_await storage::AsyncCommit(shards_->committer(shard), std::move(batch));
 
   using Verdict = fence::WriteOutcome::Verdict;
   if (outcome.verdict == Verdict::kRejected) {

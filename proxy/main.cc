@@ -25,6 +25,8 @@
 #include "proxy/logging.h"
 #include "proxy/server.h"
 #include "proxy/service.h"
+#include "storage/etcd_backend.h"
+#include "storage/etcd_fences.h"
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
 #include "storage/lmdb_backend.h"
@@ -77,7 +79,8 @@ struct DataDirLock {
   bool unclean = false;  // the last process did not stop cleanly
   void MarkStopped() const {
     static constexpr std::string_view kStopped = "stopped\n";
-    if (fd < 0 || ::ftruncate(fd, 0) != 0 ||
+    if (fd < 0) return;  // no data directory (fences in etcd)
+    if (::ftruncate(fd, 0) != 0 ||
         ::pwrite(fd, kStopped.data(), kStopped.size(), 0) < 0) {
       spdlog::warn("cannot mark the data directory stopped: {}",
                    std::strerror(errno));
@@ -152,37 +155,79 @@ std::size_t FitConnectionCap(const proxy::Config& config, bool forwarding) {
   return available;
 }
 
+// The `backend` label of the metrics, before the backend exists.
+std::string_view BackendName(storage::BackendSpec::Kind kind) {
+  using Kind = storage::BackendSpec::Kind;
+  switch (kind) {
+    case Kind::kFs:
+      return "fs";
+    case Kind::kHttp:
+      return "http";
+    case Kind::kEtcd:
+      return "etcd";
+    case Kind::kLmdb:
+      break;
+  }
+  return "lmdb";
+}
+
 int Serve(const proxy::Config& config) {
-  const DataDirLock lock = LockDataDir(config.data_dir);
-  if (!lock.error.empty()) return Fail(lock.error);
+  // With fences in etcd the data directory is not used at all.
+  const bool shared = config.etcd.has_value();
+  DataDirLock lock;
+  if (!shared) {
+    lock = LockDataDir(config.data_dir);
+    if (!lock.error.empty()) return Fail(lock.error);
+  }
   // Every return from here is a clean stop (a crash never runs this).
   struct StopMark {
     const DataDirLock& lock;
     ~StopMark() { lock.MarkStopped(); }
   } stop_mark{lock};
   asio::io_context io(1);
+  metrics::Metrics metrics(BackendName(config.backend_spec.kind),
+                           FENCEPOST_VERSION, FENCEPOST_REVISION);
   std::unique_ptr<fence::Shards> shards;
-  try {
-    fence::Shards::Options options;
-    options.dir = config.data_dir;
-    options.max_map_size = config.max_map_size;
-    options.count = config.lmdb_shards;
-    options.committer.on_fatal = [](const std::string& message) {
-      spdlog::critical("stopping: {}", message);
-      spdlog::shutdown();
+  std::unique_ptr<storage::Fences> fences;
+  storage::EtcdFences* etcd = nullptr;
+  if (shared) {
+    storage::EtcdFences::Options options;
+    options.spec = *config.etcd;
+    options.timeout = Millis(config.fence_store_timeout);
+    options.on_request = [&metrics](std::string_view path, double seconds,
+                                    bool ok) {
+      metrics.EtcdRequest(path, seconds, ok);
     };
-    shards = std::make_unique<fence::Shards>(options);
-  } catch (const std::exception& e) {
-    return Fail(e.what());
-  }
-  if (shards->size() != config.lmdb_shards) {
-    spdlog::info("{} keeps the {} LMDB shards it was created with",
-                 config.data_dir, shards->size());
+    options.on_retry = [&metrics] { metrics.EtcdTxnRetry(); };
+    auto owned = std::make_unique<storage::EtcdFences>(io, std::move(options));
+    etcd = owned.get();
+    fences = std::move(owned);
+  } else {
+    try {
+      fence::Shards::Options options;
+      options.dir = config.data_dir;
+      options.max_map_size = config.max_map_size;
+      options.count = config.lmdb_shards;
+      options.committer.on_fatal = [](const std::string& message) {
+        spdlog::critical("stopping: {}", message);
+        spdlog::shutdown();
+      };
+      shards = std::make_unique<fence::Shards>(options);
+    } catch (const std::exception& e) {
+      return Fail(e.what());
+    }
+    if (shards->size() != config.lmdb_shards) {
+      spdlog::info("{} keeps the {} LMDB shards it was created with",
+                   config.data_dir, shards->size());
+    }
+    fences = std::make_unique<storage::LocalFences>(*shards);
   }
   std::unique_ptr<storage::Backend> backend;
   try {
     using Kind = storage::BackendSpec::Kind;
-    if (config.backend_spec.kind == Kind::kFs) {
+    if (config.backend_spec.kind == Kind::kEtcd) {
+      backend = std::make_unique<storage::EtcdBackend>(*etcd);
+    } else if (config.backend_spec.kind == Kind::kFs) {
       std::size_t fs_threads = 2;
 #ifdef FENCEPOST_TEST_SWITCHES
       // Only in the test build: one worker makes a per-thread syscall
@@ -231,9 +276,7 @@ int Serve(const proxy::Config& config) {
       return Fail(e.what());
     }
   }
-  metrics::Metrics metrics(backend->name(), FENCEPOST_VERSION,
-                           FENCEPOST_REVISION);
-  proxy::Service service(config, *shards, *backend, metrics, std::move(auth));
+  proxy::Service service(config, *fences, *backend, metrics, std::move(auth));
   if (std::string error = service.CheckLeases(); !error.empty()) {
     return Fail(error);
   }
@@ -300,17 +343,19 @@ int Serve(const proxy::Config& config) {
   proxy::LogEvent(
       spdlog::level::info, "started",
       fmt::format("fencepost {} listening data={} admin={} "
-                  "backend={} data_dir={} mode={}",
+                  "backend={} fence_store={} data_dir={} mode={}",
                   FENCEPOST_VERSION, to_string(data), to_string(admin),
-                  config.backend, config.data_dir, mode),
+                  config.backend, config.fence_store,
+                  shared ? "-" : config.data_dir, mode),
       {{"version", FENCEPOST_VERSION},
        {"data", to_string(data)},
        {"admin", to_string(admin)},
        {"backend", config.backend},
-       {"data_dir", config.data_dir},
+       {"fence_store", config.fence_store},
+       {"data_dir", shared ? "-" : config.data_dir},
        {"mode", mode}});
   io.run();
-  shards->Stop();
+  if (shards) shards->Stop();
   spdlog::info("stopped");
   return 0;
 }

@@ -76,6 +76,12 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kLeaseHeld:
       return {http::status::conflict, "lease-held",
               "The lease is held by another holder"};
+    case ProblemType::kStoreUnavailable:
+      return {http::status::service_unavailable, "fence-store-unavailable",
+              "The fence store (etcd) is unavailable"};
+    case ProblemType::kNotImplemented:
+      return {http::status::not_implemented, "not-implemented",
+              "Not available with this fence store"};
     case ProblemType::kLeaseNotHeld:
       return {http::status::conflict, "lease-not-held",
               "The lease is not held by this holder with this token"};
@@ -119,6 +125,12 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
     type = ProblemType::kOutcomeUnknown;
   } else if (error == storage::Errc::kFenceHeld) {
     type = ProblemType::kFenceHeld;
+  } else if (error == storage::Errc::kStoreUnavailable) {
+    type = ProblemType::kStoreUnavailable;
+  } else if (error == storage::Errc::kValueTooLarge) {
+    type = ProblemType::kBodyTooLarge;
+  } else if (error == storage::Errc::kNotShared) {
+    type = ProblemType::kNotImplemented;
   } else if (error == storage::Errc::kSymlink ||
              error == storage::Errc::kSegmentTooLong ||
              error == storage::Errc::kReservedName) {

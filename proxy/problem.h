@@ -34,7 +34,9 @@ enum class ProblemType {
   kOverloaded,          // the commit queue is full
   kLeaseHeld,           // acquire of a lease another holder holds
   kLeaseNotHeld,        // release by a non-holder or with a wrong token
-  kLast = kLeaseNotHeld,
+  kStoreUnavailable,    // --fence-store etcd://: etcd down or without quorum
+  kNotImplemented,      // not available with a shared fence store
+  kLast = kNotImplemented,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

@@ -72,16 +72,16 @@ std::string ShownKey(std::string_view target) {
 
 }  // namespace
 
-Service::Service(const Config& config, fence::Shards& shards,
+Service::Service(const Config& config, storage::Fences& fences,
                  storage::Backend& backend, metrics::Metrics& metrics,
                  BearerAuth auth)
     : config_(config),
-      shards_(shards),
+      fences_(fences),
+      shards_(fences.shards()),
       backend_(backend),
       auth_(std::move(auth)),
       metrics_(metrics),
-      scopes_(config.fence_scopes),
-      fences_(shards.envs()) {}
+      scopes_(config.fence_scopes) {}
 
 asio::awaitable<Response> Service::Handle(metrics::Port port,
                                           const Request& request,
@@ -198,9 +198,13 @@ Response Service::StorageFailure(const Request& req, std::error_code error,
   const bool server_fault =
       static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
       problem.type != ProblemType::kOverloaded &&
-      problem.type != ProblemType::kFenceHeld;
+      problem.type != ProblemType::kFenceHeld &&
+      problem.type != ProblemType::kNotImplemented;
   if (problem.type == ProblemType::kOverloaded) {
     metrics_.Overloaded();
+    retry_after = std::max(retry_after, 1);
+  }
+  if (problem.type == ProblemType::kStoreUnavailable) {
     retry_after = std::max(retry_after, 1);
   }
   if (problem.type == ProblemType::kOutcomeUnknown) metrics_.OutcomeUnknown();

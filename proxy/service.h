@@ -8,7 +8,6 @@
 #include <atomic>
 #include <boost/asio/awaitable.hpp>
 
-#include "fence/fence_store.h"
 #include "fence/scope.h"
 #include "fence/shards.h"
 #include "metrics/metrics.h"
@@ -20,6 +19,7 @@
 #include "proxy/problem.h"
 #include "storage/async_commit.h"
 #include "storage/backend.h"
+#include "storage/fences.h"
 
 namespace fencepost::proxy {
 
@@ -36,7 +36,9 @@ namespace fencepost::proxy {
 // fs: and http:// backends also resume on (see FsBackend, HttpBackend).
 class Service {
  public:
-  Service(const Config& config, fence::Shards& shards,
+  // `fences` holds the fences (and `backend` the values); leases and
+  // batches need the local ones (Fences::shards()).
+  Service(const Config& config, storage::Fences& fences,
           storage::Backend& backend, metrics::Metrics& metrics,
           BearerAuth auth = {});
 
@@ -81,7 +83,8 @@ class Service {
   boost::asio::awaitable<Response> Batch(const Request& request,
                                          const std::string& client);
   // The fence guarding `key` (or the scope named `key`).
-  Response GetFence(const Request& request, const std::string& key);
+  boost::asio::awaitable<Response> GetFence(const Request& request,
+                                            const std::string& key);
   // Whether `name` is exactly a configured --fence-scope prefix.
   bool IsScope(std::string_view name) const;
   // Leases (/v1/leases): acquire or renew, release, read, list.
@@ -98,7 +101,7 @@ class Service {
                         const fence::WriteOutcome& outcome);
   // Submits a lease operation to the committer of its fence.
   boost::asio::awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
-  Response ListFences(const Request& request);
+  boost::asio::awaitable<Response> ListFences(const Request& request);
   Response ListRejections(const Request& request);
   Response LogLevel(const Request& request);
   Response Metrics(const Request& request);
@@ -133,12 +136,12 @@ class Service {
                           int retry_after = 0, std::string_view detail = {});
 
   const Config& config_;
-  fence::Shards& shards_;
+  storage::Fences& fences_;
+  fence::Shards* shards_;  // nullptr with a shared fence store
   storage::Backend& backend_;
   BearerAuth auth_;
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;
-  fence::FenceStore fences_;
   std::atomic<bool> draining_ = false;
   Journal journal_;
   RejectionLogLimiter log_limiter_;

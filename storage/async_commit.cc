@@ -5,22 +5,28 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <functional>
 #include <memory>
 
 namespace fencepost::storage {
 
 namespace asio = boost::asio;
 
+namespace {
+
+using Submit = std::function<void(fence::FenceWrite, fence::Committer::Done)>;
+
 // Not a coroutine itself: it returns the awaitable that async_initiate makes.
-boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
-    fence::Committer& committer, fence::FenceWrite write) {
-  auto initiate = [&committer](auto handler, fence::FenceWrite write) {
+boost::asio::awaitable<fence::WriteOutcome> Await(Submit submit,
+                                                  fence::FenceWrite write) {
+  auto initiate = [submit = std::move(submit)](auto handler,
+                                               fence::FenceWrite write) {
     // The committer's callback is a copyable std::function; the coroutine's
     // handler is move-only, so it travels in a shared_ptr.
     using Handler = decltype(handler);
     auto shared = std::make_shared<Handler>(std::move(handler));
     auto work = asio::make_work_guard(asio::get_associated_executor(*shared));
-    committer.Submit(std::move(write), [shared, work](fence::WriteOutcome o) {
+    submit(std::move(write), [shared, work](fence::WriteOutcome o) {
       asio::post(work.get_executor(), [shared, o = std::move(o)]() mutable {
         (*shared)(std::move(o));
       });
@@ -28,7 +34,27 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
   };
   return asio::async_initiate<decltype(asio::use_awaitable),
                               void(fence::WriteOutcome)>(
-      initiate, asio::use_awaitable, std::move(write));
+      std::move(initiate), asio::use_awaitable, std::move(write));
+}
+
+}  // namespace
+
+boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
+    fence::Committer& committer, fence::FenceWrite write) {
+  return Await(
+      [&committer](fence::FenceWrite w, fence::Committer::Done done) {
+        committer.Submit(std::move(w), std::move(done));
+      },
+      std::move(write));
+}
+
+boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
+    Fences& fences, fence::FenceWrite write) {
+  return Await(
+      [&fences](fence::FenceWrite w, fence::Committer::Done done) {
+        fences.Submit(std::move(w), std::move(done));
+      },
+      std::move(write));
 }
 
 boost::asio::awaitable<fence::WriteOutcome> CommitFence(

@@ -10,6 +10,7 @@
 #include "fence/committer.h"
 #include "fence/shards.h"
 #include "storage/backend.h"
+#include "storage/fences.h"
 
 namespace fencepost::storage {
 
@@ -20,6 +21,9 @@ namespace fencepost::storage {
 // (nothing changed). Never throws.
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     fence::Committer& committer, fence::FenceWrite write);
+// The same through `fences` (Fences::Submit).
+boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
+    Fences& fences, fence::FenceWrite write);
 
 // For backends that keep values outside LMDB: the fence write of `request`
 // alone (ToFenceWrite), made durable before the value is written. Outcomes

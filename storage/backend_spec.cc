@@ -44,6 +44,11 @@ BackendSpec ParseHttpUrl(std::string_view url) {
 
 BackendSpec ParseBackendSpec(std::string_view spec) {
   if (spec == "lmdb") return {};
+  if (spec == "etcd") {
+    BackendSpec out;
+    out.kind = BackendSpec::Kind::kEtcd;
+    return out;
+  }
   if (spec.substr(0, 3) == "fs:" && spec.size() > 3) {
     BackendSpec out;
     out.kind = BackendSpec::Kind::kFs;
@@ -52,7 +57,7 @@ BackendSpec ParseBackendSpec(std::string_view spec) {
   }
   if (spec.substr(0, 7) == "http://") return ParseHttpUrl(spec);
   throw BadBackendSpec("'" + std::string(spec) +
-                       "' is not lmdb, fs:DIR or http://HOST:PORT[/BASE]");
+                       "' is not lmdb, etcd, fs:DIR or http://HOST:PORT[/BASE]");
 }
 
 }  // namespace fencepost::storage

@@ -9,7 +9,7 @@ namespace fencepost::storage {
 // The --backend value, parsed once for the config check, the choice of
 // backend in main and the http:// backend's upstream.
 struct BackendSpec {
-  enum class Kind { kLmdb, kFs, kHttp };
+  enum class Kind { kLmdb, kFs, kHttp, kEtcd };
   Kind kind = Kind::kLmdb;
   std::string dir;  // kFs: DIR of fs:DIR
   // kHttp: the parts of http://HOST[:PORT][/BASE]. `host` has no brackets;
@@ -27,7 +27,7 @@ class BadBackendSpec : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
-// Parses "lmdb", "fs:DIR" or "http://HOST[:PORT][/BASE]" (IPv6 hosts in
+// Parses "lmdb", "etcd" (values in the etcd fence store), "fs:DIR" or "http://HOST[:PORT][/BASE]" (IPv6 hosts in
 // brackets). Throws BadBackendSpec for anything else: another scheme, an
 // empty DIR or host, a port that is not digits, a BASE that is not a plain
 // canonical path. Nothing is resolved or opened.

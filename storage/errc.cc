@@ -32,6 +32,14 @@ class StorageCategory : public std::error_category {
       case Errc::kFenceHeld:
         return "the fence is held closed after an upstream write's outcome "
                "became unknown; retry after Retry-After seconds";
+      case Errc::kStoreUnavailable:
+        return "the fence store (etcd) did not answer: it may be down or "
+               "without quorum; the write may or may not have been applied";
+      case Errc::kValueTooLarge:
+        return "the value is larger than the etcd backend stores (512 KiB)";
+      case Errc::kNotShared:
+        return "not available with a shared fence store (--fence-store "
+               "etcd://) yet";
     }
     return "unknown storage error";
   }

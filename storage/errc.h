@@ -4,7 +4,8 @@
 
 namespace fencepost::storage {
 
-// Errors of the fs: and http:// backends (LMDB's are fence::Errc).
+// Errors of the fs:, http:// and etcd backends and of the etcd fence store
+// (LMDB's are fence::Errc).
 enum class Errc {
   kOk = 0,
   kCollision = 1,       // a key and a file or directory of the other kind (409)
@@ -16,6 +17,11 @@ enum class Errc {
   kUpstreamFailed = 7,  // refused or failed before the write was sent (502)
   kOutcomeUnknown = 8,  // timed out or reset after it was sent (504)
   kFenceHeld = 9,       // the fence waits out an unknown outcome (503)
+  // --fence-store etcd://: no answer from etcd (down, or without quorum);
+  // the write may or may not have been applied (503).
+  kStoreUnavailable = 10,
+  kValueTooLarge = 11,  // more than etcd takes in one value (413)
+  kNotShared = 12,      // not available with a shared fence store (501)
 };
 
 const std::error_category& Category();

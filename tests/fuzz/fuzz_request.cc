@@ -42,15 +42,17 @@ struct World {
     options.count = 2;
     shards = std::make_unique<fence::Shards>(options);
     backend = std::make_unique<storage::LmdbBackend>(*shards);
+    fences = std::make_unique<storage::LocalFences>(*shards);
     config.fence_scopes = {"scoped/"};
     service =
-        std::make_unique<proxy::Service>(config, *shards, *backend, metrics);
+        std::make_unique<proxy::Service>(config, *fences, *backend, metrics);
   }
   std::string dir;
   proxy::Config config;
   metrics::Metrics metrics{"lmdb"};
   std::unique_ptr<fence::Shards> shards;
   std::unique_ptr<storage::LmdbBackend> backend;
+  std::unique_ptr<storage::LocalFences> fences;
   std::unique_ptr<proxy::Service> service;
 };
 

@@ -61,8 +61,9 @@ class ServiceTest : public ::testing::Test {
   Config config_;
   fence::Shards shards_{ShardsIn(dir_.path())};
   storage::LmdbBackend backend_{shards_};
+  storage::LocalFences fences_{shards_};
   metrics::Metrics metrics_{"lmdb"};
-  Service service_{config_, shards_, backend_, metrics_};
+  Service service_{config_, fences_, backend_, metrics_};
 };
 
 TEST_F(ServiceTest, SeedStory) {

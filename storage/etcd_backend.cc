@@ -1,0 +1,35 @@
+#include "storage/etcd_backend.h"
+
+#include "storage/async_commit.h"
+
+namespace fencepost::storage {
+
+boost::asio::awaitable<ReadResult> EtcdBackend::Read(
+    const ReadRequest& request) {
+  EtcdFences::ValueRead value = co_await fences_.GetValue(request.key);
+  ReadResult result;
+  result.error = value.error;
+  result.found = value.found;
+  result.token = value.token;
+  result.size = value.body.size();
+  if (!request.head) result.body = std::move(value.body);
+  co_return result;
+}
+
+boost::asio::awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
+  fence::FenceWrite write = ToFenceWrite(request);
+  write.value = fence::ValueOp{request.kind == WriteKind::kDelete
+                                   ? fence::ValueOp::Kind::kDelete
+                                   : fence::ValueOp::Kind::kPut,
+                               std::move(request.key), std::move(request.body)};
+  WriteResult result;
+  result.outcome = co_await AsyncCommit(fences_, std::move(write));
+  result.created = result.outcome.created;
+  co_return result;
+}
+
+boost::asio::awaitable<bool> EtcdBackend::Ready() {
+  co_return co_await fences_.Ready();
+}
+
+}  // namespace fencepost::storage

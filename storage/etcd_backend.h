@@ -1,0 +1,31 @@
+#pragma once
+
+#include "storage/backend.h"
+#include "storage/etcd_fences.h"
+
+namespace fencepost::storage {
+
+// --backend etcd (with --fence-store etcd://): values live in etcd next to
+// their fences, and each write is one etcd transaction with its fence (see
+// EtcdFences), atomic across every replica as the lmdb backend is in one
+// process. Reads are linearizable.
+//
+// Errors: EtcdFences's (Errc::kStoreUnavailable, kValueTooLarge,
+// fence::Errc::kOverloaded, kStorage).
+//
+// Thread safety: every call on the server's io thread.
+class EtcdBackend : public Backend {
+ public:
+  explicit EtcdBackend(EtcdFences& fences) : fences_(fences) {}
+
+  std::string_view name() const override { return "etcd"; }
+  bool supports_post_patch() const override { return false; }
+  boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
+  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
+  boost::asio::awaitable<bool> Ready() override;
+
+ private:
+  EtcdFences& fences_;
+};
+
+}  // namespace fencepost::storage

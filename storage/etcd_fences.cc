@@ -1,0 +1,540 @@
+#include "storage/etcd_fences.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <charconv>
+#include <map>
+#include <set>
+
+#include "fence/accept.h"
+#include "fence/errc.h"
+#include "storage/errc.h"
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+using fence::WriteOutcome;
+using Verdict = fence::WriteOutcome::Verdict;
+using Json = http::JsonValue;
+
+namespace {
+
+constexpr std::size_t kMaxGroupFences = 64;
+constexpr std::size_t kMaxGroupValues = 63;
+constexpr std::size_t kMaxGroupBytes = 1u << 20;
+constexpr int kGroupAttempts = 3;
+constexpr int kAloneAttempts = 16;
+constexpr std::size_t kMaxCache = 1u << 20;
+
+std::int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// etcd's JSON spells 64-bit integers as strings; absent means 0.
+std::int64_t Int64Of(const Json* value) {
+  if (value == nullptr) return 0;
+  std::int64_t out = 0;
+  const std::string& text = value->text;
+  const auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), out);
+  if (ec != std::errc() || end != text.data() + text.size()) return -1;
+  return out;
+}
+
+std::string Quoted(std::int64_t n) { return "\"" + std::to_string(n) + "\""; }
+
+// The bytes of a kv's "key" or "value" (absent: empty).
+bool BytesOf(const Json& kv, std::string_view field, std::string* out) {
+  out->clear();
+  const Json* value = kv.Find(field);
+  if (value == nullptr) return true;
+  return http::DecodeBase64(value->text, out);
+}
+
+// "TOKEN UPDATED_AT_NS".
+bool ParseFence(std::string_view text, fence::Token* token,
+                std::int64_t* updated_at_ns) {
+  const std::size_t space = text.find(' ');
+  if (space == std::string_view::npos) return false;
+  const auto a = std::from_chars(text.data(), text.data() + space, *token);
+  const auto b = std::from_chars(text.data() + space + 1,
+                                 text.data() + text.size(), *updated_at_ns);
+  return a.ec == std::errc() && a.ptr == text.data() + space &&
+         b.ec == std::errc() && b.ptr == text.data() + text.size();
+}
+
+std::string FormatFence(fence::Token token, std::int64_t updated_at_ns) {
+  return std::to_string(token) + " " + std::to_string(updated_at_ns);
+}
+
+// The smallest key above every key that starts with `prefix`.
+std::string PrefixEnd(std::string prefix) {
+  while (!prefix.empty()) {
+    if (static_cast<unsigned char>(prefix.back()) < 0xff) {
+      prefix.back() = static_cast<char>(prefix.back() + 1);
+      return prefix;
+    }
+    prefix.pop_back();
+  }
+  return std::string(1, '\0');  // every key
+}
+
+std::string RangeOp(const std::string& key) {
+  return "{\"request_range\":{\"key\":\"" + EncodeBase64(key) + "\"}}";
+}
+
+// The kvs of a range response ({"kvs": [...]}).
+const std::vector<Json>* KvsOf(const Json& range) {
+  static const std::vector<Json> kNone;
+  const Json* kvs = range.Find("kvs");
+  if (kvs == nullptr) return &kNone;
+  if (kvs->kind != Json::Kind::kArray) return nullptr;
+  return &kvs->items;
+}
+
+}  // namespace
+
+EtcdFences::EtcdFences(asio::io_context& io, Options options)
+    : io_(io),
+      options_(std::move(options)),
+      client_(io, options_.spec, options_.timeout, options_.on_request) {}
+
+std::string EtcdFences::FenceKey(std::string_view name) const {
+  return options_.spec.prefix + "/fences/" + std::string(name);
+}
+
+std::string EtcdFences::ValueKey(std::string_view key) const {
+  return options_.spec.prefix + "/values/" + std::string(key);
+}
+
+void EtcdFences::Submit(fence::FenceWrite write, fence::Committer::Done done) {
+  WriteOutcome refused;
+  if (write.lease || !write.batch.empty()) {
+    refused.error = Errc::kNotShared;
+  } else if (write.value && write.value->body.size() > kMaxValueBytes) {
+    refused.error = Errc::kValueTooLarge;
+  } else if (queue_.size() >= options_.max_queue) {
+    refused.error = fence::Errc::kOverloaded;
+  }
+  if (refused.error) {
+    done(std::move(refused));
+    return;
+  }
+  queue_.push_back({std::move(write), std::move(done)});
+  if (!running_) {
+    running_ = true;
+    asio::co_spawn(io_, Run(), asio::detached);
+  }
+}
+
+asio::awaitable<void> EtcdFences::Run() {
+  while (!queue_.empty()) {
+    std::vector<Pending> group;
+    std::set<std::string, std::less<>> fences, values;
+    std::size_t bytes = 0;
+    while (!queue_.empty()) {
+      const fence::FenceWrite& next = queue_.front().write;
+      const bool new_fence = !fences.count(next.fence);
+      const bool new_value = next.value && !values.count(next.value->key);
+      const std::size_t size = next.value ? next.value->body.size() : 0;
+      if (!group.empty() &&
+          ((new_fence && fences.size() == kMaxGroupFences) ||
+           (new_value && values.size() == kMaxGroupValues) ||
+           bytes + size > kMaxGroupBytes)) {
+        break;
+      }
+      bytes += size;
+      fences.insert(next.fence);
+      if (next.value) values.insert(next.value->key);
+      group.push_back(std::move(queue_.front()));
+      queue_.pop_front();
+    }
+    co_await Settle(std::move(group));
+  }
+  running_ = false;
+}
+
+asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
+  for (int attempt = 0; attempt < kGroupAttempts; ++attempt) {
+    if (attempt > 0 && options_.on_retry) options_.on_retry();
+    if (co_await TryOnce(group) != Settled::kConflict) co_return;
+  }
+  // Contended: each write alone, so one replica's progress on one fence
+  // cannot keep failing a whole group.
+  for (Pending& pending : group) {
+    std::vector<Pending> alone;
+    alone.push_back(std::move(pending));
+    Settled settled = Settled::kConflict;
+    for (int attempt = 0;
+         attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
+      if (options_.on_retry) options_.on_retry();
+      settled = co_await TryOnce(alone);
+    }
+    if (settled == Settled::kConflict) {
+      FailAll(alone, fence::Errc::kOverloaded);
+    }
+  }
+}
+
+void EtcdFences::FailAll(std::vector<Pending>& group, std::error_code error) {
+  for (Pending& pending : group) {
+    cache_.erase(pending.write.fence);
+    WriteOutcome outcome;
+    outcome.error = error;
+    pending.done(std::move(outcome));
+  }
+}
+
+asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
+                                       std::string* error) {
+  std::vector<std::string> missing;
+  for (const Pending& p : group) {
+    if (!cache_.count(p.write.fence) &&
+        std::find(missing.begin(), missing.end(), p.write.fence) ==
+            missing.end()) {
+      missing.push_back(p.write.fence);
+    }
+  }
+  if (missing.empty()) co_return true;
+  std::string body = "{\"success\":[";
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    if (i > 0) body += ",";
+    body += RangeOp(FenceKey(missing[i]));
+  }
+  body += "]}";
+  EtcdClient::Reply reply = co_await client_.Call("/v3/kv/txn", std::move(body));
+  if (!reply.ok) {
+    *error = reply.error;
+    co_return false;
+  }
+  const Json* responses = reply.json.Find("responses");
+  if (responses == nullptr || responses->kind != Json::Kind::kArray ||
+      responses->items.size() != missing.size()) {
+    *error = "etcd answered a read of fences with something else";
+    co_return false;
+  }
+  if (cache_.size() + missing.size() > kMaxCache) cache_.clear();
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    const Json* range = responses->items[i].Find("response_range");
+    const std::vector<Json>* kvs = range ? KvsOf(*range) : nullptr;
+    if (kvs == nullptr || kvs->size() > 1) {
+      *error = "etcd answered a read of fences with something else";
+      co_return false;
+    }
+    Seen seen;
+    if (!kvs->empty()) {
+      std::string text;
+      fence::Token token = 0;
+      if (!BytesOf((*kvs)[0], "value", &text) ||
+          !ParseFence(text, &token, &seen.updated_at_ns)) {
+        *error = "the fence record of '" + missing[i] +
+                 "' in etcd is not fencepost's";
+        co_return false;
+      }
+      seen.token = token;
+      seen.mod_revision = Int64Of((*kvs)[0].Find("mod_revision"));
+    }
+    cache_[missing[i]] = seen;
+  }
+  co_return true;
+}
+
+asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
+    std::vector<Pending>& group) {
+  std::string error;
+  if (!co_await Load(group, &error)) {
+    FailAll(group, Errc::kStoreUnavailable);
+    co_return Settled::kFailed;
+  }
+
+  // Decide every write in order against the fences as the writes before it
+  // left them.
+  const std::int64_t now_ns = NowNs();
+  std::map<std::string, Seen, std::less<>> view;  // the group's fences
+  std::map<std::string, std::size_t, std::less<>> last_value;  // key -> write
+  std::vector<WriteOutcome> outcomes(group.size());
+  std::vector<std::string> changed;  // fences to compare and put
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const fence::FenceWrite& write = group[i].write;
+    auto [it, inserted] = view.try_emplace(write.fence, cache_[write.fence]);
+    Seen& fence = it->second;
+    WriteOutcome& outcome = outcomes[i];
+    outcome.previous = fence.token;
+    outcome.current = fence.token;
+    outcome.updated_at_ns = fence.updated_at_ns;
+    if (write.token) outcome.decision = fence::Decide(fence.token, *write.token);
+    if (outcome.decision.accepted) {
+      outcome.verdict = Verdict::kAccepted;
+    } else if (write.observe) {
+      outcome.verdict = Verdict::kObserved;
+    } else {
+      outcome.verdict = Verdict::kRejected;
+      continue;
+    }
+    if (std::find(changed.begin(), changed.end(), write.fence) ==
+        changed.end()) {
+      changed.push_back(write.fence);  // compared even when only observed
+    }
+    if (outcome.decision.accepted) {
+      fence.token = *write.token;
+      fence.updated_at_ns = now_ns;
+      outcome.current = fence.token;
+      outcome.updated_at_ns = now_ns;
+    }
+    if (write.value) last_value[write.value->key] = i;
+  }
+  if (changed.empty()) {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      group[i].done(std::move(outcomes[i]));
+    }
+    co_return Settled::kDone;
+  }
+
+  // compare: each changed fence as this replica saw it; success: the
+  // fences that moved and each value's last write, with its previous kv
+  // (whether it existed); failure: the fences as they are.
+  std::string body = "{\"compare\":[";
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    if (i > 0) body += ",";
+    body += "{\"key\":\"" + EncodeBase64(FenceKey(changed[i])) +
+            "\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":" +
+            Quoted(cache_[changed[i]].mod_revision) + "}";
+  }
+  body += "],\"success\":[";
+  bool first = true;
+  std::size_t puts = 0;
+  for (const std::string& name : changed) {
+    const Seen& now = view[name];
+    if (now.token == cache_[name].token &&
+        now.updated_at_ns == cache_[name].updated_at_ns) {
+      continue;  // only observed writes: the fence stays
+    }
+    if (!first) body += ",";
+    first = false;
+    body += "{\"request_put\":{\"key\":\"" + EncodeBase64(FenceKey(name)) +
+            "\",\"value\":\"" +
+            EncodeBase64(FormatFence(*now.token, now.updated_at_ns)) + "\"}}";
+    ++puts;
+  }
+  std::vector<std::string> value_keys;  // in the order of their responses
+  for (const auto& [key, i] : last_value) {
+    const fence::ValueOp& op = *group[i].write.value;
+    if (!first) body += ",";
+    first = false;
+    const std::string encoded = EncodeBase64(ValueKey(key));
+    if (op.kind == fence::ValueOp::Kind::kDelete) {
+      body += "{\"request_delete_range\":{\"key\":\"" + encoded +
+              "\",\"prev_kv\":true}}";
+    } else {
+      const fence::FenceWrite& write = group[i].write;
+      std::string record =
+          (write.token ? std::to_string(*write.token) : std::string("-")) +
+          "\n" + op.body;
+      body += "{\"request_put\":{\"key\":\"" + encoded + "\",\"value\":\"" +
+              EncodeBase64(record) + "\",\"prev_kv\":true}}";
+    }
+    value_keys.push_back(key);
+  }
+  body += "],\"failure\":[";
+  for (std::size_t i = 0; i < changed.size(); ++i) {
+    if (i > 0) body += ",";
+    body += RangeOp(FenceKey(changed[i]));
+  }
+  body += "]}";
+
+  EtcdClient::Reply reply = co_await client_.Call("/v3/kv/txn", std::move(body));
+  if (!reply.ok) {
+    FailAll(group, Errc::kStoreUnavailable);
+    co_return Settled::kFailed;
+  }
+  const Json* responses = reply.json.Find("responses");
+  const Json* succeeded = reply.json.Find("succeeded");
+  const bool success = succeeded != nullptr && succeeded->text == "true";
+  const std::size_t expected =
+      success ? puts + value_keys.size() : changed.size();
+  if (responses == nullptr ? expected != 0
+                           : (responses->kind != Json::Kind::kArray ||
+                              responses->items.size() != expected)) {
+    FailAll(group, fence::Errc::kStorage);
+    co_return Settled::kFailed;
+  }
+
+  if (!success) {
+    // Another replica moved a fence: take them as they are now (the
+    // failure branch read them), and decide again.
+    for (std::size_t i = 0; i < changed.size(); ++i) {
+      cache_.erase(changed[i]);
+      const Json* range = responses->items[i].Find("response_range");
+      const std::vector<Json>* kvs = range ? KvsOf(*range) : nullptr;
+      if (kvs == nullptr || kvs->size() != 1) continue;  // Load reads it
+      std::string text;
+      Seen seen;
+      fence::Token token = 0;
+      if (!BytesOf((*kvs)[0], "value", &text) ||
+          !ParseFence(text, &token, &seen.updated_at_ns)) {
+        continue;
+      }
+      seen.token = token;
+      seen.mod_revision = Int64Of((*kvs)[0].Find("mod_revision"));
+      cache_[changed[i]] = seen;
+    }
+    co_return Settled::kConflict;
+  }
+
+  ++transactions_;
+  const Json* header = reply.json.Find("header");
+  const std::int64_t revision =
+      header != nullptr ? Int64Of(header->Find("revision")) : 0;
+  for (const std::string& name : changed) {
+    Seen now = view[name];
+    if (now.token != cache_[name].token ||
+        now.updated_at_ns != cache_[name].updated_at_ns) {
+      now.mod_revision = revision;
+      cache_[name] = now;
+    }
+  }
+  // Whether each value existed before the transaction, from its prev_kv.
+  std::map<std::string, bool, std::less<>> present;
+  for (std::size_t v = 0; v < value_keys.size(); ++v) {
+    const Json& response = responses->items[puts + v];
+    bool existed = false;
+    if (const Json* put = response.Find("response_put")) {
+      existed = put->Find("prev_kv") != nullptr;
+    } else if (const Json* del = response.Find("response_delete_range")) {
+      existed = Int64Of(del->Find("deleted")) > 0;
+    }
+    present[value_keys[v]] = existed;
+  }
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    WriteOutcome& outcome = outcomes[i];
+    const fence::FenceWrite& write = group[i].write;
+    if (outcome.verdict != Verdict::kRejected && write.value) {
+      bool& exists = present[write.value->key];
+      const bool put = write.value->kind == fence::ValueOp::Kind::kPut;
+      outcome.created = put && !exists;
+      exists = put;
+    }
+    group[i].done(std::move(outcome));
+  }
+  co_return Settled::kDone;
+}
+
+asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
+  Read out;
+  std::string body = "{\"key\":\"" + EncodeBase64(FenceKey(name)) + "\"}";
+  EtcdClient::Reply reply =
+      co_await client_.Call("/v3/kv/range", std::move(body));
+  if (!reply.ok) {
+    out.error = Errc::kStoreUnavailable;
+    co_return out;
+  }
+  const std::vector<Json>* kvs = KvsOf(reply.json);
+  if (kvs == nullptr || kvs->size() > 1) {
+    out.error = fence::Errc::kStorage;
+    co_return out;
+  }
+  if (kvs->empty()) co_return out;
+  std::string text;
+  fence::FenceRecord record{name, 0, 0};
+  if (!BytesOf((*kvs)[0], "value", &text) ||
+      !ParseFence(text, &record.token, &record.updated_at_ns)) {
+    out.error = fence::Errc::kStorage;
+    co_return out;
+  }
+  out.fence = std::move(record);
+  co_return out;
+}
+
+asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
+                                                   std::string after,
+                                                   std::size_t limit) {
+  ListRead out;
+  const std::string base = FenceKey("");
+  std::string from = base + prefix;
+  if (!after.empty() && after >= prefix) from = base + after + '\0';
+  const std::string end = PrefixEnd(base + prefix);
+  std::string body = "{\"key\":\"" + EncodeBase64(from) +
+                     "\",\"range_end\":\"" + EncodeBase64(end) +
+                     "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) +
+                     "}";
+  EtcdClient::Reply reply =
+      co_await client_.Call("/v3/kv/range", std::move(body));
+  if (!reply.ok) {
+    out.error = Errc::kStoreUnavailable;
+    co_return out;
+  }
+  const std::vector<Json>* kvs = KvsOf(reply.json);
+  if (kvs == nullptr) {
+    out.error = fence::Errc::kStorage;
+    co_return out;
+  }
+  for (const Json& kv : *kvs) {
+    std::string key, text;
+    fence::FenceRecord record;
+    if (!BytesOf(kv, "key", &key) || key.compare(0, base.size(), base) != 0 ||
+        !BytesOf(kv, "value", &text) ||
+        !ParseFence(text, &record.token, &record.updated_at_ns)) {
+      out.error = fence::Errc::kStorage;
+      co_return out;
+    }
+    record.name = key.substr(base.size());
+    out.list.fences.push_back(std::move(record));
+  }
+  const Json* more = reply.json.Find("more");
+  if (more != nullptr && more->text == "true" && !out.list.fences.empty()) {
+    out.list.next = out.list.fences.back().name;
+  }
+  co_return out;
+}
+
+asio::awaitable<bool> EtcdFences::Ready() {
+  // A linearizable read needs etcd's quorum, as every write does.
+  std::string body = "{\"key\":\"" + EncodeBase64(FenceKey("")) +
+                     "\",\"limit\":\"1\",\"count_only\":true}";
+  EtcdClient::Reply reply =
+      co_await client_.Call("/v3/kv/range", std::move(body));
+  co_return reply.ok;
+}
+
+asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
+  ValueRead out;
+  std::string body = "{\"key\":\"" + EncodeBase64(ValueKey(key)) + "\"}";
+  EtcdClient::Reply reply =
+      co_await client_.Call("/v3/kv/range", std::move(body));
+  if (!reply.ok) {
+    out.error = Errc::kStoreUnavailable;
+    co_return out;
+  }
+  const std::vector<Json>* kvs = KvsOf(reply.json);
+  if (kvs == nullptr || kvs->size() > 1) {
+    out.error = fence::Errc::kStorage;
+    co_return out;
+  }
+  if (kvs->empty()) co_return out;
+  std::string record;
+  const std::size_t newline = [&] {
+    if (!BytesOf((*kvs)[0], "value", &record)) return std::string::npos;
+    return record.find('\n');
+  }();
+  if (newline == std::string::npos) {
+    out.error = fence::Errc::kStorage;
+    co_return out;
+  }
+  const std::string_view token(record.data(), newline);
+  if (token != "-") {
+    fence::Token t = 0;
+    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), t);
+    if (ec != std::errc() || end != token.data() + token.size()) {
+      out.error = fence::Errc::kStorage;
+      co_return out;
+    }
+    out.token = t;
+  }
+  out.found = true;
+  out.body = record.substr(newline + 1);
+  co_return out;
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,120 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "storage/etcd_client.h"
+#include "storage/fences.h"
+
+namespace fencepost::storage {
+
+// --fence-store etcd://HOST:PORT[,...][/PREFIX]: fences (and, with the etcd
+// backend, values) live in an etcd cluster that every replica of fencepost
+// shares, so a write accepted by one replica fences the others at once.
+//
+// Keys (PREFIX is "fencepost" by default):
+//   PREFIX/fences/NAME  "TOKEN UPDATED_AT_NS"  (decimal)
+//   PREFIX/values/KEY   "TOKEN\n" then the body ("-\n" for no token)
+//
+// Group commit: the writes that arrive while a transaction is in flight
+// are decided together, in arrival order, against the fences as this
+// replica last saw them (a cache of token and mod_revision), and applied in
+// one etcd transaction that compares the mod_revision of every fence it
+// changes. A failed compare means another replica moved one of them: its
+// failure branch reads them back, and the group is decided again (three
+// times at most, then each write alone). A rejection needs no compare: a
+// fence never goes down, so a token below one seen once stays below it.
+//
+// One transaction holds at most 64 fences and 63 values (etcd's default
+// --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB.
+//
+// Errors: fence::Errc::kOverloaded (more than `max_queue` writes waiting),
+// storage::Errc::kStoreUnavailable (etcd did not answer, or refused: down or
+// without quorum; the write may still be applied by etcd later, so it is
+// never acknowledged), kValueTooLarge, kNotShared (leases and batches),
+// fence::Errc::kStorage (a record in etcd that fencepost did not write).
+//
+// Thread safety: every call on the io thread of `io`; `done` callbacks run
+// there too.
+class EtcdFences : public Fences {
+ public:
+  static constexpr std::size_t kMaxValueBytes = 512 * 1024;
+
+  struct Options {
+    EtcdSpec spec;
+    std::chrono::milliseconds timeout{2000};  // per etcd request
+    std::size_t max_queue = 16384;
+    // Called after every etcd request: its API path, duration, success.
+    EtcdClient::Observer on_request;
+    // Called when a transaction's compare failed (another replica moved a
+    // fence of the group) and the group is decided again.
+    std::function<void()> on_retry;
+  };
+
+  struct ValueRead {
+    std::error_code error;
+    bool found = false;
+    std::optional<fence::Token> token;
+    std::string body;
+  };
+
+  EtcdFences(boost::asio::io_context& io, Options options);
+
+  void Submit(fence::FenceWrite write, fence::Committer::Done done) override;
+  boost::asio::awaitable<Read> Get(std::string name) override;
+  boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
+                                        std::size_t limit) override;
+  std::optional<std::uint64_t> Count() override { return std::nullopt; }
+  boost::asio::awaitable<bool> Ready() override;
+  std::string_view consistency() const override { return "linearizable"; }
+
+  // The value stored under `key` (etcd backend), read linearizably.
+  boost::asio::awaitable<ValueRead> GetValue(std::string key);
+
+  // Transactions committed, and groups decided again after a failed compare.
+  std::uint64_t transactions() const { return transactions_; }
+
+ private:
+  struct Pending {
+    fence::FenceWrite write;
+    fence::Committer::Done done;
+  };
+  // A fence as this replica last saw it in etcd.
+  struct Seen {
+    std::optional<fence::Token> token;  // nullopt: no record
+    std::int64_t updated_at_ns = 0;
+    std::int64_t mod_revision = 0;  // 0: no key
+  };
+  enum class Settled { kDone, kConflict, kFailed };
+
+  boost::asio::awaitable<void> Run();
+  // Decides and commits `group`, deciding again after conflicts.
+  boost::asio::awaitable<void> Settle(std::vector<Pending> group);
+  // One attempt: kConflict when a compare failed (the cache now holds the
+  // fences as they are); every write is answered otherwise.
+  boost::asio::awaitable<Settled> TryOnce(std::vector<Pending>& group);
+  // Reads the fences of `group` missing from the cache into it.
+  boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
+                                    std::string* error);
+  void FailAll(std::vector<Pending>& group, std::error_code error);
+  std::string FenceKey(std::string_view name) const;
+  std::string ValueKey(std::string_view key) const;
+
+  boost::asio::io_context& io_;
+  Options options_;
+  EtcdClient client_;
+  std::deque<Pending> queue_;
+  bool running_ = false;
+  std::unordered_map<std::string, Seen> cache_;
+  std::uint64_t transactions_ = 0;
+};
+
+}  // namespace fencepost::storage

@@ -1,0 +1,86 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <boost/asio/awaitable.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "fence/committer.h"
+#include "fence/fence_store.h"
+#include "fence/shards.h"
+
+namespace fencepost::storage {
+
+// Where the fences live, as the routes see them: the data directory's LMDB
+// environments (LocalFences, the default), or an etcd cluster that several
+// replicas share (EtcdFences, --fence-store etcd://).
+//
+// Submit checks and applies a fence write (a value with it, when the store
+// keeps values) atomically and durably before `done` runs, with the
+// outcomes of fence::Committer::Submit.
+//
+// Thread safety: see each implementation; the server calls every one on its
+// io thread.
+class Fences {
+ public:
+  struct Read {
+    std::error_code error;
+    std::optional<fence::FenceRecord> fence;  // nullopt: no such fence
+  };
+  struct ListRead {
+    std::error_code error;
+    fence::FenceList list;
+  };
+
+  virtual ~Fences() = default;
+  virtual void Submit(fence::FenceWrite write, fence::Committer::Done done) = 0;
+  // The fence named `name`.
+  virtual boost::asio::awaitable<Read> Get(std::string name) = 0;
+  // Up to `limit` fences whose names start with `prefix`, after `after`.
+  virtual boost::asio::awaitable<ListRead> List(std::string prefix,
+                                                std::string after,
+                                                std::size_t limit) = 0;
+  // How many fences there are, when that is cheap to know.
+  virtual std::optional<std::uint64_t> Count() = 0;
+  // Whether writes can be decided now (for /readyz). Never fails.
+  virtual boost::asio::awaitable<bool> Ready() = 0;
+  // What a read sees, for the `consistency` of fence documents: "local"
+  // (this process's durable state) or "linearizable" (every replica's).
+  virtual std::string_view consistency() const = 0;
+  // The data directory's environments, or nullptr when the fences live
+  // elsewhere (leases and batches need them).
+  virtual fence::Shards* shards() { return nullptr; }
+};
+
+// The default: the fences of the data directory's LMDB environments.
+// Thread safety: any thread.
+class LocalFences : public Fences {
+ public:
+  explicit LocalFences(fence::Shards& shards)
+      : shards_(shards), store_(shards.envs()) {}
+
+  void Submit(fence::FenceWrite write, fence::Committer::Done done) override {
+    shards_.CommitterOf(write.fence).Submit(std::move(write), std::move(done));
+  }
+  boost::asio::awaitable<Read> Get(std::string name) override;
+  boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
+                                        std::size_t limit) override;
+  std::optional<std::uint64_t> Count() override;
+  boost::asio::awaitable<bool> Ready() override;
+  std::string_view consistency() const override { return "local"; }
+  fence::Shards* shards() override { return &shards_; }
+
+ private:
+  fence::Shards& shards_;
+  fence::FenceStore store_;
+};
+
+}  // namespace fencepost::storage
