@@ -29,10 +29,21 @@ Load::Load(std::vector<std::string> keys, std::size_t hot, int threads)
 
 void Load::Start(std::uint16_t port) {
   stop_ = false;
+  pick_ = [port] { return port; };
   std::random_device seeds;
   for (int t = 0; t < threads_; ++t) {
     writers_.emplace_back(
-        [this, port, t, seed = seeds()] { Write(port, t, seed); });
+        [this, t, seed = seeds()] { Write(pick_, false, t, seed); });
+  }
+}
+
+void Load::Start(std::function<std::uint16_t()> pick) {
+  stop_ = false;
+  pick_ = std::move(pick);
+  std::random_device seeds;
+  for (int t = 0; t < threads_; ++t) {
+    writers_.emplace_back(
+        [this, t, seed = seeds()] { Write(pick_, true, t, seed); });
   }
 }
 
@@ -50,44 +61,52 @@ std::size_t Load::AcknowledgedSince(std::size_t from) const {
   return n;
 }
 
-void Load::Write(std::uint16_t port, int thread, std::uint32_t seed) {
+void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
+                 int thread, std::uint32_t seed) {
   std::mt19937 local(seed);
-  try {
-    testing::HttpClient client(port);
-    while (!stop_) {
-      Op op;
-      op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
-                                       : keys_[local() % keys_.size()];
-      const std::uint64_t fresh = counter_++;
-      op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
-      op.body = "value " + std::to_string(op.token) + " from " +
-                std::to_string(thread);
-      op.sent_ns = Now();
-      std::size_t at;
-      {
+  while (!stop_) {
+    try {
+      testing::HttpClient client(pick());
+      while (!stop_) {
+        Op op;
+        op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
+                                         : keys_[local() % keys_.size()];
+        const std::uint64_t fresh = counter_++;
+        op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
+        op.body = "value " + std::to_string(op.token) + " from " +
+                  std::to_string(thread);
+        op.sent_ns = Now();
+        std::size_t at;
+        {
+          std::lock_guard lock(mu_);
+          at = history_.size();
+          history_.push_back(op);  // kUnknown until it is answered
+        }
+        ++sent_;
+        auto r = client.Request("PUT", "/" + op.key,
+                                {{"Fencing-Token", std::to_string(op.token)}},
+                                op.body);
         std::lock_guard lock(mu_);
-        at = history_.size();
-        history_.push_back(op);  // kUnknown until it is answered
+        Op& done = history_[at];
+        done.acked_ns = Now();
+        if (r.status / 100 == 2) {
+          done.outcome = Op::Outcome::kAccepted;
+          ++acknowledged_;
+        } else if (r.status == 409) {
+          done.outcome = Op::Outcome::kRejected;
+          done.current_token = NumberAfter(r.body, "current_token");
+        } else if (r.status == 503 && unavailable_unknown_) {
+          done.outcome = Op::Outcome::kUnknown;
+        } else {
+          done.outcome = Op::Outcome::kError;
+          done.status = r.status;
+        }
       }
-      auto r = client.Request("PUT", "/" + op.key,
-                              {{"Fencing-Token", std::to_string(op.token)}},
-                              op.body);
-      std::lock_guard lock(mu_);
-      Op& done = history_[at];
-      done.acked_ns = Now();
-      if (r.status / 100 == 2) {
-        done.outcome = Op::Outcome::kAccepted;
-        ++acknowledged_;
-      } else if (r.status == 409) {
-        done.outcome = Op::Outcome::kRejected;
-        done.current_token = NumberAfter(r.body, "current_token");
-      } else {
-        done.outcome = Op::Outcome::kError;
-        done.status = r.status;
-      }
+    } catch (const std::exception&) {
+      // The server died under us: the write in flight stays unknown.
+      if (!reconnect) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-  } catch (const std::exception&) {
-    // The server died under us: the write in flight stays unknown.
   }
 }
 
@@ -257,13 +276,18 @@ std::vector<std::string> BatchLoad::Check(std::uint16_t data_port) const {
 std::map<std::string, KeyState> ReadState(
     const testing::ServerProcess& server,
     const std::vector<std::string>& keys) {
+  return ReadState(server.data_port(), server.admin_port(), keys);
+}
+
+std::map<std::string, KeyState> ReadState(
+    std::uint16_t data_port, std::uint16_t admin_port,
+    const std::vector<std::string>& keys) {
   std::map<std::string, KeyState> state;
   for (const std::string& key : keys) {
     KeyState s;
-    auto fence =
-        testing::Fetch(server.admin_port(), "GET", "/v1/fences/" + key);
+    auto fence = testing::Fetch(admin_port, "GET", "/v1/fences/" + key);
     if (fence.status == 200) s.fence = NumberAfter(fence.body, "token").value();
-    auto value = testing::Fetch(server.data_port(), "GET", "/" + key);
+    auto value = testing::Fetch(data_port, "GET", "/" + key);
     if (value.status == 200 && value.has("fencing-token")) {
       s.value = std::stoull(value.header("fencing-token"));
       s.body = value.body;

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -28,6 +29,13 @@ class Load {
   ~Load() { Stop(); }
 
   void Start(std::uint16_t port);
+  // Against replicas: each writer connects to `pick()`'s data port, and
+  // when its connection fails (the replica died) records the write in
+  // flight as unknown and connects to `pick()` again.
+  void Start(std::function<std::uint16_t()> pick);
+  // A 503 (the shared fence store did not answer) is an unknown outcome,
+  // not an error: the write may still be applied.
+  void CountUnavailableAsUnknown() { unavailable_unknown_ = true; }
   // Joins the writers (call once the server is gone, or to end the load).
   void Stop();
 
@@ -37,9 +45,14 @@ class Load {
   std::size_t AcknowledgedSince(std::size_t from) const;
   // Acknowledged writes so far; may be read while the load runs.
   std::size_t acknowledged() const { return acknowledged_; }
+  // Writes sent so far; may be read while the load runs.
+  std::size_t sent() const { return sent_; }
 
  private:
-  void Write(std::uint16_t port, int thread, std::uint32_t seed);
+  // Writes through `pick()`'s port until stopped; when `reconnect` is
+  // false, only until its connection fails.
+  void Write(const std::function<std::uint16_t()>& pick, bool reconnect,
+             int thread, std::uint32_t seed);
 
   const std::vector<std::string> keys_;
   const std::size_t hot_;
@@ -47,9 +60,12 @@ class Load {
   std::atomic<std::uint64_t> counter_{100};
   std::atomic<bool> stop_ = false;
   std::atomic<std::size_t> acknowledged_ = 0;
+  std::atomic<std::size_t> sent_ = 0;
+  bool unavailable_unknown_ = false;
   std::mutex mu_;
   std::vector<Op> history_;
   std::vector<std::thread> writers_;
+  std::function<std::uint16_t()> pick_;
 };
 
 // Lease grants interleaved with the fenced writes of Load: one thread
@@ -119,6 +135,9 @@ class BatchLoad {
 // What `server` holds for `keys`: each fence, and each value's token (its
 // Fencing-Token) and body.
 std::map<std::string, KeyState> ReadState(const testing::ServerProcess& server,
+                                          const std::vector<std::string>& keys);
+std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
+                                          std::uint16_t admin_port,
                                           const std::vector<std::string>& keys);
 
 // Checks a history after each restart (see Check): every fence read back

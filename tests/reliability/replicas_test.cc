@@ -1,0 +1,291 @@
+// Replicas of fencepost sharing their fences in a real 3-member etcd cluster
+// (Debian's etcd-server, started by tests/coordination/etcd_cluster.sh on
+// free ports of 127.0.0.1): a write accepted by one replica fences the
+// others, the history checker finds nothing while replicas and etcd members
+// are killed, and a lost quorum answers 503 and acknowledges nothing.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tests/coordination/shell.h"
+#include "tests/reliability/history.h"
+#include "tests/reliability/load.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::reliability {
+namespace {
+
+using std::chrono::milliseconds;
+using testing::Fetch;
+using testing::ServerProcess;
+using testing::Shell;
+using testing::ShellLine;
+
+const std::string kScript = FENCEPOST_ETCD_CLUSTER_SH;
+
+// A 3-member etcd cluster for one test.
+class EtcdCluster {
+ public:
+  EtcdCluster() {
+    char pattern[] = "/tmp/fencepost-etcd-cluster-XXXXXX";
+    dir_ = mkdtemp(pattern);
+    endpoints_ = ShellLine(kScript + " start " + dir_ + "/etcd");
+  }
+  ~EtcdCluster() {
+    Shell(kScript + " stop " + dir_ + "/etcd");
+    Shell("rm -rf " + dir_);
+  }
+  // HOST:PORT,HOST:PORT,HOST:PORT; empty when the cluster did not start.
+  const std::string& endpoints() const { return endpoints_; }
+  void StopMember(int i, bool kill = false) {
+    Shell(kScript + " stop-member " + dir_ + "/etcd " + std::to_string(i) +
+          (kill ? " kill" : ""));
+  }
+  void StartMember(int i) {
+    Shell(kScript + " start-member " + dir_ + "/etcd " + std::to_string(i));
+  }
+
+ private:
+  std::string dir_;
+  std::string endpoints_;
+};
+
+// One replica: fences and values in etcd under `prefix`.
+std::unique_ptr<ServerProcess> Replica(const std::string& endpoints,
+                                       const std::string& prefix) {
+  return std::make_unique<ServerProcess>(
+      "", std::vector<std::string>{"--fence-store",
+                                   "etcd://" + endpoints + "/" + prefix,
+                                   "--backend", "etcd",
+                                   "--fence-store-timeout", "1"});
+}
+
+std::string Token(std::uint64_t t) { return std::to_string(t); }
+
+class ReplicasTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(etcd_.endpoints().empty()) << "etcd did not start";
+  }
+  EtcdCluster etcd_;
+};
+
+TEST_F(ReplicasTest, AWriteAcceptedByOneReplicaFencesTheOthers) {
+  auto a = Replica(etcd_.endpoints(), "fences-others");
+  auto b = Replica(etcd_.endpoints(), "fences-others");
+  auto c = Replica(etcd_.endpoints(), "fences-others");
+  // The seed story across replicas: A writes through a, B is elected and
+  // writes through b, A wakes up and writes through c.
+  EXPECT_EQ(Fetch(a->data_port(), "PUT", "/orders/7",
+                  {{"Fencing-Token", Token(33)}}, "from A")
+                .status,
+            201);
+  EXPECT_EQ(Fetch(b->data_port(), "PUT", "/orders/7",
+                  {{"Fencing-Token", Token(34)}}, "from B")
+                .status,
+            200);
+  auto stale = Fetch(c->data_port(), "PUT", "/orders/7",
+                     {{"Fencing-Token", Token(33)}}, "A again");
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_NE(stale.body.find("\"current_token\":34"), std::string::npos)
+      << stale.body;
+  // a saw the fence at 33 and must not decide from that.
+  EXPECT_EQ(Fetch(a->data_port(), "PUT", "/orders/7",
+                  {{"Fencing-Token", Token(33)}}, "A once more")
+                .status,
+            409);
+  for (const auto* r : {a.get(), b.get(), c.get()}) {
+    auto value = Fetch(r->data_port(), "GET", "/orders/7");
+    EXPECT_EQ(value.status, 200);
+    EXPECT_EQ(value.body, "from B");
+    EXPECT_EQ(value.header("fencing-token"), "34");
+    auto fence = Fetch(r->admin_port(), "GET", "/v1/fences/orders/7");
+    EXPECT_NE(fence.body.find("\"token\":34"), std::string::npos);
+    EXPECT_EQ(fence.header("fencepost-consistency"), "linearizable");
+  }
+  // A bump on one replica fences writes on another; a delete is fenced too.
+  EXPECT_EQ(Fetch(b->admin_port(), "PUT", "/v1/fences/orders/7",
+                  {{"Fencing-Token", Token(40)}})
+                .status,
+            200);
+  EXPECT_EQ(Fetch(c->data_port(), "DELETE", "/orders/7",
+                  {{"Fencing-Token", Token(39)}})
+                .status,
+            409);
+  EXPECT_EQ(Fetch(c->data_port(), "DELETE", "/orders/7",
+                  {{"Fencing-Token", Token(40)}})
+                .status,
+            204);
+  EXPECT_EQ(Fetch(a->data_port(), "GET", "/orders/7").status, 404);
+  // Leases are not shared yet: refused, not answered from one replica.
+  EXPECT_EQ(Fetch(a->admin_port(), "PUT", "/v1/leases/leader", {},
+                  "{\"holder\":\"x\",\"ttl_ms\":1000}")
+                .status,
+            501);
+  auto metrics = Fetch(a->admin_port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("fencepost_etcd_request_duration_seconds_count{op="
+                         "\"txn\"}"),
+            std::string::npos);
+}
+
+TEST_F(ReplicasTest, ConcurrentWritesToOneFenceThroughThreeReplicas) {
+  std::vector<std::unique_ptr<ServerProcess>> replicas;
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(Replica(etcd_.endpoints(), "one-fence"));
+  }
+  // Each thread writes rising tokens through its own replica; the highest
+  // accepted token must be the fence, and no token below an acknowledged
+  // one may be accepted after it (the checker).
+  Load load({"hot"}, 0, 6);
+  load.Start([&replicas, n = std::make_shared<std::atomic<int>>(0)] {
+    return replicas[(*n)++ % 3]->data_port();
+  });
+  std::this_thread::sleep_for(milliseconds(3000));
+  load.Stop();
+  const auto state = ReadState(replicas[1]->data_port(),
+                               replicas[1]->admin_port(), load.keys());
+  const auto violations = Check(load.history(), state);
+  EXPECT_TRUE(violations.empty()) << violations.front();
+  EXPECT_GT(load.acknowledged(), 100u);
+  auto metrics = Fetch(replicas[0]->admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(metrics.find("fencepost_etcd_txn_retries_total 0\n"),
+            std::string::npos)
+      << "three replicas on one fence must have met a failed compare";
+}
+
+// 2 of 3 etcd members stopped: writes get 503 and nothing is acknowledged;
+// /readyz says not ready. Members back: writes resume, fencepost never
+// restarted.
+TEST_F(ReplicasTest, QuorumLossIs503AndWritesResumeWhenItIsBack) {
+  auto a = Replica(etcd_.endpoints(), "quorum");
+  auto b = Replica(etcd_.endpoints(), "quorum");
+  ASSERT_EQ(Fetch(a->data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "one")
+                .status,
+            201);
+  etcd_.StopMember(2);
+  etcd_.StopMember(3);
+  for (int i = 0; i < 3; ++i) {
+    auto r = Fetch(b->data_port(), "PUT", "/k",
+                   {{"Fencing-Token", Token(10 + i)}}, "lost");
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_NE(r.body.find("urn:fencepost:problem:fence-store-unavailable"),
+              std::string::npos);
+    EXPECT_EQ(r.header("retry-after"), "1");
+  }
+  EXPECT_EQ(Fetch(a->admin_port(), "GET", "/readyz").status, 503);
+  EXPECT_EQ(Fetch(a->admin_port(), "GET", "/livez").status, 200);
+
+  etcd_.StartMember(2);
+  etcd_.StartMember(3);
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    status = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "20"}},
+                   "twenty")
+                 .status;
+    if (status == 200) break;
+    std::this_thread::sleep_for(milliseconds(100));
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(Fetch(a->admin_port(), "GET", "/readyz").status, 200);
+  EXPECT_EQ(Fetch(a->data_port(), "GET", "/k").body, "twenty");
+  // A lost-quorum write may land later (etcd may still apply it), but it
+  // can never be above the fence: 20 is the highest token sent.
+  auto fence = Fetch(a->admin_port(), "GET", "/v1/fences/k");
+  EXPECT_NE(fence.body.find("\"token\":20"), std::string::npos) << fence.body;
+}
+
+// The reliability harness's checks across replicas: writers spread over 3
+// replicas while replicas and etcd members are killed with SIGKILL (one at a
+// time) and restarted.
+TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
+  constexpr std::size_t kWanted = 50000;
+  const auto cap = std::chrono::seconds(150);
+  std::mutex mu;
+  std::vector<std::unique_ptr<ServerProcess>> replicas;
+  std::vector<std::uint16_t> ports;  // data ports of the live replicas
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(Replica(etcd_.endpoints(), "history"));
+    ports.push_back(replicas.back()->data_port());
+  }
+  std::vector<std::string> keys;
+  for (int i = 0; i < 48; ++i) keys.push_back("h/" + std::to_string(i));
+  Load load(keys, 6, 12);
+  load.CountUnavailableAsUnknown();
+  std::mt19937 random(std::random_device{}());
+  load.Start([&mu, &ports, state = std::make_shared<std::mt19937>(
+                               std::random_device{}())] {
+    std::lock_guard lock(mu);
+    return ports[(*state)() % ports.size()];
+  });
+
+  const auto start = std::chrono::steady_clock::now();
+  int replica_kills = 0, member_kills = 0;
+  for (int round = 0; load.sent() < kWanted &&
+                      std::chrono::steady_clock::now() - start < cap;
+       ++round) {
+    std::this_thread::sleep_for(milliseconds(1500));
+    if (round % 2 == 0) {
+      const std::size_t victim = random() % 3;
+      {
+        std::lock_guard lock(mu);
+        std::erase(ports, replicas[victim]->data_port());
+      }
+      replicas[victim]->Kill();
+      replicas[victim] = Replica(etcd_.endpoints(), "history");
+      std::lock_guard lock(mu);
+      ports.push_back(replicas[victim]->data_port());
+      ++replica_kills;
+    } else {
+      const int member = 1 + static_cast<int>(random() % 3);
+      etcd_.StopMember(member, true);
+      std::this_thread::sleep_for(milliseconds(700));
+      etcd_.StartMember(member);
+      ++member_kills;
+    }
+  }
+  std::this_thread::sleep_for(milliseconds(1500));  // the last member rejoins
+  load.Stop();
+
+  std::size_t accepted = 0, rejected = 0, unknown = 0;
+  for (const Op& op : load.history()) {
+    accepted += op.outcome == Op::Outcome::kAccepted;
+    rejected += op.outcome == Op::Outcome::kRejected;
+    unknown += op.outcome == Op::Outcome::kUnknown;
+  }
+  const auto state =
+      ReadState(replicas[0]->data_port(), replicas[0]->admin_port(), keys);
+  const auto violations = Check(load.history(), state);
+  EXPECT_TRUE(violations.empty())
+      << violations.size() << " violations, the first: " << violations.front();
+  // Every replica reads the same state.
+  for (int i = 1; i < 3; ++i) {
+    const auto other =
+        ReadState(replicas[i]->data_port(), replicas[i]->admin_port(), keys);
+    for (const auto& [key, s] : state) {
+      EXPECT_EQ(other.at(key).fence, s.fence) << key;
+      EXPECT_EQ(other.at(key).body, s.body) << key;
+    }
+  }
+  EXPECT_GE(load.history().size(), kWanted)
+      << "the load was too slow to reach " << kWanted << " writes in "
+      << cap.count() << " s";
+  EXPECT_GT(accepted, kWanted / 4);
+  std::printf(
+      "replicas: %zu writes (%zu accepted, %zu rejected, %zu unknown), %d "
+      "replica kills, %d etcd member kills, %zu violations\n",
+      load.history().size(), accepted, rejected, unknown, replica_kills,
+      member_kills, violations.size());
+}
+
+}  // namespace
+}  // namespace fencepost::reliability
