@@ -361,10 +361,10 @@ Invocation ParseInvocation(
   if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
     throw ConfigError("--backend etcd needs --fence-store etcd://...");
   }
-  if (c.etcd && c.backend_spec.kind != BackendKind::kEtcd) {
+  if (c.etcd && c.backend_spec.kind == BackendKind::kLmdb) {
     throw ConfigError(
-        "--fence-store etcd:// works with --backend etcd only, for now: "
-        "fs: and http:// need turns shared across replicas");
+        "--fence-store etcd:// keeps fences apart from this process: pick "
+        "--backend etcd, fs:DIR (storage the replicas share) or http://");
   }
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     throw ConfigError("--tls-cert and --tls-key go together");
@@ -398,7 +398,8 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --data-dir DIR               LMDB environment directory (default ./fencepost-data)
   --backend SPEC               lmdb | etcd | fs:DIR | http://HOST:PORT[/BASE] (default lmdb)
   --fence-store STORE          lmdb | etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: where fences
-                               live; etcd is shared by replicas, with --backend etcd (default lmdb)
+                               live; etcd is shared by replicas, with --backend etcd, fs: or
+                               http:// (default lmdb)
   --fence-store-timeout SECONDS
                                deadline of one etcd request (default 2)
   --fence-scope PREFIX         keys starting with PREFIX share one fence (repeatable)

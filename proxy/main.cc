@@ -199,6 +199,16 @@ int Serve(const proxy::Config& config) {
       metrics.EtcdRequest(path, seconds, ok);
     };
     options.on_retry = [&metrics] { metrics.EtcdTxnRetry(); };
+    // A turn (fs:, http://) lasts at most one forward and its hold, with a
+    // margin; the lease outlives it, and is renewed well within.
+    const auto need = Millis(config.upstream_timeout + config.upstream_settle) +
+                      std::chrono::seconds(2);
+    options.turn_need = need;
+    options.turn_ttl = std::max<std::chrono::seconds>(
+        std::chrono::ceil<std::chrono::seconds>(need) + std::chrono::seconds(3),
+        std::chrono::ceil<std::chrono::seconds>(need * 8 / 5));
+    options.replica = config.listen.ToString() + " pid " +
+                      std::to_string(::getpid());
     auto owned = std::make_unique<storage::EtcdFences>(io, std::move(options));
     etcd = owned.get();
     fences = std::move(owned);
@@ -238,7 +248,7 @@ int Serve(const proxy::Config& config) {
       }
 #endif
       backend = std::make_unique<storage::FsBackend>(config.backend_spec.dir,
-                                                     *shards, fs_threads);
+                                                     *fences, fs_threads);
     } else if (config.backend_spec.kind == Kind::kHttp) {
       storage::HttpBackend::Options options;
       options.upstream = config.backend_spec;
@@ -261,7 +271,7 @@ int Serve(const proxy::Config& config) {
             "unknown upstream outcomes; for tests only");
       }
 #endif
-      backend = std::make_unique<storage::HttpBackend>(io, options, *shards);
+      backend = std::make_unique<storage::HttpBackend>(io, options, *fences);
     } else {
       backend = std::make_unique<storage::LmdbBackend>(*shards);
     }
@@ -332,6 +342,7 @@ int Serve(const proxy::Config& config) {
     service.StartDraining();
     server.Shutdown();
     flush_timer.cancel();
+    if (etcd != nullptr) etcd->Shutdown();
   });
 
   auto to_string = [](const asio::ip::tcp::endpoint& e) {

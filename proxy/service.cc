@@ -204,7 +204,8 @@ Response Service::StorageFailure(const Request& req, std::error_code error,
     metrics_.Overloaded();
     retry_after = std::max(retry_after, 1);
   }
-  if (problem.type == ProblemType::kStoreUnavailable) {
+  if (problem.type == ProblemType::kStoreUnavailable ||
+      problem.type == ProblemType::kFenceHeld) {
     retry_after = std::max(retry_after, 1);
   }
   if (problem.type == ProblemType::kOutcomeUnknown) metrics_.OutcomeUnknown();

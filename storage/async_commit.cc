@@ -12,13 +12,10 @@ namespace fencepost::storage {
 
 namespace asio = boost::asio;
 
-namespace {
-
-using Submit = std::function<void(fence::FenceWrite, fence::Committer::Done)>;
-
 // Not a coroutine itself: it returns the awaitable that async_initiate makes.
-boost::asio::awaitable<fence::WriteOutcome> Await(Submit submit,
-                                                  fence::FenceWrite write) {
+boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
+    std::function<void(fence::FenceWrite, fence::Committer::Done)> submit,
+    fence::FenceWrite write) {
   auto initiate = [submit = std::move(submit)](auto handler,
                                                fence::FenceWrite write) {
     // The committer's callback is a copyable std::function; the coroutine's
@@ -37,11 +34,9 @@ boost::asio::awaitable<fence::WriteOutcome> Await(Submit submit,
       std::move(initiate), asio::use_awaitable, std::move(write));
 }
 
-}  // namespace
-
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     fence::Committer& committer, fence::FenceWrite write) {
-  return Await(
+  return AsyncSubmit(
       [&committer](fence::FenceWrite w, fence::Committer::Done done) {
         committer.Submit(std::move(w), std::move(done));
       },
@@ -50,16 +45,16 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
 
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     Fences& fences, fence::FenceWrite write) {
-  return Await(
+  return AsyncSubmit(
       [&fences](fence::FenceWrite w, fence::Committer::Done done) {
         fences.Submit(std::move(w), std::move(done));
       },
       std::move(write));
 }
 
-boost::asio::awaitable<fence::WriteOutcome> CommitFence(
-    fence::Shards& shards, const WriteRequest& request) {
-  return AsyncCommit(shards.CommitterOf(request.fence), ToFenceWrite(request));
+boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
+CommitFenceInTurn(Fences& fences, const WriteRequest& request) {
+  return fences.CommitInTurn(ToFenceWrite(request));
 }
 
 fence::FenceWrite ToFenceWrite(const WriteRequest& request) {

@@ -6,6 +6,7 @@
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
+#include <functional>
 
 #include "fence/committer.h"
 #include "fence/shards.h"
@@ -21,16 +22,21 @@ namespace fencepost::storage {
 // (nothing changed). Never throws.
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     fence::Committer& committer, fence::FenceWrite write);
+// The same through `submit` (a Submit of fence::Committer's contract).
+boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
+    std::function<void(fence::FenceWrite, fence::Committer::Done)> submit,
+    fence::FenceWrite write);
 // The same through `fences` (Fences::Submit).
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     Fences& fences, fence::FenceWrite write);
 
-// For backends that keep values outside LMDB: the fence write of `request`
-// alone (ToFenceWrite), made durable before the value is written. Outcomes
-// and errors as AsyncCommit's. The caller keeps `request` alive until the
-// awaitable completes.
-boost::asio::awaitable<fence::WriteOutcome> CommitFence(
-    fence::Shards& shards, const WriteRequest& request);
+// For backends that keep values outside the fence store: the fence write
+// of `request` alone (ToFenceWrite), made durable before the value is
+// written, taking the fence's turn among replicas (Fences::CommitInTurn;
+// end it with Fences::EndTurn). Outcomes and errors as AsyncCommit's, and
+// Errc::kFenceHeld. The caller keeps `request` alive until it completes.
+boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
+CommitFenceInTurn(Fences& fences, const WriteRequest& request);
 
 // The fence part of `request` (fence, token, observe; no value): the one
 // place a WriteRequest becomes a fence::FenceWrite. Cannot fail.

@@ -2,12 +2,15 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <charconv>
 #include <map>
 #include <set>
 
 #include "fence/accept.h"
 #include "fence/errc.h"
+#include "storage/async_commit.h"
 #include "storage/errc.h"
 
 namespace fencepost::storage {
@@ -105,11 +108,20 @@ std::string EtcdFences::FenceKey(std::string_view name) const {
   return options_.spec.prefix + "/fences/" + std::string(name);
 }
 
+std::string EtcdFences::TurnKey(std::string_view name) const {
+  return options_.spec.prefix + "/turns/" + std::string(name);
+}
+
 std::string EtcdFences::ValueKey(std::string_view key) const {
   return options_.spec.prefix + "/values/" + std::string(key);
 }
 
 void EtcdFences::Submit(fence::FenceWrite write, fence::Committer::Done done) {
+  Enqueue({std::move(write), std::move(done), nullptr});
+}
+
+void EtcdFences::Enqueue(Pending pending) {
+  const fence::FenceWrite& write = pending.write;
   WriteOutcome refused;
   if (write.lease || !write.batch.empty()) {
     refused.error = Errc::kNotShared;
@@ -119,10 +131,10 @@ void EtcdFences::Submit(fence::FenceWrite write, fence::Committer::Done done) {
     refused.error = fence::Errc::kOverloaded;
   }
   if (refused.error) {
-    done(std::move(refused));
+    pending.done(std::move(refused));
     return;
   }
-  queue_.push_back({std::move(write), std::move(done)});
+  queue_.push_back(std::move(pending));
   if (!running_) {
     running_ = true;
     asio::co_spawn(io_, Run(), asio::detached);
@@ -136,8 +148,15 @@ asio::awaitable<void> EtcdFences::Run() {
     std::size_t bytes = 0;
     while (!queue_.empty()) {
       const fence::FenceWrite& next = queue_.front().write;
+      const bool turn = queue_.front().turn != nullptr;
       const bool new_fence = !fences.count(next.fence);
-      const bool new_value = next.value && !values.count(next.value->key);
+      // A turn key counts as a value (one more put), once per fence.
+      // (No key holds a NUL byte, so this names no value.)
+      const std::string value_key =
+          turn ? std::string(1, '\0') + "turn/" + next.fence
+               : next.value ? next.value->key : "";
+      if (turn && values.count(value_key)) break;
+      const bool new_value = !value_key.empty() && !values.count(value_key);
       const std::size_t size = next.value ? next.value->body.size() : 0;
       if (!group.empty() &&
           ((new_fence && fences.size() == kMaxGroupFences) ||
@@ -147,7 +166,7 @@ asio::awaitable<void> EtcdFences::Run() {
       }
       bytes += size;
       fences.insert(next.fence);
-      if (next.value) values.insert(next.value->key);
+      if (!value_key.empty()) values.insert(value_key);
       group.push_back(std::move(queue_.front()));
       queue_.pop_front();
     }
@@ -256,6 +275,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   std::map<std::string, std::size_t, std::less<>> last_value;  // key -> write
   std::vector<WriteOutcome> outcomes(group.size());
   std::vector<std::string> changed;  // fences to compare and put
+  std::vector<std::size_t> turns;     // writes that take their fence's turn
   for (std::size_t i = 0; i < group.size(); ++i) {
     const fence::FenceWrite& write = group[i].write;
     auto [it, inserted] = view.try_emplace(write.fence, cache_[write.fence]);
@@ -284,6 +304,22 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
       outcome.updated_at_ns = now_ns;
     }
     if (write.value) last_value[write.value->key] = i;
+    if (group[i].turn) turns.push_back(i);
+  }
+  if (!turns.empty() && lease_ == 0) {
+    // The lease ran out since the turn was asked for: no turn without it.
+    std::vector<Pending> without;
+    for (Pending& p : group) {
+      if (p.turn) {
+        WriteOutcome outcome;
+        outcome.error = Errc::kStoreUnavailable;
+        p.done(std::move(outcome));
+      } else {
+        without.push_back(std::move(p));
+      }
+    }
+    group = std::move(without);
+    co_return Settled::kConflict;  // decide the others again
   }
   if (changed.empty()) {
     for (std::size_t i = 0; i < group.size(); ++i) {
@@ -301,6 +337,11 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     body += "{\"key\":\"" + EncodeBase64(FenceKey(changed[i])) +
             "\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":" +
             Quoted(cache_[changed[i]].mod_revision) + "}";
+  }
+  for (std::size_t i : turns) {
+    body += ",{\"key\":\"" + EncodeBase64(TurnKey(group[i].write.fence)) +
+            "\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
+            "\"create_revision\":\"0\"}";
   }
   body += "],\"success\":[";
   bool first = true;
@@ -337,10 +378,21 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     }
     value_keys.push_back(key);
   }
+  for (std::size_t i : turns) {
+    if (!first) body += ",";
+    first = false;
+    body += "{\"request_put\":{\"key\":\"" +
+            EncodeBase64(TurnKey(group[i].write.fence)) + "\",\"value\":\"" +
+            EncodeBase64(options_.replica) + "\",\"lease\":" + Quoted(lease_) +
+            "}}";
+  }
   body += "],\"failure\":[";
   for (std::size_t i = 0; i < changed.size(); ++i) {
     if (i > 0) body += ",";
     body += RangeOp(FenceKey(changed[i]));
+  }
+  for (std::size_t i : turns) {
+    body += "," + RangeOp(TurnKey(group[i].write.fence));
   }
   body += "]}";
 
@@ -352,8 +404,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   const Json* responses = reply.json.Find("responses");
   const Json* succeeded = reply.json.Find("succeeded");
   const bool success = succeeded != nullptr && succeeded->text == "true";
-  const std::size_t expected =
-      success ? puts + value_keys.size() : changed.size();
+  const std::size_t expected = turns.size() + (success ? puts + value_keys.size()
+                                                      : changed.size());
   if (responses == nullptr ? expected != 0
                            : (responses->kind != Json::Kind::kArray ||
                               responses->items.size() != expected)) {
@@ -380,6 +432,25 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
       seen.mod_revision = Int64Of((*kvs)[0].Find("mod_revision"));
       cache_[changed[i]] = seen;
     }
+    // A turn another replica holds: that write waits (503, retry).
+    std::vector<bool> held(group.size(), false);
+    for (std::size_t t = 0; t < turns.size(); ++t) {
+      const Json* range =
+          responses->items[changed.size() + t].Find("response_range");
+      const std::vector<Json>* kvs = range ? KvsOf(*range) : nullptr;
+      held[turns[t]] = kvs == nullptr || !kvs->empty();
+    }
+    std::vector<Pending> rest;
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      if (held[i]) {
+        WriteOutcome outcome;
+        outcome.error = Errc::kFenceHeld;
+        group[i].done(std::move(outcome));
+      } else {
+        rest.push_back(std::move(group[i]));
+      }
+    }
+    group = std::move(rest);
     co_return Settled::kConflict;
   }
 
@@ -416,9 +487,122 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
       outcome.created = put && !exists;
       exists = put;
     }
+    if (group[i].turn && outcome.verdict != Verdict::kRejected) {
+      *group[i].turn = revision;
+    }
     group[i].done(std::move(outcome));
   }
   co_return Settled::kDone;
+}
+
+asio::awaitable<std::pair<WriteOutcome, Fences::Turn>> EtcdFences::CommitInTurn(
+    fence::FenceWrite write) {
+  Turn turn{write.fence, 0};
+  if (!co_await EnsureLease()) {
+    WriteOutcome outcome;
+    outcome.error = Errc::kStoreUnavailable;
+    co_return std::pair{std::move(outcome), turn};
+  }
+  auto revision = std::make_shared<std::int64_t>(0);
+  WriteOutcome outcome = co_await AsyncSubmit(
+      [this, revision](fence::FenceWrite w, fence::Committer::Done done) {
+        Enqueue({std::move(w), std::move(done), revision});
+      },
+      std::move(write));
+  turn.revision = *revision;
+  co_return std::pair{std::move(outcome), std::move(turn)};
+}
+
+void EtcdFences::EndTurn(Turn turn, std::chrono::milliseconds hold) {
+  if (turn.revision == 0) return;
+  if (hold.count() <= 0) {
+    asio::co_spawn(io_, DeleteTurn(std::move(turn)), asio::detached);
+    return;
+  }
+  auto timer = std::make_shared<asio::steady_timer>(io_, hold);
+  std::erase_if(holds_, [](const auto& weak) { return weak.expired(); });
+  holds_.push_back(timer);
+  timer->async_wait([this, timer, turn = std::move(turn)](
+                        const boost::system::error_code& ec) mutable {
+    if (ec || stopped_) return;  // shut down: the lease ends the turn
+    asio::co_spawn(io_, DeleteTurn(std::move(turn)), asio::detached);
+  });
+}
+
+asio::awaitable<void> EtcdFences::DeleteTurn(Turn turn) {
+  // Only this turn: the key as this replica created it.
+  const std::string key = EncodeBase64(TurnKey(turn.fence));
+  std::string body = "{\"compare\":[{\"key\":\"" + key +
+                     "\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
+                     "\"create_revision\":" +
+                     Quoted(turn.revision) +
+                     "}],\"success\":[{\"request_delete_range\":{\"key\":\"" +
+                     key + "\"}}]}";
+  // When etcd cannot be reached the turn stays until the lease runs out.
+  co_await client_.Call("/v3/kv/txn", std::move(body));
+}
+
+asio::awaitable<bool> EtcdFences::EnsureLease() {
+  while (lease_busy_) {
+    asio::steady_timer wait(io_, std::chrono::milliseconds(5));
+    co_await wait.async_wait(asio::use_awaitable);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (lease_ != 0 && now < lease_fresh_until_) co_return true;
+  if (stopped_) co_return false;
+  lease_busy_ = true;
+  const auto sent = std::chrono::steady_clock::now();
+  EtcdClient::Reply reply;
+  if (lease_ != 0) {
+    reply = co_await client_.Call("/v3/lease/keepalive",
+                                  "{\"ID\":" + Quoted(lease_) + "}");
+    const Json* result = reply.ok ? reply.json.Find("result") : nullptr;
+    if (result == nullptr || Int64Of(result->Find("TTL")) <= 0) {
+      if (reply.ok) lease_ = 0;  // it ran out: a new one below
+    }
+  }
+  if (lease_ == 0) {
+    reply = co_await client_.Call(
+        "/v3/lease/grant",
+        "{\"TTL\":" + Quoted(options_.turn_ttl.count()) + "}");
+    if (reply.ok) lease_ = Int64Of(reply.json.Find("ID"));
+    if (lease_ < 0) lease_ = 0;
+  }
+  const bool fresh = reply.ok && lease_ != 0;
+  if (fresh) {
+    // The lease lives turn_ttl from when etcd saw the request, which was
+    // after `sent`.
+    lease_fresh_until_ = sent + options_.turn_ttl - options_.turn_need;
+    if (!keeping_alive_) {
+      keeping_alive_ = true;
+      asio::co_spawn(io_, KeepAlive(), asio::detached);
+    }
+  }
+  lease_busy_ = false;
+  co_return fresh;
+}
+
+asio::awaitable<void> EtcdFences::KeepAlive() {
+  keepalive_timer_ = std::make_unique<asio::steady_timer>(io_);
+  while (!stopped_) {
+    keepalive_timer_->expires_after(options_.turn_ttl / 3);
+    boost::system::error_code ec;
+    co_await keepalive_timer_->async_wait(
+        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || stopped_) break;
+    lease_fresh_until_ = {};  // renew now
+    co_await EnsureLease();
+  }
+  keeping_alive_ = false;
+}
+
+void EtcdFences::Shutdown() {
+  stopped_ = true;
+  if (keepalive_timer_) keepalive_timer_->cancel();
+  for (auto& weak : holds_) {
+    if (auto timer = weak.lock()) timer->cancel();
+  }
+  holds_.clear();
 }
 
 asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {

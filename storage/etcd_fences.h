@@ -1,11 +1,13 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -33,6 +35,16 @@ namespace fencepost::storage {
 // times at most, then each write alone). A rejection needs no compare: a
 // fence never goes down, so a token below one seen once stays below it.
 //
+// Turns (for fs: and http://, whose values live outside etcd): a write that
+// must be the only one under its fence among all replicas until its value
+// is written takes PREFIX/turns/NAME in the transaction that advances the
+// fence (compared absent), attached to this replica's etcd lease, and
+// deletes it when done (after a hold, when the outcome is unknown). A turn
+// held by another replica is Errc::kFenceHeld. A replica that dies holding
+// turns holds them until its lease runs out (`turn_ttl`); a turn is only
+// taken while the lease is known to live for `turn_need` more, so a lease
+// cannot run out under a forward this replica still has in flight.
+//
 // One transaction holds at most 64 fences and 63 values (etcd's default
 // --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB.
 //
@@ -57,6 +69,11 @@ class EtcdFences : public Fences {
     // Called when a transaction's compare failed (another replica moved a
     // fence of the group) and the group is decided again.
     std::function<void()> on_retry;
+    // Turns: this replica's etcd lease TTL, and how long a turn may last
+    // (the longest forward plus its hold), which must be shorter.
+    std::chrono::seconds turn_ttl{30};
+    std::chrono::milliseconds turn_need{15000};
+    std::string replica = "fencepost";  // the value of the turn keys
   };
 
   struct ValueRead {
@@ -76,6 +93,13 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }
 
+  boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>> CommitInTurn(
+      fence::FenceWrite write) override;
+  void EndTurn(Turn turn, std::chrono::milliseconds hold) override;
+  // Stops the lease keep-alive and pending turn holds, so the io_context can
+  // run out of work; held turns end with the lease.
+  void Shutdown();
+
   // The value stored under `key` (etcd backend), read linearizably.
   boost::asio::awaitable<ValueRead> GetValue(std::string key);
 
@@ -86,6 +110,8 @@ class EtcdFences : public Fences {
   struct Pending {
     fence::FenceWrite write;
     fence::Committer::Done done;
+    // Non-null: take the fence's turn; set to the revision that took it.
+    std::shared_ptr<std::int64_t> turn;
   };
   // A fence as this replica last saw it in etcd.
   struct Seen {
@@ -105,7 +131,14 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
                                     std::string* error);
   void FailAll(std::vector<Pending>& group, std::error_code error);
+  void Enqueue(Pending pending);
+  // Makes sure this replica's lease lives for `turn_need` more (granting
+  // or renewing it); false when etcd cannot say so.
+  boost::asio::awaitable<bool> EnsureLease();
+  boost::asio::awaitable<void> KeepAlive();
+  boost::asio::awaitable<void> DeleteTurn(Turn turn);
   std::string FenceKey(std::string_view name) const;
+  std::string TurnKey(std::string_view name) const;
   std::string ValueKey(std::string_view key) const;
 
   boost::asio::io_context& io_;
@@ -115,6 +148,15 @@ class EtcdFences : public Fences {
   bool running_ = false;
   std::unordered_map<std::string, Seen> cache_;
   std::uint64_t transactions_ = 0;
+  // This replica's etcd lease (0: none), and until when a turn may be taken
+  // under it.
+  std::int64_t lease_ = 0;
+  std::chrono::steady_clock::time_point lease_fresh_until_{};
+  bool lease_busy_ = false;
+  bool keeping_alive_ = false;
+  bool stopped_ = false;
+  std::unique_ptr<boost::asio::steady_timer> keepalive_timer_;
+  std::vector<std::weak_ptr<boost::asio::steady_timer>> holds_;
 };
 
 }  // namespace fencepost::storage

@@ -6,6 +6,7 @@
 // clang-format on
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -40,8 +41,25 @@ class Fences {
     fence::FenceList list;
   };
 
+  // A fence's turn among replicas (see CommitInTurn); revision 0: none.
+  struct Turn {
+    std::string fence;
+    std::int64_t revision = 0;
+  };
+
   virtual ~Fences() = default;
   virtual void Submit(fence::FenceWrite write, fence::Committer::Done done) = 0;
+  // For backends that keep values elsewhere (fs:, http://): commits `write`
+  // (a fence write without a value) and, when replicas share the fences,
+  // takes the fence's turn among them in the same step, so that no other
+  // replica writes under that fence until EndTurn. The caller holds the
+  // fence's local turn (FenceLocks) until then. Outcomes as Submit's, and
+  // storage::Errc::kFenceHeld when another replica holds the turn.
+  virtual boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>>
+  CommitInTurn(fence::FenceWrite write);
+  // Ends `turn` after `hold` (zero: now); a no-op for an empty turn. A
+  // replica that dies holding a turn holds it until its etcd lease runs out.
+  virtual void EndTurn(Turn /*turn*/, std::chrono::milliseconds /*hold*/) {}
   // The fence named `name`.
   virtual boost::asio::awaitable<Read> Get(std::string name) = 0;
   // Up to `limit` fences whose names start with `prefix`, after `after`.

@@ -5,9 +5,9 @@
 
 namespace fencepost::storage {
 
-FsBackend::FsBackend(const std::string& dir, fence::Shards& shards,
+FsBackend::FsBackend(const std::string& dir, Fences& fences,
                      std::size_t threads)
-    : tree_(dir), shards_(shards), pool_(threads) {}
+    : tree_(dir), fences_(fences), pool_(threads) {}
 
 FsBackend::~FsBackend() { pool_.join(); }
 
@@ -39,7 +39,8 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
     co_return result;
   }
 
-  result.outcome = co_await CommitFence(shards_, request);
+  auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
+  result.outcome = std::move(outcome);
   if (!Applied(result.outcome)) co_return result;
 
   bool created = false;
@@ -49,6 +50,8 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
                       : tree_.Write(request.key, request.body, request.token,
                                     &created);
       });
+  // The file is written (or the write failed without touching it).
+  fences_.EndTurn(std::move(shared_turn), std::chrono::milliseconds(0));
   if (failed) {
     result.outcome.verdict = fence::WriteOutcome::Verdict::kFailed;
     result.outcome.error = failed;
@@ -58,7 +61,7 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
 }
 
 boost::asio::awaitable<bool> FsBackend::Ready() {
-  if (!shards_.Readable()) co_return false;
+  if (!co_await fences_.Ready()) co_return false;
   // On the pool: a hung file system must not stall the io thread.
   co_return co_await RunBlocking<bool>(pool_,
                                        [this] { return tree_.Usable(); });

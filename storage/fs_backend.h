@@ -4,9 +4,9 @@
 #include <cstddef>
 #include <string>
 
-#include "fence/shards.h"
 #include "storage/backend.h"
 #include "storage/fence_locks.h"
+#include "storage/fences.h"
 #include "storage/fs_tree.h"
 
 namespace fencepost::storage {
@@ -14,7 +14,9 @@ namespace fencepost::storage {
 // --backend fs:DIR: values are files under DIR (see FsTree), fences stay in
 // LMDB. A write holds its fence's turn (FenceLocks), makes the fence durable
 // first, then writes the file on a small thread pool, so writes to one fence
-// land in the order their fence commits accepted them.
+// land in the order their fence commits accepted them. With fences shared
+// by replicas (on storage they share), the fence's turn among replicas is
+// taken with the fence commit and ended once the file is written.
 //
 // A refused write changes nothing: FsTree::Check runs before the fence
 // commit. A file-system failure after it (disk full, say) leaves the fence
@@ -33,8 +35,7 @@ class FsBackend : public Backend {
  public:
   // `threads` file-system workers: writes to distinct fences sync in
   // parallel.
-  FsBackend(const std::string& dir, fence::Shards& shards,
-            std::size_t threads = 2);
+  FsBackend(const std::string& dir, Fences& fences, std::size_t threads = 2);
   ~FsBackend() override;
 
   std::string_view name() const override { return "fs"; }
@@ -45,7 +46,7 @@ class FsBackend : public Backend {
 
  private:
   FsTree tree_;
-  fence::Shards& shards_;
+  Fences& fences_;
   FenceLocks locks_;
   boost::asio::thread_pool pool_;
 };

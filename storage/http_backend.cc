@@ -48,8 +48,8 @@ HttpResponse Relay(HttpResponse response, bool head) {
 }  // namespace
 
 HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
-                         fence::Shards& shards)
-    : io_(io), options_(options), shards_(shards), fences_(shards.envs()) {
+                         Fences& fences)
+    : io_(io), options_(options), fences_(fences) {
   const BackendSpec& url = options.upstream;
   base_ = url.base;
   host_header_ = fencepost::http::FormatHostPort(url.host, url.port);
@@ -225,11 +225,12 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   int wait = 0;
   if (!options_.disable_gate && Held(request.fence, &wait)) {
     // A stale token still gets 409 first.
-    std::optional<fence::FenceRecord> current;
-    if (auto error = fences_.Get(request.fence, &current)) {
-      result.outcome.error = error;
+    const Fences::Read read = co_await fences_.Get(request.fence);
+    if (read.error) {
+      result.outcome.error = read.error;
       co_return result;
     }
+    const std::optional<fence::FenceRecord>& current = read.fence;
     if (request.token && current && !request.observe &&
         !fence::Decide(current->token, *request.token).accepted) {
       result.outcome.verdict = fence::WriteOutcome::Verdict::kRejected;
@@ -242,7 +243,8 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
     co_return result;
   }
 
-  result.outcome = co_await CommitFence(shards_, request);
+  auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
+  result.outcome = std::move(outcome);
   if (!Applied(result.outcome)) co_return result;
   using Verdict = fence::WriteOutcome::Verdict;
 
@@ -278,11 +280,17 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
       }
       break;
   }
+  // Other replicas may forward under this fence once the upstream answered,
+  // or once an unknown outcome has had `settle` to land.
+  fences_.EndTurn(std::move(shared_turn),
+                  exchange.sent == Sent::kUnknown && !options_.disable_gate
+                      ? options_.settle
+                      : std::chrono::milliseconds(0));
   co_return result;
 }
 
 asio::awaitable<bool> HttpBackend::Ready() {
-  if (!shards_.Readable()) co_return false;
+  if (!co_await fences_.Ready()) co_return false;
   HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
   head.set(http::field::host, host_header_);
   head.keep_alive(true);

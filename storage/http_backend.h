@@ -9,11 +9,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fence/fence_store.h"
-#include "fence/shards.h"
 #include "storage/backend.h"
 #include "storage/backend_spec.h"
 #include "storage/fence_locks.h"
+#include "storage/fences.h"
 
 namespace fencepost::storage {
 
@@ -35,6 +34,12 @@ namespace fencepost::storage {
 // gets 409 first; bumps are not held. What remains: a proxy cannot recall a
 // request already on the wire, so an upstream that applies a write later
 // than `settle` after its connection closed can still overwrite a newer one.
+//
+// With fences shared by replicas (--fence-store etcd://), the write also
+// takes the fence's turn among replicas with its fence commit (Fences::
+// CommitInTurn), so two replicas never forward writes under one fence at
+// once; the turn ends when the upstream has answered, or `settle` after an
+// unknown outcome, so every replica waits it out (503 fence-held).
 //
 // Hop-by-hop fields (RFC 9110 section 7.6.1: Connection and the fields it
 // names, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
@@ -73,7 +78,7 @@ class HttpBackend : public Backend {
   // Resolves the upstream's HOST at once. Throws std::runtime_error when it
   // cannot be resolved.
   HttpBackend(boost::asio::io_context& io, const Options& options,
-              fence::Shards& shards);
+              Fences& fences);
 
   std::string_view name() const override { return "http"; }
   bool supports_post_patch() const override { return true; }
@@ -98,8 +103,7 @@ class HttpBackend : public Backend {
 
   boost::asio::io_context& io_;
   Options options_;
-  fence::Shards& shards_;
-  fence::FenceStore fences_;
+  Fences& fences_;
   std::string host_header_;
   std::string base_;
   std::vector<boost::asio::ip::tcp::endpoint> endpoints_;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost::reliability {
 namespace {
@@ -67,6 +69,19 @@ std::unique_ptr<ServerProcess> Replica(const std::string& endpoints,
                                    "etcd://" + endpoints + "/" + prefix,
                                    "--backend", "etcd",
                                    "--fence-store-timeout", "1"});
+}
+
+// One replica in front of a legacy store at http://127.0.0.1:PORT.
+std::unique_ptr<ServerProcess> HttpReplica(const std::string& endpoints,
+                                           const std::string& prefix,
+                                           std::uint16_t upstream,
+                                           std::vector<std::string> more = {}) {
+  std::vector<std::string> args = {
+      "--fence-store", "etcd://" + endpoints + "/" + prefix, "--backend",
+      "http://127.0.0.1:" + std::to_string(upstream), "--forward-token",
+      "--fence-store-timeout", "1"};
+  args.insert(args.end(), more.begin(), more.end());
+  return std::make_unique<ServerProcess>("", args);
 }
 
 std::string Token(std::uint64_t t) { return std::to_string(t); }
@@ -202,6 +217,131 @@ TEST_F(ReplicasTest, QuorumLossIs503AndWritesResumeWhenItIsBack) {
   // can never be above the fence: 20 is the highest token sent.
   auto fence = Fetch(a->admin_port(), "GET", "/v1/fences/k");
   EXPECT_NE(fence.body.find("\"token\":20"), std::string::npos) << fence.body;
+}
+
+// The legacy-guard ordering across replicas: writes to one fence through two
+// replicas, from concurrent clients; the store must see them in token order
+// (two replicas never forward under one fence at once), and keep the value
+// of the highest acknowledged write.
+TEST_F(ReplicasTest, HttpBackendBehindTwoReplicasSeesWritesInTokenOrder) {
+  testing::FakeUpstream upstream;
+  auto a = HttpReplica(etcd_.endpoints(), "http-order", upstream.port());
+  auto b = HttpReplica(etcd_.endpoints(), "http-order", upstream.port());
+  std::atomic<std::uint64_t> counter{1};
+  std::mutex mu;
+  std::uint64_t highest = 0;
+  int held = 0, rejected = 0;
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 6; ++t) {
+    clients.emplace_back([&, t] {
+      for (int i = 0; i < 60; ++i) {
+        const auto& replica = (i + t) % 2 == 0 ? a : b;
+        const std::uint64_t token = counter++;
+        // The store takes 0-15 ms to apply each: forwards that overlapped
+        // would land out of order.
+        auto r = Fetch(replica->data_port(), "PUT", "/k",
+                       {{"Fencing-Token", Token(token)}},
+                       "jitter: body " + Token(token));
+        std::lock_guard lock(mu);
+        if (r.status / 100 == 2) {
+          highest = std::max(highest, token);
+        } else if (r.status == 409) {
+          ++rejected;
+        } else {
+          EXPECT_EQ(r.status, 503) << r.body;
+          EXPECT_NE(r.body.find("fence-held"), std::string::npos) << r.body;
+          ++held;
+        }
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  std::uint64_t last = 0;
+  int puts = 0;
+  for (const auto& seen : upstream.Applied()) {
+    ++puts;
+    const std::uint64_t token = std::stoull(seen.headers.at("fencing-token"));
+    EXPECT_GE(token, last) << "the store applied token " << token << " after "
+                           << last;
+    last = std::max(last, token);
+  }
+  EXPECT_GT(puts, 20);
+  EXPECT_EQ(upstream.Value("/k"), "jitter: body " + Token(highest));
+  std::printf("http:// behind 2 replicas: %d forwarded, %d rejected, %d held\n",
+              puts, rejected, held);
+}
+
+// The outcome-unknown gate across replicas: the store stalls a write that
+// replica a forwarded past its timeout and applies it later. Replica b must
+// not forward a newer write to that fence until the stalled one has had
+// --upstream-settle to land, or the acknowledged newer write would be lost.
+TEST_F(ReplicasTest, AnUnknownOutcomeOnOneReplicaHoldsTheFenceOnTheOther) {
+  testing::FakeUpstream upstream(milliseconds(1000));
+  const std::vector<std::string> timing = {"--upstream-timeout", "0.3",
+                                           "--upstream-settle", "2"};
+  auto a = HttpReplica(etcd_.endpoints(), "http-gate", upstream.port(), timing);
+  auto b = HttpReplica(etcd_.endpoints(), "http-gate", upstream.port(), timing);
+  EXPECT_EQ(Fetch(a->data_port(), "PUT", "/k", {{"Fencing-Token", "10"}},
+                  "stall:A")
+                .status,
+            504);
+  auto held = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B");
+  EXPECT_EQ(held.status, 503) << held.body;
+  EXPECT_NE(held.body.find("fence-held"), std::string::npos);
+  EXPECT_FALSE(held.header("retry-after").empty());
+  EXPECT_EQ(Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "9"}}, "old")
+                .status,
+            409)
+      << "a stale token still gets 409 first";
+  int status = 503;
+  for (int i = 0; i < 1000 && status == 503; ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+    status = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B")
+                 .status;
+  }
+  ASSERT_EQ(status / 100, 2);
+  EXPECT_EQ(upstream.stalled_applied(), 1) << "A landed before B was allowed";
+  EXPECT_EQ(upstream.Value("/k"), "B");
+}
+
+// A replica killed mid-forward cannot end its turn: the other replicas wait
+// until its etcd lease runs out (503 fence-held meanwhile), then go on.
+TEST_F(ReplicasTest, AReplicaKilledMidForwardHoldsTheFenceUntilItsLeaseEnds) {
+  testing::FakeUpstream upstream(milliseconds(1500));
+  const std::vector<std::string> timing = {"--upstream-timeout", "1",
+                                           "--upstream-settle", "1"};
+  auto a = HttpReplica(etcd_.endpoints(), "http-kill", upstream.port(), timing);
+  auto b = HttpReplica(etcd_.endpoints(), "http-kill", upstream.port(), timing);
+  std::thread stalled([&] {
+    try {
+      Fetch(a->data_port(), "PUT", "/k", {{"Fencing-Token", "10"}}, "stall:A");
+    } catch (const std::exception&) {
+      // a dies before it answers
+    }
+  });
+  std::this_thread::sleep_for(milliseconds(300));
+  a->Kill();
+  stalled.join();
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_EQ(Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B")
+                .status,
+            503);
+  int status = 503;
+  while (status == 503 &&
+         std::chrono::steady_clock::now() - killed < std::chrono::seconds(30)) {
+    std::this_thread::sleep_for(milliseconds(100));
+    status = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B")
+                 .status;
+  }
+  const double waited = std::chrono::duration<double>(
+                            std::chrono::steady_clock::now() - killed)
+                            .count();
+  ASSERT_EQ(status / 100, 2);
+  EXPECT_EQ(upstream.stalled_applied(), 1) << "A landed before B was allowed";
+  EXPECT_EQ(upstream.Value("/k"), "B");
+  // The lease lives at least as long as a forward and its hold (2 s here).
+  EXPECT_GT(waited, 1.5);
+  std::printf("a killed replica held its fence for %.1f s\n", waited);
 }
 
 // The reliability harness's checks across replicas: writers spread over 3

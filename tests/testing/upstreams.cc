@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -100,6 +101,11 @@ std::string FakeUpstream::Value(const std::string& target) {
   return it == values_.end() ? "" : it->second;
 }
 
+std::vector<FakeUpstream::Seen> FakeUpstream::Applied() {
+  std::lock_guard lock(mu_);
+  return applied_;
+}
+
 std::vector<FakeUpstream::Seen> FakeUpstream::Requests() {
   std::lock_guard lock(mu_);
   return seen_;
@@ -143,6 +149,11 @@ void FakeUpstream::Serve(int fd) {
         req.method() == http::verb::patch) {
       const bool stalled = req.body().rfind("stall:", 0) == 0;
       if (stalled) std::this_thread::sleep_for(stall_);
+      if (req.body().rfind("jitter:", 0) == 0) {
+        // 0-15 ms, from the body's own bytes.
+        const std::size_t wait = std::hash<std::string>{}(req.body()) % 16;
+        std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+      }
       if (req.body().rfind("early:", 0) == 0) {
         // Interim answers before the final one.
         const std::string interim =
@@ -154,6 +165,7 @@ void FakeUpstream::Serve(int fd) {
       std::lock_guard lock(mu_);
       const bool existed = values_.count(target) > 0;
       values_[target] = req.body();
+      applied_.push_back(seen);
       if (stalled) ++stalled_applied_;
       res.result(existed ? http::status::no_content : http::status::created);
     } else if (req.method() == http::verb::delete_) {

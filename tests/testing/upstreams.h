@@ -28,7 +28,9 @@ std::uint16_t FreePort();
 // whose body starts with "stall:" is held `stall` before it is applied; it is
 // applied even when the client has given up meanwhile (the delayed-write
 // hazard); one whose body starts with "early:" is answered 100 and 103
-// first. Every request is recorded as it arrives.
+// first; one whose body starts with "jitter:" waits 0-15 ms (set by its
+// bytes) before it is applied. Every request is recorded as it arrives, and
+// every write again as it is applied.
 class FakeUpstream {
  public:
   struct Seen {
@@ -48,6 +50,8 @@ class FakeUpstream {
   // The stored value, or "" when there is none.
   std::string Value(const std::string& target);
   std::vector<Seen> Requests();
+  // The PUTs, POSTs and PATCHes in the order they were applied.
+  std::vector<Seen> Applied();
   // How many stalled writes have been applied so far.
   int stalled_applied() const { return stalled_applied_; }
 
@@ -63,6 +67,7 @@ class FakeUpstream {
   std::mutex mu_;
   std::map<std::string, std::string> values_;
   std::vector<Seen> seen_;
+  std::vector<Seen> applied_;
   std::vector<int> connections_;
   std::vector<std::thread> threads_;
   std::thread acceptor_;
