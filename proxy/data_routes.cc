@@ -260,7 +260,8 @@ asio::awaitable<Response> Service::Batch(const Request& req,
     // A directory or a legacy store cannot apply several writes at once.
     Response res = Problemed(
         req, {ProblemType::kMethodNotAllowed,
-              "batches need the lmdb backend, which applies them atomically",
+              "batches need the lmdb or etcd backend, which apply them "
+              "atomically",
               std::nullopt, std::nullopt, std::nullopt});
     res.set(http::field::allow, "");
     co_return res;
@@ -277,14 +278,17 @@ asio::awaitable<Response> Service::Batch(const Request& req,
          ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
          std::nullopt, std::nullopt});
   }
-  const std::size_t shard = shards_->IndexOf(ops.writes.front().fence);
-  for (const fence::FenceWrite& w : ops.writes) {
-    if (shards_->IndexOf(w.fence) != shard) {
-      co_return Problemed(req,
-                          {ProblemType::kBadRequest,
-                           "the batch's fences live in different LMDB shards "
-                           "(--lmdb-shards), which cannot commit together",
-                           w.value->key, std::nullopt, std::nullopt});
+  if (shards_ != nullptr) {
+    const std::size_t shard = shards_->IndexOf(ops.writes.front().fence);
+    for (const fence::FenceWrite& w : ops.writes) {
+      if (shards_->IndexOf(w.fence) != shard) {
+        co_return Problemed(req,
+                            {ProblemType::kBadRequest,
+                             "the batch's fences live in different LMDB "
+                             "shards (--lmdb-shards), which cannot commit "
+                             "together",
+                             w.value->key, std::nullopt, std::nullopt});
+      }
     }
   }
   fence::FenceWrite batch;
@@ -296,7 +300,7 @@ asio::awaitable<Response> Service::Batch(const Request& req,
     deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
   }
   const fence::WriteOutcome outcome =
-      co_await storage::AsyncCommit(shards_->committer(shard), std::move(batch));
+      co_await storage::AsyncCommit(fences_, std::move(batch));
 
   using Verdict = fence::WriteOutcome::Verdict;
   if (outcome.verdict == Verdict::kRejected) {

@@ -247,8 +247,8 @@ int Serve(const proxy::Config& config) {
         fs_threads = 1;
       }
 #endif
-      backend = std::make_unique<storage::FsBackend>(config.backend_spec.dir,
-                                                     *fences, fs_threads);
+      backend = std::make_unique<storage::FsBackend>(
+          config.backend_spec.dir, *fences, fs_threads, !shared);
     } else if (config.backend_spec.kind == Kind::kHttp) {
       storage::HttpBackend::Options options;
       options.upstream = config.backend_spec;

@@ -127,7 +127,8 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
     type = ProblemType::kFenceHeld;
   } else if (error == storage::Errc::kStoreUnavailable) {
     type = ProblemType::kStoreUnavailable;
-  } else if (error == storage::Errc::kValueTooLarge) {
+  } else if (error == storage::Errc::kValueTooLarge ||
+             error == storage::Errc::kBatchTooLarge) {
     type = ProblemType::kBodyTooLarge;
   } else if (error == storage::Errc::kNotShared) {
     type = ProblemType::kNotImplemented;

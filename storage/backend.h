@@ -82,8 +82,8 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Whether POST and PATCH are accepted as fenced writes.
   virtual bool supports_post_patch() const = 0;
-  // Whether values live in LMDB with their fences, so a batch of writes
-  // can be applied atomically through the committer (POST /).
+  // Whether values live with their fences (LMDB, or etcd), so a batch of
+  // writes can be applied atomically (POST /).
   virtual bool supports_batches() const { return false; }
   // The value of `request.key`: found false when there is none. Errors in
   // ReadResult::error (see above and the implementation). The caller keeps

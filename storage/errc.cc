@@ -37,6 +37,9 @@ class StorageCategory : public std::error_category {
                "without quorum; the write may or may not have been applied";
       case Errc::kValueTooLarge:
         return "the value is larger than the etcd backend stores (512 KiB)";
+      case Errc::kBatchTooLarge:
+        return "the batch holds more than one etcd transaction takes: at "
+               "most 64 fences, 63 keys and 1 MiB";
       case Errc::kNotShared:
         return "not available with a shared fence store (--fence-store "
                "etcd://) yet";

@@ -22,6 +22,7 @@ enum class Errc {
   kStoreUnavailable = 10,
   kValueTooLarge = 11,  // more than etcd takes in one value (413)
   kNotShared = 12,      // not available with a shared fence store (501)
+  kBatchTooLarge = 13,  // more than one etcd transaction holds (413)
 };
 
 const std::error_category& Category();

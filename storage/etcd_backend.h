@@ -20,6 +20,7 @@ class EtcdBackend : public Backend {
 
   std::string_view name() const override { return "etcd"; }
   bool supports_post_patch() const override { return false; }
+  bool supports_batches() const override { return true; }
   boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
   boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
   boost::asio::awaitable<bool> Ready() override;

@@ -97,6 +97,23 @@ const std::vector<Json>* KvsOf(const Json& range) {
   return &kvs->items;
 }
 
+// Whether a batch's writes fit one transaction.
+bool FitsOneTransaction(const std::vector<fence::FenceWrite>& batch) {
+  std::set<std::string_view> fences, values;
+  std::size_t bytes = 0;
+  for (const fence::FenceWrite& w : batch) {
+    if (w.lease || !w.batch.empty()) return false;
+    fences.insert(w.fence);
+    if (w.value) {
+      values.insert(w.value->key);
+      if (w.value->body.size() > EtcdFences::kMaxValueBytes) return false;
+      bytes += w.value->body.size();
+    }
+  }
+  return fences.size() <= kMaxGroupFences &&
+         values.size() <= kMaxGroupValues && bytes <= kMaxGroupBytes;
+}
+
 }  // namespace
 
 EtcdFences::EtcdFences(asio::io_context& io, Options options)
@@ -123,8 +140,10 @@ void EtcdFences::Submit(fence::FenceWrite write, fence::Committer::Done done) {
 void EtcdFences::Enqueue(Pending pending) {
   const fence::FenceWrite& write = pending.write;
   WriteOutcome refused;
-  if (write.lease || !write.batch.empty()) {
+  if (write.lease) {
     refused.error = Errc::kNotShared;
+  } else if (!write.batch.empty() && !FitsOneTransaction(write.batch)) {
+    refused.error = Errc::kBatchTooLarge;
   } else if (write.value && write.value->body.size() > kMaxValueBytes) {
     refused.error = Errc::kValueTooLarge;
   } else if (queue_.size() >= options_.max_queue) {
@@ -156,6 +175,11 @@ asio::awaitable<void> EtcdFences::Run() {
           turn ? std::string(1, '\0') + "turn/" + next.fence
                : next.value ? next.value->key : "";
       if (turn && values.count(value_key)) break;
+      // A batch is a transaction of its own.
+      if (!group.empty() &&
+          (!next.batch.empty() || !group.front().write.batch.empty())) {
+        break;
+      }
       const bool new_value = !value_key.empty() && !values.count(value_key);
       const std::size_t size = next.value ? next.value->body.size() : 0;
       if (!group.empty() &&
@@ -176,6 +200,10 @@ asio::awaitable<void> EtcdFences::Run() {
 }
 
 asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
+  if (group.size() == 1 && !group.front().write.batch.empty()) {
+    co_await SettleBatch(std::move(group.front()));
+    co_return;
+  }
   for (int attempt = 0; attempt < kGroupAttempts; ++attempt) {
     if (attempt > 0 && options_.on_retry) options_.on_retry();
     if (co_await TryOnce(group) != Settled::kConflict) co_return;
@@ -195,6 +223,43 @@ asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
       FailAll(alone, fence::Errc::kOverloaded);
     }
   }
+}
+
+asio::awaitable<void> EtcdFences::SettleBatch(Pending batch) {
+  const std::size_t n = batch.write.batch.size();
+  auto outcomes = std::make_shared<std::vector<WriteOutcome>>(n);
+  std::vector<Pending> items;
+  for (std::size_t i = 0; i < n; ++i) {
+    items.push_back({std::move(batch.write.batch[i]),
+                     [outcomes, i](WriteOutcome o) { (*outcomes)[i] = std::move(o); },
+                     nullptr});
+  }
+  Settled settled = Settled::kConflict;
+  for (int attempt = 0;
+       attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
+    if (attempt > 0 && options_.on_retry) options_.on_retry();
+    settled = co_await TryOnce(items, true);
+  }
+  WriteOutcome result;
+  if (settled == Settled::kConflict) {
+    result.error = fence::Errc::kOverloaded;
+    batch.done(std::move(result));
+    co_return;
+  }
+  // The outcomes up to the first that was not applied (it last), as the
+  // committer answers a batch.
+  result.verdict = Verdict::kAccepted;
+  for (WriteOutcome& one : *outcomes) {
+    const Verdict verdict = one.verdict;
+    std::error_code error = one.error;
+    result.batch.push_back(std::move(one));
+    if (verdict == Verdict::kRejected || verdict == Verdict::kFailed) {
+      result.verdict = verdict;
+      result.error = error;
+      break;
+    }
+  }
+  batch.done(std::move(result));
 }
 
 void EtcdFences::FailAll(std::vector<Pending>& group, std::error_code error) {
@@ -261,7 +326,7 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
 }
 
 asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
-    std::vector<Pending>& group) {
+    std::vector<Pending>& group, bool all_or_nothing) {
   std::string error;
   if (!co_await Load(group, &error)) {
     FailAll(group, Errc::kStoreUnavailable);
@@ -276,6 +341,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   std::vector<WriteOutcome> outcomes(group.size());
   std::vector<std::string> changed;  // fences to compare and put
   std::vector<std::size_t> turns;     // writes that take their fence's turn
+  bool rejected = false;
   for (std::size_t i = 0; i < group.size(); ++i) {
     const fence::FenceWrite& write = group[i].write;
     auto [it, inserted] = view.try_emplace(write.fence, cache_[write.fence]);
@@ -291,6 +357,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
       outcome.verdict = Verdict::kObserved;
     } else {
       outcome.verdict = Verdict::kRejected;
+      rejected = true;
       continue;
     }
     if (std::find(changed.begin(), changed.end(), write.fence) ==
@@ -321,7 +388,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     group = std::move(without);
     co_return Settled::kConflict;  // decide the others again
   }
-  if (changed.empty()) {
+  if (changed.empty() || (all_or_nothing && rejected)) {
     for (std::size_t i = 0; i < group.size(); ++i) {
       group[i].done(std::move(outcomes[i]));
     }
@@ -378,13 +445,18 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     }
     value_keys.push_back(key);
   }
+  // Each turn's value is unique, so a turn whose transaction's outcome is
+  // unknown can be removed without touching a later one.
+  std::vector<std::string> turn_values;
   for (std::size_t i : turns) {
     if (!first) body += ",";
     first = false;
+    turn_values.push_back(options_.replica + " #" +
+                          std::to_string(++turn_serial_));
     body += "{\"request_put\":{\"key\":\"" +
             EncodeBase64(TurnKey(group[i].write.fence)) + "\",\"value\":\"" +
-            EncodeBase64(options_.replica) + "\",\"lease\":" + Quoted(lease_) +
-            "}}";
+            EncodeBase64(turn_values.back()) + "\",\"lease\":" +
+            Quoted(lease_) + "}}";
   }
   body += "],\"failure\":[";
   for (std::size_t i = 0; i < changed.size(); ++i) {
@@ -398,6 +470,17 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
 
   EtcdClient::Reply reply = co_await client_.Call("/v3/kv/txn", std::move(body));
   if (!reply.ok) {
+    // etcd may still apply it: the turns it would take must not outlive
+    // this failure (nothing is forwarded under them), or the fences would
+    // stay held while this replica's lease lives.
+    for (std::size_t t = 0; t < turns.size(); ++t) {
+      const std::string key = EncodeBase64(TurnKey(group[turns[t]].write.fence));
+      asio::co_spawn(io_,
+                     RemoveTurn(key, "\"target\":\"VALUE\",\"result\":"
+                                     "\"EQUAL\",\"value\":\"" +
+                                         EncodeBase64(turn_values[t]) + "\""),
+                     asio::detached);
+    }
     FailAll(group, Errc::kStoreUnavailable);
     co_return Settled::kFailed;
   }
@@ -531,15 +614,26 @@ void EtcdFences::EndTurn(Turn turn, std::chrono::milliseconds hold) {
 
 asio::awaitable<void> EtcdFences::DeleteTurn(Turn turn) {
   // Only this turn: the key as this replica created it.
-  const std::string key = EncodeBase64(TurnKey(turn.fence));
-  std::string body = "{\"compare\":[{\"key\":\"" + key +
-                     "\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
-                     "\"create_revision\":" +
-                     Quoted(turn.revision) +
-                     "}],\"success\":[{\"request_delete_range\":{\"key\":\"" +
-                     key + "\"}}]}";
-  // When etcd cannot be reached the turn stays until the lease runs out.
-  co_await client_.Call("/v3/kv/txn", std::move(body));
+  co_await RemoveTurn(EncodeBase64(TurnKey(turn.fence)),
+                      "\"target\":\"CREATE\",\"result\":\"EQUAL\","
+                      "\"create_revision\":" +
+                          Quoted(turn.revision));
+}
+
+asio::awaitable<void> EtcdFences::RemoveTurn(std::string key,
+                                             std::string compare) {
+  const std::string body =
+      "{\"compare\":[{\"key\":\"" + key + "\"," + compare +
+      "}],\"success\":[{\"request_delete_range\":{\"key\":\"" + key +
+      "\"}}]}";
+  // Until etcd answers: a turn left behind would hold its fence on every
+  // replica for as long as this one lives. (Stopped: the lease ends it.)
+  auto wait = std::chrono::milliseconds(100);
+  while (!(co_await client_.Call("/v3/kv/txn", body)).ok && !stopped_) {
+    asio::steady_timer timer(io_, wait);
+    co_await timer.async_wait(asio::use_awaitable);
+    wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(5));
+  }
 }
 
 asio::awaitable<bool> EtcdFences::EnsureLease() {

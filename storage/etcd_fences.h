@@ -46,7 +46,8 @@ namespace fencepost::storage {
 // cannot run out under a forward this replica still has in flight.
 //
 // One transaction holds at most 64 fences and 63 values (etcd's default
-// --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB.
+// --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB. A
+// batch (POST /) is one transaction of its own, within the same bounds.
 //
 // Errors: fence::Errc::kOverloaded (more than `max_queue` writes waiting),
 // storage::Errc::kStoreUnavailable (etcd did not answer, or refused: down or
@@ -124,9 +125,14 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<void> Run();
   // Decides and commits `group`, deciding again after conflicts.
   boost::asio::awaitable<void> Settle(std::vector<Pending> group);
+  // A batch: its writes decided in order and applied all together, or none.
+  boost::asio::awaitable<void> SettleBatch(Pending batch);
   // One attempt: kConflict when a compare failed (the cache now holds the
   // fences as they are); every write is answered otherwise.
-  boost::asio::awaitable<Settled> TryOnce(std::vector<Pending>& group);
+  // With `all_or_nothing`, one rejection applies nothing (each write is
+  // answered with its own decision).
+  boost::asio::awaitable<Settled> TryOnce(std::vector<Pending>& group,
+                                          bool all_or_nothing = false);
   // Reads the fences of `group` missing from the cache into it.
   boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
                                     std::string* error);
@@ -137,6 +143,9 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<bool> EnsureLease();
   boost::asio::awaitable<void> KeepAlive();
   boost::asio::awaitable<void> DeleteTurn(Turn turn);
+  // Deletes the turn key (base64) `key` if `compare` (the rest of an etcd
+  // Compare) holds, retrying until etcd answers or Shutdown.
+  boost::asio::awaitable<void> RemoveTurn(std::string key, std::string compare);
   std::string FenceKey(std::string_view name) const;
   std::string TurnKey(std::string_view name) const;
   std::string ValueKey(std::string_view key) const;
@@ -153,6 +162,7 @@ class EtcdFences : public Fences {
   std::int64_t lease_ = 0;
   std::chrono::steady_clock::time_point lease_fresh_until_{};
   bool lease_busy_ = false;
+  std::uint64_t turn_serial_ = 0;
   bool keeping_alive_ = false;
   bool stopped_ = false;
   std::unique_ptr<boost::asio::steady_timer> keepalive_timer_;

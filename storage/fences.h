@@ -85,8 +85,12 @@ class LocalFences : public Fences {
   explicit LocalFences(fence::Shards& shards)
       : shards_(shards), store_(shards.envs()) {}
 
+  // A batch goes to the committer of its first write's fence (the caller
+  // checks that all of its fences share it).
   void Submit(fence::FenceWrite write, fence::Committer::Done done) override {
-    shards_.CommitterOf(write.fence).Submit(std::move(write), std::move(done));
+    const std::string& fence =
+        write.batch.empty() ? write.fence : write.batch.front().fence;
+    shards_.CommitterOf(fence).Submit(std::move(write), std::move(done));
   }
   boost::asio::awaitable<Read> Get(std::string name) override;
   boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,

@@ -6,8 +6,8 @@
 namespace fencepost::storage {
 
 FsBackend::FsBackend(const std::string& dir, Fences& fences,
-                     std::size_t threads)
-    : tree_(dir), fences_(fences), pool_(threads) {}
+                     std::size_t threads, bool exclusive)
+    : tree_(dir, exclusive), fences_(fences), pool_(threads) {}
 
 FsBackend::~FsBackend() { pool_.join(); }
 

@@ -35,7 +35,10 @@ class FsBackend : public Backend {
  public:
   // `threads` file-system workers: writes to distinct fences sync in
   // parallel.
-  FsBackend(const std::string& dir, Fences& fences, std::size_t threads = 2);
+  // `exclusive`: lock DIR against other processes (see FsTree); off for
+  // replicas whose fences, and turns, are shared.
+  FsBackend(const std::string& dir, Fences& fences, std::size_t threads = 2,
+            bool exclusive = true);
   ~FsBackend() override;
 
   std::string_view name() const override { return "fs"; }

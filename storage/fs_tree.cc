@@ -151,7 +151,7 @@ bool WriteAll(int fd, std::string_view data) {
 
 }  // namespace
 
-FsTree::FsTree(const std::string& dir) {
+FsTree::FsTree(const std::string& dir, bool exclusive) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -165,9 +165,9 @@ FsTree::FsTree(const std::string& dir) {
                              " is not writable: " + std::strerror(error));
   }
   // One process per directory, whatever its data directory: writes to a
-  // fence are ordered within a process only. The lock is on the directory
-  // itself, so nothing is added to it.
-  if (::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0) {
+  // fence are ordered within a process only (unless replicas share turns).
+  // The lock is on the directory itself, so nothing is added to it.
+  if (exclusive && ::flock(dir_fd_, LOCK_EX | LOCK_NB) != 0) {
     const int error = errno;
     ::close(dir_fd_);
     throw std::runtime_error(

@@ -40,9 +40,11 @@ struct FsValue {
 class FsTree {
  public:
   // Opens DIR, creating it if missing, checks that a file can be made in
-  // it, and locks it (flock on DIR) for this object's life.
+  // it, and, when `exclusive`, locks it (flock on DIR) for this object's
+  // life. (Not exclusive: replicas sharing DIR, whose writes to one fence
+  // are ordered by turns in the shared fence store.)
   // Throws std::runtime_error naming the reason.
-  explicit FsTree(const std::string& dir);
+  explicit FsTree(const std::string& dir, bool exclusive = true);
   ~FsTree();
   FsTree(const FsTree&) = delete;
   FsTree& operator=(const FsTree&) = delete;
