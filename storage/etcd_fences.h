@@ -52,7 +52,7 @@ namespace fencepost::storage {
 // Errors: fence::Errc::kOverloaded (more than `max_queue` writes waiting),
 // storage::Errc::kStoreUnavailable (etcd did not answer, or refused: down or
 // without quorum; the write may still be applied by etcd later, so it is
-// never acknowledged), kValueTooLarge, kNotShared (leases and batches),
+// never acknowledged), kValueTooLarge, kBatchTooLarge, kNotShared (leases),
 // fence::Errc::kStorage (a record in etcd that fencepost did not write).
 //
 // Thread safety: every call on the io thread of `io`; `done` callbacks run

@@ -57,4 +57,29 @@ for rule in policy["ingress"]:
 assert any("admin" in {p["port"] for p in r["ports"]} for r in policy["ingress"]), \
     "Prometheus cannot reach the admin port"
 PY
-echo "k8s base renders, lints and keeps its promises"
+
+# The HA overlay: three replicas sharing fences in etcd, no volume, a
+# disruption budget that keeps two serving.
+kubectl kustomize k8s-ha >"$rendered"
+yamllint -c .yamllint "$rendered"
+python3 - "$rendered" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+sts = [d for d in docs if d["kind"] == "StatefulSet"]
+assert len(sts) == 1, "one StatefulSet"
+spec = sts[0]["spec"]
+assert spec["replicas"] == 3, spec["replicas"]
+assert "volumeClaimTemplates" not in spec, "the HA replicas keep no volume"
+container = spec["template"]["spec"]["containers"][0]
+assert "volumeMounts" not in container, "the HA replicas mount no volume"
+env = {e["name"]: e.get("value") for e in container["env"]}
+assert env.get("FENCEPOST_FENCE_STORE", "").startswith("etcd://"), env
+assert env.get("FENCEPOST_BACKEND") == "etcd", env
+assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+pdb = [d for d in docs if d["kind"] == "PodDisruptionBudget"]
+assert len(pdb) == 1 and pdb[0]["spec"]["minAvailable"] == 2, pdb
+labels = spec["template"]["metadata"]["labels"]
+assert all(labels.get(k) == v
+           for k, v in pdb[0]["spec"]["selector"]["matchLabels"].items())
+PY
+echo "k8s base and HA overlay render, lint and keep their promises"
