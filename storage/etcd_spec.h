@@ -13,7 +13,7 @@ struct EtcdSpec {
     std::string port;
   };
   std::vector<Endpoint> endpoints;
-  std::string prefix = "fencepost";  // no leading or trailing '/'
+  std::string prefix = "fencepost";  // without trailing '/'
 };
 
 // Parses an etcd:// URL. Returns an empty string on success, else what is

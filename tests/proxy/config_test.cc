@@ -137,6 +137,52 @@ TEST(ConfigTest, RefusalsNameTheFlagAndTheRule) {
       "");
 }
 
+TEST(ConfigTest, FenceStoreInEtcdIsParsedAndPairedWithABackend) {
+  const Config c =
+      Parse({"--fence-store", "etcd://10.0.0.1:2379,[::1]:2380/teams/a/",
+             "--backend", "etcd", "--fence-store-timeout", "0.5"})
+          .config;
+  ASSERT_TRUE(c.etcd.has_value());
+  ASSERT_EQ(c.etcd->endpoints.size(), 2u);
+  EXPECT_EQ(c.etcd->endpoints[0].host, "10.0.0.1");
+  EXPECT_EQ(c.etcd->endpoints[0].port, "2379");
+  EXPECT_EQ(c.etcd->endpoints[1].host, "::1");
+  EXPECT_EQ(c.etcd->endpoints[1].port, "2380");
+  EXPECT_EQ(c.etcd->prefix, "teams/a");
+  EXPECT_EQ(c.fence_store_timeout, 0.5);
+  EXPECT_EQ(Parse({"--fence-store", "etcd://h:1", "--backend", "etcd"})
+                .config.etcd->prefix,
+            "fencepost");
+  EXPECT_FALSE(Parse({}).config.etcd.has_value());
+  EXPECT_EQ(Parse({"--fence-store", "etcd://h:1", "--backend", "fs:/srv/x"})
+                .config.backend_spec.kind,
+            storage::BackendSpec::Kind::kFs);
+
+  const auto message = [](std::vector<std::string> args) -> std::string {
+    try {
+      Parse(std::move(args));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const char* bad : {"etcd://", "etcd://h", "etcd://h:", "etcd://h:x",
+                          "etcd://h:99999", "etcd://h:1,", "http://h:1",
+                          "etcds://h:1", "zk://h:1"}) {
+    EXPECT_NE(message({"--fence-store", bad, "--backend", "etcd"})
+                  .find("--fence-store"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(message({"--backend", "etcd"}).find("needs --fence-store"),
+            std::string::npos);
+  EXPECT_NE(message({"--fence-store", "etcd://h:1"}).find("--backend etcd"),
+            std::string::npos)
+      << "the lmdb backend would keep values apart from their fences";
+  EXPECT_NE(message({"--fence-store-timeout", "0"}).find("above 0"),
+            std::string::npos);
+}
+
 // The config check is the same parse main and the http:// backend use: a
 // spec the backend would refuse is refused here, with exit status 2.
 TEST(ConfigTest, BackendIsParsedOnceIntoItsSpec) {

@@ -9,6 +9,7 @@ using Kind = BackendSpec::Kind;
 
 TEST(BackendSpecTest, ParsesLmdbAndFs) {
   EXPECT_EQ(ParseBackendSpec("lmdb").kind, Kind::kLmdb);
+  EXPECT_EQ(ParseBackendSpec("etcd").kind, Kind::kEtcd);
   const BackendSpec fs = ParseBackendSpec("fs:/srv/data");
   EXPECT_EQ(fs.kind, Kind::kFs);
   EXPECT_EQ(fs.dir, "/srv/data");
