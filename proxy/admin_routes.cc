@@ -174,7 +174,8 @@ asio::awaitable<Response> Service::GetFence(const Request& req,
   storage::Fences::Read read =
       co_await fences_.Get(std::string(scopes_.FenceFor(key)));
   if (read.error) {
-    co_return StorageFailure(req, read.error, key, "fence read");
+    co_return StorageFailure(req, read.error, key, "fence read", 0,
+                             fences_.last_error());
   }
   if (!read.fence) {
     co_return Problemed(
@@ -219,7 +220,8 @@ asio::awaitable<Response> Service::Bump(const Request& req,
     case fence::WriteOutcome::Verdict::kFailed:
       break;
   }
-  co_return StorageFailure(req, outcome.error, key, "bump");
+  co_return StorageFailure(req, outcome.error, key, "bump", 0,
+                           fences_.last_error());
 }
 
 Response Service::ListRejections(const Request& req) {
@@ -284,7 +286,8 @@ asio::awaitable<Response> Service::ListFences(const Request& req) {
   storage::Fences::ListRead read =
       co_await fences_.List(std::move(prefix), std::move(after), limit);
   if (read.error) {
-    co_return StorageFailure(req, read.error, "", "fence list");
+    co_return StorageFailure(req, read.error, "", "fence list", 0,
+                             fences_.last_error());
   }
   const fence::FenceList& list = read.list;
   std::string body = "{\"fences\":[";

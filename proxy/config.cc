@@ -142,10 +142,19 @@ const std::map<std::string, Flag>& Flags() {
               !error.empty()) {
             throw ConfigError("--fence-store: '" + v + "': " + error +
                               " (expected lmdb or "
-                              "etcd://HOST:PORT[,HOST:PORT...][/PREFIX])");
+                              "etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX])");
           }
           c.etcd = std::move(spec);
         }}},
+      {"fence-store-ca",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.fence_store_ca = v; }}},
+      {"fence-store-cert",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.fence_store_cert = v; }}},
+      {"fence-store-key",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) { c.fence_store_key = v; }}},
       {"fence-store-timeout",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -356,8 +365,23 @@ Invocation ParseInvocation(
       }
     }
   }
-  const Config& c = out.config;
+  Config& c = out.config;
   using BackendKind = storage::BackendSpec::Kind;
+  if (c.fence_store_cert.empty() != c.fence_store_key.empty()) {
+    throw ConfigError("--fence-store-cert and --fence-store-key go together");
+  }
+  const bool tls_files = !c.fence_store_ca.empty() ||
+                         !c.fence_store_cert.empty();
+  if (tls_files && !(c.etcd && c.etcd->tls)) {
+    throw ConfigError(
+        "--fence-store-ca, --fence-store-cert and --fence-store-key need "
+        "--fence-store etcds://...");
+  }
+  if (c.etcd) {
+    c.etcd->ca_file = c.fence_store_ca;
+    c.etcd->cert_file = c.fence_store_cert;
+    c.etcd->key_file = c.fence_store_key;
+  }
   if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
     throw ConfigError("--backend etcd needs --fence-store etcd://...");
   }
@@ -397,11 +421,14 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --admin-listen HOST:PORT     admin port: metrics, health, fences (default 127.0.0.1:7401)
   --data-dir DIR               LMDB environment directory (default ./fencepost-data)
   --backend SPEC               lmdb | etcd | fs:DIR | http://HOST:PORT[/BASE] (default lmdb)
-  --fence-store STORE          lmdb | etcd://HOST:PORT[,HOST:PORT...][/PREFIX]: where fences
+  --fence-store STORE          lmdb | etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX]: where fences
                                live; etcd is shared by replicas, with --backend etcd, fs: or
                                http:// (default lmdb)
   --fence-store-timeout SECONDS
                                deadline of one etcd request (default 2)
+  --fence-store-ca FILE        etcds://: the CA etcd's certificate must chain to (default: the system's)
+  --fence-store-cert FILE, --fence-store-key FILE
+                               etcds://: this replica's client certificate and key
   --fence-scope PREFIX         keys starting with PREFIX share one fence (repeatable)
   --max-body BYTES             larger request bodies get 413 (default 4194304)
   --mode enforce|observe       observe stores writes enforce would reject (default enforce)

@@ -35,6 +35,10 @@ struct Config {
   std::string fence_store = "lmdb";
   std::optional<storage::EtcdSpec> etcd;  // `fence_store` parsed, for etcd
   double fence_store_timeout = 2;         // per etcd request, seconds
+  // etcds://: the CA for etcd's certificate, and a client certificate.
+  std::string fence_store_ca;
+  std::string fence_store_cert;
+  std::string fence_store_key;
   std::vector<std::string> fence_scopes;
   std::uint64_t max_body = 4194304;
   Mode mode = Mode::kEnforce;

@@ -209,9 +209,14 @@ int Serve(const proxy::Config& config) {
         std::chrono::ceil<std::chrono::seconds>(need * 8 / 5));
     options.replica = config.listen.ToString() + " pid " +
                       std::to_string(::getpid());
-    auto owned = std::make_unique<storage::EtcdFences>(io, std::move(options));
-    etcd = owned.get();
-    fences = std::move(owned);
+    try {
+      auto owned =
+          std::make_unique<storage::EtcdFences>(io, std::move(options));
+      etcd = owned.get();
+      fences = std::move(owned);
+    } catch (const std::exception& e) {
+      return Fail(std::string("--fence-store: ") + e.what());
+    }
   } else {
     try {
       fence::Shards::Options options;

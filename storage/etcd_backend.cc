@@ -9,6 +9,7 @@ boost::asio::awaitable<ReadResult> EtcdBackend::Read(
   EtcdFences::ValueRead value = co_await fences_.GetValue(request.key);
   ReadResult result;
   result.error = value.error;
+  if (value.error) result.detail = fences_.last_error();
   result.found = value.found;
   result.token = value.token;
   result.size = value.body.size();
@@ -25,6 +26,7 @@ boost::asio::awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
   WriteResult result;
   result.outcome = co_await AsyncCommit(fences_, std::move(write));
   result.created = result.outcome.created;
+  if (result.outcome.error) result.detail = fences_.last_error();
   co_return result;
 }
 

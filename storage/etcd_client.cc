@@ -1,6 +1,11 @@
 #include "storage/etcd_client.h"
 
+#include <openssl/ssl.h>
+
+#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -8,6 +13,8 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <stdexcept>
 
 #include "http/host_port.h"
 
@@ -16,6 +23,7 @@ namespace fencepost::storage {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -29,14 +37,19 @@ constexpr std::size_t kMaxAnswerBuffer = 64 * 1024;
 }  // namespace
 
 std::string ParseEtcdSpec(std::string_view url, EtcdSpec* spec) {
-  constexpr std::string_view kScheme = "etcd://";
-  if (url.substr(0, kScheme.size()) != kScheme) {
-    return "an etcd fence store is etcd://HOST:PORT[,HOST:PORT...][/PREFIX]";
+  constexpr std::string_view kScheme = "etcd://", kTlsScheme = "etcds://";
+  EtcdSpec out;
+  std::string_view rest;
+  if (url.substr(0, kScheme.size()) == kScheme) {
+    rest = url.substr(kScheme.size());
+  } else if (url.substr(0, kTlsScheme.size()) == kTlsScheme) {
+    rest = url.substr(kTlsScheme.size());
+    out.tls = true;
+  } else {
+    return "an etcd fence store is etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX]";
   }
-  std::string_view rest = url.substr(kScheme.size());
   const std::size_t slash = rest.find('/');
   std::string_view hosts = rest.substr(0, slash);
-  EtcdSpec out;
   if (slash != std::string_view::npos) {
     std::string_view prefix = rest.substr(slash + 1);
     while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
@@ -87,6 +100,20 @@ std::string EncodeBase64(std::string_view bytes) {
   return out;
 }
 
+// One connection, plain or TLS.
+struct EtcdClient::Conn {
+  Conn(asio::io_context& io, ssl::context* tls) {
+    if (tls != nullptr) {
+      secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, *tls);
+    } else {
+      plain = std::make_unique<beast::tcp_stream>(io);
+    }
+  }
+  beast::tcp_stream& tcp() { return secure ? secure->next_layer() : *plain; }
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
+};
+
 struct EtcdClient::Attempt {
   bool sent = false;  // some of the request may have reached etcd
   Reply reply;
@@ -97,7 +124,36 @@ EtcdClient::EtcdClient(asio::io_context& io, EtcdSpec spec,
     : io_(io),
       spec_(std::move(spec)),
       timeout_(timeout),
-      observer_(std::move(observer)) {}
+      observer_(std::move(observer)) {
+  if (!spec_.tls) return;
+  tls_ = std::make_unique<ssl::context>(ssl::context::tls_client);
+  tls_->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                    ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                    ssl::context::no_tlsv1_1);
+  tls_->set_verify_mode(ssl::verify_peer);
+  beast::error_code ec;
+  if (spec_.ca_file.empty()) {
+    tls_->set_default_verify_paths(ec);
+  } else {
+    tls_->load_verify_file(spec_.ca_file, ec);
+  }
+  if (ec) {
+    throw std::runtime_error("cannot load the etcd CA file '" + spec_.ca_file +
+                             "': " + ec.message());
+  }
+  if (!spec_.cert_file.empty()) {
+    tls_->use_certificate_chain_file(spec_.cert_file, ec);
+    if (ec) {
+      throw std::runtime_error("cannot load the etcd client certificate '" +
+                               spec_.cert_file + "': " + ec.message());
+    }
+    tls_->use_private_key_file(spec_.key_file, ssl::context::pem, ec);
+    if (ec) {
+      throw std::runtime_error("cannot load the etcd client key '" +
+                               spec_.key_file + "': " + ec.message());
+    }
+  }
+}
 
 EtcdClient::~EtcdClient() = default;
 
@@ -141,14 +197,14 @@ asio::awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
 
   if (idle_endpoint_ != endpoint) idle_.clear();
   for (int round = 0; round < 2; ++round) {
-    std::unique_ptr<beast::tcp_stream> conn;
+    std::unique_ptr<Conn> conn;
     bool reused = false;
     if (!idle_.empty()) {
       conn = std::move(idle_.back());
       idle_.pop_back();
       reused = true;
     } else {
-      conn = std::make_unique<beast::tcp_stream>(io_);
+      conn = std::make_unique<Conn>(io_, tls_.get());
       tcp::resolver resolver(io_);
       const auto found =
           co_await resolver.async_resolve(where.host, where.port, token);
@@ -156,16 +212,35 @@ asio::awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
         out.reply.error = name + ": cannot resolve: " + ec.message();
         co_return out;
       }
-      conn->expires_after(timeout_);
-      co_await conn->async_connect(found, token);
+      conn->tcp().expires_after(timeout_);
+      co_await conn->tcp().async_connect(found, token);
       if (ec) {
         out.reply.error = name + ": connect: " + ec.message();
         co_return out;
       }
-      conn->socket().set_option(tcp::no_delay(true), ec);
+      conn->tcp().socket().set_option(tcp::no_delay(true), ec);
+      if (conn->secure) {
+        beast::error_code not_ip;
+        asio::ip::make_address(where.host, not_ip);
+        // SNI names a host; RFC 6066 leaves IP literals out.
+        if (not_ip && SSL_set_tlsext_host_name(conn->secure->native_handle(),
+                                               where.host.c_str()) != 1) {
+          out.reply.error = name + ": cannot set SNI";
+          co_return out;
+        }
+        conn->secure->set_verify_callback(
+            ssl::host_name_verification(where.host));
+        co_await conn->secure->async_handshake(ssl::stream_base::client, token);
+        if (ec) {
+          out.reply.error = name + ": TLS handshake: " + ec.message();
+          co_return out;
+        }
+      }
     }
-    conn->expires_after(timeout_);
-    const std::size_t written = co_await bhttp::async_write(*conn, request, token);
+    conn->tcp().expires_after(timeout_);
+    const std::size_t written =
+        conn->secure ? co_await bhttp::async_write(*conn->secure, request, token)
+                     : co_await bhttp::async_write(*conn->plain, request, token);
     if (ec) {
       if (written == 0 && reused) continue;  // it had closed; nothing sent
       out.sent = written > 0;
@@ -177,7 +252,11 @@ asio::awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
     beast::flat_buffer buffer(kMaxAnswerBuffer);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(kMaxAnswer);
-    co_await bhttp::async_read(*conn, buffer, parser, token);
+    if (conn->secure) {
+      co_await bhttp::async_read(*conn->secure, buffer, parser, token);
+    } else {
+      co_await bhttp::async_read(*conn->plain, buffer, parser, token);
+    }
     if (ec) {
       // A kept-alive connection etcd had closed before reading this
       // request: once more on a new one. etcd answers every request it
@@ -185,7 +264,8 @@ asio::awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
       // closed mid-request; that is as unknown as any timeout.
       if (reused && !parser.got_some() &&
           (ec == bhttp::error::end_of_stream ||
-           ec == asio::error::connection_reset || ec == asio::error::eof)) {
+           ec == asio::error::connection_reset || ec == asio::error::eof ||
+           ec == ssl::error::stream_truncated)) {
         continue;
       }
       out.reply.maybe_applied = true;
@@ -214,7 +294,7 @@ asio::awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
     }
     out.reply.ok = true;
     if (response.keep_alive() && buffer.size() == 0 && idle_.size() < kMaxIdle) {
-      conn->expires_never();
+      conn->tcp().expires_never();
       idle_endpoint_ = endpoint;
       idle_.push_back(std::move(conn));
     }

@@ -19,10 +19,17 @@
 #include "http/json.h"
 #include "storage/etcd_spec.h"
 
+namespace boost::asio::ssl {
+class context;
+}
+
 namespace fencepost::storage {
 
 // etcd's v3 API through its JSON gateway (POST /v3/kv/range, /v3/kv/txn),
-// over HTTP/1.1 keep-alive connections to one endpoint at a time.
+// over HTTP/1.1 keep-alive connections to one endpoint at a time; with
+// etcds://, over TLS 1.2+ that verifies etcd's certificate for the
+// endpoint's host (or IP address), and presents a client certificate when
+// the spec names one.
 //
 // A call that cannot connect, or whose connection fails before anything was
 // sent, moves to the next endpoint and tries again there, each endpoint at
@@ -48,6 +55,7 @@ class EtcdClient {
   using Observer =
       std::function<void(std::string_view path, double seconds, bool ok)>;
 
+  // Throws std::runtime_error when a TLS file of `spec` cannot be loaded.
   EtcdClient(boost::asio::io_context& io, EtcdSpec spec,
              std::chrono::milliseconds timeout, Observer observer = {});
   ~EtcdClient();
@@ -59,6 +67,7 @@ class EtcdClient {
 
  private:
   struct Attempt;
+  struct Conn;
   boost::asio::awaitable<Attempt> Once(std::size_t endpoint,
                                        std::string_view path,
                                        const std::string& body);
@@ -70,7 +79,8 @@ class EtcdClient {
   std::size_t current_ = 0;  // the endpoint calls start at
   // Idle connections to endpoint `idle_endpoint_` (a move drops them).
   std::size_t idle_endpoint_ = 0;
-  std::vector<std::unique_ptr<boost::beast::tcp_stream>> idle_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;
+  std::vector<std::unique_ptr<Conn>> idle_;
 };
 
 // base64 (RFC 4648 section 4, padded), as etcd's JSON carries bytes.

@@ -116,6 +116,13 @@ bool FitsOneTransaction(const std::vector<fence::FenceWrite>& batch) {
 
 }  // namespace
 
+asio::awaitable<EtcdClient::Reply> EtcdFences::Call(std::string_view path,
+                                                   std::string body) {
+  EtcdClient::Reply reply = co_await client_.Call(path, std::move(body));
+  if (!reply.ok) last_error_ = reply.error;
+  co_return reply;
+}
+
 EtcdFences::EtcdFences(asio::io_context& io, Options options)
     : io_(io),
       options_(std::move(options)),
@@ -288,7 +295,7 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
     body += RangeOp(FenceKey(missing[i]));
   }
   body += "]}";
-  EtcdClient::Reply reply = co_await client_.Call("/v3/kv/txn", std::move(body));
+  EtcdClient::Reply reply = co_await Call("/v3/kv/txn", std::move(body));
   if (!reply.ok) {
     *error = reply.error;
     co_return false;
@@ -468,7 +475,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   }
   body += "]}";
 
-  EtcdClient::Reply reply = co_await client_.Call("/v3/kv/txn", std::move(body));
+  EtcdClient::Reply reply = co_await Call("/v3/kv/txn", std::move(body));
   if (!reply.ok) {
     // etcd may still apply it: the turns it would take must not outlive
     // this failure (nothing is forwarded under them), or the fences would
@@ -629,7 +636,7 @@ asio::awaitable<void> EtcdFences::RemoveTurn(std::string key,
   // Until etcd answers: a turn left behind would hold its fence on every
   // replica for as long as this one lives. (Stopped: the lease ends it.)
   auto wait = std::chrono::milliseconds(100);
-  while (!(co_await client_.Call("/v3/kv/txn", body)).ok && !stopped_) {
+  while (!(co_await Call("/v3/kv/txn", body)).ok && !stopped_) {
     asio::steady_timer timer(io_, wait);
     co_await timer.async_wait(asio::use_awaitable);
     wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(5));
@@ -648,7 +655,7 @@ asio::awaitable<bool> EtcdFences::EnsureLease() {
   const auto sent = std::chrono::steady_clock::now();
   EtcdClient::Reply reply;
   if (lease_ != 0) {
-    reply = co_await client_.Call("/v3/lease/keepalive",
+    reply = co_await Call("/v3/lease/keepalive",
                                   "{\"ID\":" + Quoted(lease_) + "}");
     const Json* result = reply.ok ? reply.json.Find("result") : nullptr;
     if (result == nullptr || Int64Of(result->Find("TTL")) <= 0) {
@@ -656,7 +663,7 @@ asio::awaitable<bool> EtcdFences::EnsureLease() {
     }
   }
   if (lease_ == 0) {
-    reply = co_await client_.Call(
+    reply = co_await Call(
         "/v3/lease/grant",
         "{\"TTL\":" + Quoted(options_.turn_ttl.count()) + "}");
     if (reply.ok) lease_ = Int64Of(reply.json.Find("ID"));
@@ -703,7 +710,7 @@ asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   Read out;
   std::string body = "{\"key\":\"" + EncodeBase64(FenceKey(name)) + "\"}";
   EtcdClient::Reply reply =
-      co_await client_.Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body));
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;
@@ -738,7 +745,7 @@ asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
                      "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) +
                      "}";
   EtcdClient::Reply reply =
-      co_await client_.Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body));
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;
@@ -772,7 +779,7 @@ asio::awaitable<bool> EtcdFences::Ready() {
   std::string body = "{\"key\":\"" + EncodeBase64(FenceKey("")) +
                      "\",\"limit\":\"1\",\"count_only\":true}";
   EtcdClient::Reply reply =
-      co_await client_.Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body));
   co_return reply.ok;
 }
 
@@ -780,7 +787,7 @@ asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
   ValueRead out;
   std::string body = "{\"key\":\"" + EncodeBase64(ValueKey(key)) + "\"}";
   EtcdClient::Reply reply =
-      co_await client_.Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body));
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;

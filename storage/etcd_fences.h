@@ -93,6 +93,7 @@ class EtcdFences : public Fences {
   std::optional<std::uint64_t> Count() override { return std::nullopt; }
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }
+  std::string last_error() const override { return last_error_; }
 
   boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>> CommitInTurn(
       fence::FenceWrite write) override;
@@ -137,6 +138,9 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
                                     std::string* error);
   void FailAll(std::vector<Pending>& group, std::error_code error);
+  // client_.Call, keeping the error of a failure in last_error_.
+  boost::asio::awaitable<EtcdClient::Reply> Call(std::string_view path,
+                                                 std::string body);
   void Enqueue(Pending pending);
   // Makes sure this replica's lease lives for `turn_need` more (granting
   // or renewing it); false when etcd cannot say so.
@@ -157,6 +161,7 @@ class EtcdFences : public Fences {
   bool running_ = false;
   std::unordered_map<std::string, Seen> cache_;
   std::uint64_t transactions_ = 0;
+  std::string last_error_;  // of the last etcd request that failed
   // This replica's etcd lease (0: none), and until when a turn may be taken
   // under it.
   std::int64_t lease_ = 0;

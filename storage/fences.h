@@ -73,6 +73,9 @@ class Fences {
   // What a read sees, for the `consistency` of fence documents: "local"
   // (this process's durable state) or "linearizable" (every replica's).
   virtual std::string_view consistency() const = 0;
+  // What the last failure to reach the store was, for log lines (empty
+  // when there is nothing to add to the error itself).
+  virtual std::string last_error() const { return {}; }
   // The data directory's environments, or nullptr when the fences live
   // elsewhere (leases and batches need them).
   virtual fence::Shards* shards() { return nullptr; }

@@ -5,6 +5,9 @@
 #   tests/coordination/etcd.sh stop DIR
 # Heartbeats of 50 ms and an election timeout of 500 ms let leases as short
 # as 1 s be granted (etcd's least TTL is 1.5 election timeouts).
+# With ETCD_TLS_DIR set (holding ca.pem, server.pem, server.key, client.pem,
+# client.key), the client port is TLS and asks for client certificates from
+# that CA; it prints etcds://127.0.0.1:PORT then.
 set -euo pipefail
 action=${1:?start or stop}
 dir=${2:?a directory}
@@ -18,9 +21,17 @@ start)
   mkdir -p "$dir"
   client=$(free_port)
   peer=$(free_port)
+  scheme=http url=etcd tls=() curl_tls=()
+  if [ -n "${ETCD_TLS_DIR:-}" ]; then
+    scheme=https url=etcds
+    tls=(--cert-file "$ETCD_TLS_DIR/server.pem" --key-file "$ETCD_TLS_DIR/server.key"
+      --trusted-ca-file "$ETCD_TLS_DIR/ca.pem" --client-cert-auth)
+    curl_tls=(--cacert "$ETCD_TLS_DIR/ca.pem" --cert "$ETCD_TLS_DIR/client.pem"
+      --key "$ETCD_TLS_DIR/client.key")
+  fi
   etcd --name member --data-dir "$dir/data" \
-    --listen-client-urls "http://127.0.0.1:$client" \
-    --advertise-client-urls "http://127.0.0.1:$client" \
+    --listen-client-urls "$scheme://127.0.0.1:$client" \
+    --advertise-client-urls "$scheme://127.0.0.1:$client" "${tls[@]}" \
     --listen-peer-urls "http://127.0.0.1:$peer" \
     --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
     --initial-cluster "member=http://127.0.0.1:$peer" \
@@ -28,8 +39,8 @@ start)
     --log-level error >"$dir/etcd.log" 2>&1 &
   echo $! >"$dir/pid"
   for _ in $(seq 1 200); do
-    if curl -sf "http://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"'; then
-      echo "etcd://127.0.0.1:$client"
+    if curl -sf "${curl_tls[@]}" "$scheme://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"'; then
+      echo "$url://127.0.0.1:$client"
       exit 0
     fi
     sleep 0.05

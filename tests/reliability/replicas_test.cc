@@ -6,8 +6,12 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <filesystem>
+
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -483,6 +487,85 @@ TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
       "replica kills, %d etcd member kills, %zu violations\n",
       load.history().size(), accepted, rejected, unknown, replica_kills,
       member_kills, violations.size());
+}
+
+// etcds://: fences in an etcd that serves TLS only and asks for client
+// certificates. The replica verifies etcd's certificate against
+// --fence-store-ca and presents --fence-store-cert; without a client
+// certificate, or trusting another CA, or in plain HTTP, nothing is
+// acknowledged.
+TEST(EtcdTlsTest, FencesThroughAnEtcdThatServesOnlyVerifiedTls) {
+  testing::TempDir dir;
+  const std::string certs = dir / "certs";
+  std::filesystem::create_directories(certs);
+  const auto run = [](const std::string& command) {
+    ASSERT_EQ(std::system((command + " >/dev/null 2>&1").c_str()), 0)
+        << command;
+  };
+  const std::string ec =
+      "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  for (const std::string ca : {"ca", "other-ca"}) {
+    run("openssl req -x509 " + ec + " -keyout " + certs + "/" + ca +
+        ".key -out " + certs + "/" + ca + ".pem -days 1 -subj /CN=" + ca);
+  }
+  // clientAuth too: etcd's JSON gateway dials etcd's own gRPC port with the
+  // server certificate as its client certificate.
+  std::ofstream(certs + "/server.ext")
+      << "subjectAltName=IP:127.0.0.1\n"
+         "extendedKeyUsage=serverAuth,clientAuth\n";
+  std::ofstream(certs + "/client.ext") << "extendedKeyUsage=clientAuth\n";
+  for (const std::string name : {"server", "client"}) {
+    run("openssl req " + ec + " -keyout " + certs + "/" + name + ".key -out " +
+        certs + "/" + name + ".csr -subj /CN=" + name);
+    run("openssl x509 -req -in " + certs + "/" + name + ".csr -CA " + certs +
+        "/ca.pem -CAkey " + certs + "/ca.key -CAcreateserial -days 1 -out " +
+        certs + "/" + name + ".pem -extfile " + certs + "/" + name + ".ext");
+  }
+  const std::string script = FENCEPOST_ETCD_SH;
+  const std::string url = ShellLine("ETCD_TLS_DIR=" + certs + " " + script +
+                                    " start " + std::string(dir / "etcd"));
+  struct Stop {
+    std::string command;
+    ~Stop() { Shell(command); }
+  } stop{script + " stop " + std::string(dir / "etcd")};
+  ASSERT_EQ(url.rfind("etcds://127.0.0.1:", 0), 0u) << "etcd did not start";
+
+  const auto replica = [&](const std::string& store,
+                           std::vector<std::string> tls) {
+    std::vector<std::string> args = {"--fence-store", store + "/tls",
+                                     "--backend", "etcd",
+                                     "--fence-store-timeout", "1"};
+    args.insert(args.end(), tls.begin(), tls.end());
+    return std::make_unique<ServerProcess>("", args);
+  };
+  auto good = replica(url, {"--fence-store-ca", certs + "/ca.pem",
+                            "--fence-store-cert", certs + "/client.pem",
+                            "--fence-store-key", certs + "/client.key"});
+  EXPECT_EQ(Fetch(good->data_port(), "PUT", "/k", {{"Fencing-Token", "5"}},
+                  "five")
+                .status,
+            201);
+  EXPECT_EQ(Fetch(good->data_port(), "PUT", "/k", {{"Fencing-Token", "4"}},
+                  "four")
+                .status,
+            409);
+  EXPECT_EQ(Fetch(good->data_port(), "GET", "/k").body, "five");
+  EXPECT_EQ(Fetch(good->admin_port(), "GET", "/readyz").status, 200);
+
+  const std::string plain = "etcd://" + url.substr(8);
+  for (auto& bad :
+       {replica(url, {"--fence-store-ca", certs + "/ca.pem"}),
+        replica(url, {"--fence-store-ca", certs + "/other-ca.pem",
+                      "--fence-store-cert", certs + "/client.pem",
+                      "--fence-store-key", certs + "/client.key"}),
+        replica(plain, {})}) {
+    auto r = Fetch(bad->data_port(), "PUT", "/k", {{"Fencing-Token", "9"}},
+                   "nine");
+    EXPECT_EQ(r.status, 503) << r.body;
+    EXPECT_EQ(Fetch(bad->admin_port(), "GET", "/readyz").status, 503);
+  }
+  EXPECT_EQ(Fetch(good->data_port(), "GET", "/k").body, "five")
+      << "nothing was written without verified TLS";
 }
 
 }  // namespace
