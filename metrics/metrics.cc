@@ -141,8 +141,8 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
   etcd_retries_ = &BuildCounter()
                        .Name("fencepost_etcd_txn_retries_total")
                        .Help(
-                           "etcd transactions decided again because "
-                           "another replica moved one of their fences.")
+                           "etcd transactions decided again because a "
+                           "different replica moved one of their fences.")
                        .Register(r)
                        .Add({});
   backend_errors_ = &BuildCounter()
