@@ -158,7 +158,8 @@ EtcdClient::EtcdClient(asio::io_context& io, EtcdSpec spec,
 EtcdClient::~EtcdClient() = default;
 
 asio::awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
-                                                    std::string body) {
+                                                    std::string body,
+                                                    bool idempotent) {
   const auto start = std::chrono::steady_clock::now();
   Reply reply;
   const std::size_t count = spec_.endpoints.size();
@@ -169,7 +170,8 @@ asio::awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
     if (reply.ok) break;
     // Leave this endpoint behind: later calls start at the next one.
     if (current_ == endpoint) current_ = (endpoint + 1) % count;
-    if (attempt.sent) break;  // etcd may apply it: not ours to repeat
+    // etcd may apply it: not ours to repeat, unless it is a read.
+    if (attempt.sent && !idempotent) break;
   }
   if (observer_) {
     const std::chrono::duration<double> took =

@@ -35,7 +35,8 @@ namespace fencepost::storage {
 // sent, moves to the next endpoint and tries again there, each endpoint at
 // most once per call. A call that fails after its request was sent (a
 // timeout, a reset, an etcd error such as "request timed out" without
-// quorum) is not retried: etcd may still apply it, so the caller decides.
+// quorum) is not retried unless it is `idempotent` (a read): etcd may still
+// apply it, so the caller decides.
 // Either way the next call starts at the next endpoint, so a member that
 // lost its quorum is left behind.
 //
@@ -61,7 +62,8 @@ class EtcdClient {
   ~EtcdClient();
 
   // POSTs `body` to `path` (e.g. "/v3/kv/txn"). Never throws.
-  boost::asio::awaitable<Reply> Call(std::string_view path, std::string body);
+  boost::asio::awaitable<Reply> Call(std::string_view path, std::string body,
+                                     bool idempotent = false);
 
   const EtcdSpec& spec() const { return spec_; }
 

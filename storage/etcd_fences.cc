@@ -117,8 +117,10 @@ bool FitsOneTransaction(const std::vector<fence::FenceWrite>& batch) {
 }  // namespace
 
 asio::awaitable<EtcdClient::Reply> EtcdFences::Call(std::string_view path,
-                                                   std::string body) {
-  EtcdClient::Reply reply = co_await client_.Call(path, std::move(body));
+                                                   std::string body,
+                                                   bool idempotent) {
+  EtcdClient::Reply reply =
+      co_await client_.Call(path, std::move(body), idempotent);
   if (!reply.ok) last_error_ = reply.error;
   co_return reply;
 }
@@ -295,7 +297,9 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
     body += RangeOp(FenceKey(missing[i]));
   }
   body += "]}";
-  EtcdClient::Reply reply = co_await Call("/v3/kv/txn", std::move(body));
+  // Reads only: safe to ask another member.
+  EtcdClient::Reply reply =
+      co_await Call("/v3/kv/txn", std::move(body), true);
   if (!reply.ok) {
     *error = reply.error;
     co_return false;
@@ -710,7 +714,7 @@ asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   Read out;
   std::string body = "{\"key\":\"" + EncodeBase64(FenceKey(name)) + "\"}";
   EtcdClient::Reply reply =
-      co_await Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body), true);
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;
@@ -745,7 +749,7 @@ asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
                      "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) +
                      "}";
   EtcdClient::Reply reply =
-      co_await Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body), true);
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;
@@ -779,7 +783,7 @@ asio::awaitable<bool> EtcdFences::Ready() {
   std::string body = "{\"key\":\"" + EncodeBase64(FenceKey("")) +
                      "\",\"limit\":\"1\",\"count_only\":true}";
   EtcdClient::Reply reply =
-      co_await Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body), true);
   co_return reply.ok;
 }
 
@@ -787,7 +791,7 @@ asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
   ValueRead out;
   std::string body = "{\"key\":\"" + EncodeBase64(ValueKey(key)) + "\"}";
   EtcdClient::Reply reply =
-      co_await Call("/v3/kv/range", std::move(body));
+      co_await Call("/v3/kv/range", std::move(body), true);
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;

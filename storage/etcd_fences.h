@@ -140,7 +140,8 @@ class EtcdFences : public Fences {
   void FailAll(std::vector<Pending>& group, std::error_code error);
   // client_.Call, keeping the error of a failure in last_error_.
   boost::asio::awaitable<EtcdClient::Reply> Call(std::string_view path,
-                                                 std::string body);
+                                                 std::string body,
+                                                 bool idempotent = false);
   void Enqueue(Pending pending);
   // Makes sure this replica's lease lives for `turn_need` more (granting
   // or renewing it); false when etcd cannot say so.
