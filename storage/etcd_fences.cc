@@ -597,13 +597,17 @@ asio::awaitable<std::pair<WriteOutcome, Fences::Turn>> EtcdFences::CommitInTurn(
     outcome.error = Errc::kStoreUnavailable;
     co_return std::pair{std::move(outcome), turn};
   }
-  auto revision = std::make_shared<std::int64_t>(0);
+  // Set before the write is answered, and read only after: it lives in
+  // this frame until then. (Only trivial captures in the submit function:
+  // g++ 12 may destroy a lambda temporary of a co_await expression twice.)
+  std::int64_t revision = 0;
+  std::int64_t* revision_at = &revision;
   WriteOutcome outcome = co_await AsyncSubmit(
-      [this, revision](fence::FenceWrite w, fence::Committer::Done done) {
-        Enqueue({std::move(w), std::move(done), revision});
+      [this, revision_at](fence::FenceWrite w, fence::Committer::Done done) {
+        Enqueue({std::move(w), std::move(done), revision_at});
       },
       std::move(write));
-  turn.revision = *revision;
+  turn.revision = revision;
   co_return std::pair{std::move(outcome), std::move(turn)};
 }
 

@@ -112,8 +112,9 @@ class EtcdFences : public Fences {
   struct Pending {
     fence::FenceWrite write;
     fence::Committer::Done done;
-    // Non-null: take the fence's turn; set to the revision that took it.
-    std::shared_ptr<std::int64_t> turn;
+    // Non-null: take the fence's turn; set to the revision that took it
+    // before `done` runs (it points into the waiting coroutine's frame).
+    std::int64_t* turn = nullptr;
   };
   // A fence as this replica last saw it in etcd.
   struct Seen {
