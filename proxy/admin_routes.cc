@@ -66,14 +66,9 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
     if (path == kFencesPath) co_return co_await ListFences(req);
     co_return Text(req, http::status::ok, "ok\n");
   }
-  if ((path == kLeasesPath ||
-       path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") &&
-      shards_ == nullptr) {
-    co_return StorageFailure(req, storage::Errc::kNotShared, "", "lease");
-  }
   if (path == kLeasesPath) {
     if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
-    co_return ListLeases(req);
+    co_return co_await ListLeases(req);
   }
   if (path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") {
     std::string name;
@@ -81,7 +76,7 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
     if (auto refused = RefuseKey(req, rest, &name)) {
       co_return std::move(*refused);
     }
-    if (get) co_return GetLease(req, name);
+    if (get) co_return co_await GetLease(req, name);
     if (req.method() == http::verb::put) {
       co_return co_await AcquireLease(req, name);
     }

@@ -2,9 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <charconv>
-#include <iterator>
 #include <limits>
 #include <map>
 
@@ -167,8 +165,7 @@ asio::awaitable<fence::WriteOutcome> Service::CommitLease(fence::LeaseOp op) {
   fence::FenceWrite write;
   write.fence = std::string(scopes_.FenceFor(op.name));
   write.lease = std::move(op);
-  fence::Committer& committer = shards_->CommitterOf(write.fence);
-  co_return co_await storage::AsyncCommit(committer, std::move(write));
+  co_return co_await storage::AsyncCommit(fences_, std::move(write));
 }
 
 asio::awaitable<Response> Service::AcquireLease(const Request& req,
@@ -229,7 +226,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   }
   fence::LeaseTable::Entry entry;
   entry.record = lease.lease;
-  const std::int64_t now = shards_->SteadyNow();
+  const std::int64_t now = fences_.SteadyNow();
   entry.deadline_ns = now + lease.expires_in_ms * 1000000;
   co_return LeaseDocument(req, name, entry, now);
 }
@@ -272,57 +269,46 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   co_return res;
 }
 
-Response Service::GetLease(const Request& req, const std::string& name) {
-  fence::LeaseTable& table = shards_->LeasesOf(scopes_.FenceFor(name));
-  const std::int64_t now = shards_->SteadyNow();
-  if (auto expired = table.NoticeExpired(name, now)) {
-    LeaseExpired(name, *expired);
-  }
-  const auto entry = table.Find(name);
-  if (!entry) {
-    return Problemed(
+asio::awaitable<Response> Service::GetLease(const Request& req,
+                                            const std::string& name) {
+  const storage::Fences::LeaseRead read =
+      co_await fences_.GetLease(name, std::string(scopes_.FenceFor(name)));
+  if (read.error) co_return StorageFailure(req, read.error, name, "lease");
+  if (read.expired) LeaseExpired(name, *read.expired);
+  if (!read.entry) {
+    co_return Problemed(
         req, {ProblemType::kNotFound, "this lease was never granted", name,
               std::nullopt, std::nullopt});
   }
-  return LeaseDocument(req, name, *entry, now);
+  co_return LeaseDocument(req, name, *read.entry, read.now_ns);
 }
 
-Response Service::ListLeases(const Request& req) {
+asio::awaitable<Response> Service::ListLeases(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
-  if (refused) return std::move(*refused);
+  if (refused) co_return std::move(*refused);
   const std::string prefix = QueryParam(req.target(), "prefix").value_or("");
   const std::string after = QueryParam(req.target(), "after").value_or("");
-  const std::int64_t now = shards_->SteadyNow();
-  std::vector<std::pair<std::string, fence::LeaseTable::Entry>> leases;
-  for (std::size_t i = 0; i < shards_->size(); ++i) {
-    fence::LeaseTable& table = shards_->env(i).lease_table();
-    for (const auto& [expired_name, lease] : table.NoticeExpired(now)) {
-      LeaseExpired(expired_name, lease);
-    }
-    auto part = table.List(prefix, after, limit + 1);
-    std::move(part.begin(), part.end(), std::back_inserter(leases));
-  }
-  std::sort(leases.begin(), leases.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::optional<std::string> next;
-  if (leases.size() > limit) {
-    leases.resize(limit);
-    next = leases.back().first;
+  const storage::Fences::LeaseList list =
+      co_await fences_.ListLeases(prefix, after, limit);
+  if (list.error) co_return StorageFailure(req, list.error, "", "lease");
+  for (const auto& [expired_name, lease] : list.expired) {
+    LeaseExpired(expired_name, lease);
   }
   std::string body = "{\"leases\":[";
-  for (std::size_t i = 0; i < leases.size(); ++i) {
+  for (std::size_t i = 0; i < list.leases.size(); ++i) {
     if (i > 0) body += ",";
-    AppendLease(&body, leases[i].first, leases[i].second, now);
+    AppendLease(&body, list.leases[i].first, list.leases[i].second,
+                list.now_ns);
   }
   body += "],\"next\":";
-  if (next) {
-    AppendJsonString(&body, *next);
+  if (list.next) {
+    AppendJsonString(&body, *list.next);
   } else {
     body += "null";
   }
   body += "}\n";
-  return Text(req, http::status::ok, std::move(body), "application/json");
+  co_return Text(req, http::status::ok, std::move(body), "application/json");
 }
 
 std::string Service::CheckLeases() const {

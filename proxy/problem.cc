@@ -79,9 +79,6 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kStoreUnavailable:
       return {http::status::service_unavailable, "fence-store-unavailable",
               "The fence store (etcd) is unavailable"};
-    case ProblemType::kNotImplemented:
-      return {http::status::not_implemented, "not-implemented",
-              "Not available with this fence store"};
     case ProblemType::kLeaseNotHeld:
       return {http::status::conflict, "lease-not-held",
               "The lease is not held by this holder with this token"};
@@ -130,8 +127,6 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
   } else if (error == storage::Errc::kValueTooLarge ||
              error == storage::Errc::kBatchTooLarge) {
     type = ProblemType::kBodyTooLarge;
-  } else if (error == storage::Errc::kNotShared) {
-    type = ProblemType::kNotImplemented;
   } else if (error == storage::Errc::kSymlink ||
              error == storage::Errc::kSegmentTooLong ||
              error == storage::Errc::kReservedName) {

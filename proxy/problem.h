@@ -35,8 +35,7 @@ enum class ProblemType {
   kLeaseHeld,           // acquire of a lease another holder holds
   kLeaseNotHeld,        // release by a non-holder or with a wrong token
   kStoreUnavailable,    // --fence-store etcd://: etcd down or without quorum
-  kNotImplemented,      // not available with a shared fence store
-  kLast = kNotImplemented,
+  kLast = kStoreUnavailable,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

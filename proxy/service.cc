@@ -198,8 +198,7 @@ Response Service::StorageFailure(const Request& req, std::error_code error,
   const bool server_fault =
       static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
       problem.type != ProblemType::kOverloaded &&
-      problem.type != ProblemType::kFenceHeld &&
-      problem.type != ProblemType::kNotImplemented;
+      problem.type != ProblemType::kFenceHeld;
   if (problem.type == ProblemType::kOverloaded) {
     metrics_.Overloaded();
     retry_after = std::max(retry_after, 1);

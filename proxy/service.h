@@ -92,8 +92,9 @@ class Service {
                                                 const std::string& name);
   boost::asio::awaitable<Response> ReleaseLease(const Request& request,
                                                 const std::string& name);
-  Response GetLease(const Request& request, const std::string& name);
-  Response ListLeases(const Request& request);
+  boost::asio::awaitable<Response> GetLease(const Request& request,
+                                            const std::string& name);
+  boost::asio::awaitable<Response> ListLeases(const Request& request);
   // Counts and logs a lease that ran out without a release (noticed once).
   void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
   // The answer to a lease operation that failed (counts a noticed expiry).

@@ -40,9 +40,6 @@ class StorageCategory : public std::error_category {
       case Errc::kBatchTooLarge:
         return "the batch holds more than one etcd transaction takes: at "
                "most 64 fences, 63 keys and 1 MiB";
-      case Errc::kNotShared:
-        return "not available with a shared fence store (--fence-store "
-               "etcd://) yet";
     }
     return "unknown storage error";
   }

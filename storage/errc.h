@@ -21,7 +21,6 @@ enum class Errc {
   // the write may or may not have been applied (503).
   kStoreUnavailable = 10,
   kValueTooLarge = 11,  // more than etcd takes in one value (413)
-  kNotShared = 12,      // not available with a shared fence store (501)
   kBatchTooLarge = 13,  // more than one etcd transaction holds (413)
 };
 

@@ -4,7 +4,9 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <algorithm>
 #include <charconv>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -70,6 +72,67 @@ bool ParseFence(std::string_view text, fence::Token* token,
 
 std::string FormatFence(fence::Token token, std::int64_t updated_at_ns) {
   return std::to_string(token) + " " + std::to_string(updated_at_ns);
+}
+
+// etcd counts lease TTLs in whole seconds.
+std::int64_t EtcdSeconds(std::uint64_t ttl_ms) {
+  return static_cast<std::int64_t>(
+      std::max<std::uint64_t>(1, (ttl_ms + 999) / 1000));
+}
+
+// A hold: "TOKEN DEADLINE_NS NAME_BYTES\n" NAME HOLDER.
+std::string FormatHold(fence::Token token, std::int64_t deadline_ns,
+                       std::string_view name, std::string_view holder) {
+  return std::to_string(token) + " " + std::to_string(deadline_ns) + " " +
+         std::to_string(name.size()) + "\n" + std::string(name) +
+         std::string(holder);
+}
+
+bool ParseHold(std::string_view text, fence::Token* token,
+               std::int64_t* deadline_ns, std::string* name,
+               std::string* holder) {
+  const std::size_t newline = text.find('\n');
+  if (newline == std::string_view::npos) return false;
+  const char* p = text.data();
+  const char* end = text.data() + newline;
+  std::size_t name_bytes = 0;
+  auto a = std::from_chars(p, end, *token);
+  if (a.ec != std::errc() || a.ptr == end || *a.ptr != ' ') return false;
+  auto b = std::from_chars(a.ptr + 1, end, *deadline_ns);
+  if (b.ec != std::errc() || b.ptr == end || *b.ptr != ' ') return false;
+  auto c = std::from_chars(b.ptr + 1, end, name_bytes);
+  if (c.ec != std::errc() || c.ptr != end) return false;
+  const std::string_view rest = text.substr(newline + 1);
+  if (name_bytes > rest.size()) return false;
+  *name = std::string(rest.substr(0, name_bytes));
+  *holder = std::string(rest.substr(name_bytes));
+  return true;
+}
+
+// A lease record: '-' or 'n' (its expiry was noticed), then the record.
+std::string FormatLease(const fence::LeaseRecord& record, bool noticed) {
+  return (noticed ? "n" : "-") + fence::EncodeLease(record);
+}
+
+bool ParseLease(std::string_view text, fence::LeaseRecord* record,
+                bool* noticed) {
+  if (text.empty() || (text[0] != '-' && text[0] != 'n')) return false;
+  *noticed = text[0] == 'n';
+  return fence::DecodeLease(text.substr(1), record);
+}
+
+std::string CompareMod(const std::string& key, std::int64_t revision) {
+  return "{\"key\":\"" + EncodeBase64(key) +
+         "\",\"target\":\"MOD\",\"result\":\"EQUAL\",\"mod_revision\":\"" +
+         std::to_string(revision) + "\"}";
+}
+
+std::string PutOp(const std::string& key, const std::string& value,
+                  std::int64_t lease = 0) {
+  std::string op = "{\"request_put\":{\"key\":\"" + EncodeBase64(key) +
+                   "\",\"value\":\"" + EncodeBase64(value) + "\"";
+  if (lease != 0) op += ",\"lease\":\"" + std::to_string(lease) + "\"";
+  return op + "}}";
 }
 
 // The smallest key above every key that starts with `prefix`.
@@ -138,6 +201,14 @@ std::string EtcdFences::TurnKey(std::string_view name) const {
   return options_.spec.prefix + "/turns/" + std::string(name);
 }
 
+std::string EtcdFences::LeaseKey(std::string_view name) const {
+  return options_.spec.prefix + "/leases/" + std::string(name);
+}
+
+std::string EtcdFences::HoldKey(std::string_view fence) const {
+  return options_.spec.prefix + "/holds/" + std::string(fence);
+}
+
 std::string EtcdFences::ValueKey(std::string_view key) const {
   return options_.spec.prefix + "/values/" + std::string(key);
 }
@@ -149,9 +220,7 @@ void EtcdFences::Submit(fence::FenceWrite write, fence::Committer::Done done) {
 void EtcdFences::Enqueue(Pending pending) {
   const fence::FenceWrite& write = pending.write;
   WriteOutcome refused;
-  if (write.lease) {
-    refused.error = Errc::kNotShared;
-  } else if (!write.batch.empty() && !FitsOneTransaction(write.batch)) {
+  if (!write.batch.empty() && !FitsOneTransaction(write.batch)) {
     refused.error = Errc::kBatchTooLarge;
   } else if (write.value && write.value->body.size() > kMaxValueBytes) {
     refused.error = Errc::kValueTooLarge;
@@ -184,9 +253,11 @@ asio::awaitable<void> EtcdFences::Run() {
           turn ? std::string(1, '\0') + "turn/" + next.fence
                : next.value ? next.value->key : "";
       if (turn && values.count(value_key)) break;
-      // A batch is a transaction of its own.
-      if (!group.empty() &&
-          (!next.batch.empty() || !group.front().write.batch.empty())) {
+      // A batch or a lease operation is a transaction of its own.
+      const fence::FenceWrite& front =
+          group.empty() ? next : group.front().write;
+      if (!group.empty() && (!next.batch.empty() || next.lease ||
+                             !front.batch.empty() || front.lease)) {
         break;
       }
       const bool new_value = !value_key.empty() && !values.count(value_key);
@@ -211,6 +282,10 @@ asio::awaitable<void> EtcdFences::Run() {
 asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
   if (group.size() == 1 && !group.front().write.batch.empty()) {
     co_await SettleBatch(std::move(group.front()));
+    co_return;
+  }
+  if (group.size() == 1 && group.front().write.lease) {
+    co_await SettleLease(std::move(group.front()));
     co_return;
   }
   for (int attempt = 0; attempt < kGroupAttempts; ++attempt) {
@@ -827,6 +902,416 @@ asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
   }
   out.found = true;
   out.body = record.substr(newline + 1);
+  co_return out;
+}
+
+// Leases.
+
+asio::awaitable<std::error_code> EtcdFences::ReadLease(
+    const std::string& name, const std::string& fence_name,
+    LeaseState* state) {
+  std::string body = "{\"success\":[" + RangeOp(LeaseKey(name)) + "," +
+                     RangeOp(HoldKey(fence_name)) + "," +
+                     RangeOp(FenceKey(fence_name)) + "]}";
+  EtcdClient::Reply reply = co_await Call("/v3/kv/txn", std::move(body), true);
+  if (!reply.ok) co_return Errc::kStoreUnavailable;
+  const Json* responses = reply.json.Find("responses");
+  if (responses == nullptr || responses->kind != Json::Kind::kArray ||
+      responses->items.size() != 3) {
+    co_return fence::Errc::kStorage;
+  }
+  const Json* kv[3] = {nullptr, nullptr, nullptr};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const Json* range = responses->items[i].Find("response_range");
+    const std::vector<Json>* kvs = range ? KvsOf(*range) : nullptr;
+    if (kvs == nullptr || kvs->size() > 1) co_return fence::Errc::kStorage;
+    if (!kvs->empty()) kv[i] = &(*kvs)[0];
+  }
+  std::string text;
+  if (kv[0] != nullptr) {
+    fence::LeaseRecord record;
+    if (!BytesOf(*kv[0], "value", &text) ||
+        !ParseLease(text, &record, &state->noticed)) {
+      co_return fence::Errc::kStorage;
+    }
+    state->record = std::move(record);
+    state->record_revision = Int64Of(kv[0]->Find("mod_revision"));
+  }
+  if (kv[1] != nullptr) {
+    Hold hold;
+    if (!BytesOf(*kv[1], "value", &text) ||
+        !ParseHold(text, &hold.token, &hold.deadline_ns, &hold.name,
+                   &hold.holder)) {
+      co_return fence::Errc::kStorage;
+    }
+    hold.etcd_lease = Int64Of(kv[1]->Find("lease"));
+    state->hold = std::move(hold);
+    state->hold_revision = Int64Of(kv[1]->Find("mod_revision"));
+  }
+  if (kv[2] != nullptr) {
+    fence::Token token = 0;
+    if (!BytesOf(*kv[2], "value", &text) ||
+        !ParseFence(text, &token, &state->fence.updated_at_ns)) {
+      co_return fence::Errc::kStorage;
+    }
+    state->fence.token = token;
+    state->fence.mod_revision = Int64Of(kv[2]->Find("mod_revision"));
+  }
+  co_return std::error_code();
+}
+
+asio::awaitable<std::int64_t> EtcdFences::GrantEtcdLease(std::uint64_t ttl_ms) {
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/lease/grant", "{\"TTL\":" + Quoted(EtcdSeconds(ttl_ms)) + "}");
+  if (!reply.ok) co_return 0;
+  const std::int64_t id = Int64Of(reply.json.Find("ID"));
+  co_return id > 0 ? id : 0;
+}
+
+void EtcdFences::RevokeEtcdLease(std::int64_t id) {
+  if (id <= 0) return;
+  // Best effort: an etcd lease left behind runs out by itself.
+  asio::co_spawn(io_, Call("/v3/lease/revoke", "{\"ID\":" + Quoted(id) + "}"),
+                 asio::detached);
+}
+
+asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
+  WriteOutcome outcome;
+  Settled settled = Settled::kConflict;
+  for (int attempt = 0;
+       attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
+    if (attempt > 0 && options_.on_retry) options_.on_retry();
+    outcome = WriteOutcome();
+    settled = co_await TryLease(pending.write, &outcome);
+  }
+  if (settled == Settled::kConflict) {
+    outcome = WriteOutcome();
+    outcome.error = fence::Errc::kOverloaded;
+  }
+  pending.done(std::move(outcome));
+}
+
+// The rules are the committer's (fence::Committer::DecideLease), with the
+// hold in etcd deciding whether a lease is live.
+asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
+    const fence::FenceWrite& write, WriteOutcome* outcome) {
+  using LeaseVerdict = fence::LeaseOutcome::Verdict;
+  const fence::LeaseOp& op = *write.lease;
+  LeaseState state;
+  if (std::error_code error = co_await ReadLease(op.name, write.fence, &state)) {
+    outcome->error = error;
+    co_return Settled::kFailed;
+  }
+  const std::int64_t now_ns = NowNs();
+  const fence::LeaseRecord* record = state.record ? &*state.record : nullptr;
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  const bool ours = hold != nullptr && hold->name == op.name;
+  const bool live = record != nullptr && !record->released && ours &&
+                    hold->token == record->token;
+  const bool holder_of_record =
+      record != nullptr && !record->released && record->holder == op.holder;
+  // The lease ran out and no replica has counted it yet: the transaction
+  // that changes its record counts it (its compare makes that one).
+  const bool unnoticed =
+      record != nullptr && !record->released && !live && !state.noticed;
+  const fence::Token fence_token = state.fence.token.value_or(0);
+  fence::LeaseOutcome lease;
+  lease.existed = record != nullptr;
+  if (record != nullptr) lease.lease = *record;
+  const std::int64_t left_ms =
+      hold == nullptr
+          ? 0
+          : std::max<std::int64_t>(1, (hold->deadline_ns - now_ns + 999999) /
+                                          1000000);
+  const std::string lease_key = LeaseKey(op.name);
+  const std::string hold_key = HoldKey(write.fence);
+  const auto hold_value = [&](const fence::LeaseRecord& next) {
+    return FormatHold(next.token,
+                      now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000,
+                      op.name, next.holder);
+  };
+
+  std::string compare = "{\"compare\":[" +
+                        CompareMod(lease_key, state.record_revision) + "," +
+                        CompareMod(hold_key, state.hold_revision);
+  fence::LeaseRecord next;
+  std::string success;
+  std::int64_t granted = 0;  // a new etcd lease for the hold
+  std::int64_t revoke = 0;   // the etcd lease the hold leaves
+  if (op.kind == fence::LeaseOp::Kind::kRelease) {
+    if (!live || !holder_of_record || record->token != op.token) {
+      lease.verdict = LeaseVerdict::kNotHeld;
+      outcome->verdict = Verdict::kRejected;
+      outcome->lease = std::move(lease);
+      co_return Settled::kDone;
+    }
+    next = *record;
+    next.released = true;
+    success = PutOp(lease_key, FormatLease(next, false)) +
+              ",{\"request_delete_range\":{\"key\":\"" +
+              EncodeBase64(hold_key) + "\"}}";
+    revoke = hold->etcd_lease;
+    lease.verdict = LeaseVerdict::kReleased;
+  } else if (holder_of_record && fence_token <= record->token &&
+             (hold == nullptr || ours)) {
+    next = *record;
+    next.ttl_ms = op.ttl_ms;
+    next.renewed_at_ns = now_ns;
+    std::int64_t etcd_lease = 0;
+    if (live && EtcdSeconds(record->ttl_ms) == EtcdSeconds(op.ttl_ms)) {
+      // etcd restarts the lease's TTL from when it sees this.
+      EtcdClient::Reply reply = co_await Call(
+          "/v3/lease/keepalive", "{\"ID\":" + Quoted(hold->etcd_lease) + "}");
+      if (!reply.ok) {
+        outcome->error = Errc::kStoreUnavailable;
+        co_return Settled::kFailed;
+      }
+      const Json* result = reply.json.Find("result");
+      if (result == nullptr || Int64Of(result->Find("TTL")) <= 0) {
+        co_return Settled::kConflict;  // it ran out just now: read again
+      }
+      etcd_lease = hold->etcd_lease;
+    } else {
+      etcd_lease = granted = co_await GrantEtcdLease(op.ttl_ms);
+      if (etcd_lease == 0) {
+        outcome->error = Errc::kStoreUnavailable;
+        co_return Settled::kFailed;
+      }
+      if (hold != nullptr) revoke = hold->etcd_lease;
+    }
+    success = PutOp(lease_key, FormatLease(next, false)) + "," +
+              PutOp(hold_key, hold_value(next), etcd_lease);
+    lease.verdict = LeaseVerdict::kRenewed;
+  } else if (live && !holder_of_record) {
+    lease.verdict = LeaseVerdict::kDenied;
+    lease.expires_in_ms = left_ms;
+    outcome->verdict = Verdict::kRejected;
+    outcome->lease = std::move(lease);
+    co_return Settled::kDone;
+  } else if (hold != nullptr && !ours) {
+    // One live lease per fence, as with LMDB.
+    lease.verdict = LeaseVerdict::kDenied;
+    lease.blocking_lease = hold->name;
+    lease.lease = fence::LeaseRecord();
+    lease.lease.holder = hold->holder;
+    lease.lease.fence = write.fence;
+    lease.lease.token = hold->token;
+    lease.expires_in_ms = left_ms;
+    outcome->verdict = Verdict::kRejected;
+    outcome->lease = std::move(lease);
+    co_return Settled::kDone;
+  } else {
+    const fence::Token base =
+        std::max(record != nullptr ? record->token : fence::Token{0},
+                 fence_token);
+    if (base == std::numeric_limits<fence::Token>::max()) {
+      outcome->error = fence::Errc::kStorage;  // no token left to grant
+      co_return Settled::kFailed;
+    }
+    next.holder = op.holder;
+    next.fence = write.fence;
+    next.token = base + 1;
+    next.ttl_ms = op.ttl_ms;
+    next.acquired_at_ns = next.renewed_at_ns = now_ns;
+    next.transitions =
+        record == nullptr
+            ? 0
+            : record->transitions + (record->holder != op.holder ? 1 : 0);
+    using Reason = fence::LeaseOutcome::GrantReason;
+    if (record != nullptr) {
+      lease.previous_holder = record->holder;
+      lease.previous_expired =
+          !record->released && !live && !holder_of_record;
+      lease.reason = holder_of_record    ? Reason::kFenceAbove
+                     : record->released ? Reason::kReleased
+                                        : Reason::kExpired;
+    }
+    granted = co_await GrantEtcdLease(op.ttl_ms);
+    if (granted == 0) {
+      outcome->error = Errc::kStoreUnavailable;
+      co_return Settled::kFailed;
+    }
+    if (hold != nullptr) revoke = hold->etcd_lease;
+    compare += "," + CompareMod(FenceKey(write.fence), state.fence.mod_revision);
+    success = PutOp(lease_key, FormatLease(next, false)) + "," +
+              PutOp(FenceKey(write.fence), FormatFence(next.token, now_ns)) +
+              "," + PutOp(hold_key, hold_value(next), granted);
+    outcome->decision = fence::Decide(state.fence.token, next.token);
+    lease.verdict = LeaseVerdict::kGranted;
+  }
+
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/kv/txn", compare + "],\"success\":[" + success + "]}");
+  if (!reply.ok) {
+    // Unknown: it may be applied. A holder that asks again renews it.
+    outcome->error = Errc::kStoreUnavailable;
+    co_return Settled::kFailed;
+  }
+  const Json* succeeded = reply.json.Find("succeeded");
+  if (succeeded == nullptr || succeeded->text != "true") {
+    RevokeEtcdLease(granted);
+    co_return Settled::kConflict;
+  }
+  ++transactions_;
+  RevokeEtcdLease(revoke);
+  if (lease.verdict == LeaseVerdict::kGranted) {
+    const Json* header = reply.json.Find("header");
+    Seen seen;
+    seen.token = next.token;
+    seen.updated_at_ns = now_ns;
+    seen.mod_revision =
+        header != nullptr ? Int64Of(header->Find("revision")) : 0;
+    if (seen.mod_revision > 0) {
+      cache_[write.fence] = seen;
+    } else {
+      cache_.erase(write.fence);
+    }
+  }
+  if (unnoticed) lease.expired = *record;
+  lease.lease = next;
+  lease.expires_in_ms =
+      next.released ? 0 : static_cast<std::int64_t>(next.ttl_ms);
+  outcome->verdict = Verdict::kAccepted;
+  outcome->lease = std::move(lease);
+  co_return Settled::kDone;
+}
+
+asio::awaitable<bool> EtcdFences::NoticeExpiry(const std::string& name,
+                                               const LeaseState& state) {
+  const std::string key = LeaseKey(name);
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/kv/txn", "{\"compare\":[" + CompareMod(key, state.record_revision) +
+                        "],\"success\":[" +
+                        PutOp(key, FormatLease(*state.record, true)) + "]}");
+  const Json* succeeded = reply.ok ? reply.json.Find("succeeded") : nullptr;
+  co_return succeeded != nullptr && succeeded->text == "true";
+}
+
+fence::LeaseTable::Entry EtcdFences::EntryOf(const LeaseState& state,
+                                             std::int64_t now) const {
+  fence::LeaseTable::Entry entry;
+  entry.record = *state.record;
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  if (!entry.record.released && hold != nullptr &&
+      hold->token == entry.record.token) {
+    // Live while the hold exists; how long for is the granting replica's
+    // estimate (at least 1 ms).
+    const std::int64_t left_ns = hold->deadline_ns - NowNs();
+    entry.deadline_ns = now + std::max<std::int64_t>(1000000, left_ns);
+  }
+  entry.expiry_noticed = state.noticed;
+  return entry;
+}
+
+asio::awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
+                                                        std::string fence) {
+  LeaseRead out;
+  LeaseState state;
+  out.error = co_await ReadLease(name, fence, &state);
+  if (state.hold && state.hold->name != name) state.hold.reset();
+  out.now_ns = SteadyNow();
+  if (out.error || !state.record) co_return out;
+  out.entry = EntryOf(state, out.now_ns);
+  if (fence::IsLive(*out.entry, out.now_ns) || state.record->released ||
+      state.noticed) {
+    co_return out;
+  }
+  const bool noticed = co_await NoticeExpiry(name, state);
+  if (noticed) out.expired = *state.record;
+  co_return out;
+}
+
+asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
+                                                          std::string after,
+                                                          std::size_t limit) {
+  LeaseList out;
+  const std::string base = LeaseKey("");
+  std::string from = base + prefix;
+  if (!after.empty() && after >= prefix) from = base + after + '\0';
+  std::string body =
+      "{\"key\":\"" + EncodeBase64(from) + "\",\"range_end\":\"" +
+      EncodeBase64(PrefixEnd(base + prefix)) +
+      "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) + "}";
+  EtcdClient::Reply reply =
+      co_await Call("/v3/kv/range", std::move(body), true);
+  if (!reply.ok) {
+    out.error = Errc::kStoreUnavailable;
+    co_return out;
+  }
+  const std::vector<Json>* kvs = KvsOf(reply.json);
+  if (kvs == nullptr) {
+    out.error = fence::Errc::kStorage;
+    co_return out;
+  }
+  std::vector<std::pair<std::string, LeaseState>> leases;
+  for (const Json& kv : *kvs) {
+    std::string key, text;
+    LeaseState state;
+    fence::LeaseRecord record;
+    if (!BytesOf(kv, "key", &key) || key.compare(0, base.size(), base) != 0 ||
+        !BytesOf(kv, "value", &text) ||
+        !ParseLease(text, &record, &state.noticed)) {
+      out.error = fence::Errc::kStorage;
+      co_return out;
+    }
+    state.record = std::move(record);
+    state.record_revision = Int64Of(kv.Find("mod_revision"));
+    leases.emplace_back(key.substr(base.size()), std::move(state));
+  }
+  // The holds of their fences, 64 reads to a transaction.
+  for (std::size_t first = 0; first < leases.size(); first += 64) {
+    const std::size_t last = std::min(leases.size(), first + 64);
+    std::string reads = "{\"success\":[";
+    for (std::size_t i = first; i < last; ++i) {
+      if (i > first) reads += ",";
+      reads += RangeOp(HoldKey(leases[i].second.record->fence));
+    }
+    reads += "]}";
+    EtcdClient::Reply holds =
+        co_await Call("/v3/kv/txn", std::move(reads), true);
+    const Json* responses = holds.ok ? holds.json.Find("responses") : nullptr;
+    if (!holds.ok) {
+      out.error = Errc::kStoreUnavailable;
+      co_return out;
+    }
+    if (responses == nullptr || responses->kind != Json::Kind::kArray ||
+        responses->items.size() != last - first) {
+      out.error = fence::Errc::kStorage;
+      co_return out;
+    }
+    for (std::size_t i = first; i < last; ++i) {
+      const Json* range = responses->items[i - first].Find("response_range");
+      const std::vector<Json>* found = range ? KvsOf(*range) : nullptr;
+      if (found == nullptr || found->size() > 1) {
+        out.error = fence::Errc::kStorage;
+        co_return out;
+      }
+      if (found->empty()) continue;
+      std::string text;
+      Hold hold;
+      if (!BytesOf((*found)[0], "value", &text) ||
+          !ParseHold(text, &hold.token, &hold.deadline_ns, &hold.name,
+                     &hold.holder)) {
+        out.error = fence::Errc::kStorage;
+        co_return out;
+      }
+      if (hold.name == leases[i].first) leases[i].second.hold = std::move(hold);
+    }
+  }
+  out.now_ns = SteadyNow();
+  for (auto& [name, state] : leases) {
+    fence::LeaseTable::Entry entry = EntryOf(state, out.now_ns);
+    if (!fence::IsLive(entry, out.now_ns) && !entry.record.released &&
+        !state.noticed) {
+      const bool noticed = co_await NoticeExpiry(name, state);
+      if (noticed) out.expired.emplace_back(name, entry.record);
+    }
+    out.leases.emplace_back(name, std::move(entry));
+  }
+  const Json* more = reply.json.Find("more");
+  if (more != nullptr && more->text == "true" && !out.leases.empty()) {
+    out.next = out.leases.back().first;
+  }
   co_return out;
 }
 

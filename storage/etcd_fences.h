@@ -45,6 +45,21 @@ namespace fencepost::storage {
 // taken while the lease is known to live for `turn_need` more, so a lease
 // cannot run out under a forward this replica still has in flight.
 //
+// Leases (/v1/leases), decided on this replica and applied with one etcd
+// transaction each, in the queue with the writes:
+//   PREFIX/leases/NAME  a flag byte ('-', or 'n' once its expiry was
+//                       noticed) then fence::EncodeLease's record
+//   PREFIX/holds/FENCE  "TOKEN DEADLINE_NS NAME_BYTES\n" NAME HOLDER: the
+//                       live lease of FENCE, attached to an etcd lease of
+//                       ceil(ttl_ms / 1 s) that a renewal keeps alive
+// A lease is live while its hold exists: etcd's leader decides expiry, on
+// one clock for every replica (and extends its leases when a new leader is
+// elected, so a lease never ends early). The hold is keyed by the fence,
+// so one lease per fence is live. A grant compares the record, the hold
+// and the fence, and puts all three: the fence is raised in the
+// transaction that grants. DEADLINE_NS (wall clock of the replica that
+// granted or renewed) only gives documents their expires_in_ms.
+//
 // One transaction holds at most 64 fences and 63 values (etcd's default
 // --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB. A
 // batch (POST /) is one transaction of its own, within the same bounds.
@@ -52,7 +67,7 @@ namespace fencepost::storage {
 // Errors: fence::Errc::kOverloaded (more than `max_queue` writes waiting),
 // storage::Errc::kStoreUnavailable (etcd did not answer, or refused: down or
 // without quorum; the write may still be applied by etcd later, so it is
-// never acknowledged), kValueTooLarge, kBatchTooLarge, kNotShared (leases),
+// never acknowledged), kValueTooLarge, kBatchTooLarge,
 // fence::Errc::kStorage (a record in etcd that fencepost did not write).
 //
 // Thread safety: every call on the io thread of `io`; `done` callbacks run
@@ -90,6 +105,11 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<Read> Get(std::string name) override;
   boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
                                         std::size_t limit) override;
+  boost::asio::awaitable<LeaseRead> GetLease(std::string name,
+                                             std::string fence) override;
+  boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
+                                               std::string after,
+                                               std::size_t limit) override;
   std::optional<std::uint64_t> Count() override { return std::nullopt; }
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }
@@ -123,6 +143,21 @@ class EtcdFences : public Fences {
     std::int64_t mod_revision = 0;  // 0: no key
   };
   enum class Settled { kDone, kConflict, kFailed };
+  // A lease as etcd holds it (see the class comment).
+  struct Hold {
+    fence::Token token = 0;
+    std::int64_t deadline_ns = 0;  // wall clock
+    std::string name, holder;
+    std::int64_t etcd_lease = 0;
+  };
+  struct LeaseState {
+    std::optional<fence::LeaseRecord> record;
+    bool noticed = false;  // its expiry was counted
+    std::int64_t record_revision = 0;
+    std::optional<Hold> hold;  // of the lease's fence
+    std::int64_t hold_revision = 0;
+    Seen fence;
+  };
 
   boost::asio::awaitable<void> Run();
   // Decides and commits `group`, deciding again after conflicts.
@@ -139,6 +174,24 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
                                     std::string* error);
   void FailAll(std::vector<Pending>& group, std::error_code error);
+  // A lease operation: decided and applied alone, again after a conflict.
+  boost::asio::awaitable<void> SettleLease(Pending pending);
+  boost::asio::awaitable<Settled> TryLease(const fence::FenceWrite& write,
+                                           fence::WriteOutcome* outcome);
+  // Reads the record of `name`, the hold of `fence` and the fence.
+  boost::asio::awaitable<std::error_code> ReadLease(const std::string& name,
+                                                    const std::string& fence,
+                                                    LeaseState* state);
+  // Marks the expiry of the lease `name` as noticed, unless another replica
+  // changed its record since `state` was read: true when this call did.
+  boost::asio::awaitable<bool> NoticeExpiry(const std::string& name,
+                                            const LeaseState& state);
+  // An etcd lease of `ttl_ms` rounded up to seconds (0: none granted).
+  boost::asio::awaitable<std::int64_t> GrantEtcdLease(std::uint64_t ttl_ms);
+  void RevokeEtcdLease(std::int64_t id);
+  // The lease document's entry for `state` at steady time `now`.
+  fence::LeaseTable::Entry EntryOf(const LeaseState& state,
+                                   std::int64_t now) const;
   // client_.Call, keeping the error of a failure in last_error_.
   boost::asio::awaitable<EtcdClient::Reply> Call(std::string_view path,
                                                  std::string body,
@@ -154,6 +207,8 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<void> RemoveTurn(std::string key, std::string compare);
   std::string FenceKey(std::string_view name) const;
   std::string TurnKey(std::string_view name) const;
+  std::string LeaseKey(std::string_view name) const;
+  std::string HoldKey(std::string_view fence) const;
   std::string ValueKey(std::string_view key) const;
 
   boost::asio::io_context& io_;

@@ -1,5 +1,8 @@
 #include "storage/fences.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "storage/async_commit.h"
 
 namespace fencepost::storage {
@@ -21,6 +24,36 @@ boost::asio::awaitable<Fences::ListRead> LocalFences::List(std::string prefix,
                                                            std::size_t limit) {
   ListRead out;
   out.error = store_.List(prefix, after, limit, &out.list);
+  co_return out;
+}
+
+boost::asio::awaitable<Fences::LeaseRead> LocalFences::GetLease(
+    std::string name, std::string fence) {
+  LeaseRead out;
+  fence::LeaseTable& table = shards_.LeasesOf(fence);
+  out.now_ns = shards_.SteadyNow();
+  out.expired = table.NoticeExpired(name, out.now_ns);
+  out.entry = table.Find(name);
+  co_return out;
+}
+
+boost::asio::awaitable<Fences::LeaseList> LocalFences::ListLeases(
+    std::string prefix, std::string after, std::size_t limit) {
+  LeaseList out;
+  out.now_ns = shards_.SteadyNow();
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    fence::LeaseTable& table = shards_.env(i).lease_table();
+    auto expired = table.NoticeExpired(out.now_ns);
+    std::move(expired.begin(), expired.end(), std::back_inserter(out.expired));
+    auto part = table.List(prefix, after, limit + 1);
+    std::move(part.begin(), part.end(), std::back_inserter(out.leases));
+  }
+  std::sort(out.leases.begin(), out.leases.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (out.leases.size() > limit) {
+    out.leases.resize(limit);
+    out.next = out.leases.back().first;
+  }
   co_return out;
 }
 

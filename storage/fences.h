@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "fence/committer.h"
 #include "fence/fence_store.h"
@@ -41,6 +42,23 @@ class Fences {
     fence::FenceList list;
   };
 
+  // A lease as a read finds it, with the monotonic time (ns, the clock of
+  // the entry's deadline) the read was made at. `expired`: this read noticed
+  // that the lease ran out without a release (each expiry is noticed once).
+  struct LeaseRead {
+    std::error_code error;
+    std::int64_t now_ns = 0;
+    std::optional<fence::LeaseTable::Entry> entry;  // nullopt: never granted
+    std::optional<fence::LeaseRecord> expired;
+  };
+  struct LeaseList {
+    std::error_code error;
+    std::int64_t now_ns = 0;
+    std::vector<std::pair<std::string, fence::LeaseTable::Entry>> leases;
+    std::optional<std::string> next;  // the last name, when there are more
+    std::vector<std::pair<std::string, fence::LeaseRecord>> expired;
+  };
+
   // A fence's turn among replicas (see CommitInTurn); revision 0: none.
   struct Turn {
     std::string fence;
@@ -66,6 +84,16 @@ class Fences {
   virtual boost::asio::awaitable<ListRead> List(std::string prefix,
                                                 std::string after,
                                                 std::size_t limit) = 0;
+  // The lease `name`, whose fence is `fence`.
+  virtual boost::asio::awaitable<LeaseRead> GetLease(std::string name,
+                                                     std::string fence) = 0;
+  // Up to `limit` leases whose names start with `prefix`, after `after`,
+  // in name order.
+  virtual boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
+                                                       std::string after,
+                                                       std::size_t limit) = 0;
+  // The monotonic clock lease deadlines are on (ns).
+  virtual std::int64_t SteadyNow() const { return fence::SteadyNowNs(); }
   // How many fences there are, when that is cheap to know.
   virtual std::optional<std::uint64_t> Count() = 0;
   // Whether writes can be decided now (for /readyz). Never fails.
@@ -77,7 +105,7 @@ class Fences {
   // when there is nothing to add to the error itself).
   virtual std::string last_error() const { return {}; }
   // The data directory's environments, or nullptr when the fences live
-  // elsewhere (leases and batches need them).
+  // elsewhere.
   virtual fence::Shards* shards() { return nullptr; }
 };
 
@@ -89,7 +117,8 @@ class LocalFences : public Fences {
       : shards_(shards), store_(shards.envs()) {}
 
   // A batch goes to the committer of its first write's fence (the caller
-  // checks that all of its fences share it).
+  // checks that all of its fences share it); a lease operation to its
+  // fence's.
   void Submit(fence::FenceWrite write, fence::Committer::Done done) override {
     const std::string& fence =
         write.batch.empty() ? write.fence : write.batch.front().fence;
@@ -98,6 +127,12 @@ class LocalFences : public Fences {
   boost::asio::awaitable<Read> Get(std::string name) override;
   boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
                                         std::size_t limit) override;
+  boost::asio::awaitable<LeaseRead> GetLease(std::string name,
+                                             std::string fence) override;
+  boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
+                                               std::string after,
+                                               std::size_t limit) override;
+  std::int64_t SteadyNow() const override { return shards_.SteadyNow(); }
   std::optional<std::uint64_t> Count() override;
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "local"; }

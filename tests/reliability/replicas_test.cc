@@ -22,6 +22,7 @@
 #include "tests/coordination/shell.h"
 #include "tests/reliability/history.h"
 #include "tests/reliability/load.h"
+#include "tests/testing/exposition.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
@@ -163,15 +164,176 @@ TEST_F(ReplicasTest, AWriteAcceptedByOneReplicaFencesTheOthers) {
   EXPECT_EQ(Fetch(b->data_port(), "GET", "/pair/a").body, "1")
       << "nothing of a refused batch is applied";
   EXPECT_EQ(Fetch(b->data_port(), "GET", "/pair/b").body, "1");
-  // Leases are not shared yet: refused, not answered from one replica.
-  EXPECT_EQ(Fetch(a->admin_port(), "PUT", "/v1/leases/leader", {},
-                  "{\"holder\":\"x\",\"ttl_ms\":1000}")
-                .status,
-            501);
   auto metrics = Fetch(a->admin_port(), "GET", "/metrics").body;
   EXPECT_NE(metrics.find("fencepost_etcd_request_duration_seconds_count{op="
                          "\"txn\"}"),
             std::string::npos);
+}
+
+std::string LeaseBody(const std::string& holder, int ttl_ms) {
+  return "{\"holder\":\"" + holder + "\",\"ttl_ms\":" + std::to_string(ttl_ms) +
+         "}";
+}
+
+double SumOver(const std::vector<const ServerProcess*>& replicas,
+               const std::string& series) {
+  double sum = 0;
+  for (const ServerProcess* r : replicas) {
+    sum += testing::MetricValue(Fetch(r->admin_port(), "GET", "/metrics").body,
+                                series);
+  }
+  return sum;
+}
+
+TEST_F(ReplicasTest, ALeaseIsOneLeaseOnEveryReplica) {
+  auto a = Replica(etcd_.endpoints(), "leases");
+  auto b = Replica(etcd_.endpoints(), "leases");
+  auto c = Replica(etcd_.endpoints(), "leases");
+  const std::vector<const ServerProcess*> all = {a.get(), b.get(), c.get()};
+  // The fence is at 10 (through b): the grant through a starts above it.
+  ASSERT_EQ(Fetch(b->admin_port(), "PUT", "/v1/fences/jobs/leader",
+                  {{"Fencing-Token", "10"}})
+                .status,
+            201);
+  auto granted = Fetch(a->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                       LeaseBody("A", 1000));
+  ASSERT_EQ(granted.status, 200) << granted.body;
+  EXPECT_EQ(granted.header("fencing-token"), "11");
+  EXPECT_NE(granted.body.find("\"holder\":\"A\""), std::string::npos);
+  // Another holder is refused on every replica, and told who holds it.
+  for (const ServerProcess* r : {b.get(), c.get()}) {
+    auto held = Fetch(r->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                      LeaseBody("B", 1000));
+    EXPECT_EQ(held.status, 409) << held.body;
+    EXPECT_NE(held.body.find("lease-held"), std::string::npos);
+    EXPECT_NE(held.body.find("\"holder\":\"A\""), std::string::npos);
+  }
+  // A renews through c: the same token. Every replica reads the lease.
+  auto renewed = Fetch(c->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                       LeaseBody("A", 1000));
+  EXPECT_EQ(renewed.status, 200) << renewed.body;
+  EXPECT_EQ(renewed.header("fencing-token"), "11");
+  for (const ServerProcess* r : all) {
+    auto doc = Fetch(r->admin_port(), "GET", "/v1/leases/jobs/leader");
+    EXPECT_EQ(doc.status, 200);
+    EXPECT_NE(doc.body.find("\"holder\":\"A\",\"token\":11"), std::string::npos)
+        << doc.body;
+  }
+  auto listed = Fetch(b->admin_port(), "GET", "/v1/leases?prefix=jobs/");
+  EXPECT_NE(listed.body.find("\"name\":\"jobs/leader\",\"holder\":\"A\""),
+            std::string::npos)
+      << listed.body;
+  EXPECT_EQ(Fetch(a->data_port(), "PUT", "/jobs/leader",
+                  {{"Fencing-Token", "11"}}, "from A")
+                .status,
+            201);
+  // A stops renewing. Its lease runs out in etcd (a TTL of 1 s, checked
+  // by etcd's leader every 500 ms); each replica sees it free.
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(8000);
+  std::string doc;
+  do {
+    std::this_thread::sleep_for(milliseconds(100));
+    doc = Fetch(b->admin_port(), "GET", "/v1/leases/jobs/leader").body;
+  } while (doc.find("\"holder\":null") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline);
+  ASSERT_NE(doc.find("\"holder\":null"), std::string::npos) << doc;
+  for (int i = 0; i < 3; ++i) {  // read again: noticed once, counted once
+    Fetch(all[i]->admin_port(), "GET", "/v1/leases/jobs/leader");
+    Fetch(all[i]->admin_port(), "GET", "/v1/leases");
+  }
+  EXPECT_EQ(SumOver(all, "fencepost_lease_expirations_total"), 1);
+  // B is granted through c, with the next token: at once, A's writes are
+  // refused on every replica, and A can no longer release or renew.
+  auto next = Fetch(c->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                    LeaseBody("B", 1000));
+  ASSERT_EQ(next.status, 200) << next.body;
+  EXPECT_EQ(next.header("fencing-token"), "12");
+  EXPECT_NE(next.body.find("\"transitions\":1"), std::string::npos);
+  for (const ServerProcess* r : all) {
+    EXPECT_EQ(Fetch(r->data_port(), "PUT", "/jobs/leader",
+                    {{"Fencing-Token", "11"}}, "A again")
+                  .status,
+              409);
+  }
+  EXPECT_EQ(Fetch(a->admin_port(), "DELETE", "/v1/leases/jobs/leader",
+                  {{"Fencing-Token", "11"}}, "{\"holder\":\"A\"}")
+                .status,
+            409);
+  EXPECT_EQ(Fetch(a->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                  LeaseBody("A", 1000))
+                .status,
+            409);
+  // B releases through a: free at once on every replica; the fence stays.
+  EXPECT_EQ(Fetch(a->admin_port(), "DELETE", "/v1/leases/jobs/leader",
+                  {{"Fencing-Token", "12"}}, "{\"holder\":\"B\"}")
+                .status,
+            204);
+  EXPECT_NE(Fetch(b->admin_port(), "GET", "/v1/leases/jobs/leader")
+                .body.find("\"holder\":null"),
+            std::string::npos);
+  auto again = Fetch(b->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                     LeaseBody("A", 1000));
+  EXPECT_EQ(again.status, 200);
+  EXPECT_EQ(again.header("fencing-token"), "13");
+  EXPECT_EQ(SumOver(all, "fencepost_lease_grants_total"), 3);
+  EXPECT_EQ(SumOver(all, "fencepost_lease_renewals_total"), 1);
+  EXPECT_EQ(SumOver(all, "fencepost_lease_releases_total"), 1);
+  // A bad body changes nothing.
+  EXPECT_EQ(Fetch(c->admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                  "{\"holder\":\"\",\"ttl_ms\":1000}")
+                .status,
+            400);
+  EXPECT_EQ(Fetch(b->admin_port(), "GET", "/v1/leases/nobody").status, 404);
+}
+
+// Candidates race for one lease through three replicas: one holder per
+// round, the others told who it is, and tokens that only go up.
+TEST_F(ReplicasTest, CandidatesRacingThroughThreeReplicasGetOneHolder) {
+  std::vector<std::unique_ptr<ServerProcess>> replicas;
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(Replica(etcd_.endpoints(), "race"));
+  }
+  std::uint64_t last_token = 0;
+  for (int round = 0; round < 5; ++round) {
+    constexpr int kCandidates = 6;
+    std::vector<testing::HttpResponse> answers(kCandidates);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kCandidates; ++i) {
+      threads.emplace_back([&, i] {
+        answers[i] = Fetch(replicas[i % 3]->admin_port(), "PUT",
+                           "/v1/leases/race", {},
+                           LeaseBody("c" + std::to_string(i), 5000));
+      });
+    }
+    for (auto& t : threads) t.join();
+    int winner = -1;
+    for (int i = 0; i < kCandidates; ++i) {
+      if (answers[i].status == 200) {
+        EXPECT_EQ(winner, -1) << "two holders in round " << round;
+        winner = i;
+      } else {
+        EXPECT_EQ(answers[i].status, 409) << answers[i].body;
+      }
+    }
+    ASSERT_NE(winner, -1) << "no holder in round " << round;
+    const std::string holder = "c" + std::to_string(winner);
+    for (int i = 0; i < kCandidates; ++i) {
+      if (i != winner) {
+        EXPECT_NE(answers[i].body.find("\"holder\":\"" + holder + "\""),
+                  std::string::npos)
+            << answers[i].body;
+      }
+    }
+    const std::uint64_t token =
+        std::stoull(answers[winner].header("fencing-token"));
+    EXPECT_GT(token, last_token);
+    last_token = token;
+    EXPECT_EQ(Fetch(replicas[(winner + 1) % 3]->admin_port(), "DELETE",
+                    "/v1/leases/race", {{"Fencing-Token", Token(token)}},
+                    "{\"holder\":\"" + holder + "\"}")
+                  .status,
+              204);
+  }
 }
 
 TEST_F(ReplicasTest, ConcurrentWritesToOneFenceThroughThreeReplicas) {
@@ -218,6 +380,11 @@ TEST_F(ReplicasTest, QuorumLossIs503AndWritesResumeWhenItIsBack) {
               std::string::npos);
     EXPECT_EQ(r.header("retry-after"), "1");
   }
+  // Leases too: no grant without quorum.
+  auto lease = Fetch(a->admin_port(), "PUT", "/v1/leases/k", {},
+                     "{\"holder\":\"x\",\"ttl_ms\":1000}");
+  EXPECT_EQ(lease.status, 503) << lease.body;
+  EXPECT_EQ(Fetch(a->admin_port(), "GET", "/v1/leases/k").status, 503);
   EXPECT_EQ(Fetch(a->admin_port(), "GET", "/readyz").status, 503);
   EXPECT_EQ(Fetch(a->admin_port(), "GET", "/livez").status, 200);
 
