@@ -28,6 +28,13 @@ namespace {
 constexpr std::size_t kMaxHolderBytes = 256;
 constexpr std::uint64_t kMinTtlMs = 100, kMaxTtlMs = 3600000;
 
+// When a lease runs out unless renewed, by the wall clock of its last grant
+// or renewal (for log lines; expiry itself is on the monotonic clock).
+std::string ExpiresAt(const fence::LeaseRecord& lease) {
+  return FormatRfc3339(lease.renewed_at_ns +
+                       static_cast<std::int64_t>(lease.ttl_ms) * 1000000);
+}
+
 // The lease document; `holder` is null unless the lease is live at `now`.
 void AppendLease(std::string* out, const std::string& name,
                  const fence::LeaseTable::Entry& entry, std::int64_t now) {
@@ -148,8 +155,9 @@ void Service::LeaseExpired(const std::string& name,
            {{"lease", name},
             {"holder", lease.holder},
             {"token", std::to_string(lease.token), true},
-            {"transitions", std::to_string(lease.transitions), true},
+            {"generation", std::to_string(lease.transitions), true},
             {"ttl_ms", std::to_string(lease.ttl_ms), true},
+            {"expires_at", ExpiresAt(lease)},
             {"reason", "no renewal within ttl_ms; it ran out"}});
 }
 
@@ -217,8 +225,9 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
              {{"lease", name},
               {"holder", holder},
               {"token", token, true},
-              {"transitions", std::to_string(lease.lease.transitions), true},
+              {"generation", std::to_string(lease.lease.transitions), true},
               {"ttl_ms", std::to_string(lease.lease.ttl_ms), true},
+              {"expires_at", ExpiresAt(lease.lease)},
               {"previous_holder", lease.previous_holder},
               {"reason", reason}});
   } else {

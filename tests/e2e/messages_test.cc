@@ -1,6 +1,6 @@
 // What the server says, to clients and in its log: the method an oversized
-// request is counted under, the level names, the start-up line's fields and
-// the access log.
+// request is counted under, the level names, the start-up line's fields,
+// the access log and the lease events.
 
 #include <gtest/gtest.h>
 
@@ -134,6 +134,76 @@ TEST(MessagesTest, TheAccessLogIsJsonWithTheLogAndSetByItsEnvVar) {
                      "200,\"bytes\":3,\"duration_ms\":"),
             std::string::npos)
       << log;
+}
+
+// The leader side's production checklist: each grant, loss and release is a
+// log line with the holder, the token, the generation (the lease's
+// transitions), when it expires and why.
+TEST(MessagesTest, LeaseGrantsLossesAndReleasesAreLogged) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--log-format", "json"});
+  const auto acquire = [&](const std::string& holder, int ttl_ms) {
+    return Fetch(server.admin_port(), "PUT", "/v1/leases/jobs/leader", {},
+                 "{\"holder\":\"" + holder +
+                     "\",\"ttl_ms\":" + std::to_string(ttl_ms) + "}");
+  };
+  ASSERT_EQ(acquire("A", 100).status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto b = acquire("B", 5000);
+  ASSERT_EQ(b.status, 200);
+  EXPECT_EQ(b.header("fencing-token"), "2");
+  EXPECT_EQ(Fetch(server.admin_port(), "DELETE", "/v1/leases/jobs/leader",
+                  {{"Fencing-Token", "2"}}, "{\"holder\":\"B\"}")
+                .status,
+            204);
+  const std::string log = LogWith(server, "\"event\":\"lease_released\"");
+  // One line per event, in order.
+  const auto line_of = [&](const std::string& event, const std::string& holder) {
+    const std::string tag = "\"event\":\"" + event + "\"";
+    for (std::size_t at = log.find(tag); at != std::string::npos;
+         at = log.find(tag, at + 1)) {
+      const std::size_t begin = log.rfind('\n', at) + 1;
+      const std::string line = log.substr(begin, log.find('\n', at) - begin);
+      if (line.find("\"holder\":\"" + holder + "\"") != std::string::npos) {
+        return line;
+      }
+    }
+    return std::string();
+  };
+  const std::string first = line_of("lease_granted", "A");
+  EXPECT_NE(first.find("\"lease\":\"jobs/leader\""), std::string::npos) << log;
+  EXPECT_NE(first.find("\"token\":1,\"generation\":0,\"ttl_ms\":100,"
+                       "\"expires_at\":\""),
+            std::string::npos)
+      << first;
+  EXPECT_NE(first.find("\"reason\":\"first grant\""), std::string::npos);
+  const std::string lost = line_of("lease_lost", "A");
+  EXPECT_NE(lost.find("\"level\":\"warn\""), std::string::npos) << lost;
+  EXPECT_NE(lost.find("\"token\":1,\"generation\":0,\"ttl_ms\":100,"
+                      "\"expires_at\":\""),
+            std::string::npos)
+      << lost;
+  EXPECT_NE(lost.find("\"reason\":\"no renewal within ttl_ms; it ran out\""),
+            std::string::npos);
+  const std::string second = line_of("lease_granted", "B");
+  EXPECT_NE(second.find("\"token\":2,\"generation\":1,\"ttl_ms\":5000,"),
+            std::string::npos)
+      << second;
+  EXPECT_NE(second.find("\"previous_holder\":\"A\",\"reason\":\"the previous "
+                        "holder's lease ran out\""),
+            std::string::npos)
+      << second;
+  const std::string released = line_of("lease_released", "B");
+  EXPECT_NE(released.find("\"token\":2,\"generation\":1,\"reason\":\"released "
+                          "by its holder\""),
+            std::string::npos)
+      << released;
+  EXPECT_LT(log.find(first), log.find(lost));
+  EXPECT_LT(log.find(lost), log.find(second));
+  const std::string m = Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "fencepost_lease_expirations_total"), 1) << m;
+  EXPECT_EQ(MetricValue(m, "fencepost_lease_grants_total"), 2);
+  EXPECT_EQ(MetricValue(m, "fencepost_lease_releases_total"), 1);
 }
 
 }  // namespace
