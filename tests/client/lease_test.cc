@@ -131,5 +131,50 @@ TEST(LeaseTest, BadRequestsAre400) {
             400);
 }
 
+// SIGKILL right after each grant's answer: every acknowledged grant
+// survives with its holder and token, tokens never repeat or go down, and a
+// long lease keeps its holder across every restart.
+TEST(LeaseTest, GrantsSurviveSigkillBetweenThem) {
+  TempDir dir;
+  std::uint64_t last = 0, keeper_token = 0;
+  std::string last_holder;
+  for (int round = 0; round < 6; ++round) {
+    ServerProcess server(dir / "data");
+    Client admin(testing::AdminOptions(server));
+    if (round == 0) {
+      const auto keeper =
+          LeaseOf(admin.AcquireLease("keeper", "k", milliseconds(600000)));
+      ASSERT_TRUE(keeper);
+      keeper_token = keeper->token;
+    } else {
+      // What the last round was told before the kill is still so.
+      const auto churn = LeaseOf(admin.GetLease("churn"));
+      ASSERT_TRUE(churn) << "round " << round;
+      EXPECT_EQ(churn->token, last);
+      EXPECT_EQ(churn->holder, last_holder) << "held, renewed at start";
+      const auto fence = ParseFence(admin.GetFence("churn").response.body);
+      ASSERT_TRUE(fence);
+      EXPECT_EQ(fence->token, last) << "the grant's fence survived with it";
+      ASSERT_EQ(admin.ReleaseLease("churn", last_holder, last).response.status,
+                204);
+    }
+    const auto keeper = LeaseOf(admin.GetLease("keeper"));
+    ASSERT_TRUE(keeper);
+    EXPECT_EQ(keeper->holder, "k");
+    EXPECT_EQ(keeper->token, keeper_token);
+    EXPECT_EQ(admin.AcquireLease("keeper", "thief", milliseconds(1000))
+                  .response.status,
+              409);
+    const std::string holder = "h" + std::to_string(round);
+    const auto granted =
+        LeaseOf(admin.AcquireLease("churn", holder, milliseconds(60000)));
+    ASSERT_TRUE(granted);
+    EXPECT_GT(granted->token, last) << "round " << round;
+    last = granted->token;
+    last_holder = holder;
+    server.Kill();
+  }
+}
+
 }  // namespace
 }  // namespace fencepost::client
