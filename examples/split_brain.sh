@@ -14,15 +14,47 @@
 # counts the stale writes and stores them: A's write replaces B's, which is
 # the bug fencing prevents.
 #
-# It starts its own fencepost on ephemeral ports of 127.0.0.1 and prints
-# what happened; it exits 0 when the story went as described for the mode.
+# It starts its own fencepost on ephemeral ports of 127.0.0.1, prints what
+# happened, and checks it: B's token is A's + 1 (a grant's token is 1 +
+# max(the lease's token, the fence's token), and A only ever wrote with its
+# own), the server counted two grants and A's expiry, and, by mode, the
+# stale write was refused and counted (enforce) or landed and was counted
+# as one enforce would refuse (observe). It exits 0 when the story went as
+# described for the mode, and 1 with what went otherwise.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 mode=${1:-enforce}
+case $mode in
+  enforce | observe) ;;
+  *) echo "usage: $0 [enforce|observe]" >&2 && exit 2 ;;
+esac
 start_server --fence-scope orders/ --mode "$mode"
 export JOB_LOG=$server_dir/job.log
 touch "$JOB_LOG"
 job=$(cd "$(dirname "$0")" && pwd)/split_brain_job.sh
+
+# die WHAT: the story cannot go on. fail WHAT: it went otherwise than
+# described; the checks go on, so that every difference is reported.
+die() {
+  echo "split_brain.sh $mode: $*" >&2
+  exit 1
+}
+failures=0
+fail() {
+  echo "split_brain.sh $mode: FAILED: $*" >&2
+  failures=$((failures + 1))
+}
+
+# Whatever happens, no frozen A is left behind (a failed check would
+# otherwise leave A's process group stopped for good).
+a_pid=
+stop_a() {
+  if [ -n "$a_pid" ]; then
+    kill -CONT -- "-$a_pid" 2>/dev/null || true
+    kill -- "-$a_pid" 2>/dev/null || true
+  fi
+}
+trap 'stop_a; stop_server' EXIT
 
 # A, in its own process group so that one signal freezes the runner and
 # its job together, as a pause of the whole machine would.
@@ -33,14 +65,17 @@ for _ in $(seq 1 500); do
   grep -q '^A 20[01] ' "$JOB_LOG" && break
   sleep 0.01
 done
-a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3)
+a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3 || true)
+[[ $a_token =~ ^[0-9]+$ ]] ||
+  die "A wrote nothing within 5 s: $(cat "$server_dir/a.err" "$JOB_LOG")"
 echo "A leads with token $a_token and writes orders/1"
 
 kill -STOP -- "-$a_pid"
 echo "A is frozen (SIGSTOP) for 1.5 s, past its 1 s TTL"
 sleep 1.5
 
-b=$("$fencepost" lease acquire orders/leader --holder B --ttl 10s)
+b=$("$fencepost" lease acquire orders/leader --holder B --ttl 10s) ||
+  die "B was not granted the lease after A's ran out"
 granted=$(date +%s%N)
 b_token=$(field token "$b")
 echo "B is granted the lease with token $b_token"
@@ -52,6 +87,7 @@ kill -CONT -- "-$a_pid"
 echo "A resumes (SIGCONT), still believing it leads"
 a_status=0
 wait "$a_pid" || a_status=$?
+a_pid=
 echo "A's lease run exited $a_status: $(tail -n1 "$server_dir/a.err")"
 # A's writes sent after B's grant (A was frozen from before the grant).
 after=$(awk -v t="$granted" '$4 > t' "$JOB_LOG")
@@ -59,20 +95,61 @@ echo "A's writes sent after B's grant (holder, status, token, sent, body):"
 sed 's/^/  /' <<<"$after"
 value=$(curl -s "$FENCEPOST_DATA/orders/1")
 echo "orders/1 = $value"
-curl -s "$FENCEPOST_ADMIN/metrics" |
-  grep -E '^fencepost_(writes_rejected_total\{reason="stale_token"\}|writes_would_reject_total|lease_grants_total|lease_expirations_total) ' |
-  sed 's/^/  /'
+metrics=$(curl -s "$FENCEPOST_ADMIN/metrics")
+grep -E '^fencepost_(writes_rejected_total\{reason="stale_token"\}|writes_would_reject_total|lease_grants_total|lease_expirations_total) ' \
+  <<<"$metrics" | sed 's/^/  /' || true
+
+# metric_at_least SAMPLE MIN WHY: SAMPLE is a metric's name with its labels
+# as /metrics prints them, e.g. fencepost_writes_rejected_total{reason="stale_token"}.
+metric_at_least() {
+  local value
+  value=$(awk -v n="$1" '$1 == n {print $2; exit}' <<<"$metrics")
+  if [ -z "$value" ] ||
+    ! awk -v v="$value" -v m="$2" 'BEGIN {exit !(v + 0 >= m)}'; then
+    fail "$1 is ${value:-missing from /metrics}, expected at least $2: $3"
+  fi
+}
+
+# Both modes. A grant's token is 1 + max(the lease's token, the fence's
+# token), and the fence of orders/ only ever saw A's token (the lease's
+# own), so B's token is exactly A's + 1.
+other_tokens=$(awk -v t="$a_token" '$1 == "A" && $3 != t' "$JOB_LOG")
+[ -z "$other_tokens" ] ||
+  fail "A wrote with a token other than its lease's $a_token: $other_tokens"
+[ "$b_token" = $((a_token + 1)) ] ||
+  fail "B's token is '$b_token', expected $((a_token + 1)): 1 + max(lease token, fence token), both A's $a_token"
+[ "$b_code" = 200 ] || fail "B's write of orders/1 got $b_code, expected 200"
+# A's lease (granted) ran out while A was frozen; B's acquire (the second
+# grant) noticed and counted that expiry. Leases are the same in both modes.
+metric_at_least fencepost_lease_grants_total 2 "A's grant and B's"
+metric_at_least fencepost_lease_expirations_total 1 \
+  "A's lease ran out unrenewed and B's acquire noticed it"
 
 stale=$(grep -c '^A 409 ' <<<"$after" || true)
 landed=$(grep -c '^A 20[0-9] ' <<<"$after" || true)
 if [ "$mode" = enforce ]; then
-  [ "$value" = 'B: shipped' ] && [ "$stale" -ge 1 ] && [ "$landed" = 0 ] &&
-    [ "$a_status" = 75 ] && echo "the fence held: A's stale writes were refused" &&
-    exit 0
+  # B's grant raised the fence to B's token: A's writes with its old token
+  # are refused, counted as stale, and B's value stands. A's `lease run`
+  # learns it lost the lease and exits 75.
+  [ "$stale" -ge 1 ] || fail "no write A sent after B's grant was refused with 409"
+  [ "$landed" = 0 ] || fail "$landed of A's writes after B's grant landed"
+  [ "$value" = 'B: shipped' ] || fail "orders/1 is '$value', expected B's 'B: shipped'"
+  [ "$a_status" = 75 ] || fail "A's lease run exited $a_status, expected 75 (lease lost)"
+  metric_at_least 'fencepost_writes_rejected_total{reason="stale_token"}' 1 \
+    "A's write with token $a_token after B's grant (token $b_token)"
 else
-  [ "$value" != 'B: shipped' ] && [ "$landed" -ge 1 ] &&
-    echo "without enforcement A's stale write replaced B's: split brain" &&
-    exit 0
+  # Only counted: A's stale write is stored over B's.
+  [ "$landed" -ge 1 ] || fail "none of A's writes after B's grant landed"
+  [ "$value" != 'B: shipped' ] || fail "orders/1 is still B's value"
+  metric_at_least fencepost_writes_would_reject_total 1 \
+    "A's write with token $a_token after B's grant (token $b_token)"
 fi
-echo "the story did not go as expected for mode $mode" >&2
-exit 1
+if [ "$failures" != 0 ]; then
+  echo "the story did not go as expected for mode $mode ($failures checks failed)" >&2
+  exit 1
+fi
+if [ "$mode" = enforce ]; then
+  echo "the fence held: A's stale writes were refused"
+else
+  echo "without enforcement A's stale write replaced B's: split brain"
+fi

@@ -321,7 +321,7 @@ asio::awaitable<Response> Service::ListLeases(const Request& req) {
 }
 
 std::string Service::CheckLeases() const {
-  if (shards_ == nullptr) return {};  // no leases with a shared fence store
+  if (shards_ == nullptr) return {};  // etcd: the record keeps its fence
   for (std::size_t i = 0; i < shards_->size(); ++i) {
     for (const auto& [name, entry] : shards_->env(i).lease_table().List(
              "", "", std::numeric_limits<std::size_t>::max())) {

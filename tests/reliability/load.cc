@@ -1,5 +1,6 @@
 #include "tests/reliability/load.h"
 
+#include <algorithm>
 #include <chrono>
 #include <random>
 #include <set>
@@ -20,6 +21,93 @@ std::optional<std::uint64_t> NumberAfter(const std::string& body,
   const auto at = body.find("\"" + field + "\":");
   if (at == std::string::npos) return std::nullopt;
   return std::stoull(body.substr(at + field.size() + 3));
+}
+
+// LeaseLoad::Check's orders between the grants of the lease `name` and the
+// writes to the key `name`, which share one fence (see load.h).
+void CheckGrantsAgainstWrites(
+    const std::string& name, const std::vector<const LeaseLoad::Grant*>& grants,
+    const std::vector<const Op*>& writes,
+    std::vector<std::string>* violations) {
+  // What the fence showed, and when the client learned it: the token of an
+  // acknowledged write, a 409's current_token.
+  struct Shown {
+    std::int64_t at_ns = 0;
+    std::uint64_t token = 0;
+    bool accepted = false;
+  };
+  std::vector<Shown> shown;
+  std::vector<const Op*> answered;  // the writes whose answer tells the fence
+  for (const Op* op : writes) {
+    if (op->outcome == Op::Outcome::kAccepted) {
+      shown.push_back({op->acked_ns, op->token, true});
+      answered.push_back(op);
+    } else if (op->outcome == Op::Outcome::kRejected && op->current_token) {
+      shown.push_back({op->acked_ns, *op->current_token, false});
+      answered.push_back(op);
+    }
+  }
+
+  // A grant's token is 1 + max(lease token, fence token): above whatever
+  // the fence showed before the grant was sent.
+  std::sort(shown.begin(), shown.end(), [](const Shown& a, const Shown& b) {
+    return a.at_ns < b.at_ns;
+  });
+  std::vector<const LeaseLoad::Grant*> by_send = grants;
+  std::sort(by_send.begin(), by_send.end(),
+            [](const LeaseLoad::Grant* a, const LeaseLoad::Grant* b) {
+              return a->sent_ns < b->sent_ns;
+            });
+  std::size_t next = 0;
+  std::uint64_t highest = 0;
+  const Shown* witness = nullptr;
+  for (const LeaseLoad::Grant* g : by_send) {
+    while (next < shown.size() && shown[next].at_ns < g->sent_ns) {
+      if (witness == nullptr || shown[next].token >= highest) {
+        highest = shown[next].token;
+        witness = &shown[next];
+      }
+      ++next;
+    }
+    if (witness != nullptr && g->token <= highest) {
+      violations->push_back(
+          name + ": grant " + std::to_string(g->token) +
+          " is not above token " + std::to_string(highest) + ", which " +
+          (witness->accepted ? "an acknowledged write" : "a 409") +
+          " had shown on the fence before the grant was sent");
+    }
+  }
+
+  // The grant raised the fence before it was acknowledged (durably: in the
+  // transaction that granted): a write sent afterwards meets a fence at
+  // least as high.
+  std::vector<const LeaseLoad::Grant*> by_ack = grants;
+  std::sort(by_ack.begin(), by_ack.end(),
+            [](const LeaseLoad::Grant* a, const LeaseLoad::Grant* b) {
+              return a->acked_ns < b->acked_ns;
+            });
+  std::sort(answered.begin(), answered.end(),
+            [](const Op* a, const Op* b) { return a->sent_ns < b->sent_ns; });
+  next = 0;
+  std::uint64_t granted = 0;
+  for (const Op* op : answered) {
+    while (next < by_ack.size() && by_ack[next]->acked_ns < op->sent_ns) {
+      granted = std::max(granted, by_ack[next]->token);
+      ++next;
+    }
+    if (granted == 0) continue;
+    if (op->outcome == Op::Outcome::kAccepted && op->token < granted) {
+      violations->push_back(name + ": token " + std::to_string(op->token) +
+                            " was accepted after grant " +
+                            std::to_string(granted) + " had been acknowledged");
+    } else if (op->outcome == Op::Outcome::kRejected &&
+               *op->current_token < granted) {
+      violations->push_back(
+          name + ": a 409 to token " + std::to_string(op->token) +
+          " showed current_token " + std::to_string(*op->current_token) +
+          " after grant " + std::to_string(granted) + " had been acknowledged");
+    }
+  }
 }
 
 }  // namespace
@@ -130,8 +218,18 @@ void LeaseLoad::Run(std::uint16_t admin_port, std::uint32_t seed) {
       const std::string& name = names_[local() % names_.size()];
       const std::string holder = "h" + std::to_string(holders_++);
       Grant grant{name, 0, Now(), 0};
+      {
+        // Until answered: if the server dies first, Recover learns whether
+        // it applied this grant.
+        std::lock_guard lock(mu_);
+        in_flight_ = grant;
+      }
       auto r = client.Request("PUT", "/v1/leases/" + name, {},
                               "{\"holder\":\"" + holder + "\",\"ttl_ms\":100}");
+      {
+        std::lock_guard lock(mu_);
+        in_flight_.reset();
+      }
       if (r.status != 200) continue;
       grant.acked_ns = Now();
       grant.token = NumberAfter(r.body, "token").value();
@@ -150,10 +248,62 @@ void LeaseLoad::Run(std::uint16_t admin_port, std::uint32_t seed) {
   }
 }
 
-std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port) const {
+std::vector<std::string> LeaseLoad::Recover(std::uint16_t admin_port) {
+  std::vector<std::string> violations;
+  std::lock_guard lock(mu_);
+  std::optional<Grant> in_flight = std::move(in_flight_);
+  in_flight_.reset();
+  for (const std::string& name : std::set<std::string>(names_.begin(),
+                                                       names_.end())) {
+    const auto lease = testing::Fetch(admin_port, "GET", "/v1/leases/" + name);
+    if (lease.status != 200) continue;  // never granted (Check sees a loss)
+    const std::uint64_t token = NumberAfter(lease.body, "token").value();
+    bool known = false;
+    for (const Grant& g : grants_) known |= g.name == name && g.token == token;
+    if (known) continue;
+    if (in_flight && in_flight->name == name) {
+      in_flight->token = token;
+      in_flight->acked_ns = Now();  // it was applied by now
+      grants_.push_back(*in_flight);
+      ++recovered_;
+      in_flight.reset();
+      continue;
+    }
+    violations.push_back(name + ": the lease holds token " +
+                         std::to_string(token) +
+                         ", which no grant was answered with and no acquire "
+                         "in flight at the crash could have got");
+  }
+  return violations;
+}
+
+std::vector<Op> LeaseLoad::GrantsAsWrites(
+    const std::vector<std::string>& keys) const {
+  const std::set<std::string> written(keys.begin(), keys.end());
+  std::vector<Op> ops;
+  for (const Grant& g : grants_) {
+    if (written.count(g.name) == 0) continue;
+    Op op;
+    op.key = g.name;
+    op.token = g.token;
+    op.sent_ns = g.sent_ns;
+    op.outcome = Op::Outcome::kUnknown;
+    op.body = "(the lease grant of token " + std::to_string(g.token) + ")";
+    ops.push_back(std::move(op));
+  }
+  return ops;
+}
+
+std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port,
+                                          const std::vector<Op>& writes) const {
   std::vector<std::string> violations;
   std::map<std::string, std::vector<const Grant*>> by_name;
+  for (const std::string& name : names_) by_name[name];  // granted or not
   for (const Grant& g : grants_) by_name[g.name].push_back(&g);
+  std::map<std::string, std::vector<const Op*>> writes_by_name;
+  for (const Op& op : writes) {
+    if (by_name.count(op.key) > 0) writes_by_name[op.key].push_back(&op);
+  }
   for (const auto& [name, grants] : by_name) {
     std::set<std::uint64_t> tokens;
     std::uint64_t highest = 0;
@@ -185,6 +335,16 @@ std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port) const {
                            " or fence " + std::to_string(fence_token) +
                            " is below granted token " +
                            std::to_string(highest));
+    }
+    // The grant that gave the lease its token raised the fence to it in
+    // the same transaction: never one without the other.
+    if (fence_token < lease_token) {
+      violations.push_back(name + ": fence " + std::to_string(fence_token) +
+                           " is below the lease's token " +
+                           std::to_string(lease_token));
+    }
+    if (auto it = writes_by_name.find(name); it != writes_by_name.end()) {
+      CheckGrantsAgainstWrites(name, grants, it->second, &violations);
     }
   }
   return violations;

@@ -71,15 +71,27 @@ class Load {
 // Lease grants interleaved with the fenced writes of Load: one thread
 // acquires `names` on the admin port under a fresh holder each time (so
 // every 200 is a grant), with a short TTL, and releases half of them. Each
-// grant is recorded once answered.
+// grant is recorded once answered; the one in flight when the server dies
+// is kept aside until Recover learns whether the server applied it.
 //
-// Thread safety: as Load.
+// A name may be a key that Load writes to (without a --fence-scope over
+// it, the lease and the key share the key's fence). A grant's token is
+// 1 + max(the lease's token, the fence's token), and the grant raises the
+// fence to it in the transaction that grants, so such a name's grants and
+// writes order each other on one fence: Check verifies that against the
+// writes' history, and GrantsAsWrites hands the grants' tokens to
+// reliability::Check, which would otherwise take a fence or a 409 showing
+// a grant's token for a token nobody presented.
+//
+// Thread safety: as Load; Recover, Check and GrantsAsWrites once stopped.
 class LeaseLoad {
  public:
   struct Grant {
     std::string name;
     std::uint64_t token = 0;
     std::int64_t sent_ns = 0;
+    // When the grant was answered; for one that Recover found applied,
+    // when the restarted server showed it (it was applied by then).
     std::int64_t acked_ns = 0;
   };
   explicit LeaseLoad(std::vector<std::string> names)
@@ -88,11 +100,37 @@ class LeaseLoad {
 
   void Start(std::uint16_t admin_port);
   void Stop();
+  // The grants answered with 200, and those Recover found applied.
   const std::vector<Grant>& grants() const { return grants_; }
-  // After a restart: every grant's token is unique per name, grants follow
-  // one another in token order, and neither the lease nor its fence is
-  // below an acknowledged grant. Returns one line per violation.
-  std::vector<std::string> Check(std::uint16_t admin_port) const;
+  // How many of grants() were found applied by Recover (never answered).
+  std::size_t recovered() const { return recovered_; }
+  // After a restart, before the checks: reads each lease back. A lease
+  // whose token no recorded grant has was granted by the acquire in flight
+  // when the server died (applied, never answered): that grant joins
+  // grants() with this token. Returns one line per lease whose token no
+  // grant explains.
+  std::vector<std::string> Recover(std::uint16_t admin_port);
+  // The grants of the names among `keys`, as writes of unknown outcome for
+  // reliability::Check (which uses an unknown write only for the tokens,
+  // and bodies, presented to its key): a grant presents its token to the
+  // key's fence. Their body is one no write sends.
+  std::vector<Op> GrantsAsWrites(const std::vector<std::string>& keys) const;
+  // After a restart (and Recover): every grant's token is unique per name,
+  // grants follow one another in token order, neither the lease nor its
+  // fence is below an acknowledged grant, and the fence is not below the
+  // lease's token (the grant raised both at once). For a name that is a
+  // key of `writes` (Load's history), with times on Load's clock:
+  //  - a grant's token is above every token the fence showed (a write's
+  //    acknowledged acceptance, a 409's current_token) before the grant
+  //    was sent;
+  //  - a write sent after a grant was acknowledged is accepted only with a
+  //    token not below the grant's, and a 409 it gets shows a
+  //    current_token not below the grant's.
+  // (A write sent before a grant's acknowledgement may be decided before
+  // the grant and acknowledged after it: no order is asserted for it.)
+  // Returns one line per violation.
+  std::vector<std::string> Check(std::uint16_t admin_port,
+                                 const std::vector<Op>& writes) const;
 
  private:
   void Run(std::uint16_t admin_port, std::uint32_t seed);
@@ -102,6 +140,9 @@ class LeaseLoad {
   std::atomic<std::uint64_t> holders_ = 0;
   std::mutex mu_;
   std::vector<Grant> grants_;
+  // The acquire sent and not answered (its token unknown), if any.
+  std::optional<Grant> in_flight_;
+  std::size_t recovered_ = 0;
   std::thread thread_;
 };
 
