@@ -227,8 +227,21 @@ void EtcdFences::Enqueue(Pending pending) {
   } else if (queue_.size() >= options_.max_queue) {
     refused.error = fence::Errc::kOverloaded;
   }
+  if (write.lease && leases_.size() >= options_.max_queue) {
+    refused.error = fence::Errc::kOverloaded;
+  }
   if (refused.error) {
     pending.done(std::move(refused));
+    return;
+  }
+  if (write.lease) {
+    // Beside the writes' transactions: each lease operation is settled
+    // alone, by one of a few workers (their compares order them).
+    leases_.push_back(std::move(pending));
+    if (lease_workers_ < kLeaseWorkers) {
+      ++lease_workers_;
+      asio::co_spawn(io_, SettleLeases(), asio::detached);
+    }
     return;
   }
   queue_.push_back(std::move(pending));
@@ -253,11 +266,9 @@ asio::awaitable<void> EtcdFences::Run() {
           turn ? std::string(1, '\0') + "turn/" + next.fence
                : next.value ? next.value->key : "";
       if (turn && values.count(value_key)) break;
-      // A batch or a lease operation is a transaction of its own.
-      const fence::FenceWrite& front =
-          group.empty() ? next : group.front().write;
-      if (!group.empty() && (!next.batch.empty() || next.lease ||
-                             !front.batch.empty() || front.lease)) {
+      // A batch is a transaction of its own.
+      if (!group.empty() &&
+          (!next.batch.empty() || !group.front().write.batch.empty())) {
         break;
       }
       const bool new_value = !value_key.empty() && !values.count(value_key);
@@ -282,10 +293,6 @@ asio::awaitable<void> EtcdFences::Run() {
 asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
   if (group.size() == 1 && !group.front().write.batch.empty()) {
     co_await SettleBatch(std::move(group.front()));
-    co_return;
-  }
-  if (group.size() == 1 && group.front().write.lease) {
-    co_await SettleLease(std::move(group.front()));
     co_return;
   }
   for (int attempt = 0; attempt < kGroupAttempts; ++attempt) {
@@ -975,6 +982,15 @@ void EtcdFences::RevokeEtcdLease(std::int64_t id) {
                  asio::detached);
 }
 
+asio::awaitable<void> EtcdFences::SettleLeases() {
+  while (!leases_.empty()) {
+    Pending pending = std::move(leases_.front());
+    leases_.pop_front();
+    co_await SettleLease(std::move(pending));
+  }
+  --lease_workers_;
+}
+
 asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
   WriteOutcome outcome;
   Settled settled = Settled::kConflict;
@@ -1161,10 +1177,13 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     seen.updated_at_ns = now_ns;
     seen.mod_revision =
         header != nullptr ? Int64Of(header->Find("revision")) : 0;
-    if (seen.mod_revision > 0) {
-      cache_[write.fence] = seen;
-    } else {
+    // Unless a group committed since (a failed compare corrects any
+    // entry that is behind).
+    auto it = cache_.find(write.fence);
+    if (seen.mod_revision <= 0) {
       cache_.erase(write.fence);
+    } else if (it == cache_.end() || it->second.mod_revision < seen.mod_revision) {
+      cache_[write.fence] = seen;
     }
   }
   if (unnoticed) lease.expired = *record;

@@ -46,7 +46,7 @@ namespace fencepost::storage {
 // cannot run out under a forward this replica still has in flight.
 //
 // Leases (/v1/leases), decided on this replica and applied with one etcd
-// transaction each, in the queue with the writes:
+// transaction each, up to 16 at a time beside the writes' transactions:
 //   PREFIX/leases/NAME  a flag byte ('-', or 'n' once its expiry was
 //                       noticed) then fence::EncodeLease's record
 //   PREFIX/holds/FENCE  "TOKEN DEADLINE_NS NAME_BYTES\n" NAME HOLDER: the
@@ -176,6 +176,8 @@ class EtcdFences : public Fences {
   void FailAll(std::vector<Pending>& group, std::error_code error);
   // A lease operation: decided and applied alone, again after a conflict.
   boost::asio::awaitable<void> SettleLease(Pending pending);
+  // A worker: settles lease operations from leases_ until it is empty.
+  boost::asio::awaitable<void> SettleLeases();
   boost::asio::awaitable<Settled> TryLease(const fence::FenceWrite& write,
                                            fence::WriteOutcome* outcome);
   // Reads the record of `name`, the hold of `fence` and the fence.
@@ -215,6 +217,9 @@ class EtcdFences : public Fences {
   Options options_;
   EtcdClient client_;
   std::deque<Pending> queue_;
+  static constexpr int kLeaseWorkers = 16;
+  std::deque<Pending> leases_;  // lease operations waiting for a worker
+  int lease_workers_ = 0;
   bool running_ = false;
   std::unordered_map<std::string, Seen> cache_;
   std::uint64_t transactions_ = 0;

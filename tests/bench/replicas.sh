@@ -2,7 +2,8 @@
 # Replicas sharing fences in etcd, measured in one run on 127.0.0.1: durable
 # fenced writes/s and latency through 1, 2 and 3 fencepost replicas
 # (--fence-store etcd://, --backend etcd) over a real 3-member etcd cluster,
-# against one fencepost on its local LMDB; then how long writes fail when
+# against one fencepost on its local LMDB; lease renewals and grants through
+# one replica against the same on LMDB; then how long writes fail when
 # the etcd leader is killed, and when a replica is killed.
 #
 #   tests/bench/replicas.sh     # BENCH_SECONDS (10), BENCH_CLIENTS (32),
@@ -152,8 +153,22 @@ ENDPOINTS=$(tests/coordination/etcd_cluster.sh start "$WORK/etcd")
 echo "etcd cluster: $ENDPOINTS ($(etcd --version | head -1))" >&2
 printf '%-42s %8s %8s %8s\n' "setup ($CLIENTS clients, $KEYS keys, ${SECS}s)" "ops/s" "p50 ms" "p99 ms"
 
+# leases LABEL: lease renewals, then grants, through the first admin port of
+# ADMINS (tests/bench/lease.lua), a row each.
+leases() {
+  local mode
+  for mode in renew grant; do
+    BENCH_LEASE_MODE=$mode wrk -t1 -c"$CLIENTS" -d"${SECS}s" --latency \
+      -s "$BENCH/lease.lua" "http://127.0.0.1:${ADMINS[0]}" >"$WORK/wrk-lease.out"
+    grep -q '^non-200 answers: 0$' "$WORK/wrk-lease.out" ||
+      { echo "lease $mode: $(grep non-200 "$WORK/wrk-lease.out")" >&2; exit 1; }
+    printf '%-42s %8s %8s %8s\n' "$1, lease ${mode}s" $(wrk_stats "$WORK/wrk-lease.out")
+  done
+}
+
 start lmdb --data-dir "$WORK/lmdb"
 load "1 fencepost, local LMDB"
+leases "1 fencepost, local LMDB"
 stop_all_fenceposts
 
 for n in 1 2 3; do
@@ -161,6 +176,7 @@ for n in 1 2 3; do
     start "r$n-$i" --fence-store "etcd://$ENDPOINTS/bench$n" --backend etcd
   done
   load "$n replica(s), fences and values in etcd"
+  [[ $n == 1 ]] && leases "1 replica, leases in etcd"
   stop_all_fenceposts
 done
 
