@@ -37,6 +37,10 @@ class StorageCategory : public std::error_category {
                "without quorum; the write may or may not have been applied";
       case Errc::kValueTooLarge:
         return "the value is larger than the etcd backend stores (512 KiB)";
+      case Errc::kScopeMismatch:
+        return "the lease was granted under another fence than this "
+               "replica's --fence-scope settings give it: every replica must "
+               "run with the same --fence-scope flags";
       case Errc::kBatchTooLarge:
         return "the batch holds more than one etcd transaction takes: at "
                "most 64 fences, 63 keys and 1 MiB";

@@ -21,6 +21,9 @@ enum class Errc {
   // the write may or may not have been applied (503).
   kStoreUnavailable = 10,
   kValueTooLarge = 11,  // more than etcd takes in one value (413)
+  // A lease in etcd granted under another fence than this replica's
+  // --fence-scope settings give it (500).
+  kScopeMismatch = 12,
   kBatchTooLarge = 13,  // more than one etcd transaction holds (413)
 };
 

@@ -506,12 +506,14 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   body += "],\"success\":[";
   bool first = true;
   std::size_t puts = 0;
+  std::vector<std::string> moved;  // the fences put, in order
   for (const std::string& name : changed) {
     const Seen& now = view[name];
     if (now.token == cache_[name].token &&
         now.updated_at_ns == cache_[name].updated_at_ns) {
       continue;  // only observed writes: the fence stays
     }
+    moved.push_back(name);
     if (!first) body += ",";
     first = false;
     body += "{\"request_put\":{\"key\":\"" + EncodeBase64(FenceKey(name)) +
@@ -634,11 +636,12 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   const Json* header = reply.json.Find("header");
   const std::int64_t revision =
       header != nullptr ? Int64Of(header->Find("revision")) : 0;
-  for (const std::string& name : changed) {
+  for (const std::string& name : moved) {
+    // (A lease grant may have cached a later state meanwhile.)
     Seen now = view[name];
-    if (now.token != cache_[name].token ||
-        now.updated_at_ns != cache_[name].updated_at_ns) {
-      now.mod_revision = revision;
+    now.mod_revision = revision;
+    auto it = cache_.find(name);
+    if (it == cache_.end() || it->second.mod_revision < revision) {
       cache_[name] = now;
     }
   }
@@ -952,6 +955,7 @@ asio::awaitable<std::error_code> EtcdFences::ReadLease(
       co_return fence::Errc::kStorage;
     }
     hold.etcd_lease = Int64Of(kv[1]->Find("lease"));
+    if (hold.etcd_lease <= 0) co_return fence::Errc::kStorage;  // not ours
     state->hold = std::move(hold);
     state->hold_revision = Int64Of(kv[1]->Find("mod_revision"));
   }
@@ -1018,6 +1022,12 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     outcome->error = error;
     co_return Settled::kFailed;
   }
+  if (state.record && state.record->fence != write.fence) {
+    // Another replica granted it under other --fence-scope settings: its
+    // hold is under that fence, so this replica would not see it live.
+    outcome->error = Errc::kScopeMismatch;
+    co_return Settled::kFailed;
+  }
   const std::int64_t now_ns = NowNs();
   const fence::LeaseRecord* record = state.record ? &*state.record : nullptr;
   const Hold* hold = state.hold ? &*state.hold : nullptr;
@@ -1047,17 +1057,32 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
                       op.name, next.holder);
   };
 
+  // Every transaction compares the record and the hold as read; an acquire
+  // also the fence, since a renewal keeps its token only while the fence
+  // is not above it.
   std::string compare = "{\"compare\":[" +
                         CompareMod(lease_key, state.record_revision) + "," +
                         CompareMod(hold_key, state.hold_revision);
+  if (op.kind == fence::LeaseOp::Kind::kAcquire) {
+    compare +=
+        "," + CompareMod(FenceKey(write.fence), state.fence.mod_revision);
+  }
+  // A refusal changes nothing, but notices a lease that ran out.
+  const auto refused = [&](fence::LeaseOutcome::Verdict verdict) {
+    lease.verdict = verdict;
+    outcome->verdict = Verdict::kRejected;
+  };
   fence::LeaseRecord next;
   std::string success;
   std::int64_t granted = 0;  // a new etcd lease for the hold
   std::int64_t revoke = 0;   // the etcd lease the hold leaves
   if (op.kind == fence::LeaseOp::Kind::kRelease) {
     if (!live || !holder_of_record || record->token != op.token) {
-      lease.verdict = LeaseVerdict::kNotHeld;
-      outcome->verdict = Verdict::kRejected;
+      refused(LeaseVerdict::kNotHeld);
+      if (unnoticed) {
+        const bool noticed = co_await NoticeExpiry(op.name, state);
+        if (noticed) lease.expired = *record;
+      }
       outcome->lease = std::move(lease);
       co_return Settled::kDone;
     }
@@ -1075,7 +1100,10 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     next.renewed_at_ns = now_ns;
     std::int64_t etcd_lease = 0;
     if (live && EtcdSeconds(record->ttl_ms) == EtcdSeconds(op.ttl_ms)) {
-      // etcd restarts the lease's TTL from when it sees this.
+      // etcd restarts the lease's TTL from when it sees this. The etcd
+      // lease is this lease's own (each grant gets a new one), so the
+      // keep-alive extends nobody else's; if the hold changed meanwhile,
+      // the compare below fails and nothing is renewed.
       EtcdClient::Reply reply = co_await Call(
           "/v3/lease/keepalive", "{\"ID\":" + Quoted(hold->etcd_lease) + "}");
       if (!reply.ok) {
@@ -1099,21 +1127,24 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
               PutOp(hold_key, hold_value(next), etcd_lease);
     lease.verdict = LeaseVerdict::kRenewed;
   } else if (live && !holder_of_record) {
-    lease.verdict = LeaseVerdict::kDenied;
+    refused(LeaseVerdict::kDenied);
     lease.expires_in_ms = left_ms;
-    outcome->verdict = Verdict::kRejected;
     outcome->lease = std::move(lease);
     co_return Settled::kDone;
   } else if (hold != nullptr && !ours) {
     // One live lease per fence, as with LMDB.
-    lease.verdict = LeaseVerdict::kDenied;
+    refused(LeaseVerdict::kDenied);
+    if (unnoticed) {
+      const bool noticed = co_await NoticeExpiry(op.name, state);
+      if (noticed) lease.expired = *record;
+    }
     lease.blocking_lease = hold->name;
+    // The blocking lease, as its hold tells it (what the 409 shows).
     lease.lease = fence::LeaseRecord();
     lease.lease.holder = hold->holder;
     lease.lease.fence = write.fence;
     lease.lease.token = hold->token;
     lease.expires_in_ms = left_ms;
-    outcome->verdict = Verdict::kRejected;
     outcome->lease = std::move(lease);
     co_return Settled::kDone;
   } else {
@@ -1148,7 +1179,6 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
       co_return Settled::kFailed;
     }
     if (hold != nullptr) revoke = hold->etcd_lease;
-    compare += "," + CompareMod(FenceKey(write.fence), state.fence.mod_revision);
     success = PutOp(lease_key, FormatLease(next, false)) + "," +
               PutOp(FenceKey(write.fence), FormatFence(next.token, now_ns)) +
               "," + PutOp(hold_key, hold_value(next), granted);
@@ -1230,6 +1260,10 @@ asio::awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
   if (state.hold && state.hold->name != name) state.hold.reset();
   out.now_ns = SteadyNow();
   if (out.error || !state.record) co_return out;
+  if (state.record->fence != fence) {
+    out.error = Errc::kScopeMismatch;
+    co_return out;
+  }
   out.entry = EntryOf(state, out.now_ns);
   if (fence::IsLive(*out.entry, out.now_ns) || state.record->released ||
       state.noticed) {
@@ -1318,12 +1352,20 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
     }
   }
   out.now_ns = SteadyNow();
+  // A listing notices a few expiries (one transaction each), and none after
+  // one that did not take: a read must not wait on many writes.
+  int notices = 16;
   for (auto& [name, state] : leases) {
     fence::LeaseTable::Entry entry = EntryOf(state, out.now_ns);
     if (!fence::IsLive(entry, out.now_ns) && !entry.record.released &&
-        !state.noticed) {
+        !state.noticed && notices > 0) {
       const bool noticed = co_await NoticeExpiry(name, state);
-      if (noticed) out.expired.emplace_back(name, entry.record);
+      if (noticed) {
+        out.expired.emplace_back(name, entry.record);
+        --notices;
+      } else {
+        notices = 0;
+      }
     }
     out.leases.emplace_back(name, std::move(entry));
   }

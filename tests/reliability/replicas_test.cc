@@ -286,6 +286,46 @@ TEST_F(ReplicasTest, ALeaseIsOneLeaseOnEveryReplica) {
   EXPECT_EQ(Fetch(b->admin_port(), "GET", "/v1/leases/nobody").status, 404);
 }
 
+// A renewal never keeps a token below its fence, whichever replica raised
+// it; and a replica whose --fence-scope settings give a lease another fence
+// than the one it was granted under refuses it rather than grant it twice.
+TEST_F(ReplicasTest, LeasesFollowTheirFenceAcrossReplicas) {
+  auto a = Replica(etcd_.endpoints(), "lease-fences");
+  auto b = Replica(etcd_.endpoints(), "lease-fences");
+  auto granted = Fetch(a->admin_port(), "PUT", "/v1/leases/locks/x", {},
+                       LeaseBody("A", 60000));
+  ASSERT_EQ(granted.status, 200) << granted.body;
+  EXPECT_EQ(granted.header("fencing-token"), "1");
+  ASSERT_EQ(Fetch(b->admin_port(), "PUT", "/v1/fences/locks/x",
+                  {{"Fencing-Token", "5"}})
+                .status,
+            200);
+  // A renews: its token 1 is fenced, so this is a grant of 6.
+  auto renewed = Fetch(b->admin_port(), "PUT", "/v1/leases/locks/x", {},
+                       LeaseBody("A", 60000));
+  EXPECT_EQ(renewed.status, 200) << renewed.body;
+  EXPECT_EQ(renewed.header("fencing-token"), "6");
+  EXPECT_EQ(Fetch(a->admin_port(), "PUT", "/v1/leases/locks/x", {},
+                  LeaseBody("B", 60000))
+                .status,
+            409);
+
+  // c scopes locks/ as one fence: the lease locks/x, granted under the
+  // fence locks/x, is refused there (500), never granted to another.
+  auto c = std::make_unique<ServerProcess>(
+      "", std::vector<std::string>{
+              "--fence-store", "etcd://" + etcd_.endpoints() + "/lease-fences",
+              "--backend", "etcd", "--fence-scope", "locks/"});
+  auto other = Fetch(c->admin_port(), "PUT", "/v1/leases/locks/x", {},
+                     LeaseBody("B", 60000));
+  EXPECT_EQ(other.status, 500) << other.body;
+  EXPECT_NE(other.body.find("--fence-scope"), std::string::npos) << other.body;
+  EXPECT_EQ(Fetch(c->admin_port(), "GET", "/v1/leases/locks/x").status, 500);
+  auto doc = Fetch(a->admin_port(), "GET", "/v1/leases/locks/x").body;
+  EXPECT_NE(doc.find("\"holder\":\"A\",\"token\":6"), std::string::npos)
+      << doc;
+}
+
 // Candidates race for one lease through three replicas: one holder per
 // round, the others told who it is, and tokens that only go up.
 TEST_F(ReplicasTest, CandidatesRacingThroughThreeReplicasGetOneHolder) {
