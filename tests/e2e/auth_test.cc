@@ -124,6 +124,42 @@ TEST(AuthTest, BatchesNeedTheBearerToken) {
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/b/2").body, "v");
 }
 
+// Lease grants, renewals and releases are writes: they need the bearer
+// token too, and a refused one grants nothing and raises no fence; lease
+// reads stay open.
+TEST(AuthTest, LeaseWritesNeedTheBearerToken) {
+  TempDir dir;
+  std::ofstream(dir / "tokens") << "right-token\n";
+  ServerProcess server(dir / "data", {"--auth-token-file", dir / "tokens"});
+  const auto admin = server.admin_port();
+  const std::string body = R"({"holder":"a","ttl_ms":60000})";
+  for (const testing::Headers& headers :
+       {testing::Headers{},
+        testing::Headers{{"Authorization", "Bearer wrong-token"}}}) {
+    EXPECT_EQ(Fetch(admin, "PUT", "/v1/leases/l", headers, body).status, 401);
+  }
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/leases/l").status, 404)
+      << "nothing was granted";
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/fences/l").status, 404)
+      << "no fence was raised";
+  const testing::Headers right = {{"Authorization", "Bearer right-token"}};
+  auto granted = Fetch(admin, "PUT", "/v1/leases/l", right, body);
+  ASSERT_EQ(granted.status, 200);
+  EXPECT_EQ(Fetch(admin, "DELETE", "/v1/leases/l", {{"Fencing-Token", "1"}},
+                  R"({"holder":"a"})")
+                .status,
+            401);
+  EXPECT_NE(Fetch(admin, "GET", "/v1/leases/l").body.find("\"holder\":\"a\""),
+            std::string::npos)
+      << "still held";
+  EXPECT_EQ(Fetch(admin, "DELETE", "/v1/leases/l",
+                  {{"Fencing-Token", "1"},
+                   {"Authorization", "Bearer right-token"}},
+                  R"({"holder":"a"})")
+                .status,
+            204);
+}
+
 // With a backend that stores values elsewhere, an unauthenticated write
 // reaches neither the store nor the fence.
 TEST(AuthTest, HttpBackendWritesNeedTheBearerToken) {
