@@ -1,10 +1,10 @@
 #include "storage/etcd_fences.h"
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <map>
@@ -173,15 +173,15 @@ bool FitsOneTransaction(const std::vector<fence::FenceWrite>& batch) {
       bytes += w.value->body.size();
     }
   }
-  return fences.size() <= kMaxGroupFences &&
-         values.size() <= kMaxGroupValues && bytes <= kMaxGroupBytes;
+  return fences.size() <= kMaxGroupFences && values.size() <= kMaxGroupValues &&
+         bytes <= kMaxGroupBytes;
 }
 
 }  // namespace
 
 asio::awaitable<EtcdClient::Reply> EtcdFences::Call(std::string_view path,
-                                                   std::string body,
-                                                   bool idempotent) {
+                                                    std::string body,
+                                                    bool idempotent) {
   EtcdClient::Reply reply =
       co_await client_.Call(path, std::move(body), idempotent);
   if (!reply.ok) last_error_ = reply.error;
@@ -263,8 +263,9 @@ asio::awaitable<void> EtcdFences::Run() {
       // A turn key counts as a value (one more put), once per fence.
       // (No key holds a NUL byte, so this names no value.)
       const std::string value_key =
-          turn ? std::string(1, '\0') + "turn/" + next.fence
-               : next.value ? next.value->key : "";
+          turn         ? std::string(1, '\0') + "turn/" + next.fence
+          : next.value ? next.value->key
+                       : "";
       if (turn && values.count(value_key)) break;
       // A batch is a transaction of its own.
       if (!group.empty() &&
@@ -273,10 +274,9 @@ asio::awaitable<void> EtcdFences::Run() {
       }
       const bool new_value = !value_key.empty() && !values.count(value_key);
       const std::size_t size = next.value ? next.value->body.size() : 0;
-      if (!group.empty() &&
-          ((new_fence && fences.size() == kMaxGroupFences) ||
-           (new_value && values.size() == kMaxGroupValues) ||
-           bytes + size > kMaxGroupBytes)) {
+      if (!group.empty() && ((new_fence && fences.size() == kMaxGroupFences) ||
+                             (new_value && values.size() == kMaxGroupValues) ||
+                             bytes + size > kMaxGroupBytes)) {
         break;
       }
       bytes += size;
@@ -321,9 +321,10 @@ asio::awaitable<void> EtcdFences::SettleBatch(Pending batch) {
   auto outcomes = std::make_shared<std::vector<WriteOutcome>>(n);
   std::vector<Pending> items;
   for (std::size_t i = 0; i < n; ++i) {
-    items.push_back({std::move(batch.write.batch[i]),
-                     [outcomes, i](WriteOutcome o) { (*outcomes)[i] = std::move(o); },
-                     nullptr});
+    items.push_back(
+        {std::move(batch.write.batch[i]),
+         [outcomes, i](WriteOutcome o) { (*outcomes)[i] = std::move(o); },
+         nullptr});
   }
   Settled settled = Settled::kConflict;
   for (int attempt = 0;
@@ -380,8 +381,7 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
   }
   body += "]}";
   // Reads only: safe to ask another member.
-  EtcdClient::Reply reply =
-      co_await Call("/v3/kv/txn", std::move(body), true);
+  EtcdClient::Reply reply = co_await Call("/v3/kv/txn", std::move(body), true);
   if (!reply.ok) {
     *error = reply.error;
     co_return false;
@@ -433,7 +433,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   std::map<std::string, std::size_t, std::less<>> last_value;  // key -> write
   std::vector<WriteOutcome> outcomes(group.size());
   std::vector<std::string> changed;  // fences to compare and put
-  std::vector<std::size_t> turns;     // writes that take their fence's turn
+  std::vector<std::size_t> turns;    // writes that take their fence's turn
   bool rejected = false;
   for (std::size_t i = 0; i < group.size(); ++i) {
     const fence::FenceWrite& write = group[i].write;
@@ -443,7 +443,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     outcome.previous = fence.token;
     outcome.current = fence.token;
     outcome.updated_at_ns = fence.updated_at_ns;
-    if (write.token) outcome.decision = fence::Decide(fence.token, *write.token);
+    if (write.token)
+      outcome.decision = fence::Decide(fence.token, *write.token);
     if (outcome.decision.accepted) {
       outcome.verdict = Verdict::kAccepted;
     } else if (write.observe) {
@@ -550,8 +551,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
                           std::to_string(++turn_serial_));
     body += "{\"request_put\":{\"key\":\"" +
             EncodeBase64(TurnKey(group[i].write.fence)) + "\",\"value\":\"" +
-            EncodeBase64(turn_values.back()) + "\",\"lease\":" +
-            Quoted(lease_) + "}}";
+            EncodeBase64(turn_values.back()) +
+            "\",\"lease\":" + Quoted(lease_) + "}}";
   }
   body += "],\"failure\":[";
   for (std::size_t i = 0; i < changed.size(); ++i) {
@@ -569,11 +570,13 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     // this failure (nothing is forwarded under them), or the fences would
     // stay held while this replica's lease lives.
     for (std::size_t t = 0; t < turns.size(); ++t) {
-      const std::string key = EncodeBase64(TurnKey(group[turns[t]].write.fence));
+      const std::string key =
+          EncodeBase64(TurnKey(group[turns[t]].write.fence));
       asio::co_spawn(io_,
-                     RemoveTurn(key, "\"target\":\"VALUE\",\"result\":"
-                                     "\"EQUAL\",\"value\":\"" +
-                                         EncodeBase64(turn_values[t]) + "\""),
+                     RemoveTurn(key,
+                                "\"target\":\"VALUE\",\"result\":"
+                                "\"EQUAL\",\"value\":\"" +
+                                    EncodeBase64(turn_values[t]) + "\""),
                      asio::detached);
     }
     FailAll(group, Errc::kStoreUnavailable);
@@ -582,8 +585,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   const Json* responses = reply.json.Find("responses");
   const Json* succeeded = reply.json.Find("succeeded");
   const bool success = succeeded != nullptr && succeeded->text == "true";
-  const std::size_t expected = turns.size() + (success ? puts + value_keys.size()
-                                                      : changed.size());
+  const std::size_t expected =
+      turns.size() + (success ? puts + value_keys.size() : changed.size());
   if (responses == nullptr ? expected != 0
                            : (responses->kind != Json::Kind::kArray ||
                               responses->items.size() != expected)) {
@@ -724,15 +727,15 @@ asio::awaitable<void> EtcdFences::RemoveTurn(std::string key,
                                              std::string compare) {
   const std::string body =
       "{\"compare\":[{\"key\":\"" + key + "\"," + compare +
-      "}],\"success\":[{\"request_delete_range\":{\"key\":\"" + key +
-      "\"}}]}";
+      "}],\"success\":[{\"request_delete_range\":{\"key\":\"" + key + "\"}}]}";
   // Until etcd answers: a turn left behind would hold its fence on every
   // replica for as long as this one lives. (Stopped: the lease ends it.)
   auto wait = std::chrono::milliseconds(100);
   while (!(co_await Call("/v3/kv/txn", body)).ok && !stopped_) {
     asio::steady_timer timer(io_, wait);
     co_await timer.async_wait(asio::use_awaitable);
-    wait = std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(5));
+    wait =
+        std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(5));
   }
 }
 
@@ -748,17 +751,17 @@ asio::awaitable<bool> EtcdFences::EnsureLease() {
   const auto sent = std::chrono::steady_clock::now();
   EtcdClient::Reply reply;
   if (lease_ != 0) {
-    reply = co_await Call("/v3/lease/keepalive",
-                                  "{\"ID\":" + Quoted(lease_) + "}");
+    reply =
+        co_await Call("/v3/lease/keepalive", "{\"ID\":" + Quoted(lease_) + "}");
     const Json* result = reply.ok ? reply.json.Find("result") : nullptr;
     if (result == nullptr || Int64Of(result->Find("TTL")) <= 0) {
       if (reply.ok) lease_ = 0;  // it ran out: a new one below
     }
   }
   if (lease_ == 0) {
-    reply = co_await Call(
-        "/v3/lease/grant",
-        "{\"TTL\":" + Quoted(options_.turn_ttl.count()) + "}");
+    reply =
+        co_await Call("/v3/lease/grant",
+                      "{\"TTL\":" + Quoted(options_.turn_ttl.count()) + "}");
     if (reply.ok) lease_ = Int64Of(reply.json.Find("ID"));
     if (lease_ < 0) lease_ = 0;
   }
@@ -833,10 +836,10 @@ asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
   std::string from = base + prefix;
   if (!after.empty() && after >= prefix) from = base + after + '\0';
   const std::string end = PrefixEnd(base + prefix);
-  std::string body = "{\"key\":\"" + EncodeBase64(from) +
-                     "\",\"range_end\":\"" + EncodeBase64(end) +
-                     "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) +
-                     "}";
+  std::string body =
+      "{\"key\":\"" + EncodeBase64(from) + "\",\"range_end\":\"" +
+      EncodeBase64(end) +
+      "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) + "}";
   EtcdClient::Reply reply =
       co_await Call("/v3/kv/range", std::move(body), true);
   if (!reply.ok) {
@@ -903,7 +906,8 @@ asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
   const std::string_view token(record.data(), newline);
   if (token != "-") {
     fence::Token t = 0;
-    const auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), t);
+    const auto [end, ec] =
+        std::from_chars(token.data(), token.data() + token.size(), t);
     if (ec != std::errc() || end != token.data() + token.size()) {
       out.error = fence::Errc::kStorage;
       co_return out;
@@ -918,8 +922,7 @@ asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
 // Leases.
 
 asio::awaitable<std::error_code> EtcdFences::ReadLease(
-    const std::string& name, const std::string& fence_name,
-    LeaseState* state) {
+    const std::string& name, const std::string& fence_name, LeaseState* state) {
   std::string body = "{\"success\":[" + RangeOp(LeaseKey(name)) + "," +
                      RangeOp(HoldKey(fence_name)) + "," +
                      RangeOp(FenceKey(fence_name)) + "]}";
@@ -1018,7 +1021,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
   using LeaseVerdict = fence::LeaseOutcome::Verdict;
   const fence::LeaseOp& op = *write.lease;
   LeaseState state;
-  if (std::error_code error = co_await ReadLease(op.name, write.fence, &state)) {
+  if (std::error_code error =
+          co_await ReadLease(op.name, write.fence, &state)) {
     outcome->error = error;
     co_return Settled::kFailed;
   }
@@ -1045,10 +1049,9 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
   lease.existed = record != nullptr;
   if (record != nullptr) lease.lease = *record;
   const std::int64_t left_ms =
-      hold == nullptr
-          ? 0
-          : std::max<std::int64_t>(1, (hold->deadline_ns - now_ns + 999999) /
-                                          1000000);
+      hold == nullptr ? 0
+                      : std::max<std::int64_t>(
+                            1, (hold->deadline_ns - now_ns + 999999) / 1000000);
   const std::string lease_key = LeaseKey(op.name);
   const std::string hold_key = HoldKey(write.fence);
   const auto hold_value = [&](const fence::LeaseRecord& next) {
@@ -1148,9 +1151,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     outcome->lease = std::move(lease);
     co_return Settled::kDone;
   } else {
-    const fence::Token base =
-        std::max(record != nullptr ? record->token : fence::Token{0},
-                 fence_token);
+    const fence::Token base = std::max(
+        record != nullptr ? record->token : fence::Token{0}, fence_token);
     if (base == std::numeric_limits<fence::Token>::max()) {
       outcome->error = fence::Errc::kStorage;  // no token left to grant
       co_return Settled::kFailed;
@@ -1167,9 +1169,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     using Reason = fence::LeaseOutcome::GrantReason;
     if (record != nullptr) {
       lease.previous_holder = record->holder;
-      lease.previous_expired =
-          !record->released && !live && !holder_of_record;
-      lease.reason = holder_of_record    ? Reason::kFenceAbove
+      lease.previous_expired = !record->released && !live && !holder_of_record;
+      lease.reason = holder_of_record   ? Reason::kFenceAbove
                      : record->released ? Reason::kReleased
                                         : Reason::kExpired;
     }
@@ -1186,8 +1187,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     lease.verdict = LeaseVerdict::kGranted;
   }
 
-  EtcdClient::Reply reply = co_await Call(
-      "/v3/kv/txn", compare + "],\"success\":[" + success + "]}");
+  EtcdClient::Reply reply =
+      co_await Call("/v3/kv/txn", compare + "],\"success\":[" + success + "]}");
   if (!reply.ok) {
     // Unknown: it may be applied. A holder that asks again renews it.
     outcome->error = Errc::kStoreUnavailable;
@@ -1212,7 +1213,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     auto it = cache_.find(write.fence);
     if (seen.mod_revision <= 0) {
       cache_.erase(write.fence);
-    } else if (it == cache_.end() || it->second.mod_revision < seen.mod_revision) {
+    } else if (it == cache_.end() ||
+               it->second.mod_revision < seen.mod_revision) {
       cache_[write.fence] = seen;
     }
   }

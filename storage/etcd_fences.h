@@ -59,8 +59,8 @@ namespace fencepost::storage {
 // record and the hold as read, an acquire the fence too; a grant puts all
 // three: the fence is raised in the transaction that grants. A record
 // keeps its fence; a replica whose --fence-scope gives the name another
-// refuses the lease (Errc::kScopeMismatch). DEADLINE_NS (wall clock of the replica that
-// granted or renewed) only gives documents their expires_in_ms.
+// refuses the lease (Errc::kScopeMismatch). DEADLINE_NS (wall clock of the
+// replica that granted or renewed) only gives documents their expires_in_ms.
 //
 // One transaction holds at most 64 fences and 63 values (etcd's default
 // --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB. A

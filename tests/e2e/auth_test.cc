@@ -152,12 +152,12 @@ TEST(AuthTest, LeaseWritesNeedTheBearerToken) {
   EXPECT_NE(Fetch(admin, "GET", "/v1/leases/l").body.find("\"holder\":\"a\""),
             std::string::npos)
       << "still held";
-  EXPECT_EQ(Fetch(admin, "DELETE", "/v1/leases/l",
-                  {{"Fencing-Token", "1"},
-                   {"Authorization", "Bearer right-token"}},
-                  R"({"holder":"a"})")
-                .status,
-            204);
+  EXPECT_EQ(
+      Fetch(admin, "DELETE", "/v1/leases/l",
+            {{"Fencing-Token", "1"}, {"Authorization", "Bearer right-token"}},
+            R"({"holder":"a"})")
+          .status,
+      204);
 }
 
 // With a backend that stores values elsewhere, an unauthenticated write

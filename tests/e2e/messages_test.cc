@@ -158,7 +158,8 @@ TEST(MessagesTest, LeaseGrantsLossesAndReleasesAreLogged) {
             204);
   const std::string log = LogWith(server, "\"event\":\"lease_released\"");
   // One line per event, in order.
-  const auto line_of = [&](const std::string& event, const std::string& holder) {
+  const auto line_of = [&](const std::string& event,
+                           const std::string& holder) {
     const std::string tag = "\"event\":\"" + event + "\"";
     for (std::size_t at = log.find(tag); at != std::string::npos;
          at = log.find(tag, at + 1)) {

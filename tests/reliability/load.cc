@@ -50,9 +50,8 @@ void CheckGrantsAgainstWrites(
 
   // A grant's token is 1 + max(lease token, fence token): above whatever
   // the fence showed before the grant was sent.
-  std::sort(shown.begin(), shown.end(), [](const Shown& a, const Shown& b) {
-    return a.at_ns < b.at_ns;
-  });
+  std::sort(shown.begin(), shown.end(),
+            [](const Shown& a, const Shown& b) { return a.at_ns < b.at_ns; });
   std::vector<const LeaseLoad::Grant*> by_send = grants;
   std::sort(by_send.begin(), by_send.end(),
             [](const LeaseLoad::Grant* a, const LeaseLoad::Grant* b) {
@@ -253,8 +252,8 @@ std::vector<std::string> LeaseLoad::Recover(std::uint16_t admin_port) {
   std::lock_guard lock(mu_);
   std::optional<Grant> in_flight = std::move(in_flight_);
   in_flight_.reset();
-  for (const std::string& name : std::set<std::string>(names_.begin(),
-                                                       names_.end())) {
+  for (const std::string& name :
+       std::set<std::string>(names_.begin(), names_.end())) {
     const auto lease = testing::Fetch(admin_port, "GET", "/v1/leases/" + name);
     if (lease.status != 200) continue;  // never granted (Check sees a loss)
     const std::uint64_t token = NumberAfter(lease.body, "token").value();

@@ -6,11 +6,10 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
-#include <filesystem>
-
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -70,10 +69,9 @@ class EtcdCluster {
 std::unique_ptr<ServerProcess> Replica(const std::string& endpoints,
                                        const std::string& prefix) {
   return std::make_unique<ServerProcess>(
-      "", std::vector<std::string>{"--fence-store",
-                                   "etcd://" + endpoints + "/" + prefix,
-                                   "--backend", "etcd",
-                                   "--fence-store-timeout", "1"});
+      "", std::vector<std::string>{
+              "--fence-store", "etcd://" + endpoints + "/" + prefix,
+              "--backend", "etcd", "--fence-store-timeout", "1"});
 }
 
 // One replica in front of a legacy store at http://127.0.0.1:PORT.
@@ -82,9 +80,13 @@ std::unique_ptr<ServerProcess> HttpReplica(const std::string& endpoints,
                                            std::uint16_t upstream,
                                            std::vector<std::string> more = {}) {
   std::vector<std::string> args = {
-      "--fence-store", "etcd://" + endpoints + "/" + prefix, "--backend",
-      "http://127.0.0.1:" + std::to_string(upstream), "--forward-token",
-      "--fence-store-timeout", "1"};
+      "--fence-store",
+      "etcd://" + endpoints + "/" + prefix,
+      "--backend",
+      "http://127.0.0.1:" + std::to_string(upstream),
+      "--forward-token",
+      "--fence-store-timeout",
+      "1"};
   args.insert(args.end(), more.begin(), more.end());
   return std::make_unique<ServerProcess>("", args);
 }
@@ -322,8 +324,7 @@ TEST_F(ReplicasTest, LeasesFollowTheirFenceAcrossReplicas) {
   EXPECT_NE(other.body.find("--fence-scope"), std::string::npos) << other.body;
   EXPECT_EQ(Fetch(c->admin_port(), "GET", "/v1/leases/locks/x").status, 500);
   auto doc = Fetch(a->admin_port(), "GET", "/v1/leases/locks/x").body;
-  EXPECT_NE(doc.find("\"holder\":\"A\",\"token\":6"), std::string::npos)
-      << doc;
+  EXPECT_NE(doc.find("\"holder\":\"A\",\"token\":6"), std::string::npos) << doc;
 }
 
 // Candidates race for one lease through three replicas: one holder per
@@ -340,9 +341,9 @@ TEST_F(ReplicasTest, CandidatesRacingThroughThreeReplicasGetOneHolder) {
     std::vector<std::thread> threads;
     for (int i = 0; i < kCandidates; ++i) {
       threads.emplace_back([&, i] {
-        answers[i] = Fetch(replicas[i % 3]->admin_port(), "PUT",
-                           "/v1/leases/race", {},
-                           LeaseBody("c" + std::to_string(i), 5000));
+        answers[i] =
+            Fetch(replicas[i % 3]->admin_port(), "PUT", "/v1/leases/race", {},
+                  LeaseBody("c" + std::to_string(i), 5000));
       });
     }
     for (auto& t : threads) t.join();
@@ -431,11 +432,12 @@ TEST_F(ReplicasTest, QuorumLossIs503AndWritesResumeWhenItIsBack) {
   etcd_.StartMember(2);
   etcd_.StartMember(3);
   int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (std::chrono::steady_clock::now() < deadline) {
-    status = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "20"}},
-                   "twenty")
-                 .status;
+    status =
+        Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "20"}}, "twenty")
+            .status;
     if (status == 200) break;
     std::this_thread::sleep_for(milliseconds(100));
   }
@@ -517,11 +519,12 @@ TEST_F(ReplicasTest, AnUnknownOutcomeOnOneReplicaHoldsTheFenceOnTheOther) {
                                            "--upstream-settle", "2"};
   auto a = HttpReplica(etcd_.endpoints(), "http-gate", upstream.port(), timing);
   auto b = HttpReplica(etcd_.endpoints(), "http-gate", upstream.port(), timing);
-  EXPECT_EQ(Fetch(a->data_port(), "PUT", "/k", {{"Fencing-Token", "10"}},
-                  "stall:A")
-                .status,
-            504);
-  auto held = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B");
+  EXPECT_EQ(
+      Fetch(a->data_port(), "PUT", "/k", {{"Fencing-Token", "10"}}, "stall:A")
+          .status,
+      504);
+  auto held =
+      Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B");
   EXPECT_EQ(held.status, 503) << held.body;
   EXPECT_NE(held.body.find("fence-held"), std::string::npos);
   EXPECT_FALSE(held.header("retry-after").empty());
@@ -559,9 +562,9 @@ TEST_F(ReplicasTest, AReplicaKilledMidForwardHoldsTheFenceUntilItsLeaseEnds) {
   a->Kill();
   stalled.join();
   const auto killed = std::chrono::steady_clock::now();
-  EXPECT_EQ(Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B")
-                .status,
-            503);
+  EXPECT_EQ(
+      Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B").status,
+      503);
   int status = 503;
   while (status == 503 &&
          std::chrono::steady_clock::now() - killed < std::chrono::seconds(30)) {
@@ -569,9 +572,9 @@ TEST_F(ReplicasTest, AReplicaKilledMidForwardHoldsTheFenceUntilItsLeaseEnds) {
     status = Fetch(b->data_port(), "PUT", "/k", {{"Fencing-Token", "11"}}, "B")
                  .status;
   }
-  const double waited = std::chrono::duration<double>(
-                            std::chrono::steady_clock::now() - killed)
-                            .count();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed)
+          .count();
   ASSERT_EQ(status / 100, 2);
   EXPECT_EQ(upstream.stalled_applied(), 1) << "A landed before B was allowed";
   EXPECT_EQ(upstream.Value("/k"), "B");
@@ -586,9 +589,9 @@ TEST_F(ReplicasTest, AReplicaKilledMidForwardHoldsTheFenceUntilItsLeaseEnds) {
 TEST_F(ReplicasTest, FsBackendOnSharedStorageBehindTwoReplicas) {
   testing::TempDir dir;
   const std::string store = dir / "store";
-  std::vector<std::string> args = {
-      "--fence-store", "etcd://" + etcd_.endpoints() + "/fs", "--backend",
-      "fs:" + store};
+  std::vector<std::string> args = {"--fence-store",
+                                   "etcd://" + etcd_.endpoints() + "/fs",
+                                   "--backend", "fs:" + store};
   ServerProcess a("", args), b("", args);
   std::atomic<std::uint64_t> counter{1};
   std::atomic<std::uint64_t> highest{0};
@@ -638,16 +641,16 @@ TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
   Load load(keys, 6, 12);
   load.CountUnavailableAsUnknown();
   std::mt19937 random(std::random_device{}());
-  load.Start([&mu, &ports, state = std::make_shared<std::mt19937>(
-                               std::random_device{}())] {
+  load.Start([&mu, &ports,
+              state = std::make_shared<std::mt19937>(std::random_device{}())] {
     std::lock_guard lock(mu);
     return ports[(*state)() % ports.size()];
   });
 
   const auto start = std::chrono::steady_clock::now();
   int replica_kills = 0, member_kills = 0;
-  for (int round = 0; load.sent() < kWanted &&
-                      std::chrono::steady_clock::now() - start < cap;
+  for (int round = 0;
+       load.sent() < kWanted && std::chrono::steady_clock::now() - start < cap;
        ++round) {
     std::this_thread::sleep_for(milliseconds(1500));
     if (round % 2 == 0) {
@@ -746,35 +749,34 @@ TEST(EtcdTlsTest, FencesThroughAnEtcdThatServesOnlyVerifiedTls) {
 
   const auto replica = [&](const std::string& store,
                            std::vector<std::string> tls) {
-    std::vector<std::string> args = {"--fence-store", store + "/tls",
-                                     "--backend", "etcd",
-                                     "--fence-store-timeout", "1"};
+    std::vector<std::string> args = {
+        "--fence-store", store + "/tls",          "--backend",
+        "etcd",          "--fence-store-timeout", "1"};
     args.insert(args.end(), tls.begin(), tls.end());
     return std::make_unique<ServerProcess>("", args);
   };
-  auto good = replica(url, {"--fence-store-ca", certs + "/ca.pem",
-                            "--fence-store-cert", certs + "/client.pem",
-                            "--fence-store-key", certs + "/client.key"});
-  EXPECT_EQ(Fetch(good->data_port(), "PUT", "/k", {{"Fencing-Token", "5"}},
-                  "five")
-                .status,
-            201);
-  EXPECT_EQ(Fetch(good->data_port(), "PUT", "/k", {{"Fencing-Token", "4"}},
-                  "four")
-                .status,
-            409);
+  auto good = replica(
+      url, {"--fence-store-ca", certs + "/ca.pem", "--fence-store-cert",
+            certs + "/client.pem", "--fence-store-key", certs + "/client.key"});
+  EXPECT_EQ(
+      Fetch(good->data_port(), "PUT", "/k", {{"Fencing-Token", "5"}}, "five")
+          .status,
+      201);
+  EXPECT_EQ(
+      Fetch(good->data_port(), "PUT", "/k", {{"Fencing-Token", "4"}}, "four")
+          .status,
+      409);
   EXPECT_EQ(Fetch(good->data_port(), "GET", "/k").body, "five");
   EXPECT_EQ(Fetch(good->admin_port(), "GET", "/readyz").status, 200);
 
   const std::string plain = "etcd://" + url.substr(8);
-  for (auto& bad :
-       {replica(url, {"--fence-store-ca", certs + "/ca.pem"}),
-        replica(url, {"--fence-store-ca", certs + "/other-ca.pem",
-                      "--fence-store-cert", certs + "/client.pem",
-                      "--fence-store-key", certs + "/client.key"}),
-        replica(plain, {})}) {
-    auto r = Fetch(bad->data_port(), "PUT", "/k", {{"Fencing-Token", "9"}},
-                   "nine");
+  for (auto& bad : {replica(url, {"--fence-store-ca", certs + "/ca.pem"}),
+                    replica(url, {"--fence-store-ca", certs + "/other-ca.pem",
+                                  "--fence-store-cert", certs + "/client.pem",
+                                  "--fence-store-key", certs + "/client.key"}),
+                    replica(plain, {})}) {
+    auto r =
+        Fetch(bad->data_port(), "PUT", "/k", {{"Fencing-Token", "9"}}, "nine");
     EXPECT_EQ(r.status, 503) << r.body;
     EXPECT_EQ(Fetch(bad->admin_port(), "GET", "/readyz").status, 503);
   }
