@@ -5,14 +5,20 @@
 # B is granted the lease with the next token and writes orders/1. A is
 # resumed with SIGCONT and goes on writing with its old token.
 #
-#   FENCEPOST=build/proxy/fencepost examples/split_brain.sh [enforce|observe]
+#   FENCEPOST=build/proxy/fencepost examples/split_brain.sh [enforce|observe|replicas]
 #
 # With `enforce` (the default), B's grant raised the fence of orders/ (the
 # server runs with --fence-scope orders/, so the lease orders/leader and the
 # key orders/1 share one fence): every write A makes after the pause is
 # refused with 409 and B's value stands. With `observe`, fencepost only
 # counts the stale writes and stores them: A's write replaces B's, which is
-# the bug fencing prevents.
+# the bug fencing prevents. With `replicas`, the same story as `enforce`
+# through three fencepost replicas that share fences and leases in a
+# 3-member etcd cluster (tests/coordination/etcd_cluster.sh starts it on
+# free ports of 127.0.0.1; etcd-server must be installed): A is granted and
+# writes through the first replica, B is granted and writes through the
+# third, the value is read through the second, and the counters are summed
+# over the three.
 #
 # It starts its own fencepost on ephemeral ports of 127.0.0.1, prints what
 # happened, and checks it: B's token is A's + 1 (a grant's token is 1 +
@@ -25,10 +31,58 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 mode=${1:-enforce}
 case $mode in
-  enforce | observe) ;;
-  *) echo "usage: $0 [enforce|observe]" >&2 && exit 2 ;;
+  enforce | observe | replicas) ;;
+  *) echo "usage: $0 [enforce|observe|replicas]" >&2 && exit 2 ;;
 esac
-start_server --fence-scope orders/ --mode "$mode"
+etcd_cluster=$(cd "$(dirname "$0")/.." && pwd)/tests/coordination/etcd_cluster.sh
+replica_pids=()
+# start_replicas N ENDPOINTS: N replicas over etcd, their URLs in admins
+# and datas (server_dir holds their logs, as start_server's would).
+start_replicas() {
+  local i line
+  for i in $(seq 1 "$1"); do
+    "$fencepost" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+      --fence-store "etcd://$2/split-brain" --backend etcd \
+      --fence-scope orders/ 2>"$server_dir/replica-$i.log" &
+    replica_pids+=($!)
+    line=""
+    for _ in $(seq 1 500); do
+      line=$(grep -m1 ' listening data=' "$server_dir/replica-$i.log" || true)
+      [ -n "$line" ] && break
+      sleep 0.01
+    done
+    [ -n "$line" ] || {
+      cat "$server_dir/replica-$i.log" >&2
+      exit 1
+    }
+    datas+=("http://$(sed -n 's/.* data=\([^ ]*\) .*/\1/p' <<<"$line")")
+    admins+=("http://$(sed -n 's/.* admin=\([^ ]*\) .*/\1/p' <<<"$line")")
+  done
+}
+admins=()
+datas=()
+if [ "$mode" = replicas ]; then
+  server_dir=$(mktemp -d)
+  endpoints=$("$etcd_cluster" start "$server_dir/etcd")
+  [ -n "$endpoints" ] || { echo "etcd did not start" >&2 && exit 1; }
+  stop_server() {
+    for pid in "${replica_pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    "$etcd_cluster" stop "$server_dir/etcd" >/dev/null 2>&1 || true
+    rm -rf "$server_dir"
+  }
+  trap stop_server EXIT
+  start_replicas 3 "$endpoints"
+  echo "three replicas over a 3-member etcd cluster ($endpoints)"
+else
+  start_server --fence-scope orders/ --mode "$mode"
+  admins=("$FENCEPOST_ADMIN")
+  datas=("$FENCEPOST_DATA")
+fi
+# A through the first replica, B through the last, reads through the middle.
+a_admin=${admins[0]} a_data=${datas[0]}
+b_admin=${admins[-1]} b_data=${datas[-1]}
+read_data=${datas[$((${#datas[@]} / 2))]}
 export JOB_LOG=$server_dir/job.log
 touch "$JOB_LOG"
 job=$(cd "$(dirname "$0")" && pwd)/split_brain_job.sh
@@ -58,7 +112,8 @@ trap 'stop_a; stop_server' EXIT
 
 # A, in its own process group so that one signal freezes the runner and
 # its job together, as a pause of the whole machine would.
-setsid "$fencepost" lease run orders/leader --holder A --ttl 1s --grace 2s \
+FENCEPOST_ADMIN=$a_admin FENCEPOST_DATA=$a_data setsid \
+  "$fencepost" lease run orders/leader --holder A --ttl 1s --grace 2s \
   -- "$job" A 2>"$server_dir/a.err" &
 a_pid=$!
 for _ in $(seq 1 500); do
@@ -74,13 +129,15 @@ kill -STOP -- "-$a_pid"
 echo "A is frozen (SIGSTOP) for 1.5 s, past its 1 s TTL"
 sleep 1.5
 
-b=$("$fencepost" lease acquire orders/leader --holder B --ttl 10s) ||
+# (Through etcd a 1 s lease may live up to about 1.6 s: B waits for it.)
+b=$("$fencepost" lease acquire orders/leader --holder B --ttl 10s \
+  --wait 5s --admin "$b_admin") ||
   die "B was not granted the lease after A's ran out"
 granted=$(date +%s%N)
 b_token=$(field token "$b")
 echo "B is granted the lease with token $b_token"
 b_code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT \
-  -H "Fencing-Token: $b_token" --data 'B: shipped' "$FENCEPOST_DATA/orders/1")
+  -H "Fencing-Token: $b_token" --data 'B: shipped' "$b_data/orders/1")
 echo "B writes orders/1: $b_code"
 
 kill -CONT -- "-$a_pid"
@@ -93,9 +150,15 @@ echo "A's lease run exited $a_status: $(tail -n1 "$server_dir/a.err")"
 after=$(awk -v t="$granted" '$4 > t' "$JOB_LOG")
 echo "A's writes sent after B's grant (holder, status, token, sent, body):"
 sed 's/^/  /' <<<"$after"
-value=$(curl -s "$FENCEPOST_DATA/orders/1")
+value=$(curl -s "$read_data/orders/1")
 echo "orders/1 = $value"
-metrics=$(curl -s "$FENCEPOST_ADMIN/metrics")
+# Every replica's counters, summed by name.
+metrics=$(for admin in "${admins[@]}"; do curl -s "$admin/metrics"; done |
+  awk '/^fencepost_/ {
+         if (!($1 in sum)) order[++n] = $1
+         sum[$1] += $2
+       }
+       END { for (i = 1; i <= n; i++) print order[i], sum[order[i]] }')
 grep -E '^fencepost_(writes_rejected_total\{reason="stale_token"\}|writes_would_reject_total|lease_grants_total|lease_expirations_total) ' \
   <<<"$metrics" | sed 's/^/  /' || true
 
@@ -127,7 +190,7 @@ metric_at_least fencepost_lease_expirations_total 1 \
 
 stale=$(grep -c '^A 409 ' <<<"$after" || true)
 landed=$(grep -c '^A 20[0-9] ' <<<"$after" || true)
-if [ "$mode" = enforce ]; then
+if [ "$mode" != observe ]; then
   # B's grant raised the fence to B's token: A's writes with its old token
   # are refused, counted as stale, and B's value stands. A's `lease run`
   # learns it lost the lease and exits 75.
@@ -148,7 +211,9 @@ if [ "$failures" != 0 ]; then
   echo "the story did not go as expected for mode $mode ($failures checks failed)" >&2
   exit 1
 fi
-if [ "$mode" = enforce ]; then
+if [ "$mode" = replicas ]; then
+  echo "the fence held across replicas: A's stale writes were refused"
+elif [ "$mode" = enforce ]; then
   echo "the fence held: A's stale writes were refused"
 else
   echo "without enforcement A's stale write replaced B's: split brain"

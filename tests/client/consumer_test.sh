@@ -14,7 +14,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-consumer.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
 cmake --install "$build" --prefix "$tmp/prefix" --component client
-test -f "$tmp/prefix/include/client/client.h"
+test -f "$tmp/prefix/include/fencepost/client/client.h"
 find "$tmp/prefix" -name fencepostConfig.cmake | grep -q .
 find "$tmp/prefix" -name libfencepost_client.a | grep -q .
 # Only the client: none of the server's headers or libraries.
