@@ -11,9 +11,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -704,6 +707,162 @@ TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
       "replica kills, %d etcd member kills, %zu violations\n",
       load.history().size(), accepted, rejected, unknown, replica_kills,
       member_kills, violations.size());
+}
+
+// Candidates campaign for one lease, renew it and release it through
+// random replicas while replicas and etcd members are killed. A 200 is a
+// promise to its holder: it holds the lease (that term, that token) from
+// then until ttl_ms after the request was sent, or until it sends a
+// release. No other term may be granted (answered 200) before an earlier
+// term's promise ends, and a term granted after another was answered has a
+// higher token. Answers lost to the kills (no answer, 503) promise nothing.
+TEST_F(ReplicasTest, LeasesHoldWhileReplicasAndEtcdMembersAreKilled) {
+  constexpr std::int64_t kTtlMs = 1000;
+  const auto duration = std::chrono::seconds(20);
+  std::mutex mu;
+  std::vector<std::unique_ptr<ServerProcess>> replicas;
+  std::vector<std::uint16_t> ports;  // admin ports of the live replicas
+  for (int i = 0; i < 3; ++i) {
+    replicas.push_back(Replica(etcd_.endpoints(), "lease-chaos"));
+    ports.push_back(replicas.back()->admin_port());
+  }
+  const auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  // A term: one holder's run of 200s with one token.
+  struct Term {
+    int holder = 0;
+    std::uint64_t token = 0;
+    std::int64_t first_sent = 0, first_acked = 0;
+    std::int64_t promise_end = 0;  // last 200's send + ttl, or the release
+  };
+  std::vector<Term> terms;
+  std::atomic<bool> stop = false;
+  std::atomic<int> answered = 0, denied = 0, lost = 0;
+  const auto request = [&](const std::string& method,
+                           const testing::Headers& headers,
+                           const std::string& body, int* status) {
+    std::uint16_t port = 0;
+    {
+      std::lock_guard lock(mu);
+      port = ports[std::random_device{}() % ports.size()];
+    }
+    try {
+      auto r = Fetch(port, method, "/v1/leases/chaos", headers, body);
+      *status = r.status;
+      return r;
+    } catch (const std::exception&) {
+      *status = 0;  // a killed replica
+      return testing::HttpResponse{};
+    }
+  };
+  std::vector<std::thread> candidates;
+  for (int c = 0; c < 4; ++c) {
+    candidates.emplace_back([&, c] {
+      std::mt19937 random(static_cast<std::uint32_t>(c) * 7919u + 1u);
+      const std::string holder = "c" + std::to_string(c);
+      constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+      std::size_t term = kNone;  // its index in terms while it holds
+      while (!stop) {
+        const std::int64_t sent = now_ns();
+        int status = 0;
+        auto r = request("PUT", {}, LeaseBody(holder, kTtlMs), &status);
+        const std::int64_t acked = now_ns();
+        if (status == 200) {
+          ++answered;
+          const std::uint64_t token = std::stoull(r.header("fencing-token"));
+          std::lock_guard lock(mu);
+          if (term == kNone || terms[term].token != token) {
+            terms.push_back({c, token, sent, acked, 0});
+            term = terms.size() - 1;
+          }
+          terms[term].promise_end = sent + kTtlMs * 1000000;
+        } else {
+          (status == 409 ? denied : lost)++;
+        }
+        const auto choice = random() % 8;
+        if (term != kNone && status == 200 && choice == 0) {
+          // Release: the promise ends when the release is sent.
+          std::uint64_t token = 0;
+          {
+            std::lock_guard lock(mu);
+            terms[term].promise_end =
+                std::min(terms[term].promise_end, now_ns());
+            token = terms[term].token;
+          }
+          int released = 0;
+          request("DELETE", {{"Fencing-Token", Token(token)}},
+                  "{\"holder\":\"" + holder + "\"}", &released);
+          term = kNone;
+        } else if (term != kNone && status == 200 && choice == 1) {
+          term = kNone;  // stops renewing: the lease runs out
+          std::this_thread::sleep_for(milliseconds(1500));
+        }
+        std::this_thread::sleep_for(milliseconds(100 + random() % 150));
+      }
+    });
+  }
+
+  std::mt19937 random(std::random_device{}());
+  const auto start = std::chrono::steady_clock::now();
+  int replica_kills = 0, member_kills = 0;
+  for (int round = 0; std::chrono::steady_clock::now() - start < duration;
+       ++round) {
+    std::this_thread::sleep_for(milliseconds(1500));
+    if (round % 2 == 0) {
+      const std::size_t victim = random() % 3;
+      {
+        std::lock_guard lock(mu);
+        std::erase(ports, replicas[victim]->admin_port());
+      }
+      replicas[victim]->Kill();
+      replicas[victim] = Replica(etcd_.endpoints(), "lease-chaos");
+      std::lock_guard lock(mu);
+      ports.push_back(replicas[victim]->admin_port());
+      ++replica_kills;
+    } else {
+      const int member = 1 + static_cast<int>(random() % 3);
+      etcd_.StopMember(member, true);
+      std::this_thread::sleep_for(milliseconds(700));
+      etcd_.StartMember(member);
+      ++member_kills;
+    }
+  }
+  stop = true;
+  for (auto& t : candidates) t.join();
+
+  std::vector<std::string> violations;
+  for (const Term& a : terms) {
+    for (const Term& b : terms) {
+      if (a.token >= b.token) continue;
+      if (b.first_acked < a.promise_end) {
+        violations.push_back(
+            "c" + std::to_string(b.holder) + " was granted token " +
+            Token(b.token) + " " +
+            std::to_string((a.promise_end - b.first_acked) / 1000000) +
+            " ms before the term of c" + std::to_string(a.holder) +
+            " with token " + Token(a.token) + " could end");
+      }
+      if (a.first_sent > b.first_acked) {
+        violations.push_back("token " + Token(b.token) +
+                             " was answered before token " + Token(a.token) +
+                             " was asked for");
+      }
+    }
+  }
+  EXPECT_TRUE(violations.empty())
+      << violations.size() << " violations, the first: " << violations.front();
+  std::set<int> holders;
+  for (const Term& t : terms) holders.insert(t.holder);
+  EXPECT_GE(terms.size(), 10u) << "too few terms to say anything";
+  EXPECT_GE(holders.size(), 2u);
+  std::printf(
+      "leases: %zu terms of %zu holders, %d answers, %d denied, %d lost; %d "
+      "replica kills, %d etcd member kills, %zu violations\n",
+      terms.size(), holders.size(), answered.load(), denied.load(), lost.load(),
+      replica_kills, member_kills, violations.size());
 }
 
 // etcds://: fences in an etcd that serves TLS only and asks for client
