@@ -129,7 +129,9 @@ kill -STOP -- "-$a_pid"
 echo "A is frozen (SIGSTOP) for 1.5 s, past its 1 s TTL"
 sleep 1.5
 
-# (Through etcd a 1 s lease may live up to about 1.6 s: B waits for it.)
+# (Through etcd a 1 s lease may live longer: about 1.6 s on the cluster
+# etcd_cluster.sh starts, about 2.5 s with etcd's default election timeout.
+# B waits for it.)
 b=$("$fencepost" lease acquire orders/leader --holder B --ttl 10s \
   --wait 5s --admin "$b_admin") ||
   die "B was not granted the lease after A's ran out"

@@ -55,8 +55,9 @@ namespace fencepost::storage {
 // A lease is live while its hold exists: etcd's leader decides expiry, on
 // one clock for every replica (and extends its leases when a new leader is
 // elected, so a lease never ends early). The hold is keyed by the fence,
-// so one lease per fence is live. Every lease transaction compares the
-// record and the hold as read, an acquire the fence too; a grant puts all
+// so one lease per fence is live. Every lease operation's transaction
+// compares the record and the hold as read, an acquire the fence too (the
+// mark of a noticed expiry compares the record only); a grant puts all
 // three: the fence is raised in the transaction that grants. A record
 // keeps its fence; a replica whose --fence-scope gives the name another
 // refuses the lease (Errc::kScopeMismatch). DEADLINE_NS (wall clock of the

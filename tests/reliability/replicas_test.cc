@@ -2,7 +2,8 @@
 // (Debian's etcd-server, started by tests/coordination/etcd_cluster.sh on
 // free ports of 127.0.0.1): a write accepted by one replica fences the
 // others, the history checker finds nothing while replicas and etcd members
-// are killed, and a lost quorum answers 503 and acknowledges nothing.
+// are killed, a lost quorum answers 503 and acknowledges nothing, and a
+// lease is one lease on every replica, also while they are killed.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
