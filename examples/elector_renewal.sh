@@ -17,15 +17,6 @@ set -euo pipefail
 leader=${LEADER:-leader}
 start_server
 metric() { curl -s "$FENCEPOST_ADMIN/metrics" | sed -n "s/^$1 //p"; }
-wait_for() { # FILE PATTERN
-  for _ in $(seq 1 1000); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.01
-  done
-  echo "timed out waiting for '$2' in $1" >&2
-  cat "$1" >&2
-  exit 1
-}
 
 echo "1. a leader whose work blocks for 3 s under a 1 s lease"
 "$leader" demo/blocker demo/blocker-progress "$FENCEPOST_ADMIN" \
@@ -54,19 +45,8 @@ echo "2. the server stops answering while a leader works under a 3 s lease"
   "$FENCEPOST_DATA" 3000 >"$server_dir/starved.out" 2>&1 &
 starved=$!
 wait_for "$server_dir/starved.out" '^wrote '
-# Freeze the server just after a renewal it answered (the next one is due a
-# third of a TTL later), so that renewal is the last one it knows of.
-renewed_at() { field renewed_at "$(curl -s "$FENCEPOST_ADMIN/v1/leases/demo/starved")"; }
-first=$(renewed_at)
-renewed=$first
-while [ "$renewed" = "$first" ]; do
-  sleep 0.005
-  renewed=$(renewed_at)
-done
-kill -STOP "$server_pid"
-frozen=$(date +%s%3N)
+freeze_after_renewal demo/starved
 # The lease would run out on the server 3 s after that renewal.
-renewed_ms=$(date -d "$renewed" +%s%3N)
 for _ in $(seq 1 1000); do
   grep -q '^stop ' "$server_dir/starved.out" && break
   sleep 0.01

@@ -21,15 +21,6 @@ for who in one two; do
     >"$server_dir/$who.out" 2>&1 &
   pid[$who]=$!
 done
-wait_for() { # FILE PATTERN
-  for _ in $(seq 1 1000); do
-    grep -q "$2" "$1" 2>/dev/null && return 0
-    sleep 0.01
-  done
-  echo "timed out waiting for '$2' in $1" >&2
-  cat "$1" >&2
-  exit 1
-}
 first=""
 for _ in $(seq 1 1000); do
   for who in one two; do

@@ -39,3 +39,32 @@ field() {
   grep -o "\"$1\":\(\"[^\"]*\"\|[0-9]*\)" <<<"$2" | head -n1 | cut -d: -f2- |
     tr -d '"'
 }
+
+# wait_for FILE PATTERN: waits (at most 10 s) until FILE has a line matching
+# PATTERN; otherwise prints FILE and exits 1.
+wait_for() { # FILE PATTERN
+  for _ in $(seq 1 1000); do
+    grep -q "$2" "$1" 2>/dev/null && return 0
+    sleep 0.01
+  done
+  echo "timed out waiting for '$2' in $1" >&2
+  cat "$1" >&2
+  exit 1
+}
+
+# freeze_after_renewal LEASE: freezes the server (SIGSTOP) just after it
+# answered a renewal of LEASE (the next one is due a third of a TTL later),
+# so that renewal is the last one it knows of. Sets `frozen` (Unix ms) and
+# `renewed_ms`, the Unix ms of that renewal on the server's clock.
+freeze_after_renewal() {
+  local first renewed
+  first=$(field renewed_at "$(curl -s "$FENCEPOST_ADMIN/v1/leases/$1")")
+  renewed=$first
+  while [ "$renewed" = "$first" ]; do
+    sleep 0.005
+    renewed=$(field renewed_at "$(curl -s "$FENCEPOST_ADMIN/v1/leases/$1")")
+  done
+  kill -STOP "$server_pid"
+  frozen=$(date +%s%3N)
+  renewed_ms=$(date -d "$renewed" +%s%3N)
+}

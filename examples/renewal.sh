@@ -43,19 +43,8 @@ for _ in $(seq 1 500); do
   grep -q 'acquired' "$server_dir/run2.err" && break
   sleep 0.01
 done
-# Freeze the server just after a renewal it answered (the next one is due a
-# third of a TTL later), so that renewal is the last one it knows of.
-renewed_at() { field renewed_at "$(curl -s "$FENCEPOST_ADMIN/v1/leases/demo/renewal")"; }
-first=$(renewed_at)
-renewed=$first
-while [ "$renewed" = "$first" ]; do
-  sleep 0.005
-  renewed=$(renewed_at)
-done
-kill -STOP "$server_pid"
-frozen=$(now_ms)
+freeze_after_renewal demo/renewal
 # The lease would run out on the server 3 s after that renewal.
-renewed_ms=$(date -d "$renewed" +%s%3N)
 status=0
 wait "$run" || status=$?
 exited=$(now_ms)
