@@ -147,6 +147,17 @@ std::string PrefixEnd(std::string prefix) {
   return std::string(1, '\0');  // every key
 }
 
+// A range request for up to `limit` keys under `base` whose names start
+// with `prefix`, after the name `after` (a page of a listing).
+std::string PageRange(const std::string& base, const std::string& prefix,
+                      const std::string& after, std::size_t limit) {
+  std::string from = base + prefix;
+  if (!after.empty() && after >= prefix) from = base + after + '\0';
+  return "{\"key\":\"" + EncodeBase64(from) + "\",\"range_end\":\"" +
+         EncodeBase64(PrefixEnd(base + prefix)) +
+         "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) + "}";
+}
+
 std::string RangeOp(const std::string& key) {
   return "{\"request_range\":{\"key\":\"" + EncodeBase64(key) + "\"}}";
 }
@@ -178,6 +189,29 @@ bool FitsOneTransaction(const std::vector<fence::FenceWrite>& batch) {
 }
 
 }  // namespace
+
+bool EtcdFences::SeenOf(const Json& kv, Seen* seen) {
+  std::string text;
+  fence::Token token = 0;
+  if (!BytesOf(kv, "value", &text) ||
+      !ParseFence(text, &token, &seen->updated_at_ns)) {
+    return false;
+  }
+  seen->token = token;
+  seen->mod_revision = Int64Of(kv.Find("mod_revision"));
+  return true;
+}
+
+bool EtcdFences::HoldOf(const Json& kv, Hold* hold) {
+  std::string text;
+  if (!BytesOf(kv, "value", &text) ||
+      !ParseHold(text, &hold->token, &hold->deadline_ns, &hold->name,
+                 &hold->holder)) {
+    return false;
+  }
+  hold->etcd_lease = Int64Of(kv.Find("lease"));
+  return hold->etcd_lease > 0;
+}
 
 asio::awaitable<EtcdClient::Reply> EtcdFences::Call(std::string_view path,
                                                     std::string body,
@@ -401,17 +435,10 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
       co_return false;
     }
     Seen seen;
-    if (!kvs->empty()) {
-      std::string text;
-      fence::Token token = 0;
-      if (!BytesOf((*kvs)[0], "value", &text) ||
-          !ParseFence(text, &token, &seen.updated_at_ns)) {
-        *error = "the fence record of '" + missing[i] +
-                 "' in etcd is not fencepost's";
-        co_return false;
-      }
-      seen.token = token;
-      seen.mod_revision = Int64Of((*kvs)[0].Find("mod_revision"));
+    if (!kvs->empty() && !SeenOf((*kvs)[0], &seen)) {
+      *error =
+          "the fence record of '" + missing[i] + "' in etcd is not fencepost's";
+      co_return false;
     }
     cache_[missing[i]] = seen;
   }
@@ -602,16 +629,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
       const Json* range = responses->items[i].Find("response_range");
       const std::vector<Json>* kvs = range ? KvsOf(*range) : nullptr;
       if (kvs == nullptr || kvs->size() != 1) continue;  // Load reads it
-      std::string text;
       Seen seen;
-      fence::Token token = 0;
-      if (!BytesOf((*kvs)[0], "value", &text) ||
-          !ParseFence(text, &token, &seen.updated_at_ns)) {
-        continue;
-      }
-      seen.token = token;
-      seen.mod_revision = Int64Of((*kvs)[0].Find("mod_revision"));
-      cache_[changed[i]] = seen;
+      if (SeenOf((*kvs)[0], &seen)) cache_[changed[i]] = seen;
     }
     // A turn another replica holds: that write waits (503, retry).
     std::vector<bool> held(group.size(), false);
@@ -833,15 +852,8 @@ asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
                                                    std::size_t limit) {
   ListRead out;
   const std::string base = FenceKey("");
-  std::string from = base + prefix;
-  if (!after.empty() && after >= prefix) from = base + after + '\0';
-  const std::string end = PrefixEnd(base + prefix);
-  std::string body =
-      "{\"key\":\"" + EncodeBase64(from) + "\",\"range_end\":\"" +
-      EncodeBase64(end) +
-      "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) + "}";
-  EtcdClient::Reply reply =
-      co_await Call("/v3/kv/range", std::move(body), true);
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/kv/range", PageRange(base, prefix, after, limit), true);
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;
@@ -952,24 +964,12 @@ asio::awaitable<std::error_code> EtcdFences::ReadLease(
   }
   if (kv[1] != nullptr) {
     Hold hold;
-    if (!BytesOf(*kv[1], "value", &text) ||
-        !ParseHold(text, &hold.token, &hold.deadline_ns, &hold.name,
-                   &hold.holder)) {
-      co_return fence::Errc::kStorage;
-    }
-    hold.etcd_lease = Int64Of(kv[1]->Find("lease"));
-    if (hold.etcd_lease <= 0) co_return fence::Errc::kStorage;  // not ours
+    if (!HoldOf(*kv[1], &hold)) co_return fence::Errc::kStorage;
     state->hold = std::move(hold);
     state->hold_revision = Int64Of(kv[1]->Find("mod_revision"));
   }
-  if (kv[2] != nullptr) {
-    fence::Token token = 0;
-    if (!BytesOf(*kv[2], "value", &text) ||
-        !ParseFence(text, &token, &state->fence.updated_at_ns)) {
-      co_return fence::Errc::kStorage;
-    }
-    state->fence.token = token;
-    state->fence.mod_revision = Int64Of(kv[2]->Find("mod_revision"));
+  if (kv[2] != nullptr && !SeenOf(*kv[2], &state->fence)) {
+    co_return fence::Errc::kStorage;
   }
   co_return std::error_code();
 }
@@ -1281,14 +1281,8 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
                                                           std::size_t limit) {
   LeaseList out;
   const std::string base = LeaseKey("");
-  std::string from = base + prefix;
-  if (!after.empty() && after >= prefix) from = base + after + '\0';
-  std::string body =
-      "{\"key\":\"" + EncodeBase64(from) + "\",\"range_end\":\"" +
-      EncodeBase64(PrefixEnd(base + prefix)) +
-      "\",\"limit\":" + Quoted(static_cast<std::int64_t>(limit)) + "}";
-  EtcdClient::Reply reply =
-      co_await Call("/v3/kv/range", std::move(body), true);
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/kv/range", PageRange(base, prefix, after, limit), true);
   if (!reply.ok) {
     out.error = Errc::kStoreUnavailable;
     co_return out;
@@ -1342,11 +1336,8 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
         co_return out;
       }
       if (found->empty()) continue;
-      std::string text;
       Hold hold;
-      if (!BytesOf((*found)[0], "value", &text) ||
-          !ParseHold(text, &hold.token, &hold.deadline_ns, &hold.name,
-                     &hold.holder)) {
+      if (!HoldOf((*found)[0], &hold)) {
         out.error = fence::Errc::kStorage;
         co_return out;
       }

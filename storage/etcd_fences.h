@@ -153,6 +153,10 @@ class EtcdFences : public Fences {
     std::string name, holder;
     std::int64_t etcd_lease = 0;
   };
+  // A kv of a fence or a hold as fencepost writes them; false otherwise (a
+  // hold without an etcd lease is not fencepost's).
+  static bool SeenOf(const http::JsonValue& kv, Seen* seen);
+  static bool HoldOf(const http::JsonValue& kv, Hold* hold);
   struct LeaseState {
     std::optional<fence::LeaseRecord> record;
     bool noticed = false;  // its expiry was counted
