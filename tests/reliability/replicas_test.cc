@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -102,6 +103,45 @@ class ReplicasTest : public ::testing::Test {
   void SetUp() override {
     ASSERT_FALSE(etcd_.endpoints().empty()) << "etcd did not start";
   }
+
+  struct Kills {
+    int replicas = 0, members = 0;
+  };
+  // Every 1.5 s while `go_on()`, in turn: kills a random one of `replicas`
+  // with SIGKILL and starts another under `prefix` in its place, or kills
+  // an etcd member and starts it again 700 ms later. `ports` (guarded by
+  // `mu`) holds `port_of` of each live replica, for the clients to pick.
+  Kills KillInTurn(std::vector<std::unique_ptr<ServerProcess>>& replicas,
+                   const std::string& prefix, std::mutex& mu,
+                   std::vector<std::uint16_t>& ports,
+                   std::uint16_t (ServerProcess::*port_of)() const,
+                   const std::function<bool()>& go_on) {
+    std::mt19937 random(std::random_device{}());
+    Kills kills;
+    for (int round = 0; go_on(); ++round) {
+      std::this_thread::sleep_for(milliseconds(1500));
+      if (round % 2 == 0) {
+        const std::size_t victim = random() % replicas.size();
+        {
+          std::lock_guard lock(mu);
+          std::erase(ports, ((*replicas[victim]).*port_of)());
+        }
+        replicas[victim]->Kill();
+        replicas[victim] = Replica(etcd_.endpoints(), prefix);
+        std::lock_guard lock(mu);
+        ports.push_back(((*replicas[victim]).*port_of)());
+        ++kills.replicas;
+      } else {
+        const int member = 1 + static_cast<int>(random() % 3);
+        etcd_.StopMember(member, true);
+        std::this_thread::sleep_for(milliseconds(700));
+        etcd_.StartMember(member);
+        ++kills.members;
+      }
+    }
+    return kills;
+  }
+
   EtcdCluster etcd_;
 };
 
@@ -644,7 +684,6 @@ TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
   for (int i = 0; i < 48; ++i) keys.push_back("h/" + std::to_string(i));
   Load load(keys, 6, 12);
   load.CountUnavailableAsUnknown();
-  std::mt19937 random(std::random_device{}());
   load.Start([&mu, &ports,
               state = std::make_shared<std::mt19937>(std::random_device{}())] {
     std::lock_guard lock(mu);
@@ -652,30 +691,11 @@ TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
   });
 
   const auto start = std::chrono::steady_clock::now();
-  int replica_kills = 0, member_kills = 0;
-  for (int round = 0;
-       load.sent() < kWanted && std::chrono::steady_clock::now() - start < cap;
-       ++round) {
-    std::this_thread::sleep_for(milliseconds(1500));
-    if (round % 2 == 0) {
-      const std::size_t victim = random() % 3;
-      {
-        std::lock_guard lock(mu);
-        std::erase(ports, replicas[victim]->data_port());
-      }
-      replicas[victim]->Kill();
-      replicas[victim] = Replica(etcd_.endpoints(), "history");
-      std::lock_guard lock(mu);
-      ports.push_back(replicas[victim]->data_port());
-      ++replica_kills;
-    } else {
-      const int member = 1 + static_cast<int>(random() % 3);
-      etcd_.StopMember(member, true);
-      std::this_thread::sleep_for(milliseconds(700));
-      etcd_.StartMember(member);
-      ++member_kills;
-    }
-  }
+  const Kills kills = KillInTurn(
+      replicas, "history", mu, ports, &ServerProcess::data_port, [&] {
+        return load.sent() < kWanted &&
+               std::chrono::steady_clock::now() - start < cap;
+      });
   std::this_thread::sleep_for(milliseconds(1500));  // the last member rejoins
   load.Stop();
 
@@ -706,8 +726,8 @@ TEST_F(ReplicasTest, HistoryHoldsWhileReplicasAndEtcdMembersAreKilled) {
   std::printf(
       "replicas: %zu writes (%zu accepted, %zu rejected, %zu unknown), %d "
       "replica kills, %d etcd member kills, %zu violations\n",
-      load.history().size(), accepted, rejected, unknown, replica_kills,
-      member_kills, violations.size());
+      load.history().size(), accepted, rejected, unknown, kills.replicas,
+      kills.members, violations.size());
 }
 
 // Candidates campaign for one lease, renew it and release it through
@@ -806,31 +826,10 @@ TEST_F(ReplicasTest, LeasesHoldWhileReplicasAndEtcdMembersAreKilled) {
     });
   }
 
-  std::mt19937 random(std::random_device{}());
   const auto start = std::chrono::steady_clock::now();
-  int replica_kills = 0, member_kills = 0;
-  for (int round = 0; std::chrono::steady_clock::now() - start < duration;
-       ++round) {
-    std::this_thread::sleep_for(milliseconds(1500));
-    if (round % 2 == 0) {
-      const std::size_t victim = random() % 3;
-      {
-        std::lock_guard lock(mu);
-        std::erase(ports, replicas[victim]->admin_port());
-      }
-      replicas[victim]->Kill();
-      replicas[victim] = Replica(etcd_.endpoints(), "lease-chaos");
-      std::lock_guard lock(mu);
-      ports.push_back(replicas[victim]->admin_port());
-      ++replica_kills;
-    } else {
-      const int member = 1 + static_cast<int>(random() % 3);
-      etcd_.StopMember(member, true);
-      std::this_thread::sleep_for(milliseconds(700));
-      etcd_.StartMember(member);
-      ++member_kills;
-    }
-  }
+  const Kills kills = KillInTurn(
+      replicas, "lease-chaos", mu, ports, &ServerProcess::admin_port,
+      [&] { return std::chrono::steady_clock::now() - start < duration; });
   stop = true;
   for (auto& t : candidates) t.join();
 
@@ -863,7 +862,7 @@ TEST_F(ReplicasTest, LeasesHoldWhileReplicasAndEtcdMembersAreKilled) {
       "leases: %zu terms of %zu holders, %d answers, %d denied, %d lost; %d "
       "replica kills, %d etcd member kills, %zu violations\n",
       terms.size(), holders.size(), answered.load(), denied.load(), lost.load(),
-      replica_kills, member_kills, violations.size());
+      kills.replicas, kills.members, violations.size());
 }
 
 // etcds://: fences in an etcd that serves TLS only and asks for client
