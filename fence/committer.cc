@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <stdexcept>
 
 #include "fence/big_endian.h"
@@ -67,8 +68,16 @@ int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
 
 Committer::Committer(Env& env, Options options)
     : env_(env), options_(std::move(options)) {
-  wal_ =
-      std::make_unique<Wal>(Wal::Options{env_.dir(), options_.segment_bytes});
+  {
+    Env::ReadTxn txn(env_);
+    if (txn.get() == nullptr ||
+        ReadAppliedSeq(txn.get(), env_.meta(), &applied_seq_) != 0) {
+      throw std::runtime_error("cannot read the applied log position in " +
+                               env_.dir());
+    }
+  }
+  wal_ = std::make_unique<Wal>(
+      Wal::Options{env_.dir(), options_.segment_bytes, applied_seq_});
   Replay();
   LoadLeases();
   written_seq_ = sync_target_ = durable_seq_ = next_seq_ - 1;
@@ -85,16 +94,10 @@ Committer::Committer(Env& env, Options options)
 
 Committer::~Committer() { Stop(); }
 
-// The records LMDB lacks, applied before anything else runs.
+// The records LMDB lacks: those in the segment the writer overwrites first
+// applied now, the others published to the overlay and handed to the
+// applier.
 void Committer::Replay() {
-  {
-    Env::ReadTxn txn(env_);
-    if (txn.get() == nullptr ||
-        ReadAppliedSeq(txn.get(), env_.meta(), &applied_seq_) != 0) {
-      throw std::runtime_error("cannot read the applied log position in " +
-                               env_.dir());
-    }
-  }
   std::vector<WalRecord> missing;
   for (const WalRecord& r : wal_->recovered()) {
     if (r.seq <= applied_seq_) continue;
@@ -107,48 +110,100 @@ void Committer::Replay() {
     }
     missing.push_back(r);
   }
-  for (std::size_t at = 0; at < missing.size(); at += kApplyBatch) {
+  // The writer starts over the segment written less recently: its records
+  // go into LMDB now. That segment is usually applied already, since the
+  // writer leaves a segment only for one whose records are all in LMDB;
+  // only a crash soon after such a switch leaves some here.
+  const auto later =
+      std::find_if(missing.begin(), missing.end(), [this](const WalRecord& r) {
+        return r.seq > wal_->first_overwritten_seq();
+      });
+  const std::size_t now = static_cast<std::size_t>(later - missing.begin());
+  for (std::size_t at = 0; at < now; at += kApplyBatch) {
     const std::vector<WalRecord> chunk(
         missing.begin() + at,
-        missing.begin() + std::min(missing.size(), at + kApplyBatch));
+        missing.begin() + std::min(now, at + kApplyBatch));
     if (int rc = Apply(chunk); rc != 0) {
       throw std::runtime_error("cannot replay the write-ahead log into " +
                                env_.dir() + ": " + mdb_strerror(rc));
     }
   }
   replayed_ = missing.size();
+  missing.erase(missing.begin(), later);
+  // The others, in the segment written last, are durable in the log (Wal
+  // syncs its segments at open): they are served from the overlay at once,
+  // as logged writes always are, and the applier writes them into LMDB in
+  // the background, so a restart does not wait for LMDB's flush of their
+  // scattered pages. The writer leaves the segment it starts on only once
+  // the applier is past them (Wal::CanAppend), so a second crash finds them
+  // in the log again.
+  std::vector<bool> created(missing.size(), false);
+  {
+    Env::ReadTxn txn(env_);
+    if (txn.get() == nullptr) {
+      throw std::runtime_error("cannot read the fences in " + env_.dir() +
+                               ": " + mdb_strerror(txn.error()));
+    }
+    std::set<std::string_view> seen;
+    for (std::size_t i = 0; i < missing.size(); ++i) {
+      if (!missing[i].fence_token || !seen.insert(missing[i].fence).second) {
+        continue;
+      }
+      Slot slot;
+      std::optional<FenceRecord> fence;
+      if (int rc = ReadFence(txn.get(), env_.fences(), missing[i].fence, &slot,
+                             &fence);
+          rc != 0) {
+        throw std::runtime_error("cannot read the fences in " + env_.dir() +
+                                 ": " + mdb_strerror(rc));
+      }
+      created[i] = !fence.has_value();
+    }
+  }
+  env_.overlay().Publish(missing, created);
+  std::size_t bytes = 0;
+  for (const WalRecord& r : missing) bytes += Reservation(r);
+  unapplied_bytes_ = bytes;
+  reserved_bytes_ = bytes;
   next_seq_ = std::max(applied_seq_, wal_->last_seq()) + 1;
+  to_apply_ = std::move(missing);
 }
 
 void Committer::LoadLeases() {
   const std::int64_t now = options_.steady_now();
   const std::int64_t wall_now = NowNs();
+  bool corrupt = false;
+  auto load = [&](std::string_view name, std::string_view body) {
+    LeaseTable::Entry entry;
+    if (!DecodeLease(body, &entry.record)) {
+      corrupt = true;
+      return;
+    }
+    const std::int64_t ttl_ns =
+        static_cast<std::int64_t>(entry.record.ttl_ms) * 1000000;
+    if (entry.record.released) {
+      // Free.
+    } else if (entry.record.renewed_at_ns + ttl_ns <= wall_now) {
+      // It ran out before the restart by the wall clock: not live. A
+      // wrong wall clock can only free it early (safe: its token is
+      // fenced by the next grant) or keep it one TTL longer.
+      entry.expiry_noticed = true;
+    } else {
+      entry.deadline_ns = now + ttl_ns;  // renewed at start
+    }
+    env_.lease_table().Set(std::string(name), std::move(entry));
+  };
   Env::ReadTxn txn(env_);
   int rc = txn.get() == nullptr ? txn.error() : 0;
-  bool corrupt = false;
   if (rc == 0) {
-    rc = ForEachValue(
-        txn.get(), env_.leases(),
-        [&](std::string_view name, const StoredValue& value) {
-          LeaseTable::Entry entry;
-          if (!DecodeLease(value.body, &entry.record)) {
-            corrupt = true;
-            return;
-          }
-          const std::int64_t ttl_ns =
-              static_cast<std::int64_t>(entry.record.ttl_ms) * 1000000;
-          if (entry.record.released) {
-            // Free.
-          } else if (entry.record.renewed_at_ns + ttl_ns <= wall_now) {
-            // It ran out before the restart by the wall clock: not live. A
-            // wrong wall clock can only free it early (safe: its token is
-            // fenced by the next grant) or keep it one TTL longer.
-            entry.expiry_noticed = true;
-          } else {
-            entry.deadline_ns = now + ttl_ns;  // renewed at start
-          }
-          env_.lease_table().Set(std::string(name), std::move(entry));
-        });
+    rc = ForEachValue(txn.get(), env_.leases(),
+                      [&](std::string_view name, const StoredValue& value) {
+                        load(name, value.body);
+                      });
+  }
+  // Then the logged lease records LMDB lacks yet, newest last (Replay).
+  for (const WalRecord& r : to_apply_) {
+    if (rc == 0 && r.op == WalRecord::Op::kLease) load(r.key, r.body);
   }
   if (rc != 0 || corrupt) {
     throw std::runtime_error("cannot read the leases in " + env_.dir() +

@@ -93,8 +93,11 @@ struct WriteOutcome {
 // A second thread, the applier, writes logged records into LMDB in large
 // durable transactions, each also recording the highest sequence number it
 // applied, and then retires them from the overlay. At construction the
-// records LMDB lacks are replayed from the log, so a crash at any point
-// loses no acknowledged write (docs/durability.md).
+// records LMDB lacks are recovered from the log, so a crash at any point
+// loses no acknowledged write (docs/durability.md): the few in the segment
+// the writer overwrites first are applied at once, the others are published
+// to the overlay and left to the applier, so a restart does not wait for
+// LMDB.
 //
 // Bounds: past `max_queue_writes` waiting writes, Submit fails new ones at
 // once with Errc::kOverloaded; past `max_unapplied_bytes` of logged records
@@ -143,7 +146,7 @@ class Committer {
 
   // Log syncs (groups) so far.
   std::uint64_t commits() const;
-  // Records replayed into LMDB at construction.
+  // Records LMDB lacked at construction (recovered from the log).
   std::uint64_t replayed() const { return replayed_; }
 
  private:

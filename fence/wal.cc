@@ -38,8 +38,7 @@ const std::array<std::uint32_t, 256>& CrcTable() {
   return table;
 }
 
-// CRC-32C (Castagnoli), as LevelDB and ext4 use for their logs.
-std::uint32_t Crc32c(std::string_view data) {
+std::uint32_t Crc32cTable(std::string_view data) {
   const auto& table = CrcTable();
   std::uint32_t c = 0xFFFFFFFFu;
   for (const char ch : data) {
@@ -47,6 +46,39 @@ std::uint32_t Crc32c(std::string_view data) {
   }
   return c ^ 0xFFFFFFFFu;
 }
+
+#if defined(__x86_64__)
+// The same with SSE 4.2's crc32 instruction, 8 bytes at a time: recovery
+// checks every record of a 16 MiB segment before the ports open.
+__attribute__((target("sse4.2"))) std::uint32_t Crc32cSse42(
+    std::string_view data) {
+  std::uint64_t c = 0xFFFFFFFFu;
+  const char* p = data.data();
+  std::size_t n = data.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    std::uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  auto c32 = static_cast<std::uint32_t>(c);
+  for (; n > 0; ++p, --n) {
+    c32 = __builtin_ia32_crc32qi(c32, static_cast<unsigned char>(*p));
+  }
+  return c32 ^ 0xFFFFFFFFu;
+}
+#endif
+
+}  // namespace
+
+std::uint32_t Crc32c(std::string_view data) {
+#if defined(__x86_64__)
+  static const bool sse42 = __builtin_cpu_supports("sse4.2");
+  if (sse42) return Crc32cSse42(data);
+#endif
+  return Crc32cTable(data);
+}
+
+namespace {
 
 void Put(std::string* out, std::uint64_t v, int bytes) {
   char buf[8];
@@ -149,10 +181,18 @@ namespace {
 
 enum class Step { kRecord, kNeedMore, kEnd };
 
+// A run of records being read: the ones above `keep_after` are kept; the
+// others (already in LMDB) are only checked.
+struct Run {
+  std::uint64_t keep_after = 0;
+  std::vector<WalRecord> records;
+  std::uint64_t last_seq = 0;  // of the last record read, kept or not
+  bool started = false;
+};
+
 // Decodes the record at bytes[*at] into `run`: kRecord (and *at moves past
 // it), kNeedMore when its frame runs past the bytes there are, or kEnd.
-Step DecodeNext(std::string_view bytes, std::size_t* at,
-                std::vector<WalRecord>* run) {
+Step DecodeNext(std::string_view bytes, std::size_t* at, Run* run) {
   const std::string_view rest = bytes.substr(*at);
   if (rest.size() < kFrame) return Step::kNeedMore;
   const std::size_t length = LoadBigEndian(rest.data(), 4);
@@ -161,12 +201,16 @@ Step DecodeNext(std::string_view bytes, std::size_t* at,
   if (length == 0 || length > kMaxPayload) return Step::kEnd;
   if (rest.size() - kFrame < length) return Step::kNeedMore;
   const std::string_view payload = rest.substr(kFrame, length);
-  if (Crc32c(payload) != crc) return Step::kEnd;
-  std::optional<WalRecord> record = DecodePayload(payload);
-  if (!record || (!run->empty() && record->seq != run->back().seq + 1)) {
-    return Step::kEnd;
+  if (Crc32c(payload) != crc || payload.size() < 8) return Step::kEnd;
+  const std::uint64_t seq = LoadBigEndian(payload.data(), 8);
+  if (run->started && seq != run->last_seq + 1) return Step::kEnd;
+  if (seq > run->keep_after) {
+    std::optional<WalRecord> record = DecodePayload(payload);
+    if (!record) return Step::kEnd;
+    run->records.push_back(std::move(*record));
   }
-  run->push_back(std::move(*record));
+  run->last_seq = seq;
+  run->started = true;
   *at += kFrame + length;
   return Step::kRecord;
 }
@@ -180,12 +224,12 @@ void DropCutBatch(std::vector<WalRecord>* run) {
 }  // namespace
 
 std::vector<WalRecord> DecodeRun(std::string_view bytes) {
-  std::vector<WalRecord> run;
+  Run run;
   std::size_t at = 0;
   while (DecodeNext(bytes, &at, &run) == Step::kRecord) {
   }
-  DropCutBatch(&run);
-  return run;
+  DropCutBatch(&run.records);
+  return std::move(run.records);
 }
 
 Wal::Wal(const Options& options) : options_(options) {
@@ -194,8 +238,9 @@ Wal::Wal(const Options& options) : options_(options) {
   // Each segment's run, then both in sequence order. The segment written
   // last holds the highest numbers; the writer starts on the other one,
   // which recovery has just applied.
-  std::vector<WalRecord> runs[2];
+  Run runs[2];
   for (int i = 0; i < 2; ++i) {
+    runs[i].keep_after = options_.applied_seq;
     // Read only as far as the run goes: a clean stop leaves an empty
     // frame at the start, a crash at most the current lap.
     Segment& s = segments_[i];
@@ -222,13 +267,26 @@ Wal::Wal(const Options& options) : options_(options) {
       if (n == 0) break;
       read += static_cast<std::uint64_t>(n);
     }
-    DropCutBatch(&runs[i]);
-    if (!runs[i].empty()) s.last_seq = runs[i].back().seq;
+    std::vector<WalRecord>& kept = runs[i].records;
+    DropCutBatch(&kept);
+    // What a killed process wrote may be in the page cache only: recovery
+    // serves these records before LMDB has them, so they must be durable
+    // first.
+    if (!kept.empty() && ::fdatasync(s.fd) != 0) {
+      throw Failure("cannot sync", s.path, errno);
+    }
+    // A cut batch is always above applied_seq (only whole, synced groups
+    // are applied), so when nothing is kept the run's end stands.
+    if (!kept.empty()) {
+      s.last_seq = kept.back().seq;
+    } else if (runs[i].started) {
+      s.last_seq = std::min(runs[i].last_seq, options_.applied_seq);
+    }
     last_seq_ = std::max(last_seq_, s.last_seq);
   }
   const int older = segments_[0].last_seq <= segments_[1].last_seq ? 0 : 1;
   for (int i : {older, 1 - older}) {
-    for (WalRecord& r : runs[i]) recovered_.push_back(std::move(r));
+    for (WalRecord& r : runs[i].records) recovered_.push_back(std::move(r));
   }
   current_ = older;
   offset_ = 0;

@@ -33,6 +33,9 @@ struct WalRecord {
   bool batch_continues = false;
 };
 
+// CRC-32C (Castagnoli) of `data`, with SSE 4.2 when the CPU has it.
+std::uint32_t Crc32c(std::string_view data);
+
 // Appends `record` in the log's format: length, CRC-32C of the payload, then
 // the payload (sequence number, fence, value).
 void EncodeRecord(const WalRecord& record, std::string* out);
@@ -64,6 +67,9 @@ class Wal {
   struct Options {
     std::string dir;
     std::size_t segment_bytes = 16u << 20;
+    // Records at or below it are in LMDB: recovery checks them (their
+    // frames, CRCs and order) but does not keep them.
+    std::uint64_t applied_seq = 0;
   };
 
   // Opens or creates the segments and reads their records. Throws
@@ -77,6 +83,12 @@ class Wal {
   const std::vector<WalRecord>& recovered() const { return recovered_; }
   // The highest sequence number the log has held (0 for none).
   std::uint64_t last_seq() const { return last_seq_; }
+  // The highest sequence number found at open in the segment the writer
+  // overwrites first (the one written less recently): its records must be
+  // in LMDB before the first Write.
+  std::uint64_t first_overwritten_seq() const {
+    return segments_[current_].last_seq;
+  }
 
   // Whether `bytes` can be appended now: false when the current segment is
   // full and the other still holds records above `applied`.

@@ -1,6 +1,8 @@
 #include "fence/wal.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -118,6 +120,67 @@ TEST(WalRecordTest, AStaleRecordFromAnEarlierLapEndsTheRun) {
   EXPECT_EQ(DecodeRun(bytes).size(), 2u);
 }
 
+// The check value of the CRC-32C catalogue, and every length up to 100
+// against a bit-at-a-time reference (the 8-byte steps and their tails).
+TEST(Crc32cTest, MatchesTheCatalogueAndABitwiseReference) {
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);
+  EXPECT_EQ(Crc32c(""), 0u);
+  std::string data;
+  for (int n = 0; n <= 100; ++n) {
+    std::uint32_t c = 0xFFFFFFFFu;
+    for (const char ch : data) {
+      c ^= static_cast<unsigned char>(ch);
+      for (int k = 0; k < 8; ++k) c = c & 1 ? 0x82F63B78u ^ (c >> 1) : c >> 1;
+    }
+    EXPECT_EQ(Crc32c(data), c ^ 0xFFFFFFFFu) << "length " << n;
+    data.push_back(static_cast<char>(n * 37 + 11));
+  }
+}
+
+// Records at or below applied_seq are checked at open but not kept; the
+// run's order and its torn end still count.
+TEST(WalTest, RecordsLmdbHasAreCheckedButNotKept) {
+  testing::TempDir dir;
+  std::string bytes;
+  std::vector<std::size_t> ends;
+  for (std::uint64_t seq = 1; seq <= 30; ++seq) {
+    EncodeRecord(Record(seq), &bytes);
+    ends.push_back(bytes.size());
+  }
+  {
+    Wal wal({dir.path(), 1u << 20});
+    ASSERT_EQ(wal.Append(bytes, 30), 0);
+  }
+  {
+    Wal wal({dir.path(), 1u << 20, 20});
+    ASSERT_EQ(wal.recovered().size(), 10u);
+    EXPECT_EQ(wal.recovered().front().seq, 21u);
+    EXPECT_EQ(wal.last_seq(), 30u);
+  }
+  {
+    Wal wal({dir.path(), 1u << 20, 30});
+    EXPECT_TRUE(wal.recovered().empty());
+    EXPECT_EQ(wal.last_seq(), 30u);
+  }
+  // Record 25 torn: the run ends before it, kept or not.
+  {
+    std::fstream wal(dir / "wal-0",
+                     std::ios::in | std::ios::out | std::ios::binary);
+    wal.seekp(static_cast<std::streamoff>(ends[23] + 12));
+    wal.put('\x5a');
+  }
+  {
+    Wal wal({dir.path(), 1u << 20, 20});
+    ASSERT_EQ(wal.recovered().size(), 4u);
+    EXPECT_EQ(wal.recovered().back().seq, 24u);
+    EXPECT_EQ(wal.last_seq(), 24u);
+  }
+  {
+    Wal wal({dir.path(), 1u << 20, 10});
+    EXPECT_EQ(wal.recovered().size(), 14u);
+  }
+}
+
 // Records LMDB never received (as after a crash before the applier ran)
 // are replayed when the committer opens the environment.
 TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
@@ -133,30 +196,122 @@ TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
   Env env({dir.path(), 64u << 20});
   Committer committer(env, {});
   EXPECT_EQ(committer.replayed(), 30u);
+  auto last_of = [](std::uint64_t k) {  // the last record of fence k
+    std::uint64_t last = 0;
+    for (std::uint64_t seq = 1; seq <= 30; ++seq) {
+      if (seq % 7 == k) last = seq;
+    }
+    return last;
+  };
+  // Served at once (from the overlay, while the applier catches up).
   for (std::uint64_t k = 0; k < 7; ++k) {
     std::optional<FenceRecord> fence;
     ASSERT_FALSE(FenceStore(env).Get("orders/" + std::to_string(k), &fence));
     ASSERT_TRUE(fence);
-    std::uint64_t last = 0;  // the last record of this fence
-    for (std::uint64_t seq = 1; seq <= 30; ++seq) {
-      if (seq % 7 == k) last = seq;
-    }
-    EXPECT_EQ(fence->token, 100 + last);
-    Env::ReadTxn txn(env);
-    StoredValue value;
-    ASSERT_EQ(ReadValue(txn.get(), env.values(), fence->name, &value), 0);
-    EXPECT_EQ(value.found, last % 3 != 0) << fence->name;
+    EXPECT_EQ(fence->token, 100 + last_of(k));
   }
-  // New writes continue after the replayed numbers, and a restart replays
-  // nothing more.
-  std::promise<WriteOutcome> p;
+  // New writes continue after the recovered numbers, are decided against
+  // them, and a restart replays nothing more.
+  std::promise<WriteOutcome> stale, fresh;
+  committer.Submit(FenceWrite{"orders/1",
+                              100 + last_of(1) - 1,
+                              false,
+                              std::nullopt,
+                              std::nullopt,
+                              {}},
+                   [&stale](WriteOutcome o) { stale.set_value(o); });
   committer.Submit(
       FenceWrite{"orders/1", 1000, false, std::nullopt, std::nullopt, {}},
-      [&p](WriteOutcome o) { p.set_value(o); });
-  EXPECT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
+      [&fresh](WriteOutcome o) { fresh.set_value(o); });
+  EXPECT_EQ(stale.get_future().get().verdict, WriteOutcome::Verdict::kRejected);
+  EXPECT_EQ(fresh.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
   committer.Stop();
+  // Everything is in LMDB itself once the applier is done.
+  for (std::uint64_t k = 0; k < 7; ++k) {
+    const std::string name = "orders/" + std::to_string(k);
+    Env::ReadTxn txn(env);
+    Slot slot;
+    std::optional<FenceRecord> fence;
+    ASSERT_EQ(ReadFence(txn.get(), env.fences(), name, &slot, &fence), 0);
+    ASSERT_TRUE(fence) << name;
+    EXPECT_EQ(fence->token, k == 1 ? 1000 : 100 + last_of(k));
+    StoredValue value;
+    ASSERT_EQ(ReadValue(txn.get(), env.values(), name, &value), 0);
+    EXPECT_EQ(value.found, last_of(k) % 3 != 0) << name;
+  }
   Committer again(env, {});
   EXPECT_EQ(again.replayed(), 0u);
+}
+
+// Recovered records wait in the log for the applier: the writer must not
+// overwrite them before LMDB has them. Each round a child process recovers,
+// checks every write acknowledged so far, writes more, and dies without
+// stopping (as a SIGKILL leaves things, page cache included), the applier
+// anywhere behind. Segments are small, so the writes go round both of them
+// and some crashes come soon after a switch.
+TEST(WalRecoveryTest, RecoveredRecordsSurviveTheNextCrash) {
+  testing::TempDir dir;
+  Committer::Options options;
+  options.segment_bytes = 16u << 10;
+  const std::string acks = dir / "acks";
+  auto acked = [&acks] {  // the highest acknowledged token of each fence
+    std::map<std::string, Token> out;
+    std::ifstream in(acks);
+    std::string fence;
+    Token token = 0;
+    while (in >> fence >> token) out[fence] = std::max(out[fence], token);
+    return out;
+  };
+  // 0 when every acknowledged write is there, else 4.
+  auto check = [&acked](Env& env) {
+    for (const auto& [name, token] : acked()) {
+      std::optional<FenceRecord> fence;
+      if (FenceStore(env).Get(name, &fence) || !fence ||
+          fence->token != token) {
+        return 4;
+      }
+    }
+    return 0;
+  };
+  for (int round = 0; round < 12; ++round) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      Env env({dir.path(), 64u << 20});
+      Committer committer(env, options);
+      int code = check(env);
+      std::ofstream out(acks, std::ios::app);
+      for (int i = 0; i < 60 && code == 0; ++i) {
+        const std::string fence = "f/" + std::to_string(i % 9);
+        const Token token = 1000 * (round + 1) + i;
+        std::promise<WriteOutcome> p;
+        committer.Submit(FenceWrite{fence,
+                                    token,
+                                    false,
+                                    ValueOp{ValueOp::Kind::kPut, fence,
+                                            std::string(200, 'v')},
+                                    std::nullopt,
+                                    {}},
+                         [&p](WriteOutcome o) { p.set_value(o); });
+        if (p.get_future().get().verdict != WriteOutcome::Verdict::kAccepted) {
+          code = 3;
+        }
+        out << fence << ' ' << token << std::endl;
+      }
+      std::_Exit(code);  // no Stop: a crash
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << round;
+    ASSERT_EQ(WEXITSTATUS(status), 0)
+        << "round " << round
+        << (WEXITSTATUS(status) == 4 ? ": an acknowledged write was lost"
+                                     : ": a write was not accepted");
+  }
+  Env env({dir.path(), 64u << 20});
+  Committer committer(env, options);
+  EXPECT_EQ(check(env), 0);
+  EXPECT_EQ(acked().size(), 9u);
 }
 
 // A restart after a crash mid-write: the log's last records are cut at
