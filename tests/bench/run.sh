@@ -95,6 +95,8 @@ trap cleanup EXIT
 
 FAILED=0
 ROWS=$WORK/rows.tsv
+SLOWEST=$WORK/slowest  # the slowest request of each fencepost run
+: >"$SLOWEST"
 WARNINGS=$WORK/warnings
 : >"$ROWS"
 : >"$WARNINGS"
@@ -256,6 +258,20 @@ fencepost_run() {
     fail "fencepost $label: $non2xx non-2xx responses but $rej stale rejections"
   fi
   ((rej > 0)) || fail "fencepost $label: no stale write was rejected"
+  # No request may take a second: wrk's slowest, and none given up on
+  # (wrk's timeout is 2 s, and a request it gave up on is not in its
+  # latency figures).
+  local slowest timeouts
+  slowest=$(awk '
+    function ms(v) {
+      if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
+      if (v ~ /m$/) return v * 60000; if (v ~ /s$/) return v * 1000; return v }
+    $1 == "Latency" { printf "%.0f\n", ms($4); exit }' "$WORK/wrk.out")
+  timeouts=$(awk '/Socket errors/ {
+    for (i = 1; i < NF; i++) if ($i == "timeout") print $(i + 1) + 0 }' "$WORK/wrk.out")
+  ((${timeouts:-0} == 0)) || fail "fencepost $label: $timeouts requests timed out"
+  ((${slowest:-0} < 1000)) || fail "fencepost $label: a request took ${slowest} ms"
+  echo "$label ($clients clients): ${slowest} ms" >>"$SLOWEST"
   stop_fencepost
   check_no_stale_fencepost "$label"
   read -r ops p50 p99 <<<"$stats"
@@ -535,6 +551,12 @@ fi
 if [[ -s $RESTARTS ]]; then
   echo
   sed 's/^/- /' "$RESTARTS"
+fi
+if [[ -s $SLOWEST ]]; then
+  echo
+  echo "Slowest fencepost request of each run (none may take 1 s):"
+  echo
+  sed 's/^/- /' "$SLOWEST"
 fi
 if [[ -s $WARNINGS ]]; then
   echo
