@@ -114,10 +114,17 @@ void Committer::Replay() {
   // go into LMDB now. That segment is usually applied already, since the
   // writer leaves a segment only for one whose records are all in LMDB;
   // only a crash soon after such a switch leaves some here.
+  // So are all of them when they might not fit the map: then the start
+  // fails here, as it should, not the applier once the ports are open.
+  std::size_t bytes = 0;
+  for (const WalRecord& r : missing) bytes += Reservation(r);
+  const bool fits = env_.used_bytes() + bytes <= env_.max_map_size();
   const auto later =
-      std::find_if(missing.begin(), missing.end(), [this](const WalRecord& r) {
-        return r.seq > wal_->first_overwritten_seq();
-      });
+      !fits ? missing.end()
+            : std::find_if(missing.begin(), missing.end(),
+                           [this](const WalRecord& r) {
+                             return r.seq > wal_->first_overwritten_seq();
+                           });
   const std::size_t now = static_cast<std::size_t>(later - missing.begin());
   for (std::size_t at = 0; at < now; at += kApplyBatch) {
     const std::vector<WalRecord> chunk(
@@ -161,7 +168,7 @@ void Committer::Replay() {
     }
   }
   env_.overlay().Publish(missing, created);
-  std::size_t bytes = 0;
+  bytes = 0;
   for (const WalRecord& r : missing) bytes += Reservation(r);
   unapplied_bytes_ = bytes;
   reserved_bytes_ = bytes;

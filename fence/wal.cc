@@ -221,6 +221,46 @@ void DropCutBatch(std::vector<WalRecord>* run) {
   while (!run->empty() && run->back().batch_continues) run->pop_back();
 }
 
+// Reads the run of the segment file `fd` (`size` bytes) from offset
+// `from` into `run`, as far as it goes. Returns the offset just past its
+// last record; *kept_from is the offset of its first kept record (or
+// `size`).
+std::uint64_t ReadRun(int fd, const std::string& path, std::uint64_t size,
+                      std::uint64_t from, Run* run, std::uint64_t* kept_from) {
+  std::string bytes;
+  std::size_t at = 0;
+  std::uint64_t base = from;  // the file offset of bytes[0]
+  std::uint64_t read = from;
+  *kept_from = size;
+  while (true) {
+    const std::size_t kept = run->records.size();
+    const std::uint64_t offset = base + at;
+    const Step step = DecodeNext(bytes, &at, run);
+    if (step == Step::kRecord) {
+      if (kept == 0 && run->records.size() == 1) *kept_from = offset;
+      continue;
+    }
+    if (step == Step::kEnd || read >= size) break;
+    bytes.erase(0, at);
+    base += at;
+    at = 0;
+    const std::size_t chunk = 1u << 20;
+    const std::size_t old_size = bytes.size();
+    bytes.resize(old_size + chunk);
+    const ssize_t n =
+        ::pread(fd, bytes.data() + old_size, chunk, static_cast<off_t>(read));
+    if (n < 0 && errno == EINTR) {
+      bytes.resize(old_size);
+      continue;
+    }
+    if (n < 0) throw Failure("cannot read", path, errno);
+    bytes.resize(old_size + static_cast<std::size_t>(n));
+    if (n == 0) break;
+    read += static_cast<std::uint64_t>(n);
+  }
+  return base + at;
+}
+
 }  // namespace
 
 std::vector<WalRecord> DecodeRun(std::string_view bytes) {
@@ -239,42 +279,43 @@ Wal::Wal(const Options& options) : options_(options) {
   // last holds the highest numbers; the writer starts on the other one,
   // which recovery has just applied.
   Run runs[2];
+  bool any_run = false;
   for (int i = 0; i < 2; ++i) {
-    runs[i].keep_after = options_.applied_seq;
-    // Read only as far as the run goes: a clean stop leaves an empty
-    // frame at the start, a crash at most the current lap.
     Segment& s = segments_[i];
-    std::string bytes;
-    std::size_t at = 0;
-    std::uint64_t read = 0;
-    while (true) {
-      const Step step = DecodeNext(bytes, &at, &runs[i]);
-      if (step == Step::kRecord) continue;
-      if (step == Step::kEnd || read >= s.size) break;
-      bytes.erase(0, at);
-      at = 0;
-      const std::size_t chunk = 1u << 20;
-      const std::size_t old_size = bytes.size();
-      bytes.resize(old_size + chunk);
-      const ssize_t n = ::pread(s.fd, bytes.data() + old_size, chunk,
-                                static_cast<off_t>(read));
-      if (n < 0 && errno == EINTR) {
-        bytes.resize(old_size);
-        continue;
+    runs[i].keep_after = options_.applied_seq;
+    std::uint64_t kept_from = 0;
+    const std::uint64_t end =
+        ReadRun(s.fd, s.path, s.size, 0, &runs[i], &kept_from);
+    any_run = any_run || runs[i].started;
+    if (!runs[i].records.empty()) {
+      // Recovery serves these records before LMDB has them, so they must
+      // be on the disk, not only in the page cache where a killed process
+      // left its last groups: sync them, then read them again from the
+      // disk itself. After a failed writeback (the last process stopped on
+      // an EIO) the cache may hold pages the disk never got, and the sync
+      // reports that error only once: dropping the cached pages first makes
+      // the second read see what the disk has.
+      if (::fdatasync(s.fd) != 0) throw Failure("cannot sync", s.path, errno);
+      const std::uint64_t page = 4096;
+      const std::uint64_t from = kept_from / page * page;
+      const std::uint64_t to = (end + page - 1) / page * page;
+      if (int e = ::posix_fadvise(s.fd, static_cast<off_t>(from),
+                                  static_cast<off_t>(to - from),
+                                  POSIX_FADV_DONTNEED);
+          e != 0) {
+        throw Failure("cannot drop the cached pages of", s.path, e);
       }
-      if (n < 0) throw Failure("cannot read", s.path, errno);
-      bytes.resize(old_size + static_cast<std::size_t>(n));
-      if (n == 0) break;
-      read += static_cast<std::uint64_t>(n);
+      Run again;
+      again.keep_after = options_.applied_seq;
+      again.started = true;
+      again.last_seq = runs[i].records.front().seq - 1;
+      std::uint64_t ignored = 0;
+      ReadRun(s.fd, s.path, s.size, kept_from, &again, &ignored);
+      runs[i].records = std::move(again.records);
+      if (!runs[i].records.empty()) runs[i].last_seq = again.last_seq;
     }
     std::vector<WalRecord>& kept = runs[i].records;
     DropCutBatch(&kept);
-    // What a killed process wrote may be in the page cache only: recovery
-    // serves these records before LMDB has them, so they must be durable
-    // first.
-    if (!kept.empty() && ::fdatasync(s.fd) != 0) {
-      throw Failure("cannot sync", s.path, errno);
-    }
     // A cut batch is always above applied_seq (only whole, synced groups
     // are applied), so when nothing is kept the run's end stands.
     if (!kept.empty()) {
@@ -283,6 +324,16 @@ Wal::Wal(const Options& options) : options_(options) {
       s.last_seq = std::min(runs[i].last_seq, options_.applied_seq);
     }
     last_seq_ = std::max(last_seq_, s.last_seq);
+  }
+  // The log holds every record up to applied_seq until a clean stop marks
+  // it applied (empty runs): a log that stops short of it has lost a record
+  // LMDB has, and with it perhaps the acknowledged ones after it.
+  if (any_run && last_seq_ < options_.applied_seq) {
+    throw std::runtime_error(
+        "write-ahead log in " + options_.dir + ": it ends at record " +
+        std::to_string(last_seq_) + ", before record " +
+        std::to_string(options_.applied_seq) +
+        " that LMDB has applied: a record is corrupt; refusing to start");
   }
   const int older = segments_[0].last_seq <= segments_[1].last_seq ? 0 : 1;
   for (int i : {older, 1 - older}) {
@@ -354,12 +405,16 @@ bool Wal::CanAppend(std::size_t bytes, std::uint64_t applied) const {
 int Wal::MarkApplied() {
   // An empty frame at the start of each segment: the next open reads no
   // run, since every record is in LMDB.
+  // The older segment first: a crash between the two leaves the newer
+  // one's run reaching applied_seq, as recovery requires.
   static constexpr char kEmpty[kFrame] = {};
-  for (Segment& s : segments_) {
+  const int older = segments_[0].last_seq <= segments_[1].last_seq ? 0 : 1;
+  for (int i : {older, 1 - older}) {
+    Segment& s = segments_[i];
     if (int e = WriteAll(s.fd, kEmpty, kFrame, 0); e != 0) return e;
     if (::fdatasync(s.fd) != 0) return errno;
-    s.last_seq = 0;
   }
+  for (Segment& s : segments_) s.last_seq = 0;
   offset_ = 0;
   return 0;
 }

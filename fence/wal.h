@@ -57,7 +57,9 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes);
 // but only once every record in the other segment is applied to LMDB
 // (Append's `applied` says how far that is); a group that does not fit an
 // empty segment grows it. At open, each segment yields its run of records
-// (DecodeRun) and recovery replays those LMDB has not applied yet.
+// (DecodeRun); those above Options::applied_seq are kept, after a sync and
+// a second read from the disk itself, for recovery to serve and apply. A
+// log whose runs stop short of applied_seq throws.
 //
 // Thread safety: one thread appends (Append, Write); sync threads each
 // sync through their own SyncFiles at the same time. The constructor's
@@ -73,7 +75,8 @@ class Wal {
   };
 
   // Opens or creates the segments and reads their records. Throws
-  // std::runtime_error naming the file when they cannot be used.
+  // std::runtime_error naming the file when they cannot be used, or when
+  // their runs stop short of options.applied_seq.
   explicit Wal(const Options& options);
   ~Wal();
   Wal(const Wal&) = delete;
