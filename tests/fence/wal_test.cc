@@ -175,13 +175,15 @@ TEST(WalTest, RecordsLmdbHasAreCheckedButNotKept) {
     EXPECT_TRUE(wal.recovered().empty());
     EXPECT_EQ(wal.last_seq(), 30u);
   }
-  // Record 25 torn: the run ends before it, kept or not.
-  {
+  // Damages the payload of the record after ends[i].
+  auto damage_after = [&](std::size_t i) {
     std::fstream wal(dir / "wal-0",
                      std::ios::in | std::ios::out | std::ios::binary);
-    wal.seekp(static_cast<std::streamoff>(ends[23] + 12));
+    wal.seekp(static_cast<std::streamoff>(ends[i] + 12));
     wal.put('\x5a');
-  }
+  };
+  // Record 25 torn: the run ends before it, kept or not.
+  damage_after(23);
   {
     Wal wal({dir.path(), 1u << 20, 20});
     ASSERT_EQ(wal.recovered().size(), 4u);
@@ -196,12 +198,7 @@ TEST(WalTest, RecordsLmdbHasAreCheckedButNotKept) {
   // stops short of what LMDB applied, and the records after the damage,
   // acknowledged ones among them, cannot be told from an empty log.
   // Refusing to start is the only safe answer.
-  {
-    std::fstream wal(dir / "wal-0",
-                     std::ios::in | std::ios::out | std::ios::binary);
-    wal.seekp(static_cast<std::streamoff>(ends[13] + 12));
-    wal.put('\x5a');
-  }
+  damage_after(13);
   EXPECT_THROW(Wal({dir.path(), 1u << 20, 28}), std::runtime_error);
   EXPECT_NO_THROW(Wal({dir.path(), 1u << 20, 14}));
 }
