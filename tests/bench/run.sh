@@ -150,6 +150,11 @@ wrk_stats() {
     END { printf "%.0f %.2f %.2f\n", ops, p50, p99 }' "$1"
 }
 
+# cpu_ticks PID: the process's user plus system time so far, in clock ticks.
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# cpu_us TICKS REQUESTS: CPU microseconds per request.
+cpu_us() { echo $(($1 * 1000000 / $(getconf CLK_TCK) / ($2 > 0 ? $2 : 1))); }
+
 metric() {  # PORT NAME_WITH_LABELS
   curl -fsS "http://127.0.0.1:$1/metrics" |
     awk -v m="$2" 'index($0, m " ") == 1 { print $2 + 0; found = 1 }
@@ -241,9 +246,12 @@ fencepost_run() {
   acc0=$(metric "$FP_ADMIN" fencepost_writes_accepted_total)
   rej0=$(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}')
   busy_check "fencepost $label"
+  local cpu0
+  cpu0=$(cpu_ticks "$FP_PID")
   BENCH_KEYS=$keys wrk -t"$(threads "$clients")" -c"$clients" -d"${SECS}s" \
     --latency -s "$BENCH/fenced_put.lua" "http://127.0.0.1:$FP_PORT" >"$WORK/wrk.out"
-  local acc rej stats
+  local acc rej stats cpu
+  cpu=$(($(cpu_ticks "$FP_PID") - cpu0))
   acc=$(($(metric "$FP_ADMIN" fencepost_writes_accepted_total) - acc0))
   rej=$(($(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}') - rej0))
   stats=$(wrk_stats "$WORK/wrk.out")
@@ -277,7 +285,7 @@ fencepost_run() {
   read -r ops p50 p99 <<<"$stats"
   row fencepost "$label" "$clients" "$ops" "$p50" "$p99" "$acc" "$rej"
   echo "$ops" >"$WORK/last_ops"
-  echo "$ops $p99" >"$WORK/last_fp"
+  echo "$ops $p99 $(cpu_us "$cpu" "$requests")" >"$WORK/last_fp"
 }
 
 # --- the ceilings -----------------------------------------------------------
@@ -340,9 +348,12 @@ redis_run() {
       redis.call('HSET', string.format('bench:%012d', i), 't', 2, 'v', 'seed') end" \
     0 "$KEYS" >/dev/null
   busy_check "redis"
+  local cpu0
+  cpu0=$(cpu_ticks "$pid")
   redis-benchmark -p "$port" -c "$clients" -n "$n" -r "$KEYS" --csv \
     EVALSHA "$sha" 1 'bench:__rand_int__' __rand_int__ "$pad" >"$WORK/redis.csv"
-  local acc rej landed
+  local acc rej landed cpu
+  cpu=$(($(cpu_ticks "$pid") - cpu0))
   acc=$("${cli[@]}" HGET bench:stats accepted)
   rej=$("${cli[@]}" HGET bench:stats rejected)
   ((acc + rej == n)) || fail "redis: $acc accepted + $rej rejected != $n"
@@ -359,7 +370,7 @@ redis_run() {
   local ops p50 p99
   IFS=, read -r _ ops _ _ p50 _ p99 _ < <(tail -1 "$WORK/redis.csv" | tr -d '"')
   row redis "Lua CAS, AOF fsync always" "$clients" "${ops%.*}" "$p50" "$p99" "$acc" "$rej"
-  echo "${ops%.*} $p99" >"$WORK/last_redis"
+  echo "${ops%.*} $p99 $(cpu_us "$cpu" "$n")" >"$WORK/last_redis"
 }
 
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -505,10 +516,10 @@ if ((PEERS)); then
     for r in $(seq "$ROUNDS"); do
       log "A/B round $r, $c clients"
       fencepost_run "A/B round $r" "$c" "$KEYS"
-      read -r fops fp99 <"$WORK/last_fp"
+      read -r fops fp99 fcpu <"$WORK/last_fp"
       redis_run "$c" $((SECS * fops))
-      read -r rops rp99 <"$WORK/last_redis"
-      echo "$c $r $fops $fp99 $rops $rp99" >>"$AB"
+      read -r rops rp99 rcpu <"$WORK/last_redis"
+      echo "$c $r $fops $fp99 $rops $rp99 $fcpu $rcpu" >>"$AB"
     done
   done
 fi
@@ -539,13 +550,22 @@ if [[ -s $AB ]]; then
   echo
   echo "A/B rounds against Redis (AOF fsync always), back to back:"
   echo
-  echo "| clients | round | fencepost ops/s | fencepost p99 ms | Redis ops/s | Redis p99 ms | ops ratio | p99 ratio |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-  awk '{ printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× |\n",
-         $1, $2, $3, $4, $5, $6, ($5 > 0 ? $3 / $5 : 0), ($6 > 0 ? $4 / $6 : 0) }' "$AB"
+  echo "| clients | round | fencepost ops/s | fencepost p99 ms | Redis ops/s | Redis p99 ms | ops ratio | p99 ratio | server CPU µs per request, fencepost / Redis |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  awk '{ printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× | %s / %s |\n",
+         $1, $2, $3, $4, $5, $6, ($5 > 0 ? $3 / $5 : 0), ($6 > 0 ? $4 / $6 : 0), $7, $8 }' "$AB"
+  # The median of the values read on stdin, labelled: median LABEL
+  median() {
+    sort -g | awk -v what="$1" '{ v[NR] = $1 }
+      END { if (NR) printf "median %s: %.2f×\n", what, v[int((NR + 1) / 2)] }'
+  }
   for c in $AB_CLIENTS; do
-    awk -v c="$c" '$1 == c && $5 > 0 { print $3 / $5 }' "$AB" | sort -g |
-      awk -v c="$c" '{ v[NR] = $1 } END { if (NR) printf "median throughput ratio at %s clients: %.2f×\n", c, v[int((NR + 1) / 2)] }'
+    awk -v c="$c" '$1 == c && $5 > 0 { print $3 / $5 }' "$AB" |
+      median "throughput ratio at $c clients"
+    # What one durable write costs the server in CPU, whatever else shares
+    # the cores: the ratio least moved by a noisy neighbour.
+    awk -v c="$c" '$1 == c && $8 > 0 { print $7 / $8 }' "$AB" |
+      median "server CPU per request at $c clients, fencepost ÷ Redis"
   done
 fi
 if [[ -s $RESTARTS ]]; then
