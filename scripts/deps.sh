@@ -9,7 +9,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev liblmdb-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
-  libssl-dev libzookeeper-mt-dev libpq-dev
+  libssl-dev libzookeeper-mt-dev libpq-dev libjemalloc-dev
 )
 if [ "${1:-}" != build ]; then
   packages+=(

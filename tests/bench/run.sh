@@ -537,8 +537,11 @@ done
 
 # --- the table --------------------------------------------------------------
 echo
+ALLOCATOR=glibc
+if ldd "$FENCEPOST" | grep -q libjemalloc; then ALLOCATOR=jemalloc; fi
 echo "fencepost benchmark, $(date -u +%Y-%m-%d), $(nproc) cores, $(uname -r)," \
-  "${SECS}s per run, $KEYS keys, 128-byte values, ~10% stale writers"
+  "${SECS}s per run, $KEYS keys, 128-byte values, ~10% stale writers," \
+  "fencepost's allocator: $ALLOCATOR"
 echo
 echo "| system | mode | clients | ops/s | p50 ms | p99 ms | accepted | rejected | fencepost ÷ this |"
 echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
