@@ -565,8 +565,8 @@ if [[ -s $AB ]]; then
   for c in $AB_CLIENTS; do
     awk -v c="$c" '$1 == c && $5 > 0 { print $3 / $5 }' "$AB" |
       median "throughput ratio at $c clients"
-    # What one durable write costs the server in CPU, whatever else shares
-    # the cores: the ratio least moved by a noisy neighbour.
+    # What one durable write costs each server in CPU: the gap that
+    # throughput hides while the client shares the cores.
     awk -v c="$c" '$1 == c && $8 > 0 { print $7 / $8 }' "$AB" |
       median "server CPU per request at $c clients, fencepost ÷ Redis"
   done
