@@ -86,6 +86,7 @@ Committer::Committer(Env& env, Options options)
   for (int i = 0; i < kSyncers; ++i) {
     sync_files_.push_back(std::make_unique<Wal::SyncFiles>(*wal_));
   }
+  committer_files_ = std::make_unique<Wal::SyncFiles>(*wal_);
   for (const auto& files : sync_files_) {
     syncers_.emplace_back([this, &files = *files] { SyncLoop(files); });
   }
@@ -671,10 +672,21 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
     AnswerDurable();  // nothing to sync: it may be answerable now
     return;
   }
+  // With no other write waiting and no sync in flight there is nothing to
+  // overlap: sync here, sparing the hand-off to a sync thread and back.
+  bool idle = false;
+  {
+    std::lock_guard lock(mu_);
+    idle = queue_.empty();
+  }
+  std::unique_lock lock(sync_mu_);
+  if (idle && syncs_.empty() && unsynced_segments_ != 0) {
+    Sync(*committer_files_, lock);
+    return;
+  }
   sync_cv_.notify_one();
   // Let the next group gather while every sync thread is busy: go on only
   // once a sync has begun that covers this group.
-  std::unique_lock lock(sync_mu_);
   room_cv_.wait(lock, [this] { return sync_target_ >= written_seq_; });
 }
 
@@ -684,35 +696,40 @@ void Committer::SyncLoop(const Wal::SyncFiles& files) {
     sync_cv_.wait(lock,
                   [this] { return syncers_stop_ || unsynced_segments_ != 0; });
     if (unsynced_segments_ == 0) return;
-    const unsigned segments = unsynced_segments_;
-    unsynced_segments_ = 0;
-    sync_target_ = written_seq_;
-    syncs_.push_back({written_seq_, false});
-    SyncTicket& ticket = syncs_.back();  // deque: stays valid
-    room_cv_.notify_all();
+    Sync(files, lock);
+  }
+}
+
+void Committer::Sync(const Wal::SyncFiles& files,
+                     std::unique_lock<std::mutex>& lock) {
+  const unsigned segments = unsynced_segments_;
+  unsynced_segments_ = 0;
+  sync_target_ = written_seq_;
+  syncs_.push_back({written_seq_, false});
+  SyncTicket& ticket = syncs_.back();  // deque: stays valid
+  room_cv_.notify_all();
+  lock.unlock();
+  for (int i = 0; i < 2; ++i) {
+    if ((segments & (1u << i)) == 0) continue;
+    if (int e = files.Sync(i); e != 0) {
+      Fatal(
+          "the write-ahead log sync failed; the outcome of its writes is "
+          "unknown",
+          e);
+    }
+  }
+  lock.lock();
+  ticket.done = true;
+  bool advanced = false;
+  while (!syncs_.empty() && syncs_.front().done) {
+    durable_seq_ = syncs_.front().target;
+    syncs_.pop_front();
+    advanced = true;
+  }
+  if (advanced) {
     lock.unlock();
-    for (int i = 0; i < 2; ++i) {
-      if ((segments & (1u << i)) == 0) continue;
-      if (int e = files.Sync(i); e != 0) {
-        Fatal(
-            "the write-ahead log sync failed; the outcome of its writes is "
-            "unknown",
-            e);
-      }
-    }
+    AnswerDurable();
     lock.lock();
-    ticket.done = true;
-    bool advanced = false;
-    while (!syncs_.empty() && syncs_.front().done) {
-      durable_seq_ = syncs_.front().target;
-      syncs_.pop_front();
-      advanced = true;
-    }
-    if (advanced) {
-      lock.unlock();
-      AnswerDurable();
-      lock.lock();
-    }
   }
 }
 

@@ -111,9 +111,12 @@ struct WriteOutcome {
 //
 // The log's syncs overlap: while one group's sync is in flight the
 // committer decides and writes the next (deciding against the groups not
-// yet durable), and a second sync thread flushes it. Answers still go out
-// in decision order, each only after a sync that began after its records
-// were written has returned, and after every sync begun before that one.
+// yet durable), and a second sync thread flushes it. When no other write
+// waits and no sync is in flight, the committer syncs the group itself:
+// there is nothing to overlap, and the hand-off would cost two wake-ups.
+// Answers still go out in decision order, each only after a sync that began
+// after its records were written has returned, and after every sync begun
+// before that one.
 //
 // Thread safety: Submit may be called from any thread. `done` callbacks run
 // on one of the committer's threads (or, for kOverloaded, on the caller's)
@@ -189,6 +192,10 @@ class Committer {
   // A sync thread: syncs what was written since the last sync began, then
   // answers the groups that made durable.
   void SyncLoop(const Wal::SyncFiles& files);
+  // Syncs, through `files`, what was written since the last sync began, then
+  // answers what that made durable. `lock` holds sync_mu_ on entry and exit;
+  // there is something to sync.
+  void Sync(const Wal::SyncFiles& files, std::unique_lock<std::mutex>& lock);
   // Answers, in decision order, every group the log is durable for.
   void AnswerDurable();
   void Answer(Group& group);
@@ -293,6 +300,7 @@ class Committer {
   bool syncers_stop_ = false;
   std::vector<std::unique_ptr<Wal::SyncFiles>> sync_files_;  // one each
   std::vector<std::thread> syncers_;
+  std::unique_ptr<Wal::SyncFiles> committer_files_;  // its own, see Sync
   std::mutex answer_mu_;  // one thread answers at a time, in order
   std::atomic<std::uint64_t> published_seq_ = 0;
   std::deque<Recent> recent_;  // the committer thread's only
