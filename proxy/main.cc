@@ -207,8 +207,8 @@ int Serve(const proxy::Config& config) {
     options.turn_ttl = std::max<std::chrono::seconds>(
         std::chrono::ceil<std::chrono::seconds>(need) + std::chrono::seconds(3),
         std::chrono::ceil<std::chrono::seconds>(need * 8 / 5));
-    options.replica = config.listen.ToString() + " pid " +
-                      std::to_string(::getpid());
+    options.replica =
+        config.listen.ToString() + " pid " + std::to_string(::getpid());
     try {
       auto owned =
           std::make_unique<storage::EtcdFences>(io, std::move(options));
@@ -227,6 +227,13 @@ int Serve(const proxy::Config& config) {
         spdlog::critical("stopping: {}", message);
         spdlog::shutdown();
       };
+#ifdef FENCEPOST_TEST_SWITCHES
+      // Only in the test build: a queue bound small enough for a test to
+      // overload it.
+      if (const char* n = std::getenv("FENCEPOST_TEST_MAX_QUEUE_WRITES")) {
+        options.committer.max_queue_writes = std::stoul(n);
+      }
+#endif
       shards = std::make_unique<fence::Shards>(options);
     } catch (const std::exception& e) {
       return Fail(e.what());

@@ -67,16 +67,17 @@ TEST(FaultsTest, TinyMapFillsUpWith507AndRecoversWithALargerOne) {
 bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
 
 // The write-ahead log's sync (fdatasync of shard-0/wal-0, each group's one
-// flush) fails with EIO under strace's fault injection: that write is never
-// acknowledged and the process stops instead of carrying on. strace counts
-// `when=3` per thread and the log has two sync threads, so the test reads
-// strace's own record of the syncs: the client, one request at a time (one
-// group, one sync each), must have seen exactly as many acknowledgements as
-// syncs returned 0 before the injected failure. After a restart the fence
-// holds the last acknowledged token, or the one whose sync failed (its bytes
-// may have reached the log: never acknowledged, it may still land), never
-// less.
-TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
+// flush) fails with `error` (EIO, or ENOSPC as ext4 can report at writeback)
+// under strace's fault injection: that write is never acknowledged and the
+// process stops instead of carrying on. strace counts `when=3` per thread
+// and the log is synced by the committer or by one of two sync threads, so
+// the test reads strace's own record of the syncs: the client, one request
+// at a time (one group, one sync each), must have seen exactly as many
+// acknowledgements as syncs returned 0 before the injected failure. After a
+// restart the fence holds the last acknowledged token, or the one whose
+// sync failed (its bytes may have reached the log: never acknowledged, it
+// may still land), never less.
+void ExpectLogSyncFailureStops(const std::string& error) {
   if (!HaveStrace())
     FAIL() << "strace is not installed; scripts/deps.sh installs it";
   TempDir dir;
@@ -87,7 +88,7 @@ TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
   ServerProcess server(
       data, {}, {},
       {"strace", "-f", "-qq", "-o", trace, "-P", data + "/shard-0/wal-0", "-e",
-       "trace=fdatasync", "-e", "inject=fdatasync:error=EIO:when=3"});
+       "trace=fdatasync", "-e", "inject=fdatasync:error=" + error + ":when=3"});
   int acked = 0, last = 0;
   for (int token = 1; token <= 10; ++token) {
     try {
@@ -129,6 +130,14 @@ TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
       fence.body.find("\"token\":" + std::to_string(last + 1) + ",") !=
       std::string::npos;
   EXPECT_TRUE(acknowledged || failed_one) << fence.body;
+}
+
+TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
+  ExpectLogSyncFailureStops("EIO");
+}
+
+TEST(FaultsTest, FsyncEnospcIsNeverAcknowledgedAndStopsTheProcess) {
+  ExpectLogSyncFailureStops("ENOSPC");
 }
 
 // The fs: backend's disk fills up: the file's fsync fails with ENOSPC (as

@@ -10,10 +10,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
@@ -344,6 +347,61 @@ TEST(LimitsTest, ASecondProcessOnTheSameDataDirectoryExits2) {
   EXPECT_EQ(Fetch(first.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
                 .status,
             201);
+}
+
+// Past the committer's bound of waiting writes, a write is refused at once
+// with 503 `overloaded` and Retry-After, counted in
+// fencepost_writes_overloaded_total, and changes nothing. The test build's
+// FENCEPOST_TEST_MAX_QUEUE_WRITES=1 lowers the bound (16384 otherwise) so
+// that writers in parallel reach it.
+TEST(LimitsTest, PastTheQueueBoundWritesGet503WithRetryAfterAndChangeNothing) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {}, {"FENCEPOST_TEST_MAX_QUEUE_WRITES=1"});
+  constexpr int kWriters = 32;
+  std::mutex mu;
+  std::vector<std::string> refused, accepted, wrong;
+  std::atomic<bool> done = false;
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      HttpClient client(server.data_port());
+      // Until some write was refused, or 10 s at most.
+      const auto deadline = std::chrono::steady_clock::now() + 10s;
+      for (int i = 0; !done && std::chrono::steady_clock::now() < deadline;
+           ++i) {
+        const std::string key =
+            "/q/" + std::to_string(w) + "-" + std::to_string(i);
+        auto r = client.Request("PUT", key, {{"Fencing-Token", "1"}}, "v");
+        std::lock_guard lock(mu);
+        if (r.status == 503) {
+          refused.push_back(key);
+          if (r.header("retry-after") != "1" ||
+              r.header("content-type") != "application/problem+json" ||
+              r.body.find("overloaded") == std::string::npos) {
+            wrong.push_back(key + ": " + r.header("retry-after") + " " +
+                            r.body);
+          }
+          if (refused.size() >= 20) done = true;
+        } else if (r.status == 201) {
+          accepted.push_back(key);
+        } else {
+          wrong.push_back(key + ": " + std::to_string(r.status));
+        }
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  ASSERT_FALSE(refused.empty()) << "no write was refused in 10 s";
+  EXPECT_TRUE(wrong.empty()) << wrong.front();
+  EXPECT_FALSE(accepted.empty());
+  EXPECT_EQ(Metric(server, "fencepost_writes_overloaded_total"),
+            static_cast<double>(refused.size()));
+  for (const std::string& key : refused) {
+    EXPECT_EQ(Fetch(server.data_port(), "GET", key).status, 404) << key;
+  }
+  for (const std::string& key : accepted) {
+    EXPECT_EQ(Fetch(server.data_port(), "GET", key).body, "v") << key;
+  }
 }
 
 }  // namespace
