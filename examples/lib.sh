@@ -31,6 +31,14 @@ start_server() {
 stop_server() {
   kill "$server_pid" 2>/dev/null || true
   wait "$server_pid" 2>/dev/null || true
+  # A sanitizer's report (a sanitized build of the tests) fails the example.
+  if grep -qE 'ERROR: (Address|Leak|UndefinedBehavior)Sanitizer|WARNING: ThreadSanitizer|runtime error:' \
+    "$server_dir/server.log" 2>/dev/null; then
+    echo "fencepost's sanitizer reported:" >&2
+    cat "$server_dir/server.log" >&2
+    rm -rf "$server_dir"
+    exit 1
+  fi
   rm -rf "$server_dir"
 }
 

@@ -61,13 +61,15 @@ std::string KeeperProblems(const ServerProcess& server, std::uint64_t token) {
   return "";
 }
 
+constexpr int kWriters = 6;  // Load's writer threads
+
 // `batches`: the backend applies batches (lmdb), so a BatchLoad runs too;
 // the server gets --fence-scope pair/ either way.
 void CrashLoop(std::vector<std::string> args, const std::string& data,
                bool batches = true) {
   args.insert(args.end(), {"--fence-scope", "pair/"});
   const int cycles = Cycles();
-  Load load(Keys(), 3, 6);
+  Load load(Keys(), 3, kWriters);
   // hot/a and many/0 are keys of Keys() (a hot one, a cold one): without a
   // --fence-scope over them, each lease shares its key's fence.
   LeaseLoad leases({"lease/a", "lease/b", "hot-lease", "hot/a", "many/0"});
@@ -98,10 +100,28 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 270));
+    const auto killed = std::chrono::steady_clock::now();
     server->Kill();
     load.Stop();
     leases.Stop();
     batch_load.Stop();
+    // A write without an answer is one in flight at the kill: at most one
+    // per writer, and none sent long before it (that would be a hang the
+    // client gave up on while the server lived).
+    std::size_t unknown = 0;
+    for (std::size_t i = before; i < load.history().size(); ++i) {
+      const Op& op = load.history()[i];
+      if (op.outcome != Op::Outcome::kUnknown) continue;
+      ++unknown;
+      const auto waited =
+          killed.time_since_epoch() - std::chrono::nanoseconds(op.sent_ns);
+      EXPECT_LT(waited, std::chrono::seconds(5))
+          << "cycle " << cycle << ": a write to " << op.key
+          << " had no answer for " << waited.count() / 1000000
+          << " ms before the kill";
+    }
+    EXPECT_LE(unknown, static_cast<std::size_t>(kWriters))
+        << "cycle " << cycle << ": more writes without an answer than writers";
 
     server = std::make_unique<ServerProcess>(data, args);
     // First the acquire in flight at the kill, which the server may have

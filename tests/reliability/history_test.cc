@@ -108,12 +108,29 @@ TEST(HistoryCheckTest, FindsAWrongBody) {
 }
 
 TEST(HistoryCheckTest, FindsAnswersOtherThan2xxOr409) {
-  Op failed = Unknown(6);
-  failed.outcome = Outcome::kError;
-  failed.status = 503;
-  const auto violations = Check({Accepted(5, 0, 10), failed}, Holds(5, 5));
-  ASSERT_EQ(violations.size(), 1u);
-  EXPECT_NE(violations[0].find("answered 503"), std::string::npos);
+  for (int status : {500, 503, 507, 400}) {
+    Op failed = Unknown(6);
+    failed.outcome = Outcome::kError;
+    failed.status = status;
+    const auto violations = Check({Accepted(5, 0, 10), failed}, Holds(5, 5));
+    ASSERT_EQ(violations.size(), 1u) << status;
+    EXPECT_NE(violations[0].find("answered " + std::to_string(status)),
+              std::string::npos)
+        << violations[0];
+  }
+}
+
+TEST(HistoryCheckTest, FindsARunOfMostlyFailedAnswers) {
+  // Most answers 500, 503 or 507: each one is reported, not only the run.
+  std::vector<Op> history = {Accepted(5, 0, 10)};
+  const int statuses[] = {500, 503, 507};
+  for (int i = 0; i < 9; ++i) {
+    Op failed = Unknown(6 + i);
+    failed.outcome = Outcome::kError;
+    failed.status = statuses[i % 3];
+    history.push_back(failed);
+  }
+  EXPECT_EQ(Check(history, Holds(5, 5)).size(), 9u);
 }
 
 }  // namespace

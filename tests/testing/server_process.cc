@@ -76,19 +76,24 @@ int WaitFor(pid_t pid, double seconds) {
 
 // A sanitizer's report in a server's output fails the test that ran it.
 void FailOnSanitizerReport(const std::string& output) {
+  if (std::string report = SanitizerReport(output); !report.empty()) {
+    ADD_FAILURE() << "the server's sanitizer reported:\n" << report;
+  }
+}
+
+}  // namespace
+
+std::string SanitizerReport(const std::string& output) {
   for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",
                              "WARNING: ThreadSanitizer", "runtime error:",
                              "ERROR: UndefinedBehaviorSanitizer"}) {
     const auto at = output.find(marker);
     if (at != std::string::npos) {
-      ADD_FAILURE() << "the server's sanitizer reported:\n"
-                    << output.substr(at > 2000 ? at - 2000 : 0, 8000);
-      return;
+      return output.substr(at > 2000 ? at - 2000 : 0, 8000);
     }
   }
+  return "";
 }
-
-}  // namespace
 
 ServerProcess::ServerProcess(const std::string& data_dir,
                              const std::vector<std::string>& args,
@@ -133,6 +138,12 @@ ServerProcess::ServerProcess(const std::string& data_dir,
 }
 
 ServerProcess::~ServerProcess() {
+  // A clean stop first, so that a sanitizer's checks at exit (leaks) run
+  // and report; SIGKILL only if it does not stop in time.
+  if (pid_ > 0) {
+    kill(-pid_, SIGTERM);
+    Wait(10);
+  }
   Kill();
   FailOnSanitizerReport(ReadFile(log_path_));
   unlink(log_path_.c_str());

@@ -12,8 +12,8 @@ namespace fencepost::testing {
 
 // The real fencepost binary, started on 127.0.0.1:0 for both ports. Its
 // output goes to a log file, from which the bound ports are read. The
-// destructor kills it if it still runs, and fails the running test when the
-// log holds a sanitizer's report.
+// destructor stops it if it still runs (SIGTERM, then SIGKILL after 10 s),
+// and fails the running test when the log holds a sanitizer's report.
 class ServerProcess {
  public:
   // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is
@@ -50,6 +50,10 @@ class ServerProcess {
   std::uint16_t data_port_ = 0;
   std::uint16_t admin_port_ = 0;
 };
+
+// The excerpt of `output` around a sanitizer's report (ASan, LSan, TSan,
+// UBSan), or "" when it has none.
+std::string SanitizerReport(const std::string& output);
 
 struct RunResult {
   int exit_status = -1;
