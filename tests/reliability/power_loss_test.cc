@@ -23,8 +23,10 @@
 // Needs /dev/fuse, root (or fusermount), Debian's python3-fusepy and fuse
 // (libfuse2); it fails without them (deps.sh installs them). Cycles:
 // FENCEPOST_POWERCUT_CYCLES (5 by default). FENCEPOST_POWERCUT_LYING_DISK=1
-// mounts with --ignore-sync (fsync succeeds and syncs nothing): the test must
-// then fail, which shows that it sees a missing sync.
+// mounts with --ignore-sync (fsync succeeds and syncs nothing), and
+// FENCEPOST_POWERCUT_LYING_DISK=log with --ignore-log-syncs (only the log's
+// group syncs are missing): the test must then fail, which shows that it
+// sees a missing sync; with `log`, the history check is what fails.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -77,9 +79,10 @@ int Cycles() {
   return text ? std::max(1, std::atoi(text)) : 5;
 }
 
-bool LyingDisk() {
+// "" (an honest disk), "1" (every sync ignored) or "log" (the log's).
+std::string LyingDisk() {
   const char* text = std::getenv("FENCEPOST_POWERCUT_LYING_DISK");
-  return text != nullptr && std::string(text) == "1";
+  return text != nullptr ? text : "";
 }
 
 // Debian's python3-fusepy is installed for /usr/bin/python3, which may not be
@@ -143,7 +146,7 @@ class Unmount {
 class PowercutFs {
  public:
   PowercutFs(const std::string& root, const std::string& mountpoint,
-             const std::string& log, bool lying)
+             const std::string& log, const std::string& lying)
       : log_(log),
         fs_(std::make_unique<ChildProcess>(Argv(root, mountpoint, lying), log)),
         unmount_(mountpoint) {
@@ -192,11 +195,12 @@ class PowercutFs {
  private:
   static std::vector<std::string> Argv(const std::string& root,
                                        const std::string& mountpoint,
-                                       bool lying) {
+                                       const std::string& lying) {
     std::vector<std::string> argv = {Python(),
                                      std::string(FENCEPOST_SOURCE_DIR) +
                                          "/tests/reliability/powercut_fs.py"};
-    if (lying) argv.push_back("--ignore-sync");
+    if (lying == "1") argv.push_back("--ignore-sync");
+    if (lying == "log") argv.push_back("--ignore-log-syncs");
     argv.push_back(root);
     argv.push_back(mountpoint);
     return argv;
@@ -238,9 +242,10 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
   std::filesystem::create_directories(dir / "root");
   std::filesystem::create_directories(dir / "mnt");
   const std::string mnt = std::filesystem::canonical(dir / "mnt").string();
-  const bool lying = LyingDisk();
+  const std::string lying = LyingDisk();
   PowercutFs fs(dir / "root", mnt, dir / "powercut_fs.log", lying);
-  ASSERT_NO_FATAL_FAILURE(ExpectTheCutDropsUnsyncedWrites(fs, mnt, lying));
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectTheCutDropsUnsyncedWrites(fs, mnt, lying == "1"));
 
   const std::string data = mnt + "/data";
   const int cycles = Cycles();

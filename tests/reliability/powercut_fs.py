@@ -4,7 +4,7 @@
 A model of LazyFS (https://github.com/dsrhaslab/lazyfs), small enough to read
 in one sitting, for the power-cut test (tests/reliability/power_loss_test.cc).
 
-    powercut_fs.py [--ignore-sync] ROOT MOUNTPOINT
+    powercut_fs.py [--ignore-sync | --ignore-log-syncs] ROOT MOUNTPOINT
                                           (foreground; stop with SIGTERM)
 
 MOUNTPOINT shows ROOT's tree. What it models:
@@ -33,7 +33,11 @@ work, pthread mutexes in lock.mdb included (checked on Linux 6.18, libfuse
 
 --ignore-sync makes it a disk that lies: fsync succeeds and syncs nothing,
 so a cut drops everything written since the mount. A test run with it must
-fail; that shows the test can see a missing sync.
+fail; that shows the test can see a missing sync. --ignore-log-syncs lies
+only about fencepost's write-ahead log (files named wal-*), and only after
+each one's first sync (the one that makes a new segment whole): the log's
+group syncs are missing and nothing else is, so what fails is the history
+check, not the start.
 
 Simplifications (what a real power cut can do and this model cannot):
 
@@ -145,9 +149,11 @@ class Unsynced:
 class PowercutFS(Operations):
     use_ns = True
 
-    def __init__(self, root, ignore_sync=False):
+    def __init__(self, root, ignore_sync=False, ignore_log_syncs=False):
         self.root = os.path.realpath(root)
         self.ignore_sync = ignore_sync
+        self.ignore_log_syncs = ignore_log_syncs
+        self.synced_logs = set()  # keys of wal-* files synced once
         self.table_lock = threading.Lock()
         self.files = {}  # (st_dev, st_ino) of the backing file -> Unsynced
         self.handles = {}  # fh -> (key, open flags)
@@ -179,10 +185,15 @@ class PowercutFS(Operations):
             with self.table_lock:
                 self.files.pop(key, None)
 
-    def sync(self, key, fd):
+    def sync(self, key, fd, path):
         """fsync: the file's unsynced writes go to ROOT, then os.fsync."""
         if self.ignore_sync:
             return
+        if self.ignore_log_syncs and os.path.basename(path).startswith('wal-'):
+            with self.table_lock:
+                if key in self.synced_logs:
+                    return
+                self.synced_logs.add(key)
         u = self.unsynced(key)
         if u is None:
             os.fsync(fd)
@@ -224,7 +235,8 @@ class PowercutFS(Operations):
 
     def init(self, path):
         log('powercut: serving %s%s' % (
-            self.root, ' (ignoring every sync)' if self.ignore_sync else ''))
+            self.root, ' (ignoring every sync)' if self.ignore_sync else
+            ' (ignoring the log\'s syncs)' if self.ignore_log_syncs else ''))
 
     def destroy(self, path):
         log('powercut: unmounted (%d writes, %d syncs, %d writes dropped)' %
@@ -396,7 +408,7 @@ class PowercutFS(Operations):
             self.stats['writes'] += 1
             self.stats['bytes'] += len(data)
         if flags & (os.O_SYNC | os.O_DSYNC):
-            self.sync(key, fd)
+            self.sync(key, fd, path)
         return len(data)
 
     def flush(self, path, fi):
@@ -413,12 +425,12 @@ class PowercutFS(Operations):
             except OSError:
                 wfd = fd
             try:
-                self.sync(key, wfd)
+                self.sync(key, wfd, path)
             finally:
                 if wfd != fd:
                     os.close(wfd)
             return 0
-        self.sync(key, fd)
+        self.sync(key, fd, path)
         return 0
 
     @staticmethod
@@ -435,12 +447,14 @@ class PowercutFS(Operations):
 def main():
     args = sys.argv[1:]
     ignore_sync = '--ignore-sync' in args
-    args = [a for a in args if a != '--ignore-sync']
+    ignore_log_syncs = '--ignore-log-syncs' in args
+    args = [a for a in args if a not in ('--ignore-sync', '--ignore-log-syncs')]
     if len(args) != 2:
-        sys.exit('usage: powercut_fs.py [--ignore-sync] ROOT MOUNTPOINT')
+        sys.exit('usage: powercut_fs.py [--ignore-sync | --ignore-log-syncs] '
+                 'ROOT MOUNTPOINT')
     root, mountpoint = args
     os.umask(0)  # the kernel has applied the caller's umask to every mode
-    fs = PowercutFS(root, ignore_sync)
+    fs = PowercutFS(root, ignore_sync, ignore_log_syncs)
 
     # The power cut comes from a thread in sigwait: a Python signal handler
     # would only run on the main thread, which sits inside fuse_main. That
