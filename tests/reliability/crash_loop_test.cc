@@ -1,6 +1,7 @@
-// The reliability harness: concurrent fenced writes to a few hot keys, with
-// increasing and stale tokens, while the server is SIGKILLed at random
-// moments and restarted; after every restart the whole history so far is
+// The reliability harness: concurrent fenced writes (PUTs, DELETEs and
+// fence bumps) to a few hot keys and many cold ones, with increasing and
+// stale tokens, while the server is SIGKILLed at random moments and
+// restarted; after every restart the whole history so far is
 // checked against what the server holds (see history.h). Lease grants run
 // among the writes, two of them on leases named like written keys (hot/a,
 // many/0), whose fences the grants raise: the grants and the writes are
@@ -25,6 +26,7 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost::reliability {
 namespace {
@@ -35,7 +37,7 @@ using testing::TempDir;
 // Three hot keys half the writes go to, and a spread of others.
 std::vector<std::string> Keys() {
   std::vector<std::string> keys = {"hot/a", "hot/b", "hot/c"};
-  for (int i = 0; i < 24; ++i) keys.push_back("many/" + std::to_string(i));
+  for (int i = 0; i < 61; ++i) keys.push_back("many/" + std::to_string(i));
   return keys;
 }
 
@@ -61,15 +63,27 @@ std::string KeeperProblems(const ServerProcess& server, std::uint64_t token) {
   return "";
 }
 
-constexpr int kWriters = 6;  // Load's writer threads
+constexpr int kWriters = 6;     // Load's writer threads
+constexpr int kSettleMs = 200;  // the http:// backend's --upstream-settle
 
-// `batches`: the backend applies batches (lmdb), so a BatchLoad runs too;
-// the server gets --fence-scope pair/ either way.
+enum class Store {
+  kLmdb,  // applies batches: a BatchLoad runs too
+  kFs,
+  kHttp,  // relays the upstream's answers, with no token on a value
+};
+
+// The server gets --fence-scope pair/ whatever the store.
 void CrashLoop(std::vector<std::string> args, const std::string& data,
-               bool batches = true) {
+               Store store = Store::kLmdb) {
   args.insert(args.end(), {"--fence-scope", "pair/"});
+  const bool batches = store == Store::kLmdb;
+  const bool http = store == Store::kHttp;
   const int cycles = Cycles();
   Load load(Keys(), 3, kWriters);
+  if (http) {
+    load.AcceptRelayed404OnDelete();
+    load.ExpectHeldFences();
+  }
   // hot/a and many/0 are keys of Keys() (a hot one, a cold one): without a
   // --fence-scope over them, each lease shares its key's fence.
   LeaseLoad leases({"lease/a", "lease/b", "hot-lease", "hot/a", "many/0"});
@@ -86,7 +100,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const std::size_t before = load.history().size();
     const std::size_t acked_before = load.acknowledged();
-    load.Start(server->data_port());
+    load.Start(server->data_port(), server->admin_port());
     leases.Start(server->admin_port());
     if (batches) batch_load.Start(server->data_port());
     // The kill lands at a random moment after the cycle's first
@@ -99,7 +113,10 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
            std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 270));
+    // Through http://, a start after a kill holds the fences for the settle
+    // time (bumps go through): the kill lands once PUTs flow again.
+    std::this_thread::sleep_for(
+        std::chrono::milliseconds(rng() % 270 + (http ? kSettleMs : 0)));
     const auto killed = std::chrono::steady_clock::now();
     server->Kill();
     load.Stop();
@@ -132,7 +149,9 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     for (Op& op : leases.GrantsAsWrites(load.keys())) {
       history.push_back(std::move(op));
     }
-    auto found = restarts.Check(history, ReadState(*server, load.keys()));
+    auto found = restarts.Check(
+        history, ReadState(server->data_port(), server->admin_port(),
+                           load.keys(), http));
     for (auto& v : leases.Check(server->admin_port(), load.history())) {
       lease_found.push_back(std::move(v));
     }
@@ -152,17 +171,30 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
         << "cycle " << cycle << " acknowledged nothing";
   }
   const std::size_t acked = load.AcknowledgedSince(0);
+  std::map<Op::Kind, std::size_t> acked_by_kind;
+  for (const Op& op : load.history()) {
+    acked_by_kind[op.kind] += op.outcome == Op::Outcome::kAccepted;
+  }
   std::cout << "reliability: " << cycles << " SIGKILL cycles, "
             << load.history().size() << " writes, " << acked
-            << " acknowledged, " << leases.grants().size() << " lease grants ("
-            << leases.recovered() << " applied unanswered at a kill), "
-            << batch_load.acknowledged() << " batches acknowledged, "
-            << violations << " violations\n";
+            << " acknowledged (" << acked_by_kind[Op::Kind::kDelete]
+            << " DELETEs, " << acked_by_kind[Op::Kind::kBump] << " bumps, "
+            << load.refused() << " refused on a held fence), "
+            << leases.grants().size() << " lease grants (" << leases.recovered()
+            << " applied unanswered at a kill), " << batch_load.acknowledged()
+            << " batches acknowledged, " << violations << " violations\n";
   if (batches) {
     EXPECT_GT(batch_load.acknowledged(), static_cast<std::size_t>(cycles));
   }
   EXPECT_GT(leases.grants().size(), static_cast<std::size_t>(cycles));
   EXPECT_GT(acked, static_cast<std::size_t>(cycles)) << "the load ran";
+  EXPECT_GT(acked_by_kind[Op::Kind::kDelete], 0u);
+  EXPECT_GT(acked_by_kind[Op::Kind::kBump], 0u);
+  if (http) {
+    // Every start after a kill holds the fences for the settle time: the
+    // dead process may have left writes on the wire to the upstream.
+    EXPECT_GT(load.refused(), 0u);
+  }
 }
 
 TEST(CrashLoopTest, LmdbBackendNeverLosesAFence) {
@@ -177,7 +209,16 @@ TEST(CrashLoopTest, ShardedLmdbNeverLosesAFence) {
 
 TEST(CrashLoopTest, FsBackendNeverLosesAFence) {
   TempDir dir;
-  CrashLoop({"--backend", "fs:" + (dir / "store")}, dir / "data", false);
+  CrashLoop({"--backend", "fs:" + (dir / "store")}, dir / "data", Store::kFs);
+}
+
+// In front of a real nginx WebDAV store, which outlives every kill.
+TEST(CrashLoopTest, HttpBackendNeverLosesAFence) {
+  TempDir dir;
+  testing::NginxProcess nginx(dir / "root", dir / "nginx");
+  CrashLoop({"--backend", "http://127.0.0.1:" + std::to_string(nginx.port()),
+             "--upstream-settle", std::to_string(kSettleMs / 1000.0)},
+            dir / "data", Store::kHttp);
 }
 
 }  // namespace

@@ -17,8 +17,9 @@ std::vector<std::string> Check(
   // The highest token each fence has shown: floors, and 409s' tokens.
   std::map<std::string, std::uint64_t> shown = floors;
   for (const Op& op : history) {
+    if (op.outcome == Op::Outcome::kRefused) continue;  // it changed nothing
     presented[op.key].insert(op.token);
-    bodies[op.key][op.token].insert(op.body);
+    if (op.kind == Op::Kind::kPut) bodies[op.key][op.token].insert(op.body);
     if (op.outcome == Op::Outcome::kAccepted) accepted[op.key].push_back(&op);
     if (op.outcome == Op::Outcome::kRejected && op.current_token) {
       shown[op.key] = std::max(shown[op.key], *op.current_token);
@@ -29,10 +30,26 @@ std::vector<std::string> Check(
     }
   }
 
+  // The tokens of the DELETEs that were not refused, per key: what may
+  // have removed a value.
+  std::map<std::string, std::set<std::uint64_t>> deletes;
+  for (const Op& op : history) {
+    if (op.kind == Op::Kind::kDelete && op.outcome != Op::Outcome::kRejected) {
+      deletes[op.key].insert(op.token);
+    }
+  }
+
   for (const auto& [key, ops] : accepted) {
-    // Lost acknowledgements.
+    // Lost acknowledgements: of the fence (every kind sets it), and of the
+    // value (the highest acknowledged PUT or DELETE decides it).
     std::uint64_t highest = 0;
-    for (const Op* op : ops) highest = std::max(highest, op->token);
+    std::uint64_t highest_value_op = 0;
+    for (const Op* op : ops) {
+      highest = std::max(highest, op->token);
+      if (op->kind != Op::Kind::kBump) {
+        highest_value_op = std::max(highest_value_op, op->token);
+      }
+    }
     auto it = state.find(key);
     const KeyState found = it == state.end() ? KeyState{} : it->second;
     if (found.fence < highest) {
@@ -40,11 +57,25 @@ std::vector<std::string> Check(
                            " is below acknowledged token " +
                            std::to_string(highest));
     }
-    if (!found.value || *found.value < highest) {
-      violations.push_back(
-          key + ": stored value's token " +
-          (found.value ? std::to_string(*found.value) : "none") +
-          " is below acknowledged token " + std::to_string(highest));
+    if (highest_value_op != 0) {
+      if (found.value && *found.value < highest_value_op) {
+        violations.push_back(
+            key + ": stored value's token " + std::to_string(*found.value) +
+            " is below acknowledged token " + std::to_string(highest_value_op));
+      } else if (!found.value) {
+        // Removed by a DELETE at or above that token, which set the fence
+        // at least to its own.
+        const auto& tokens = deletes[key];
+        const auto d = tokens.lower_bound(highest_value_op);
+        if (d == tokens.end() || *d > found.fence) {
+          violations.push_back(
+              key +
+              ": the value is gone, but no unrefused DELETE between "
+              "acknowledged token " +
+              std::to_string(highest_value_op) + " and the fence " +
+              std::to_string(found.fence) + " could have removed it");
+        }
+      }
     }
 
     // Accepted below an earlier acknowledged acceptance. Sorting by ack time
@@ -109,7 +140,7 @@ std::vector<std::string> Check(
     }
     if (found.value && bodies[key][*found.value].count(found.body) == 0) {
       violations.push_back(key + ": stored body '" + found.body +
-                           "' is not what a write with token " +
+                           "' is not what a PUT with token " +
                            std::to_string(*found.value) + " sent");
     }
     const auto& tokens = presented[key];

@@ -10,19 +10,26 @@ namespace fencepost::reliability {
 
 // One fenced write as a client saw it.
 struct Op {
+  enum class Kind {
+    kPut,     // stores `body`
+    kDelete,  // removes the value; the fence is set and stays
+    kBump,    // advances the fence only (PUT /v1/fences/{key})
+  };
   enum class Outcome {
     kAccepted,  // 2xx: acknowledged
     kRejected,  // 409 with current_token
     kUnknown,   // no answer: the server died, or the client gave up
+    kRefused,   // refused before any change: a 503 fence-held (http://)
     kError,     // any other answer (4xx, 5xx): never expected here
   };
+  Kind kind = Kind::kPut;
   std::string key;  // each key is its own fence
   std::uint64_t token = 0;
   std::int64_t sent_ns = 0;   // before the request was sent
   std::int64_t acked_ns = 0;  // after the answer arrived; unused for kUnknown
   Outcome outcome = Outcome::kUnknown;
   std::optional<std::uint64_t> current_token;  // a 409's current_token
-  std::string body;                            // what the write stored
+  std::string body;                            // what a PUT stored
   int status = 0;                              // the answer's, for kError
 };
 
@@ -39,16 +46,20 @@ struct KeyState {
 // highest fence token read back before (after earlier restarts): a fence
 // never goes below a token it has shown. Returns one line per violation:
 //
-//  - an acknowledged write was lost: the fence, or the token of the stored
-//    value, is below a token whose acceptance was acknowledged;
+//  - an acknowledged write was lost: the fence is below a token whose
+//    acceptance was acknowledged, or the value is not the work of a PUT or
+//    DELETE at or above the highest acknowledged one (a stored value's
+//    token is below it, or the value is gone and no DELETE at or above it
+//    was sent and left unrefused);
 //  - the fence went down: it is below a 409's current_token or a floor;
 //  - the stored value's token is above the fence, or its body is not one a
-//    write with that token sent;
-//  - a write was accepted below a token whose acceptance was acknowledged
-//    before it was sent;
+//    PUT with that token sent;
+//  - a write (of any kind: they share the fence) was accepted below a token
+//    whose acceptance was acknowledged before it was sent;
 //  - a 409's current_token is no token any writer presented for that key, or
 //    not above the token it refused;
-//  - a fence or stored value carries a token nobody presented for that key;
+//  - a fence or stored value carries a token nobody presented for that key
+//    (a kRefused write presents nothing: it changed nothing);
 //  - a write got an answer other than 2xx or 409.
 std::vector<std::string> Check(
     const std::vector<Op>& history,

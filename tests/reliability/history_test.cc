@@ -133,5 +133,82 @@ TEST(HistoryCheckTest, FindsARunOfMostlyFailedAnswers) {
   EXPECT_EQ(Check(history, Holds(5, 5)).size(), 9u);
 }
 
+Op Of(Op::Kind kind, Op op) {
+  op.kind = kind;
+  return op;
+}
+
+TEST(HistoryCheckTest, ADeleteOrABumpIsAWriteToTheFence) {
+  using Kind = Op::Kind;
+  // An acknowledged DELETE leaves no value and its token on the fence.
+  const std::vector<Op> deleted = {Accepted(5, 0, 10),
+                                   Of(Kind::kDelete, Accepted(7, 11, 20))};
+  EXPECT_TRUE(Check(deleted, Holds(7, std::nullopt)).empty());
+  // A bump raises the fence and leaves the value alone.
+  const std::vector<Op> bumped = {Accepted(5, 0, 10),
+                                  Of(Kind::kBump, Accepted(9, 11, 20))};
+  EXPECT_TRUE(Check(bumped, Holds(9, 5)).empty());
+  // A DELETE whose answer never came may or may not have landed.
+  const std::vector<Op> maybe = {Accepted(5, 0, 10),
+                                 Of(Kind::kDelete, Unknown(6))};
+  EXPECT_TRUE(Check(maybe, Holds(5, 5)).empty());
+  EXPECT_TRUE(Check(maybe, Holds(6, std::nullopt)).empty());
+}
+
+TEST(HistoryCheckTest, FindsALostDeleteOrBump) {
+  using Kind = Op::Kind;
+  const std::vector<Op> deleted = {Accepted(5, 0, 10),
+                                   Of(Kind::kDelete, Accepted(7, 11, 20))};
+  EXPECT_EQ(Check(deleted, Holds(7, 5)).size(), 1u) << "the value came back";
+  EXPECT_EQ(Check(deleted, Holds(5, std::nullopt)).size(), 2u)
+      << "the fence went back, and it cannot hold the DELETE that removed "
+         "the value";
+  const std::vector<Op> bumped = {Accepted(5, 0, 10),
+                                  Of(Kind::kBump, Accepted(9, 11, 20))};
+  EXPECT_EQ(Check(bumped, Holds(5, 5)).size(), 1u);
+}
+
+TEST(HistoryCheckTest, FindsAValueThatVanished) {
+  using Kind = Op::Kind;
+  // No DELETE was sent, or only one below the acknowledged PUT, or one
+  // that was refused.
+  EXPECT_EQ(Check({Accepted(5, 0, 10)}, Holds(5, std::nullopt)).size(), 1u);
+  const std::vector<Op> below = {Of(Kind::kDelete, Unknown(4)),
+                                 Accepted(5, 0, 10)};
+  EXPECT_EQ(Check(below, Holds(5, std::nullopt)).size(), 1u);
+  const std::vector<Op> refused = {
+      Accepted(5, 0, 10), Of(Kind::kDelete, Rejected(6, 7)), Unknown(7)};
+  EXPECT_EQ(Check(refused, Holds(7, std::nullopt)).size(), 1u);
+}
+
+TEST(HistoryCheckTest, FindsAValueABumpOrADeleteStored) {
+  using Kind = Op::Kind;
+  // Only a PUT stores a body: a value carrying a bump's token is invented.
+  Op put = Accepted(5, 0, 10);
+  put.body = "from A";
+  const std::vector<Op> history = {put, Of(Kind::kBump, Accepted(9, 11, 20))};
+  EXPECT_EQ(Check(history, Holds(9, 9, "")).size(), 1u);
+}
+
+TEST(HistoryCheckTest, FindsADeleteAcceptedBelowAnAcknowledgedBump) {
+  using Kind = Op::Kind;
+  const std::vector<Op> history = {Of(Kind::kBump, Accepted(9, 0, 10)),
+                                   Of(Kind::kDelete, Accepted(8, 11, 20))};
+  const auto violations = Check(history, Holds(9, std::nullopt));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("accepted after token 9"), std::string::npos);
+}
+
+TEST(HistoryCheckTest, FindsARefusedWriteThatLanded) {
+  // A write refused before any change (503 fence-held) presents no token.
+  Op refused = Write(9, Outcome::kRefused, 11, 20);
+  refused.body = "late";
+  const std::vector<Op> history = {Accepted(5, 0, 10), refused};
+  EXPECT_TRUE(Check(history, Holds(5, 5)).empty());
+  EXPECT_EQ(Check(history, Holds(9, 9, "late")).size(), 3u)
+      << "the fence and the value carry a token nobody presented, and no "
+         "PUT that could land sent the body";
+}
+
 }  // namespace
 }  // namespace fencepost::reliability

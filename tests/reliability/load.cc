@@ -124,6 +124,11 @@ void Load::Start(std::uint16_t port) {
   }
 }
 
+void Load::Start(std::uint16_t port, std::uint16_t admin_port) {
+  admin_port_ = admin_port;
+  Start(port);
+}
+
 void Load::Start(std::function<std::uint16_t()> pick) {
   stop_ = false;
   pick_ = std::move(pick);
@@ -154,14 +159,22 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
   while (!stop_) {
     try {
       testing::HttpClient client(pick());
+      std::optional<testing::HttpClient> admin;
+      if (admin_port_ != 0) admin.emplace(admin_port_);
       while (!stop_) {
         Op op;
+        const auto roll = admin ? local() % 10 : 9;
+        op.kind = roll == 0   ? Op::Kind::kDelete
+                  : roll == 1 ? Op::Kind::kBump
+                              : Op::Kind::kPut;
         op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
                                          : keys_[local() % keys_.size()];
         const std::uint64_t fresh = counter_++;
         op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
-        op.body = "value " + std::to_string(op.token) + " from " +
-                  std::to_string(thread);
+        if (op.kind == Op::Kind::kPut) {
+          op.body = "value " + std::to_string(op.token) + " from " +
+                    std::to_string(thread);
+        }
         op.sent_ns = Now();
         std::size_t at;
         {
@@ -170,23 +183,22 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
           history_.push_back(op);  // kUnknown until it is answered
         }
         ++sent_;
-        auto r = client.Request("PUT", "/" + op.key,
-                                {{"Fencing-Token", std::to_string(op.token)}},
-                                op.body);
-        std::lock_guard lock(mu_);
-        Op& done = history_[at];
-        done.acked_ns = Now();
-        if (r.status / 100 == 2) {
-          done.outcome = Op::Outcome::kAccepted;
-          ++acknowledged_;
-        } else if (r.status == 409) {
-          done.outcome = Op::Outcome::kRejected;
-          done.current_token = NumberAfter(r.body, "current_token");
-        } else if (r.status == 503 && unavailable_unknown_) {
-          done.outcome = Op::Outcome::kUnknown;
-        } else {
-          done.outcome = Op::Outcome::kError;
-          done.status = r.status;
+        const testing::Headers token = {
+            {"Fencing-Token", std::to_string(op.token)}};
+        testing::HttpResponse r;
+        switch (op.kind) {
+          case Op::Kind::kPut:
+            r = client.Request("PUT", "/" + op.key, token, op.body);
+            break;
+          case Op::Kind::kDelete:
+            r = client.Request("DELETE", "/" + op.key, token);
+            break;
+          case Op::Kind::kBump:
+            r = admin->Request("PUT", "/v1/fences/" + op.key, token);
+            break;
+        }
+        if (!Answered(at, r)) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
       }
     } catch (const std::exception&) {
@@ -195,6 +207,32 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
   }
+}
+
+bool Load::Answered(std::size_t at, const testing::HttpResponse& r) {
+  std::lock_guard lock(mu_);
+  Op& done = history_[at];
+  done.acked_ns = Now();
+  if (r.status / 100 == 2 ||
+      (relayed_404_ && done.kind == Op::Kind::kDelete && r.status == 404 &&
+       r.header("fencing-token") == std::to_string(done.token))) {
+    done.outcome = Op::Outcome::kAccepted;
+    ++acknowledged_;
+  } else if (r.status == 409) {
+    done.outcome = Op::Outcome::kRejected;
+    done.current_token = NumberAfter(r.body, "current_token");
+  } else if (r.status == 503 && held_fences_ &&
+             r.body.find("fence-held") != std::string::npos) {
+    done.outcome = Op::Outcome::kRefused;
+    ++refused_;
+    return false;
+  } else if (r.status == 503 && unavailable_unknown_) {
+    done.outcome = Op::Outcome::kUnknown;
+  } else {
+    done.outcome = Op::Outcome::kError;
+    done.status = r.status;
+  }
+  return true;
 }
 
 void LeaseLoad::Start(std::uint16_t admin_port) {
@@ -438,16 +476,34 @@ std::map<std::string, KeyState> ReadState(
   return ReadState(server.data_port(), server.admin_port(), keys);
 }
 
-std::map<std::string, KeyState> ReadState(
-    std::uint16_t data_port, std::uint16_t admin_port,
-    const std::vector<std::string>& keys) {
+std::optional<std::uint64_t> TokenOfBody(const std::string& body) {
+  static constexpr std::string_view kPrefix = "value ";
+  if (body.rfind(kPrefix, 0) != 0) return std::nullopt;
+  const auto end = body.find(' ', kPrefix.size());
+  if (end == std::string::npos || end == kPrefix.size()) return std::nullopt;
+  std::uint64_t token = 0;
+  for (std::size_t i = kPrefix.size(); i < end; ++i) {
+    if (body[i] < '0' || body[i] > '9') return std::nullopt;
+    token = token * 10 + static_cast<std::uint64_t>(body[i] - '0');
+  }
+  return token;
+}
+
+std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
+                                          std::uint16_t admin_port,
+                                          const std::vector<std::string>& keys,
+                                          bool tokens_in_bodies) {
   std::map<std::string, KeyState> state;
   for (const std::string& key : keys) {
     KeyState s;
     auto fence = testing::Fetch(admin_port, "GET", "/v1/fences/" + key);
     if (fence.status == 200) s.fence = NumberAfter(fence.body, "token").value();
     auto value = testing::Fetch(data_port, "GET", "/" + key);
-    if (value.status == 200 && value.has("fencing-token")) {
+    if (value.status == 200 && tokens_in_bodies) {
+      // A body no PUT sent stays a value: Check reports it.
+      s.value = TokenOfBody(value.body).value_or(0);
+      s.body = value.body;
+    } else if (value.status == 200 && value.has("fencing-token")) {
       s.value = std::stoull(value.header("fencing-token"));
       s.body = value.body;
     }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/reliability/history.h"
+#include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 
 namespace fencepost::reliability {
@@ -18,17 +19,21 @@ namespace fencepost::reliability {
 // The reliability harness's load: `threads` writers, each on its own
 // connection, PUT to `keys` (half of the writes to the first `hot` keys
 // when hot > 0) with fresh tokens from one rising counter, and one write in
-// five a stale leader's (a token up to 30 below). Every write joins the
-// history before it is sent (kUnknown until answered), so a write in flight
-// when the server dies stays unknown.
+// five a stale leader's (a token up to 30 below). Given an admin port, one
+// write in ten is a DELETE and one in ten a fence bump on that port. Every
+// write joins the history before it is sent (kUnknown until answered), so
+// a write in flight when the server dies stays unknown.
 //
-// Thread safety: Start and Stop from one thread; history() once stopped.
+// A PUT's body is "value TOKEN from WRITER": TokenOfBody reads the token
+// back where the store keeps no Fencing-Token (an http:// upstream).
 class Load {
  public:
   Load(std::vector<std::string> keys, std::size_t hot, int threads);
   ~Load() { Stop(); }
 
   void Start(std::uint16_t port);
+  // As Start(port), with DELETEs and bumps (on `admin_port`) among the PUTs.
+  void Start(std::uint16_t port, std::uint16_t admin_port);
   // Against replicas: each writer connects to `pick()`'s data port, and
   // when its connection fails (the replica died) records the write in
   // flight as unknown and connects to `pick()` again.
@@ -36,6 +41,15 @@ class Load {
   // A 503 (the shared fence store did not answer) is an unknown outcome,
   // not an error: the write may still be applied.
   void CountUnavailableAsUnknown() { unavailable_unknown_ = true; }
+  // Through an http:// backend, an accepted DELETE of a value the upstream
+  // lacks is the upstream's 404 (with the Fencing-Token header).
+  void AcceptRelayed404OnDelete() { relayed_404_ = true; }
+  // Through an http:// backend, a 503 fence-held (after an unclean start,
+  // or an unknown upstream outcome) refuses a write before any change: it
+  // is kRefused, and its writer pauses 20 ms.
+  void ExpectHeldFences() { held_fences_ = true; }
+  // Writes refused so far (kRefused).
+  std::size_t refused() const { return refused_; }
   // Joins the writers (call once the server is gone, or to end the load).
   void Stop();
 
@@ -53,6 +67,8 @@ class Load {
   // false, only until its connection fails.
   void Write(const std::function<std::uint16_t()>& pick, bool reconnect,
              int thread, std::uint32_t seed);
+  // Records `r`, the answer to history_[at]; false when it was refused.
+  bool Answered(std::size_t at, const testing::HttpResponse& r);
 
   const std::vector<std::string> keys_;
   const std::size_t hot_;
@@ -62,6 +78,10 @@ class Load {
   std::atomic<std::size_t> acknowledged_ = 0;
   std::atomic<std::size_t> sent_ = 0;
   bool unavailable_unknown_ = false;
+  bool relayed_404_ = false;
+  bool held_fences_ = false;
+  std::atomic<std::size_t> refused_ = 0;
+  std::uint16_t admin_port_ = 0;  // 0: PUTs only
   std::mutex mu_;
   std::vector<Op> history_;
   std::vector<std::thread> writers_;
@@ -177,9 +197,14 @@ class BatchLoad {
 // Fencing-Token) and body.
 std::map<std::string, KeyState> ReadState(const testing::ServerProcess& server,
                                           const std::vector<std::string>& keys);
+// `tokens_in_bodies`: a value's token is read from its body (TokenOfBody),
+// for an http:// backend, whose answers carry no Fencing-Token.
 std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
                                           std::uint16_t admin_port,
-                                          const std::vector<std::string>& keys);
+                                          const std::vector<std::string>& keys,
+                                          bool tokens_in_bodies = false);
+// The token of a body that Load's PUT sent, if it is one.
+std::optional<std::uint64_t> TokenOfBody(const std::string& body);
 
 // Checks a history after each restart (see Check): every fence read back
 // becomes a floor for the reads after it.
