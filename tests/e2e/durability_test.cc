@@ -1,13 +1,20 @@
 // The order of system calls behind an acknowledgement, watched with strace:
 // no 2xx to a write leaves the process before the write-ahead log's sync
-// that holds its record has returned.
+// that holds its record has returned. One client first, then many clients
+// on two shards, where each answer is tied to the pwrite of its record and
+// to a sync of that record's file that began after it.
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
@@ -73,6 +80,185 @@ TEST(DurabilityTest, EveryAcknowledgementFollowsItsLogSync) {
   EXPECT_EQ(answers, kWrites) << "every answer was seen";
   EXPECT_GE(syncs, kWrites);
   EXPECT_EQ(early, 0) << "answers sent before their log sync returned";
+}
+
+// What the trace shows for one write: its record's pwrite, and its answer.
+struct Traced {
+  std::string file;          // the log segment its record went to
+  std::size_t written = 0;   // the line where that pwrite returned
+  std::size_t answered = 0;  // the line where its 2xx was sent
+  bool seen_write = false;
+  bool seen_answer = false;
+};
+
+// A finished fdatasync of a log segment: the lines where it began and
+// returned.
+struct Sync {
+  std::size_t began = 0;
+  std::size_t returned = 0;
+};
+
+// The bytes strace shows in a string argument, escapes undone (with -x, a
+// string with any byte that is not ASCII is all \xNN).
+std::string Unescape(const std::string& shown) {
+  std::string bytes;
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    if (shown[i] != '\\' || i + 1 == shown.size()) {
+      bytes += shown[i];
+    } else if (shown[i + 1] == 'x' && i + 3 < shown.size()) {
+      bytes +=
+          static_cast<char>(std::stoi(shown.substr(i + 2, 2), nullptr, 16));
+      i += 3;
+    } else {
+      const char c = shown[++i];
+      bytes += c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c;
+    }
+  }
+  return bytes;
+}
+
+// Lines [from, to] of a trace, each cut to 160 characters.
+std::string Excerpt(const std::vector<std::string>& lines, std::size_t from,
+                    std::size_t to) {
+  std::string text;
+  for (std::size_t i = from; i <= to && i < lines.size(); ++i) {
+    text += std::to_string(i) + ": " + lines[i].substr(0, 160) + "\n";
+  }
+  return text;
+}
+
+TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
+  if (std::system("strace -V >/dev/null 2>&1") != 0) {
+    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+  }
+  TempDir dir;
+  const std::string trace = dir / "trace";
+  constexpr int kClients = 8;
+  constexpr int kWritesEach = 30;
+  {
+    // -x: bytes that are not printable appear as \xNN, so a key's
+    // characters in a record are the key's own.
+    ServerProcess server(
+        dir / "data", {"--lmdb-shards", "2"}, {},
+        {"strace", "-f", "-qq", "-y", "-x", "-s", "65536", "-o", trace, "-e",
+         "trace=pwrite64,fdatasync,sendmsg"});
+    std::atomic<int> next{1};
+    std::vector<std::thread> clients;
+    std::atomic<int> failed{0};
+    for (int c = 0; c < kClients; ++c) {
+      clients.emplace_back([&] {
+        HttpClient client(server.data_port());
+        for (int i = 0; i < kWritesEach; ++i) {
+          // One key per write, named by its token: "w<N>z" is found in the
+          // record, and Fencing-Token: N in the answer.
+          const int token = next++;
+          const auto r =
+              client.Request("PUT", "/w" + std::to_string(token) + "z",
+                             {{"Fencing-Token", std::to_string(token)}}, "v");
+          if (r.status / 100 != 2) ++failed;
+        }
+      });
+    }
+    for (auto& c : clients) c.join();
+    ASSERT_EQ(failed, 0);
+  }
+
+  std::ifstream in(trace);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::regex key(R"(w([0-9]+)z)");
+  const std::regex token(R"(Fencing-Token: ([0-9]+)\\r\\n)");
+  const std::regex file(R"(<([^<>]*/wal-[0-9]+)>)");
+  std::map<int, Traced> writes;
+  std::map<std::string, std::vector<Sync>> syncs;  // by segment
+  // Calls split by another thread's: what each began, by thread id.
+  struct Pending {
+    std::string call;
+    std::string file;
+    std::string args;
+    std::size_t began = 0;
+  };
+  std::map<std::string, Pending> pending;
+  // "... = 57", "<... fdatasync resumed>)     = 0", not "= -1 EIO (...)".
+  auto ends_ok = [](const std::string& line) {
+    const auto eq = line.rfind(" = ");
+    return eq != std::string::npos && line.compare(eq + 3, 1, "-") != 0;
+  };
+  // A call that returned at line `at`, begun at line `began`.
+  auto finished = [&](const Pending& call, std::size_t at, bool ok) {
+    if (!ok || call.file.empty()) return;
+    if (call.call == "fdatasync") {
+      syncs[call.file].push_back({call.began, at});
+    } else if (call.call == "pwrite64") {
+      const std::string bytes = Unescape(call.args);
+      for (std::sregex_iterator m(bytes.begin(), bytes.end(), key), e; m != e;
+           ++m) {
+        Traced& w = writes[std::stoi((*m)[1])];
+        w.file = call.file;
+        w.written = at;
+        w.seen_write = true;
+      }
+    }
+  };
+  for (std::size_t at = 0; at < lines.size(); ++at) {
+    const std::string& line = lines[at];
+    const std::string pid = line.substr(0, line.find(' '));
+    if (const auto resumed = line.find("<... "); resumed != std::string::npos) {
+      auto it = pending.find(pid);
+      if (it == pending.end()) continue;
+      finished(it->second, at, ends_ok(line));
+      pending.erase(it);
+      continue;
+    }
+    const auto paren = line.find('(');
+    if (paren == std::string::npos) continue;
+    Pending call;
+    call.call = line.substr(pid.size() + 1, paren - pid.size() - 1);
+    call.args = line;
+    call.began = at;
+    std::smatch m;
+    if (std::regex_search(line, m, file)) call.file = m[1];
+    if (call.call == "sendmsg") {
+      // The answer leaves during the call: its first line counts.
+      if (line.find("HTTP/1.1 20") != std::string::npos &&
+          std::regex_search(line, m, token)) {
+        Traced& w = writes[std::stoi(m[1])];
+        w.answered = at;
+        w.seen_answer = true;
+      }
+      continue;
+    }
+    if (line.find("<unfinished ...>") != std::string::npos) {
+      pending[pid] = std::move(call);
+    } else {
+      finished(call, at, ends_ok(line));
+    }
+  }
+
+  int answered = 0, early = 0;
+  std::set<std::string> files;
+  for (const auto& [n, w] : writes) {
+    if (!w.seen_answer) continue;
+    ++answered;
+    ASSERT_TRUE(w.seen_write) << "no record of token " << n << " was written:\n"
+                              << Excerpt(lines, 0, w.answered);
+    files.insert(w.file);
+    bool synced = false;
+    for (const Sync& s : syncs[w.file]) {
+      synced |= s.began > w.written && s.returned < w.answered;
+    }
+    if (!synced) {
+      ++early;
+      ADD_FAILURE() << "token " << n << " was answered on line " << w.answered
+                    << " with no sync of " << w.file
+                    << " begun after its record was written on line "
+                    << w.written << " and returned before:\n"
+                    << Excerpt(lines, w.written, w.answered);
+    }
+  }
+  EXPECT_EQ(answered, kClients * kWritesEach) << "every answer was seen";
+  EXPECT_EQ(early, 0);
+  EXPECT_GE(files.size(), 2u) << "records went to both shards' logs";
 }
 
 }  // namespace

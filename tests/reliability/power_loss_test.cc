@@ -1,5 +1,6 @@
-// The power-cut test: the crash loop's load (concurrent fenced writes with
-// increasing and stale tokens, checked with history.h), but the data
+// The power-cut test: the crash loop's load (concurrent fenced PUTs, DELETEs
+// and bumps with increasing and stale tokens, checked with history.h) on
+// two shards, but the data
 // directory is on tests/reliability/powercut_fs.py, a FUSE file system that
 // keeps every write in memory until its file is fsync'ed (or fdatasync'ed, or
 // written through an O_DSYNC descriptor) and drops every unsynced write, in
@@ -22,7 +23,7 @@
 //
 // Needs /dev/fuse, root (or fusermount), Debian's python3-fusepy and fuse
 // (libfuse2); it fails without them (deps.sh installs them). Cycles:
-// FENCEPOST_POWERCUT_CYCLES (5 by default). FENCEPOST_POWERCUT_LYING_DISK=1
+// FENCEPOST_POWERCUT_CYCLES (20 by default). FENCEPOST_POWERCUT_LYING_DISK=1
 // mounts with --ignore-sync (fsync succeeds and syncs nothing), and
 // FENCEPOST_POWERCUT_LYING_DISK=log with --ignore-log-syncs (only the log's
 // group syncs are missing): the test must then fail, which shows that it
@@ -65,8 +66,14 @@ using testing::ReadFile;
 using testing::ServerProcess;
 using testing::TempDir;
 
-constexpr int kThreads = 3;
-const std::vector<std::string> kKeys = {"cut/a", "cut/b", "cut/c", "cut/d"};
+constexpr int kThreads = 4;
+// Half the writes go to the first four keys.
+const std::vector<std::string> kKeys = {
+    "cut/a", "cut/b", "cut/c", "cut/d", "cut/e", "cut/f", "cut/g", "cut/h",
+    "cut/i", "cut/j", "cut/k", "cut/l", "cut/m", "cut/n", "cut/o", "cut/p"};
+constexpr std::size_t kHot = 4;
+// Two logs and two LMDB environments: a cut must find each one's syncs.
+const std::vector<std::string> kArgs = {"--lmdb-shards", "2"};
 
 std::int64_t Now() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -76,7 +83,7 @@ std::int64_t Now() {
 
 int Cycles() {
   const char* text = std::getenv("FENCEPOST_POWERCUT_CYCLES");
-  return text ? std::max(1, std::atoi(text)) : 5;
+  return text ? std::max(1, std::atoi(text)) : 20;
 }
 
 // "" (an honest disk), "1" (every sync ignored) or "log" (the log's).
@@ -249,17 +256,17 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
 
   const std::string data = mnt + "/data";
   const int cycles = Cycles();
-  Load load(kKeys, 0, kThreads);
+  Load load(kKeys, kHot, kThreads);
   Restarts restarts;
   std::mt19937 rng(std::random_device{}());
   std::size_t violations = 0;
   std::uint64_t dropped = 0;
   std::int64_t load_ns = 0;
-  auto server = std::make_unique<ServerProcess>(data);
+  auto server = std::make_unique<ServerProcess>(data, kArgs);
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const std::size_t before = load.history().size();
     const std::int64_t started = Now();
-    load.Start(server->data_port());
+    load.Start(server->data_port(), server->admin_port());
     std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
     server->Kill();
     load.Stop();
@@ -268,7 +275,7 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
     dropped += fs.Cut();  // the process is gone: now the power goes
 
     try {
-      server = std::make_unique<ServerProcess>(data);
+      server = std::make_unique<ServerProcess>(data, kArgs);
     } catch (const std::exception& e) {
       FAIL() << "cycle " << cycle << ": no restart after the cut: " << e.what()
              << "\nfile system: " << fs.Log();
