@@ -89,6 +89,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   LeaseLoad leases({"lease/a", "lease/b", "hot-lease", "hot/a", "many/0"});
   BatchLoad batch_load;
   Restarts restarts;
+  std::size_t grants_added = 0;  // handed to restarts
   std::mt19937 rng(std::random_device{}());
   auto server = std::make_unique<ServerProcess>(data, args);
   auto keeper = testing::Fetch(server->admin_port(), "PUT", "/v1/leases/keeper",
@@ -145,13 +146,11 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     // applied: the history check takes the grants of hot/a and many/0 for
     // tokens presented to those keys' fences.
     auto lease_found = leases.Recover(server->admin_port());
-    std::vector<Op> history = load.history();
-    for (Op& op : leases.GrantsAsWrites(load.keys())) {
-      history.push_back(std::move(op));
-    }
+    restarts.Add(leases.GrantsAsWrites(load.keys(), grants_added));
+    grants_added = leases.grants().size();
     auto found = restarts.Check(
-        history, ReadState(server->data_port(), server->admin_port(),
-                           load.keys(), http));
+        load.history(), ReadState(server->data_port(), server->admin_port(),
+                                  load.keys(), http));
     for (auto& v : leases.Check(server->admin_port(), load.history())) {
       lease_found.push_back(std::move(v));
     }

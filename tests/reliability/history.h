@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -65,5 +66,35 @@ std::vector<std::string> Check(
     const std::vector<Op>& history,
     const std::map<std::string, KeyState>& state,
     const std::map<std::string, std::uint64_t>& floors = {});
+
+// Check, fed a history in parts and checked after each: what it keeps of
+// the writes added is per key (the tokens presented, the bodies PUT, the
+// DELETEs, the highest acknowledged tokens, the highest token shown), so
+// a check costs the keys and the new writes, not the whole history. Each
+// Add's writes must all have been sent after every write of the Adds before
+// it was answered or given up on (a crash loop's cycles), and each write is
+// added once.
+class Checker {
+ public:
+  // A fence never goes below `token`, which it has shown.
+  void Floor(const std::string& key, std::uint64_t token);
+  void Add(const Op* begin, const Op* end);
+  // The violations in the writes added since the last Check (an answer
+  // other than 2xx or 409, an order broken, a 409 naming an impossible
+  // token), and those of `state` against every write added.
+  std::vector<std::string> Check(const std::map<std::string, KeyState>& state);
+
+ private:
+  struct Key {
+    std::set<std::uint64_t> presented;
+    std::map<std::uint64_t, std::set<std::string>> bodies;  // PUT's, by token
+    std::set<std::uint64_t> deletes;  // tokens of DELETEs not refused
+    std::optional<std::uint64_t> acked;        // any kind
+    std::optional<std::uint64_t> acked_value;  // PUT or DELETE
+    std::uint64_t shown = 0;  // floors, 409s' current_token
+  };
+  std::map<std::string, Key> keys_;
+  std::vector<std::string> pending_;
+};
 
 }  // namespace fencepost::reliability

@@ -314,11 +314,12 @@ std::vector<std::string> LeaseLoad::Recover(std::uint16_t admin_port) {
   return violations;
 }
 
-std::vector<Op> LeaseLoad::GrantsAsWrites(
-    const std::vector<std::string>& keys) const {
+std::vector<Op> LeaseLoad::GrantsAsWrites(const std::vector<std::string>& keys,
+                                          std::size_t from) const {
   const std::set<std::string> written(keys.begin(), keys.end());
   std::vector<Op> ops;
-  for (const Grant& g : grants_) {
+  for (std::size_t i = from; i < grants_.size(); ++i) {
+    const Grant& g = grants_[i];
     if (written.count(g.name) == 0) continue;
     Op op;
     op.key = g.name;
@@ -352,13 +353,30 @@ std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port,
       highest = std::max(highest, g->token);
     }
     // In real-time order: a grant sent after another was acknowledged has
-    // a higher token.
-    for (const Grant* a : grants) {
-      for (const Grant* b : grants) {
-        if (a->acked_ns < b->sent_ns && a->token >= b->token) {
-          violations.push_back(name + ": grant " + std::to_string(b->token) +
-                               " came after grant " + std::to_string(a->token));
+    // a higher token. Sorted by ack time, one pass keeps the highest token
+    // acknowledged before each send.
+    std::vector<const Grant*> by_ack = grants;
+    std::sort(by_ack.begin(), by_ack.end(), [](const Grant* a, const Grant* b) {
+      return a->acked_ns < b->acked_ns;
+    });
+    std::vector<const Grant*> by_send = grants;
+    std::sort(by_send.begin(), by_send.end(),
+              [](const Grant* a, const Grant* b) {
+                return a->sent_ns < b->sent_ns;
+              });
+    std::size_t next = 0;
+    const Grant* before = nullptr;  // the highest acknowledged before a send
+    for (const Grant* b : by_send) {
+      while (next < by_ack.size() && by_ack[next]->acked_ns < b->sent_ns) {
+        if (before == nullptr || by_ack[next]->token > before->token) {
+          before = by_ack[next];
         }
+        ++next;
+      }
+      if (before != nullptr && before->token >= b->token) {
+        violations.push_back(name + ": grant " + std::to_string(b->token) +
+                             " came after grant " +
+                             std::to_string(before->token));
       }
     }
     const auto lease = testing::Fetch(admin_port, "GET", "/v1/leases/" + name);
@@ -515,10 +533,10 @@ std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
 std::vector<std::string> Restarts::Check(
     const std::vector<Op>& history,
     const std::map<std::string, KeyState>& state) {
-  auto found = reliability::Check(history, state, floors_);
-  for (const auto& [key, s] : state) {
-    floors_[key] = std::max(floors_[key], s.fence);
-  }
+  checker_.Add(history.data() + added_, history.data() + history.size());
+  added_ = history.size();
+  auto found = checker_.Check(state);
+  for (const auto& [key, s] : state) checker_.Floor(key, s.fence);
   return found;
 }
 

@@ -134,7 +134,9 @@ class LeaseLoad {
   // reliability::Check (which uses an unknown write only for the tokens,
   // and bodies, presented to its key): a grant presents its token to the
   // key's fence. Their body is one no write sends.
-  std::vector<Op> GrantsAsWrites(const std::vector<std::string>& keys) const;
+  // Only grants()[from...].
+  std::vector<Op> GrantsAsWrites(const std::vector<std::string>& keys,
+                                 std::size_t from = 0) const;
   // After a restart (and Recover): every grant's token is unique per name,
   // grants follow one another in token order, neither the lease nor its
   // fence is below an acknowledged grant, and the fence is not below the
@@ -206,15 +208,22 @@ std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
 // The token of a body that Load's PUT sent, if it is one.
 std::optional<std::uint64_t> TokenOfBody(const std::string& body);
 
-// Checks a history after each restart (see Check): every fence read back
+// Checks a history after each restart (see Checker): every fence read back
 // becomes a floor for the reads after it.
 class Restarts {
  public:
+  // Adds the writes of `history` (which only grows) not added before, then
+  // checks `state` against every write added.
   std::vector<std::string> Check(const std::vector<Op>& history,
                                  const std::map<std::string, KeyState>& state);
+  // Adds writes from elsewhere (a LeaseLoad's grants) before the next Check.
+  void Add(const std::vector<Op>& ops) {
+    checker_.Add(ops.data(), ops.data() + ops.size());
+  }
 
  private:
-  std::map<std::string, std::uint64_t> floors_;
+  Checker checker_;
+  std::size_t added_ = 0;
 };
 
 }  // namespace fencepost::reliability
