@@ -166,7 +166,7 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
   std::ifstream in(trace);
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
-  const std::regex key(R"(w([0-9]+)z)");
+  const std::regex key(R"(w([0-9]{1,6})z)");
   const std::regex token(R"(Fencing-Token: ([0-9]+)\\r\\n)");
   const std::regex file(R"(<([^<>]*/wal-[0-9]+)>)");
   std::map<int, Traced> writes;
@@ -213,8 +213,15 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
     const auto paren = line.find('(');
     if (paren == std::string::npos) continue;
     Pending call;
-    call.call = line.substr(pid.size() + 1, paren - pid.size() - 1);
-    call.args = line;
+    // strace pads the thread id: "2806  pwrite64(...".
+    const auto name = line.find_first_not_of(' ', pid.size());
+    call.call = line.substr(name, paren - name);
+    // The buffer argument: from the first quote to the last.
+    const auto open = line.find('"');
+    const auto close = line.rfind('"');
+    if (open != std::string::npos && close > open) {
+      call.args = line.substr(open + 1, close - open - 1);
+    }
     call.began = at;
     std::smatch m;
     if (std::regex_search(line, m, file)) call.file = m[1];

@@ -1,6 +1,7 @@
 #include "tests/reliability/history.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace fencepost::reliability {
 
@@ -9,16 +10,33 @@ void Checker::Floor(const std::string& key, std::uint64_t token) {
   k.shown = std::max(k.shown, token);
 }
 
+bool Checker::MayBeLast(const Key& k, const Landed& w) {
+  if (!k.acked_value || w.add > k.last_add) return true;
+  return w.add == k.last_add && (!w.answered || w.acked_ns > k.last_sent);
+}
+
 void Checker::Add(const Op* begin, const Op* end) {
+  const std::size_t add = adds_++;
+  std::int64_t last_answer = last_answer_ns_;
   std::map<std::string, std::vector<const Op*>> accepted;
   for (const Op* op = begin; op != end; ++op) {
+    if (op->sent_ns < last_answer_ns_) {
+      throw std::invalid_argument(
+          "reliability::Checker: a write to " + op->key +
+          " was sent before an answer of an earlier Add");
+    }
+    const bool answered = op->outcome != Op::Outcome::kUnknown;
+    if (answered) last_answer = std::max(last_answer, op->acked_ns);
     if (op->outcome == Op::Outcome::kRefused) continue;  // it changed nothing
     Key& k = keys_[op->key];
     k.presented.insert(op->token);
-    if (op->kind == Op::Kind::kPut) k.bodies[op->token].insert(op->body);
-    if (op->kind == Op::Kind::kDelete &&
-        op->outcome != Op::Outcome::kRejected) {
-      k.deletes.insert(op->token);  // it may have removed the value
+    if (op->outcome != Op::Outcome::kRejected) {
+      const Landed landed{add, answered, op->acked_ns};
+      if (op->kind == Op::Kind::kPut) {
+        k.puts[op->token][op->body].push_back(landed);
+      } else if (op->kind == Op::Kind::kDelete) {
+        k.deletes[op->token].push_back(landed);
+      }
     }
     if (op->outcome == Op::Outcome::kAccepted) {
       accepted[op->key].push_back(op);
@@ -28,6 +46,7 @@ void Checker::Add(const Op* begin, const Op* end) {
                          " was answered " + std::to_string(op->status));
     }
   }
+  last_answer_ns_ = last_answer;
 
   for (auto& [key, ops] : accepted) {
     Key& k = keys_[key];
@@ -60,8 +79,15 @@ void Checker::Add(const Op* begin, const Op* end) {
     }
     for (const Op* op : ops) {
       k.acked = std::max(k.acked.value_or(0), op->token);
-      if (op->kind != Op::Kind::kBump) {
-        k.acked_value = std::max(k.acked_value.value_or(0), op->token);
+      if (op->kind == Op::Kind::kBump) continue;
+      if (!k.acked_value || op->token > *k.acked_value) {
+        k.acked_value = op->token;
+        k.last_add = add;
+        k.last_sent = op->sent_ns;
+      } else if (op->token == *k.acked_value) {
+        k.last_sent = k.last_add == add ? std::max(k.last_sent, op->sent_ns)
+                                        : op->sent_ns;
+        k.last_add = add;
       }
     }
   }
@@ -97,24 +123,27 @@ std::vector<std::string> Checker::Check(
                            " is below acknowledged token " +
                            std::to_string(*k.acked));
     }
-    if (k.acked_value) {
-      const std::uint64_t acked = *k.acked_value;
-      if (found.value && *found.value < acked) {
-        violations.push_back(key + ": stored value's token " +
-                             std::to_string(*found.value) +
-                             " is below acknowledged token " +
-                             std::to_string(acked));
-      } else if (!found.value) {
-        // Removed by a DELETE at or above that token, which set the fence
-        // at least to its own.
-        const auto d = k.deletes.lower_bound(acked);
-        if (d == k.deletes.end() || *d > found.fence) {
-          violations.push_back(
-              key + ": the value is gone, but no unrefused DELETE between "
-                    "acknowledged token " +
-              std::to_string(acked) + " and the fence " +
-              std::to_string(found.fence) + " could have removed it");
-        }
+    if (k.acked_value && found.value && *found.value < *k.acked_value) {
+      violations.push_back(
+          key + ": stored value's token " + std::to_string(*found.value) +
+          " is below acknowledged token " + std::to_string(*k.acked_value));
+    } else if (k.acked_value && !found.value) {
+      // Removed by a DELETE at or above that token that may have landed
+      // last, and which set the fence at least to its own.
+      bool explained = false;
+      for (auto d = k.deletes.lower_bound(*k.acked_value);
+           !explained && d != k.deletes.end() && d->first <= found.fence; ++d) {
+        for (const Landed& w : d->second) explained |= MayBeLast(k, w);
+      }
+      if (!explained) {
+        violations.push_back(
+            key +
+            ": the value is gone, but no DELETE between acknowledged "
+            "token " +
+            std::to_string(*k.acked_value) + " and the fence " +
+            std::to_string(found.fence) +
+            " could have landed after every acknowledged write at " +
+            std::to_string(*k.acked_value));
       }
     }
     if (found.fence < k.shown) {
@@ -133,12 +162,21 @@ std::vector<std::string> Checker::Check(
           key + ": stored value's token " + std::to_string(*found.value) +
           " is above the fence " + std::to_string(found.fence));
     }
-    if (found.value) {
-      auto bodies = k.bodies.find(*found.value);
-      if (bodies == k.bodies.end() || bodies->second.count(found.body) == 0) {
+    if (found.value && (!k.acked_value || *found.value >= *k.acked_value)) {
+      // A PUT with that token and body that may have landed last. (Below
+      // the acknowledged token, the value is reported lost above.)
+      bool explained = false;
+      if (auto puts = k.puts.find(*found.value); puts != k.puts.end()) {
+        if (auto same = puts->second.find(found.body);
+            same != puts->second.end()) {
+          for (const Landed& w : same->second) explained |= MayBeLast(k, w);
+        }
+      }
+      if (!explained) {
         violations.push_back(key + ": stored body '" + found.body +
                              "' is not what a PUT with token " +
-                             std::to_string(*found.value) + " sent");
+                             std::to_string(*found.value) +
+                             " that may have landed last sent");
       }
     }
     if (found.fence != 0 && k.presented.count(found.fence) == 0) {

@@ -67,13 +67,14 @@ std::vector<std::string> Check(
     const std::map<std::string, KeyState>& state,
     const std::map<std::string, std::uint64_t>& floors = {});
 
-// Check, fed a history in parts and checked after each: what it keeps of
-// the writes added is per key (the tokens presented, the bodies PUT, the
-// DELETEs, the highest acknowledged tokens, the highest token shown), so
-// a check costs the keys and the new writes, not the whole history. Each
-// Add's writes must all have been sent after every write of the Adds before
-// it was answered or given up on (a crash loop's cycles), and each write is
-// added once.
+// Check, fed a history in parts and checked after each: it keeps, per key,
+// what later checks need (the tokens presented, the PUTs and DELETEs that
+// could still be the last to land, the highest acknowledged tokens, the
+// highest token shown), so a check walks the keys and the new writes, not
+// the whole history again. Every write of an Add must have been sent after
+// every write of the Adds before it was answered or given up on (a crash
+// loop's cycles: Add throws std::invalid_argument otherwise), and each
+// write is added once.
 class Checker {
  public:
   // A fence never goes below `token`, which it has shown.
@@ -85,16 +86,34 @@ class Checker {
   std::vector<std::string> Check(const std::map<std::string, KeyState>& state);
 
  private:
+  // A PUT or DELETE that was not refused: the value may be its work.
+  struct Landed {
+    std::size_t add = 0;    // which Add it came in
+    bool answered = false;  // it was answered (at acked_ns)
+    std::int64_t acked_ns = 0;
+  };
   struct Key {
     std::set<std::uint64_t> presented;
-    std::map<std::uint64_t, std::set<std::string>> bodies;  // PUT's, by token
-    std::set<std::uint64_t> deletes;  // tokens of DELETEs not refused
+    // PUTs by token and body, DELETEs by token.
+    std::map<std::uint64_t, std::map<std::string, std::vector<Landed>>> puts;
+    std::map<std::uint64_t, std::vector<Landed>> deletes;
     std::optional<std::uint64_t> acked;        // any kind
     std::optional<std::uint64_t> acked_value;  // PUT or DELETE
+    // Of the acknowledged PUTs and DELETEs at acked_value: the last Add
+    // holding one, and the latest send among them in that Add. The value
+    // is the work of a PUT or DELETE that did not end before that send.
+    std::size_t last_add = 0;
+    std::int64_t last_sent = 0;
     std::uint64_t shown = 0;  // floors, 409s' current_token
   };
+  // Whether `w` may have landed after every acknowledged PUT and DELETE at
+  // `k.acked_value`.
+  static bool MayBeLast(const Key& k, const Landed& w);
+
   std::map<std::string, Key> keys_;
   std::vector<std::string> pending_;
+  std::size_t adds_ = 0;
+  std::int64_t last_answer_ns_ = 0;  // the latest answer of the Adds so far
 };
 
 }  // namespace fencepost::reliability

@@ -210,5 +210,82 @@ TEST(HistoryCheckTest, FindsARefusedWriteThatLanded) {
          "PUT that could land sent the body";
 }
 
+// A history in parts, as a crash loop's cycles feed it.
+TEST(HistoryCheckTest, CarriesOrderAndFloorsAcrossParts) {
+  Checker checker;
+  const std::vector<Op> first = {Accepted(9, 0, 10)};
+  checker.Add(first.data(), first.data() + first.size());
+  EXPECT_TRUE(checker.Check(Holds(9, 9)).empty());
+  checker.Floor("k", 9);
+  // Sent after the first part was answered: 5 is below the acknowledged 9.
+  const std::vector<Op> second = {Accepted(5, 20, 30)};
+  checker.Add(second.data(), second.data() + second.size());
+  const auto violations = checker.Check(Holds(9, 9));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("accepted after token 9"), std::string::npos);
+  // The floor holds in later checks.
+  const std::vector<Op> third = {Write(3, Outcome::kUnknown, 40)};
+  checker.Add(third.data(), third.data() + third.size());
+  EXPECT_EQ(checker.Check(Holds(5, 5)).size(), 3u)
+      << "fence and value below acknowledged 9, and the fence below the 9 "
+         "it had shown";
+}
+
+TEST(HistoryCheckTest, RefusesPartsThatOverlapInTime) {
+  Checker checker;
+  const std::vector<Op> first = {Accepted(9, 0, 10)};
+  checker.Add(first.data(), first.data() + first.size());
+  const std::vector<Op> overlapping = {Accepted(10, 5, 30)};
+  EXPECT_THROW(
+      checker.Add(overlapping.data(), overlapping.data() + overlapping.size()),
+      std::invalid_argument);
+}
+
+// The value is the work of the PUT or DELETE that landed last: one that
+// ended before another was sent cannot be it.
+TEST(HistoryCheckTest, FindsAValueLeftByAWriteThatWasNotLast) {
+  using Kind = Op::Kind;
+  // A DELETE given up on at a kill, before the acknowledged PUT of a later
+  // cycle was sent, cannot have removed that PUT's value.
+  Checker cycles;
+  const std::vector<Op> first = {
+      Accepted(80, 0, 10),
+      Of(Kind::kDelete, Write(100, Outcome::kUnknown, 11))};
+  cycles.Add(first.data(), first.data() + first.size());
+  EXPECT_TRUE(cycles.Check(Holds(80, 80)).empty());
+  const std::vector<Op> second = {Accepted(95, 20, 30),
+                                  Of(Kind::kBump, Accepted(130, 31, 40))};
+  cycles.Add(second.data(), second.data() + second.size());
+  EXPECT_EQ(cycles.Check(Holds(130, std::nullopt)).size(), 1u);
+
+  // Equal tokens: a PUT acknowledged before a DELETE with its token was
+  // sent, and the DELETE acknowledged, leave no value.
+  const std::vector<Op> put_then_delete = {
+      Accepted(7, 0, 10), Of(Kind::kDelete, Accepted(7, 11, 20))};
+  EXPECT_TRUE(Check(put_then_delete, Holds(7, std::nullopt)).empty());
+  EXPECT_EQ(Check(put_then_delete, Holds(7, 7)).size(), 1u);
+  // And the other way round.
+  const std::vector<Op> delete_then_put = {
+      Of(Kind::kDelete, Accepted(7, 0, 10)), Accepted(7, 11, 20)};
+  EXPECT_TRUE(Check(delete_then_put, Holds(7, 7)).empty());
+  EXPECT_EQ(Check(delete_then_put, Holds(7, std::nullopt)).size(), 1u);
+
+  // Two PUTs with one token, one after the other: the later body stays.
+  Op a = Accepted(7, 0, 10);
+  a.body = "first";
+  Op b = Accepted(7, 11, 20);
+  b.body = "second";
+  EXPECT_TRUE(Check({a, b}, Holds(7, 7, "second")).empty());
+  EXPECT_EQ(Check({a, b}, Holds(7, 7, "first")).size(), 1u)
+      << "the second PUT's overwrite was lost";
+
+  // Concurrent (each sent before the other was answered): either may land
+  // last.
+  const std::vector<Op> concurrent = {Accepted(7, 0, 20),
+                                      Of(Kind::kDelete, Accepted(7, 5, 15))};
+  EXPECT_TRUE(Check(concurrent, Holds(7, 7)).empty());
+  EXPECT_TRUE(Check(concurrent, Holds(7, std::nullopt)).empty());
+}
+
 }  // namespace
 }  // namespace fencepost::reliability

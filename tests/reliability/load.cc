@@ -115,27 +115,28 @@ Load::Load(std::vector<std::string> keys, std::size_t hot, int threads)
     : keys_(std::move(keys)), hot_(hot), threads_(threads) {}
 
 void Load::Start(std::uint16_t port) {
-  stop_ = false;
-  pick_ = [port] { return port; };
-  std::random_device seeds;
-  for (int t = 0; t < threads_; ++t) {
-    writers_.emplace_back(
-        [this, t, seed = seeds()] { Write(pick_, false, t, seed); });
-  }
+  admin_port_ = 0;
+  StartWriters([port] { return port; }, false);
 }
 
 void Load::Start(std::uint16_t port, std::uint16_t admin_port) {
   admin_port_ = admin_port;
-  Start(port);
+  StartWriters([port] { return port; }, false);
 }
 
 void Load::Start(std::function<std::uint16_t()> pick) {
+  admin_port_ = 0;
+  StartWriters(std::move(pick), true);
+}
+
+void Load::StartWriters(std::function<std::uint16_t()> pick, bool reconnect) {
   stop_ = false;
   pick_ = std::move(pick);
   std::random_device seeds;
   for (int t = 0; t < threads_; ++t) {
-    writers_.emplace_back(
-        [this, t, seed = seeds()] { Write(pick_, true, t, seed); });
+    writers_.emplace_back([this, t, reconnect, seed = seeds()] {
+      Write(pick_, reconnect, t, seed);
+    });
   }
 }
 
@@ -360,10 +361,9 @@ std::vector<std::string> LeaseLoad::Check(std::uint16_t admin_port,
       return a->acked_ns < b->acked_ns;
     });
     std::vector<const Grant*> by_send = grants;
-    std::sort(by_send.begin(), by_send.end(),
-              [](const Grant* a, const Grant* b) {
-                return a->sent_ns < b->sent_ns;
-              });
+    std::sort(
+        by_send.begin(), by_send.end(),
+        [](const Grant* a, const Grant* b) { return a->sent_ns < b->sent_ns; });
     std::size_t next = 0;
     const Grant* before = nullptr;  // the highest acknowledged before a send
     for (const Grant* b : by_send) {
@@ -532,8 +532,11 @@ std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
 
 std::vector<std::string> Restarts::Check(
     const std::vector<Op>& history,
-    const std::map<std::string, KeyState>& state) {
-  checker_.Add(history.data() + added_, history.data() + history.size());
+    const std::map<std::string, KeyState>& state, const std::vector<Op>& more) {
+  std::vector<Op> part(history.begin() + static_cast<std::ptrdiff_t>(added_),
+                       history.end());
+  part.insert(part.end(), more.begin(), more.end());
+  checker_.Add(part.data(), part.data() + part.size());
   added_ = history.size();
   auto found = checker_.Check(state);
   for (const auto& [key, s] : state) checker_.Floor(key, s.fence);

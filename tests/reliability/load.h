@@ -63,6 +63,7 @@ class Load {
   std::size_t sent() const { return sent_; }
 
  private:
+  void StartWriters(std::function<std::uint16_t()> pick, bool reconnect);
   // Writes through `pick()`'s port until stopped; when `reconnect` is
   // false, only until its connection fails.
   void Write(const std::function<std::uint16_t()>& pick, bool reconnect,
@@ -212,14 +213,12 @@ std::optional<std::uint64_t> TokenOfBody(const std::string& body);
 // becomes a floor for the reads after it.
 class Restarts {
  public:
-  // Adds the writes of `history` (which only grows) not added before, then
-  // checks `state` against every write added.
+  // Adds, as one part, the writes of `history` (which only grows) not
+  // added before and `more` (writes from elsewhere in the same cycle: a
+  // LeaseLoad's new grants), then checks `state` against every write added.
   std::vector<std::string> Check(const std::vector<Op>& history,
-                                 const std::map<std::string, KeyState>& state);
-  // Adds writes from elsewhere (a LeaseLoad's grants) before the next Check.
-  void Add(const std::vector<Op>& ops) {
-    checker_.Add(ops.data(), ops.data() + ops.size());
-  }
+                                 const std::map<std::string, KeyState>& state,
+                                 const std::vector<Op>& more = {});
 
  private:
   Checker checker_;
