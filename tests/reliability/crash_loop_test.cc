@@ -1,7 +1,7 @@
 // The reliability harness: concurrent fenced writes (PUTs, DELETEs and
-// fence bumps) to a few hot keys and many cold ones, with increasing and
-// stale tokens, while the server is SIGKILLed at random moments and
-// restarted; after every restart the whole history so far is
+// fence bumps) to a few hot keys, two of them under one scope, and many
+// cold ones, with increasing and stale tokens, while the server is SIGKILLed at
+// random moments and restarted; after every restart the whole history so far is
 // checked against what the server holds (see history.h; Checker keeps what
 // the checks need, so each cycle adds only its own writes). Lease grants run
 // among the writes, two of them on leases named like written keys (hot/a,
@@ -35,10 +35,12 @@ namespace {
 using testing::ServerProcess;
 using testing::TempDir;
 
-// Three hot keys half the writes go to, and a spread of others.
+// Four hot keys half the writes go to, two of them under one scope (one
+// fence, kScope), and a spread of others.
+constexpr char kScope[] = "scope/x/";
 std::vector<std::string> Keys() {
-  std::vector<std::string> keys = {"hot/a", "hot/b", "hot/c"};
-  for (int i = 0; i < 61; ++i) keys.push_back("many/" + std::to_string(i));
+  std::vector<std::string> keys = {"hot/a", "hot/b", "scope/x/1", "scope/x/2"};
+  for (int i = 0; i < 60; ++i) keys.push_back("many/" + std::to_string(i));
   return keys;
 }
 
@@ -73,14 +75,15 @@ enum class Store {
   kHttp,  // relays the upstream's answers, with no token on a value
 };
 
-// The server gets --fence-scope pair/ whatever the store.
+// The server gets --fence-scope pair/ and kScope whatever the store.
 void CrashLoop(std::vector<std::string> args, const std::string& data,
                Store store = Store::kLmdb) {
-  args.insert(args.end(), {"--fence-scope", "pair/"});
+  args.insert(args.end(), {"--fence-scope", "pair/", "--fence-scope", kScope});
   const bool batches = store == Store::kLmdb;
   const bool http = store == Store::kHttp;
   const int cycles = Cycles();
-  Load load(Keys(), 3, kWriters);
+  Load load(Keys(), 4, kWriters);
+  load.Scope(kScope);
   if (http) {
     load.AcceptRelayed404OnDelete();
     load.ExpectHeldFences();

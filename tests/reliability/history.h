@@ -24,7 +24,10 @@ struct Op {
     kError,     // any other answer (4xx, 5xx): never expected here
   };
   Kind kind = Kind::kPut;
-  std::string key;  // each key is its own fence
+  std::string key;
+  // The fence that guards `key`: a --fence-scope prefix over it, or (when
+  // empty) the key itself.
+  std::string fence;
   std::uint64_t token = 0;
   std::int64_t sent_ns = 0;   // before the request was sent
   std::int64_t acked_ns = 0;  // after the answer arrived; unused for kUnknown
@@ -36,31 +39,34 @@ struct Op {
 
 // What the server holds for a key when it is read back.
 struct KeyState {
-  std::uint64_t fence = 0;             // 0: no fence
+  std::uint64_t fence = 0;             // of the fence guarding it; 0: none
   std::optional<std::uint64_t> value;  // the stored value's token
   std::string body;                    // the stored value
 };
 
 // Checks a history of fenced writes against the model of a fence (a value
-// that only rises; a write is accepted iff its token is not below it) and
-// against the state read back after a crash. `floors` holds, per key, the
-// highest fence token read back before (after earlier restarts): a fence
-// never goes below a token it has shown. Returns one line per violation:
+// that only rises; a write is accepted iff its token is not below it; the
+// writes to every key a fence guards share it) and against the state read
+// back after a crash. `floors` holds, per key, the highest fence token read
+// back before (after earlier restarts): a fence never goes below a token
+// it has shown. Returns one line per violation:
 //
 //  - an acknowledged write was lost: the fence is below a token whose
-//    acceptance was acknowledged, or the value is not the work of a PUT or
-//    DELETE at or above the highest acknowledged one (a stored value's
-//    token is below it, or the value is gone and no DELETE at or above it
-//    was sent and left unrefused);
+//    acceptance was acknowledged, or a key's value (or its absence) is not
+//    the work of a PUT or DELETE that may have landed after every
+//    acknowledged PUT or DELETE of the key at the highest token (a stored
+//    value's token is below that token; or no such write, with the value's
+//    token and body or a DELETE at or above it and within the fence, may
+//    have landed last: one answered before another was sent, or given up
+//    on at an earlier kill, cannot have);
 //  - the fence went down: it is below a 409's current_token or a floor;
-//  - the stored value's token is above the fence, or its body is not one a
-//    PUT with that token sent;
-//  - a write (of any kind: they share the fence) was accepted below a token
-//    whose acceptance was acknowledged before it was sent;
-//  - a 409's current_token is no token any writer presented for that key, or
-//    not above the token it refused;
-//  - a fence or stored value carries a token nobody presented for that key
-//    (a kRefused write presents nothing: it changed nothing);
+//  - the stored value's token is above the fence;
+//  - a write (of any kind, to any key the fence guards) was accepted below
+//    a token whose acceptance was acknowledged before it was sent;
+//  - a 409's current_token is no token any writer presented to that fence,
+//    or not above the token it refused;
+//  - a fence or stored value carries a token nobody presented to it (a
+//    kRefused write presents nothing: it changed nothing);
 //  - a write got an answer other than 2xx or 409.
 std::vector<std::string> Check(
     const std::vector<Op>& history,
@@ -77,7 +83,7 @@ std::vector<std::string> Check(
 // write is added once.
 class Checker {
  public:
-  // A fence never goes below `token`, which it has shown.
+  // The fence guarding `key` never goes below `token`, which it has shown.
   void Floor(const std::string& key, std::uint64_t token);
   void Add(const Op* begin, const Op* end);
   // The violations in the writes added since the last Check (an answer
@@ -92,25 +98,30 @@ class Checker {
     bool answered = false;  // it was answered (at acked_ns)
     std::int64_t acked_ns = 0;
   };
-  struct Key {
+  struct Fence {
     std::set<std::uint64_t> presented;
+    std::optional<std::uint64_t> acked;  // any kind, any key it guards
+    std::uint64_t shown = 0;             // floors, 409s' current_token
+  };
+  struct Value {
     // PUTs by token and body, DELETEs by token.
     std::map<std::uint64_t, std::map<std::string, std::vector<Landed>>> puts;
     std::map<std::uint64_t, std::vector<Landed>> deletes;
-    std::optional<std::uint64_t> acked;        // any kind
-    std::optional<std::uint64_t> acked_value;  // PUT or DELETE
-    // Of the acknowledged PUTs and DELETEs at acked_value: the last Add
-    // holding one, and the latest send among them in that Add. The value
-    // is the work of a PUT or DELETE that did not end before that send.
+    std::optional<std::uint64_t> acked;  // of its PUTs and DELETEs
+    // Of the acknowledged PUTs and DELETEs at `acked`: the last Add holding
+    // one, and the latest send among them in that Add. The value is the
+    // work of a PUT or DELETE that did not end before that send.
     std::size_t last_add = 0;
     std::int64_t last_sent = 0;
-    std::uint64_t shown = 0;  // floors, 409s' current_token
   };
   // Whether `w` may have landed after every acknowledged PUT and DELETE at
-  // `k.acked_value`.
-  static bool MayBeLast(const Key& k, const Landed& w);
+  // `v.acked`.
+  static bool MayBeLast(const Value& v, const Landed& w);
+  const std::string& FenceOf(const std::string& key) const;
 
-  std::map<std::string, Key> keys_;
+  std::map<std::string, Fence> fences_;
+  std::map<std::string, Value> values_;          // by key
+  std::map<std::string, std::string> fence_of_;  // key -> fence, if not key
   std::vector<std::string> pending_;
   std::size_t adds_ = 0;
   std::int64_t last_answer_ns_ = 0;  // the latest answer of the Adds so far

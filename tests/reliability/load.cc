@@ -170,6 +170,11 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
                               : Op::Kind::kPut;
         op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
                                          : keys_[local() % keys_.size()];
+        for (const std::string& scope : scopes_) {
+          if (op.key.rfind(scope, 0) == 0 && scope.size() > op.fence.size()) {
+            op.fence = scope;  // the longest matching prefix
+          }
+        }
         const std::uint64_t fresh = counter_++;
         op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
         if (op.kind == Op::Kind::kPut) {
