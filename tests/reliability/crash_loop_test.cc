@@ -93,6 +93,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   LeaseLoad leases({"lease/a", "lease/b", "hot-lease", "hot/a", "many/0"});
   BatchLoad batch_load;
   Restarts restarts;
+  restarts.Scope(kScope);
   std::size_t grants_added = 0;  // handed to restarts
   std::mt19937 rng(std::random_device{}());
   auto server = std::make_unique<ServerProcess>(data, args);

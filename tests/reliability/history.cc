@@ -1,13 +1,21 @@
 #include "tests/reliability/history.h"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 
 namespace fencepost::reliability {
 
-const std::string& Checker::FenceOf(const std::string& key) const {
-  auto it = fence_of_.find(key);
-  return it == fence_of_.end() ? key : it->second;
+std::string Checker::FenceOf(const std::string& key) const {
+  if (auto it = fence_of_.find(key); it != fence_of_.end()) return it->second;
+  const std::string* longest = nullptr;
+  for (const std::string& scope : scopes_) {
+    if (key.rfind(scope, 0) == 0 &&
+        (longest == nullptr || scope.size() > longest->size())) {
+      longest = &scope;
+    }
+  }
+  return longest ? *longest : key;
 }
 
 void Checker::Floor(const std::string& key, std::uint64_t token) {
@@ -23,7 +31,9 @@ bool Checker::MayBeLast(const Value& v, const Landed& w) {
 void Checker::Add(const Op* begin, const Op* end) {
   const std::size_t add = adds_++;
   std::int64_t last_answer = last_answer_ns_;
-  std::map<std::string, std::vector<const Op*>> accepted;  // by fence
+  // By fence: the answers that show its token (an acceptance, a 409's
+  // current_token).
+  std::map<std::string, std::vector<const Op*>> showing;
   for (const Op* op = begin; op != end; ++op) {
     if (op->sent_ns < last_answer_ns_) {
       throw std::invalid_argument(
@@ -36,7 +46,7 @@ void Checker::Add(const Op* begin, const Op* end) {
     const bool answered = op->outcome != Op::Outcome::kUnknown;
     if (answered) last_answer = std::max(last_answer, op->acked_ns);
     if (op->outcome == Op::Outcome::kRefused) continue;  // it changed nothing
-    const std::string& fence = FenceOf(op->key);
+    const std::string fence = FenceOf(op->key);
     fences_[fence].presented.insert(op->token);
     if (op->outcome != Op::Outcome::kRejected) {
       const Landed landed{add, answered, op->acked_ns};
@@ -46,8 +56,9 @@ void Checker::Add(const Op* begin, const Op* end) {
         values_[op->key].deletes[op->token].push_back(landed);
       }
     }
-    if (op->outcome == Op::Outcome::kAccepted) {
-      accepted[fence].push_back(op);
+    if (op->outcome == Op::Outcome::kAccepted ||
+        (op->outcome == Op::Outcome::kRejected && op->current_token)) {
+      showing[fence].push_back(op);
     }
     if (op->outcome == Op::Outcome::kError) {
       pending_.push_back(op->key + ": token " + std::to_string(op->token) +
@@ -56,36 +67,47 @@ void Checker::Add(const Op* begin, const Op* end) {
   }
   last_answer_ns_ = last_answer;
 
-  for (auto& [fence, ops] : accepted) {
+  // What an answer shows of its fence: the token accepted, or a 409's
+  // current_token.
+  auto shows = [](const Op* op) {
+    return op->outcome == Op::Outcome::kAccepted ? op->token
+                                                 : *op->current_token;
+  };
+  for (auto& [fence, ops] : showing) {
     Fence& f = fences_[fence];
-    // Accepted below an earlier acknowledged acceptance. Sorting by ack time
-    // lets one pass keep the highest token acknowledged before each send;
-    // every write of an earlier Add was answered before this one's were
-    // sent, so the pass starts from their highest.
-    std::vector<const Op*> by_ack = ops;
-    std::sort(by_ack.begin(), by_ack.end(), [](const Op* a, const Op* b) {
+    // The fence only rises: whatever it showed before a write was sent (in
+    // an earlier Add: f.acked and f.shown; in this one: the answers that
+    // came before the send), the write is accepted only at or above it,
+    // and a 409 shows a current_token at or above it. Sorting by answer
+    // time lets one pass keep the highest shown before each send.
+    std::vector<const Op*> by_answer = ops;
+    std::sort(by_answer.begin(), by_answer.end(), [](const Op* a, const Op* b) {
       return a->acked_ns < b->acked_ns;
     });
     std::sort(ops.begin(), ops.end(),
               [](const Op* a, const Op* b) { return a->sent_ns < b->sent_ns; });
-    std::size_t next_ack = 0;
-    bool any = f.acked.has_value();
-    std::uint64_t acked_before = f.acked.value_or(0);
+    std::size_t next = 0;
+    std::uint64_t before = std::max(f.acked.value_or(0), f.shown);
     for (const Op* op : ops) {
-      while (next_ack < by_ack.size() &&
-             by_ack[next_ack]->acked_ns < op->sent_ns) {
-        acked_before = std::max(acked_before, by_ack[next_ack]->token);
-        any = true;
-        ++next_ack;
+      while (next < by_answer.size() &&
+             by_answer[next]->acked_ns < op->sent_ns) {
+        before = std::max(before, shows(by_answer[next]));
+        ++next;
       }
-      if (any && op->token < acked_before) {
+      if (shows(op) >= before) continue;
+      if (op->outcome == Op::Outcome::kAccepted) {
         pending_.push_back(op->key + ": token " + std::to_string(op->token) +
-                           " was accepted after token " +
-                           std::to_string(acked_before) +
-                           " had been acknowledged");
+                           " was accepted after the fence had shown token " +
+                           std::to_string(before));
+      } else {
+        pending_.push_back(
+            op->key + ": a 409 to token " + std::to_string(op->token) +
+            " showed current_token " + std::to_string(*op->current_token) +
+            " after the fence had shown token " + std::to_string(before));
       }
     }
     for (const Op* op : ops) {
+      if (op->outcome != Op::Outcome::kAccepted) continue;
       f.acked = std::max(f.acked.value_or(0), op->token);
       if (op->kind == Op::Kind::kBump) continue;
       Value& v = values_[op->key];
@@ -122,30 +144,40 @@ std::vector<std::string> Checker::Check(
     const std::map<std::string, KeyState>& state) {
   std::vector<std::string> violations = std::move(pending_);
   pending_.clear();
-  // Each fence's token as read through the keys it guards (the lowest, if
-  // they disagree): 0 when no key of it was read.
-  std::map<std::string, std::uint64_t> read;
+  // Each fence's token as read through the keys it guards: they must agree;
+  // the lowest read is held to what the fence showed, and every read must
+  // be a token presented to it. A fence no key was read through reads 0.
+  std::map<std::string, std::set<std::uint64_t>> reads;
   for (const auto& [key, found] : state) {
-    const std::string& fence = FenceOf(key);
-    auto [it, first] = read.emplace(fence, found.fence);
-    if (!first) it->second = std::min(it->second, found.fence);
+    reads[FenceOf(key)].insert(found.fence);
   }
-  for (const auto& [fence, f] : fences_) {
-    auto it = read.find(fence);
-    const std::uint64_t token = it == read.end() ? 0 : it->second;
-    if (f.acked && token < *f.acked) {
-      violations.push_back(fence + ": fence " + std::to_string(token) +
+  for (const auto& [fence, f] : fences_) reads[fence];  // read or not
+  static const Fence kUnwritten;
+  for (auto& [fence, tokens] : reads) {
+    if (tokens.empty()) tokens.insert(0);
+    auto it = fences_.find(fence);
+    const Fence& f = it == fences_.end() ? kUnwritten : it->second;
+    if (tokens.size() > 1) {
+      violations.push_back(fence + ": the keys it guards read " +
+                           std::to_string(tokens.size()) +
+                           " different tokens for it");
+    }
+    const std::uint64_t lowest = *tokens.begin();
+    if (f.acked && lowest < *f.acked) {
+      violations.push_back(fence + ": fence " + std::to_string(lowest) +
                            " is below acknowledged token " +
                            std::to_string(*f.acked));
     }
-    if (token < f.shown) {
-      violations.push_back(fence + ": fence " + std::to_string(token) +
+    if (lowest < f.shown) {
+      violations.push_back(fence + ": fence " + std::to_string(lowest) +
                            " went below token " + std::to_string(f.shown) +
                            ", which it had shown");
     }
-    if (token != 0 && f.presented.count(token) == 0) {
-      violations.push_back(fence + ": fence " + std::to_string(token) +
-                           " is a token nobody presented");
+    for (const std::uint64_t token : tokens) {
+      if (token != 0 && f.presented.count(token) == 0) {
+        violations.push_back(fence + ": fence " + std::to_string(token) +
+                             " is a token nobody presented");
+      }
     }
   }
 

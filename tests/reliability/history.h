@@ -61,8 +61,11 @@ struct KeyState {
 //    on at an earlier kill, cannot have);
 //  - the fence went down: it is below a 409's current_token or a floor;
 //  - the stored value's token is above the fence;
-//  - a write (of any kind, to any key the fence guards) was accepted below
-//    a token whose acceptance was acknowledged before it was sent;
+//  - a write (of any kind, to any key the fence guards) was accepted, or a
+//    409 showed a current_token, below a token the fence had shown before
+//    it was sent (an acknowledged acceptance, a 409's current_token, a
+//    floor);
+//  - keys guarded by one fence read different tokens for it;
 //  - a 409's current_token is no token any writer presented to that fence,
 //    or not above the token it refused;
 //  - a fence or stored value carries a token nobody presented to it (a
@@ -83,6 +86,9 @@ std::vector<std::string> Check(
 // write is added once.
 class Checker {
  public:
+  // The keys starting with `prefix` share the fence `prefix` (the longest
+  // matching prefix wins), whether or not a write has named it yet.
+  void Scope(std::string prefix) { scopes_.push_back(std::move(prefix)); }
   // The fence guarding `key` never goes below `token`, which it has shown.
   void Floor(const std::string& key, std::uint64_t token);
   void Add(const Op* begin, const Op* end);
@@ -117,10 +123,11 @@ class Checker {
   // Whether `w` may have landed after every acknowledged PUT and DELETE at
   // `v.acked`.
   static bool MayBeLast(const Value& v, const Landed& w);
-  const std::string& FenceOf(const std::string& key) const;
+  std::string FenceOf(const std::string& key) const;
 
   std::map<std::string, Fence> fences_;
-  std::map<std::string, Value> values_;          // by key
+  std::map<std::string, Value> values_;  // by key
+  std::vector<std::string> scopes_;
   std::map<std::string, std::string> fence_of_;  // key -> fence, if not key
   std::vector<std::string> pending_;
   std::size_t adds_ = 0;

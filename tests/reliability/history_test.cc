@@ -20,8 +20,11 @@ Op Write(std::uint64_t token, Outcome outcome, std::int64_t sent = 0,
 Op Accepted(std::uint64_t token, std::int64_t sent, std::int64_t acked) {
   return Write(token, Outcome::kAccepted, sent, acked);
 }
-Op Rejected(std::uint64_t token, std::uint64_t current) {
-  Op op = Write(token, Outcome::kRejected, 0, 1);
+// A 409 answered after the other writes of a history (which end by 1000
+// here) unless told when.
+Op Rejected(std::uint64_t token, std::uint64_t current,
+            std::int64_t sent = 1000, std::int64_t acked = 1001) {
+  Op op = Write(token, Outcome::kRejected, sent, acked);
   op.current_token = current;
   return op;
 }
@@ -62,7 +65,7 @@ TEST(HistoryCheckTest, FindsAWriteAcceptedBelowAnAcknowledgedOne) {
   const std::vector<Op> history = {Accepted(7, 0, 10), Accepted(6, 11, 20)};
   const auto violations = Check(history, Holds(7, 7));
   ASSERT_EQ(violations.size(), 1u);
-  EXPECT_NE(violations[0].find("accepted after token 7"), std::string::npos);
+  EXPECT_NE(violations[0].find("had shown token 7"), std::string::npos);
 }
 
 TEST(HistoryCheckTest, FindsAnInventedCurrentToken) {
@@ -196,7 +199,7 @@ TEST(HistoryCheckTest, FindsADeleteAcceptedBelowAnAcknowledgedBump) {
                                    Of(Kind::kDelete, Accepted(8, 11, 20))};
   const auto violations = Check(history, Holds(9, std::nullopt));
   ASSERT_EQ(violations.size(), 1u);
-  EXPECT_NE(violations[0].find("accepted after token 9"), std::string::npos);
+  EXPECT_NE(violations[0].find("had shown token 9"), std::string::npos);
 }
 
 TEST(HistoryCheckTest, FindsARefusedWriteThatLanded) {
@@ -222,7 +225,7 @@ TEST(HistoryCheckTest, CarriesOrderAndFloorsAcrossParts) {
   checker.Add(second.data(), second.data() + second.size());
   const auto violations = checker.Check(Holds(9, 9));
   ASSERT_EQ(violations.size(), 1u);
-  EXPECT_NE(violations[0].find("accepted after token 9"), std::string::npos);
+  EXPECT_NE(violations[0].find("had shown token 9"), std::string::npos);
   // The floor holds in later checks.
   const std::vector<Op> third = {Write(3, Outcome::kUnknown, 40)};
   checker.Add(third.data(), third.data() + third.size());
@@ -316,7 +319,74 @@ TEST(HistoryCheckTest, KeysUnderAScopeShareItsFence) {
                                  To("s/a", Accepted(6, 11, 20))};
   const auto violations = Check(below, State(7, 6, 7));
   ASSERT_EQ(violations.size(), 1u);
-  EXPECT_NE(violations[0].find("accepted after token 7"), std::string::npos);
+  EXPECT_NE(violations[0].find("had shown token 7"), std::string::npos);
+}
+
+// A fence that went down and rose again between two reads is seen by what
+// it showed in between.
+TEST(HistoryCheckTest, FindsAFenceThatWentDownBetweenReads) {
+  // A restart read 9 (a write given up on at the kill had landed); after
+  // it, 7 was accepted.
+  Checker cycles;
+  const std::vector<Op> first = {Unknown(9)};
+  cycles.Add(first.data(), first.data() + first.size());
+  EXPECT_TRUE(cycles.Check(Holds(9, 9)).empty());
+  cycles.Floor("k", 9);
+  const std::vector<Op> second = {Accepted(7, 20, 30), Accepted(10, 31, 40)};
+  cycles.Add(second.data(), second.data() + second.size());
+  const auto violations = cycles.Check(Holds(10, 10));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("had shown token 9"), std::string::npos);
+  // A 409 sent after 9 was acknowledged showed 8.
+  const std::vector<Op> history = {Unknown(8), Accepted(9, 1, 10),
+                                   Rejected(6, 8, 11, 12),
+                                   Accepted(12, 13, 20)};
+  const auto found = Check(history, Holds(12, 12));
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_NE(found[0].find("showed current_token 8"), std::string::npos);
+}
+
+TEST(HistoryCheckTest, AScopedKeysFloorBeforeItsFirstWriteIsTheScopes) {
+  auto State = [](std::optional<std::uint64_t> b) {
+    std::map<std::string, KeyState> state;
+    state["s/a"] = {5, 5, ""};
+    state["s/b"] = {5, b, ""};
+    return state;
+  };
+  Checker checker;
+  checker.Scope("s/");
+  Op a = Accepted(5, 0, 10);
+  a.key = "s/a";
+  const std::vector<Op> first = {a};
+  checker.Add(first.data(), first.data() + first.size());
+  EXPECT_TRUE(checker.Check(State(std::nullopt)).empty());
+  // Restarts takes each key's read for a floor, s/b's too.
+  checker.Floor("s/a", 5);
+  checker.Floor("s/b", 5);
+  checker.Add(nullptr, nullptr);
+  EXPECT_TRUE(checker.Check(State(std::nullopt)).empty());
+  Op b = Accepted(6, 20, 30);
+  b.key = "s/b";
+  const std::vector<Op> second = {b};
+  checker.Add(second.data(), second.data() + second.size());
+  auto state = State(6);
+  state["s/a"].fence = 6;
+  state["s/b"].fence = 6;
+  EXPECT_TRUE(checker.Check(state).empty());
+}
+
+TEST(HistoryCheckTest, FindsKeysOfOneScopeReadingDifferentFences) {
+  Op a = Accepted(7, 0, 10);
+  a.key = "s/a";
+  a.fence = "s/";
+  std::map<std::string, KeyState> state;
+  state["s/a"] = {7, 7, ""};
+  state["s/b"] = {99, std::nullopt, ""};
+  Checker checker;
+  checker.Scope("s/");
+  checker.Add(&a, &a + 1);
+  EXPECT_EQ(checker.Check(state).size(), 2u)
+      << "two reads of one fence, and 99 nobody presented";
 }
 
 }  // namespace

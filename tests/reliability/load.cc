@@ -331,8 +331,8 @@ std::vector<Op> LeaseLoad::GrantsAsWrites(const std::vector<std::string>& keys,
     op.key = g.name;
     op.token = g.token;
     op.sent_ns = g.sent_ns;
+    op.kind = Op::Kind::kBump;  // it raises the fence, and stores no value
     op.outcome = Op::Outcome::kUnknown;
-    op.body = "(the lease grant of token " + std::to_string(g.token) + ")";
     ops.push_back(std::move(op));
   }
   return ops;

@@ -135,11 +135,10 @@ class LeaseLoad {
   // grants() with this token. Returns one line per lease whose token no
   // grant explains.
   std::vector<std::string> Recover(std::uint16_t admin_port);
-  // The grants of the names among `keys`, as writes of unknown outcome for
-  // reliability::Check (which uses an unknown write only for the tokens,
-  // and bodies, presented to its key): a grant presents its token to the
-  // key's fence. Their body is one no write sends.
-  // Only grants()[from...].
+  // The grants()[from...] of the names among `keys`, as bumps of unknown
+  // outcome for reliability::Check, which takes an unknown bump only for
+  // the token it presents to the key's fence (a grant raises the fence and
+  // stores no value).
   std::vector<Op> GrantsAsWrites(const std::vector<std::string>& keys,
                                  std::size_t from = 0) const;
   // After a restart (and Recover): every grant's token is unique per name,
@@ -217,6 +216,8 @@ std::optional<std::uint64_t> TokenOfBody(const std::string& body);
 // becomes a floor for the reads after it.
 class Restarts {
  public:
+  // The keys starting with `prefix` share the fence `prefix`.
+  void Scope(std::string prefix) { checker_.Scope(std::move(prefix)); }
   // Adds, as one part, the writes of `history` (which only grows) not
   // added before and `more` (writes from elsewhere in the same cycle: a
   // LeaseLoad's new grants), then checks `state` against every write added.
