@@ -95,6 +95,10 @@ void Checker::Add(const Op* begin, const Op* end) {
         ++next;
       }
       if (shows(op) >= before) continue;
+      if (op->outcome == Op::Outcome::kRejected &&
+          rejections_ == Rejections::kMayLag) {
+        continue;
+      }
       if (op->outcome == Op::Outcome::kAccepted) {
         pending_.push_back(op->key + ": token " + std::to_string(op->token) +
                            " was accepted after the fence had shown token " +
@@ -242,8 +246,9 @@ std::vector<std::string> Checker::Check(
 std::vector<std::string> Check(
     const std::vector<Op>& history,
     const std::map<std::string, KeyState>& state,
-    const std::map<std::string, std::uint64_t>& floors) {
+    const std::map<std::string, std::uint64_t>& floors, Rejections rejections) {
   Checker checker;
+  checker.Rejecting(rejections);
   checker.Add(history.data(), history.data() + history.size());
   for (const auto& [key, token] : floors) checker.Floor(key, token);
   return checker.Check(state);

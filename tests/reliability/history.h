@@ -71,10 +71,18 @@ struct KeyState {
 //  - a fence or stored value carries a token nobody presented to it (a
 //    kRefused write presents nothing: it changed nothing);
 //  - a write got an answer other than 2xx or 409.
+//
+// With Rejections::kMayLag (replicas sharing fences in etcd, which refuse
+// from a cache: docs/replicas.md), a 409's current_token is the highest
+// token its replica had seen, which may be below what the fence showed
+// elsewhere before the 409 was sent; it is still a token the fence had, so
+// it still counts as shown for what comes after it.
+enum class Rejections { kCurrent, kMayLag };
 std::vector<std::string> Check(
     const std::vector<Op>& history,
     const std::map<std::string, KeyState>& state,
-    const std::map<std::string, std::uint64_t>& floors = {});
+    const std::map<std::string, std::uint64_t>& floors = {},
+    Rejections rejections = Rejections::kCurrent);
 
 // Check, fed a history in parts and checked after each: it keeps, per key,
 // what later checks need (the tokens presented, the PUTs and DELETEs that
@@ -89,6 +97,8 @@ class Checker {
   // The keys starting with `prefix` share the fence `prefix` (the longest
   // matching prefix wins), whether or not a write has named it yet.
   void Scope(std::string prefix) { scopes_.push_back(std::move(prefix)); }
+  // See Rejections (kCurrent unless told).
+  void Rejecting(Rejections rejections) { rejections_ = rejections; }
   // The fence guarding `key` never goes below `token`, which it has shown.
   void Floor(const std::string& key, std::uint64_t token);
   void Add(const Op* begin, const Op* end);
@@ -128,6 +138,7 @@ class Checker {
   std::map<std::string, Fence> fences_;
   std::map<std::string, Value> values_;  // by key
   std::vector<std::string> scopes_;
+  Rejections rejections_ = Rejections::kCurrent;
   std::map<std::string, std::string> fence_of_;  // key -> fence, if not key
   std::vector<std::string> pending_;
   std::size_t adds_ = 0;
