@@ -83,7 +83,6 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   const bool http = store == Store::kHttp;
   const int cycles = Cycles();
   Load load(Keys(), 4, kWriters);
-  load.Scope(kScope);
   if (http) {
     load.AcceptRelayed404OnDelete();
     load.ExpectHeldFences();
@@ -176,15 +175,12 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
         << "cycle " << cycle << " acknowledged nothing";
   }
   const std::size_t acked = load.AcknowledgedSince(0);
-  std::map<Op::Kind, std::size_t> acked_by_kind;
-  for (const Op& op : load.history()) {
-    acked_by_kind[op.kind] += op.outcome == Op::Outcome::kAccepted;
-  }
+  const std::size_t deletes = load.AcknowledgedOf(Op::Kind::kDelete);
+  const std::size_t bumps = load.AcknowledgedOf(Op::Kind::kBump);
   std::cout << "reliability: " << cycles << " SIGKILL cycles, "
             << load.history().size() << " writes, " << acked
-            << " acknowledged (" << acked_by_kind[Op::Kind::kDelete]
-            << " DELETEs, " << acked_by_kind[Op::Kind::kBump] << " bumps, "
-            << load.refused() << " refused on a held fence), "
+            << " acknowledged (" << deletes << " DELETEs, " << bumps
+            << " bumps, " << load.refused() << " refused on a held fence), "
             << leases.grants().size() << " lease grants (" << leases.recovered()
             << " applied unanswered at a kill), " << batch_load.acknowledged()
             << " batches acknowledged, " << violations << " violations\n";
@@ -193,8 +189,8 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   }
   EXPECT_GT(leases.grants().size(), static_cast<std::size_t>(cycles));
   EXPECT_GT(acked, static_cast<std::size_t>(cycles)) << "the load ran";
-  EXPECT_GT(acked_by_kind[Op::Kind::kDelete], 0u);
-  EXPECT_GT(acked_by_kind[Op::Kind::kBump], 0u);
+  EXPECT_GT(deletes, 0u);
+  EXPECT_GT(bumps, 0u);
   if (http) {
     // Every start after a kill holds the fences for the settle time: the
     // dead process may have left writes on the wire to the upstream.

@@ -7,7 +7,6 @@
 namespace fencepost::reliability {
 
 std::string Checker::FenceOf(const std::string& key) const {
-  if (auto it = fence_of_.find(key); it != fence_of_.end()) return it->second;
   const std::string* longest = nullptr;
   for (const std::string& scope : scopes_) {
     if (key.rfind(scope, 0) == 0 &&
@@ -28,7 +27,9 @@ bool Checker::MayBeLast(const Value& v, const Landed& w) {
   return w.add == v.last_add && (!w.answered || w.acked_ns > v.last_sent);
 }
 
-void Checker::Add(const Op* begin, const Op* end) {
+void Checker::Add(const std::vector<Op>& part) {
+  const Op* const begin = part.data();
+  const Op* const end = begin + part.size();
   const std::size_t add = adds_++;
   std::int64_t last_answer = last_answer_ns_;
   // By fence: the answers that show its token (an acceptance, a 409's
@@ -39,9 +40,6 @@ void Checker::Add(const Op* begin, const Op* end) {
       throw std::invalid_argument(
           "reliability::Checker: a write to " + op->key +
           " was sent before an answer of an earlier Add");
-    }
-    if (!op->fence.empty() && op->fence != op->key) {
-      fence_of_[op->key] = op->fence;
     }
     const bool answered = op->outcome != Op::Outcome::kUnknown;
     if (answered) last_answer = std::max(last_answer, op->acked_ns);
@@ -249,7 +247,7 @@ std::vector<std::string> Check(
     const std::map<std::string, std::uint64_t>& floors, Rejections rejections) {
   Checker checker;
   checker.Rejecting(rejections);
-  checker.Add(history.data(), history.data() + history.size());
+  checker.Add(history);
   for (const auto& [key, token] : floors) checker.Floor(key, token);
   return checker.Check(state);
 }

@@ -24,10 +24,7 @@ struct Op {
     kError,     // any other answer (4xx, 5xx): never expected here
   };
   Kind kind = Kind::kPut;
-  std::string key;
-  // The fence that guards `key`: a --fence-scope prefix over it, or (when
-  // empty) the key itself.
-  std::string fence;
+  std::string key;  // guarded by its own fence, or a Checker::Scope's
   std::uint64_t token = 0;
   std::int64_t sent_ns = 0;   // before the request was sent
   std::int64_t acked_ns = 0;  // after the answer arrived; unused for kUnknown
@@ -101,7 +98,7 @@ class Checker {
   void Rejecting(Rejections rejections) { rejections_ = rejections; }
   // The fence guarding `key` never goes below `token`, which it has shown.
   void Floor(const std::string& key, std::uint64_t token);
-  void Add(const Op* begin, const Op* end);
+  void Add(const std::vector<Op>& part);
   // The violations in the writes added since the last Check (an answer
   // other than 2xx or 409, an order broken, a 409 naming an impossible
   // token), and those of `state` against every write added.
@@ -139,7 +136,6 @@ class Checker {
   std::map<std::string, Value> values_;  // by key
   std::vector<std::string> scopes_;
   Rejections rejections_ = Rejections::kCurrent;
-  std::map<std::string, std::string> fence_of_;  // key -> fence, if not key
   std::vector<std::string> pending_;
   std::size_t adds_ = 0;
   std::int64_t last_answer_ns_ = 0;  // the latest answer of the Adds so far

@@ -217,18 +217,18 @@ TEST(HistoryCheckTest, FindsARefusedWriteThatLanded) {
 TEST(HistoryCheckTest, CarriesOrderAndFloorsAcrossParts) {
   Checker checker;
   const std::vector<Op> first = {Accepted(9, 0, 10)};
-  checker.Add(first.data(), first.data() + first.size());
+  checker.Add(first);
   EXPECT_TRUE(checker.Check(Holds(9, 9)).empty());
   checker.Floor("k", 9);
   // Sent after the first part was answered: 5 is below the acknowledged 9.
   const std::vector<Op> second = {Accepted(5, 20, 30)};
-  checker.Add(second.data(), second.data() + second.size());
+  checker.Add(second);
   const auto violations = checker.Check(Holds(9, 9));
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_NE(violations[0].find("had shown token 9"), std::string::npos);
   // The floor holds in later checks.
   const std::vector<Op> third = {Write(3, Outcome::kUnknown, 40)};
-  checker.Add(third.data(), third.data() + third.size());
+  checker.Add(third);
   EXPECT_EQ(checker.Check(Holds(5, 5)).size(), 3u)
       << "fence and value below acknowledged 9, and the fence below the 9 "
          "it had shown";
@@ -237,11 +237,9 @@ TEST(HistoryCheckTest, CarriesOrderAndFloorsAcrossParts) {
 TEST(HistoryCheckTest, RefusesPartsThatOverlapInTime) {
   Checker checker;
   const std::vector<Op> first = {Accepted(9, 0, 10)};
-  checker.Add(first.data(), first.data() + first.size());
+  checker.Add(first);
   const std::vector<Op> overlapping = {Accepted(10, 5, 30)};
-  EXPECT_THROW(
-      checker.Add(overlapping.data(), overlapping.data() + overlapping.size()),
-      std::invalid_argument);
+  EXPECT_THROW(checker.Add(overlapping), std::invalid_argument);
 }
 
 // The value is the work of the PUT or DELETE that landed last: one that
@@ -254,11 +252,11 @@ TEST(HistoryCheckTest, FindsAValueLeftByAWriteThatWasNotLast) {
   const std::vector<Op> first = {
       Accepted(80, 0, 10),
       Of(Kind::kDelete, Write(100, Outcome::kUnknown, 11))};
-  cycles.Add(first.data(), first.data() + first.size());
+  cycles.Add(first);
   EXPECT_TRUE(cycles.Check(Holds(80, 80)).empty());
   const std::vector<Op> second = {Accepted(95, 20, 30),
                                   Of(Kind::kBump, Accepted(130, 31, 40))};
-  cycles.Add(second.data(), second.data() + second.size());
+  cycles.Add(second);
   EXPECT_EQ(cycles.Check(Holds(130, std::nullopt)).size(), 1u);
 
   // Equal tokens: a PUT acknowledged before a DELETE with its token was
@@ -290,34 +288,47 @@ TEST(HistoryCheckTest, FindsAValueLeftByAWriteThatWasNotLast) {
   EXPECT_TRUE(Check(concurrent, Holds(7, std::nullopt)).empty());
 }
 
+// The scope "s/" and two keys under it.
+Op To(const std::string& key, Op op) {
+  op.key = key;
+  return op;
+}
+// What s/a and s/b hold: the fence each reads, and each value's token.
+std::map<std::string, KeyState> UnderScope(std::uint64_t fence_a,
+                                           std::optional<std::uint64_t> a,
+                                           std::uint64_t fence_b,
+                                           std::optional<std::uint64_t> b) {
+  std::map<std::string, KeyState> state;
+  state["s/a"] = {fence_a, a, ""};
+  state["s/b"] = {fence_b, b, ""};
+  return state;
+}
+std::vector<std::string> CheckUnderScope(
+    const std::vector<Op>& history,
+    const std::map<std::string, KeyState>& state) {
+  Checker checker;
+  checker.Scope("s/");
+  checker.Add(history);
+  return checker.Check(state);
+}
+
 // Keys under a scope share its fence: a write to one key orders, and is
 // refused by, the writes to the others.
 TEST(HistoryCheckTest, KeysUnderAScopeShareItsFence) {
-  auto To = [](const std::string& key, Op op) {
-    op.key = key;
-    op.fence = "s/";
-    return op;
-  };
-  auto State = [](std::uint64_t fence, std::optional<std::uint64_t> a,
-                  std::optional<std::uint64_t> b) {
-    std::map<std::string, KeyState> state;
-    state["s/a"] = {fence, a, ""};
-    state["s/b"] = {fence, b, ""};
-    return state;
-  };
   // 5 to s/a, then 7 to s/b; a 409 to s/a at 6 names s/b's 7.
   const std::vector<Op> history = {To("s/a", Accepted(5, 0, 10)),
                                    To("s/b", Accepted(7, 11, 20)),
                                    To("s/a", Rejected(6, 7))};
-  EXPECT_TRUE(Check(history, State(7, 5, 7)).empty());
+  EXPECT_TRUE(CheckUnderScope(history, UnderScope(7, 5, 7, 7)).empty());
   // The shared fence lost s/b's token: it is read through both keys.
-  EXPECT_EQ(Check(history, State(5, 5, std::nullopt)).size(), 3u)
+  EXPECT_EQ(CheckUnderScope(history, UnderScope(5, 5, 5, std::nullopt)).size(),
+            3u)
       << "the fence below acknowledged 7 and below the 7 it showed, and s/b's "
          "value gone";
   // s/a accepted 6 after s/b's 7 was acknowledged.
   const std::vector<Op> below = {To("s/b", Accepted(7, 0, 10)),
                                  To("s/a", Accepted(6, 11, 20))};
-  const auto violations = Check(below, State(7, 6, 7));
+  const auto violations = CheckUnderScope(below, UnderScope(7, 6, 7, 7));
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_NE(violations[0].find("had shown token 7"), std::string::npos);
 }
@@ -329,11 +340,11 @@ TEST(HistoryCheckTest, FindsAFenceThatWentDownBetweenReads) {
   // it, 7 was accepted.
   Checker cycles;
   const std::vector<Op> first = {Unknown(9)};
-  cycles.Add(first.data(), first.data() + first.size());
+  cycles.Add(first);
   EXPECT_TRUE(cycles.Check(Holds(9, 9)).empty());
   cycles.Floor("k", 9);
   const std::vector<Op> second = {Accepted(7, 20, 30), Accepted(10, 31, 40)};
-  cycles.Add(second.data(), second.data() + second.size());
+  cycles.Add(second);
   const auto violations = cycles.Check(Holds(10, 10));
   ASSERT_EQ(violations.size(), 1u);
   EXPECT_NE(violations[0].find("had shown token 9"), std::string::npos);
@@ -349,45 +360,24 @@ TEST(HistoryCheckTest, FindsAFenceThatWentDownBetweenReads) {
 }
 
 TEST(HistoryCheckTest, AScopedKeysFloorBeforeItsFirstWriteIsTheScopes) {
-  auto State = [](std::optional<std::uint64_t> b) {
-    std::map<std::string, KeyState> state;
-    state["s/a"] = {5, 5, ""};
-    state["s/b"] = {5, b, ""};
-    return state;
-  };
   Checker checker;
   checker.Scope("s/");
-  Op a = Accepted(5, 0, 10);
-  a.key = "s/a";
-  const std::vector<Op> first = {a};
-  checker.Add(first.data(), first.data() + first.size());
-  EXPECT_TRUE(checker.Check(State(std::nullopt)).empty());
+  checker.Add({To("s/a", Accepted(5, 0, 10))});
+  EXPECT_TRUE(checker.Check(UnderScope(5, 5, 5, std::nullopt)).empty());
   // Restarts takes each key's read for a floor, s/b's too.
   checker.Floor("s/a", 5);
   checker.Floor("s/b", 5);
-  checker.Add(nullptr, nullptr);
-  EXPECT_TRUE(checker.Check(State(std::nullopt)).empty());
-  Op b = Accepted(6, 20, 30);
-  b.key = "s/b";
-  const std::vector<Op> second = {b};
-  checker.Add(second.data(), second.data() + second.size());
-  auto state = State(6);
-  state["s/a"].fence = 6;
-  state["s/b"].fence = 6;
-  EXPECT_TRUE(checker.Check(state).empty());
+  checker.Add({});
+  EXPECT_TRUE(checker.Check(UnderScope(5, 5, 5, std::nullopt)).empty());
+  checker.Add({To("s/b", Accepted(6, 20, 30))});
+  EXPECT_TRUE(checker.Check(UnderScope(6, 5, 6, 6)).empty());
 }
 
 TEST(HistoryCheckTest, FindsKeysOfOneScopeReadingDifferentFences) {
-  Op a = Accepted(7, 0, 10);
-  a.key = "s/a";
-  a.fence = "s/";
-  std::map<std::string, KeyState> state;
-  state["s/a"] = {7, 7, ""};
-  state["s/b"] = {99, std::nullopt, ""};
-  Checker checker;
-  checker.Scope("s/");
-  checker.Add(&a, &a + 1);
-  EXPECT_EQ(checker.Check(state).size(), 2u)
+  EXPECT_EQ(CheckUnderScope({To("s/a", Accepted(7, 0, 10))},
+                            UnderScope(7, 7, 99, std::nullopt))
+                .size(),
+            2u)
       << "two reads of one fence, and 99 nobody presented";
 }
 

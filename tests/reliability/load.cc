@@ -146,6 +146,14 @@ void Load::Stop() {
   writers_.clear();
 }
 
+std::size_t Load::AcknowledgedOf(Op::Kind kind) const {
+  std::size_t n = 0;
+  for (const Op& op : history_) {
+    n += op.kind == kind && op.outcome == Op::Outcome::kAccepted;
+  }
+  return n;
+}
+
 std::size_t Load::AcknowledgedSince(std::size_t from) const {
   std::size_t n = 0;
   for (std::size_t i = from; i < history_.size(); ++i) {
@@ -170,11 +178,6 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
                               : Op::Kind::kPut;
         op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
                                          : keys_[local() % keys_.size()];
-        for (const std::string& scope : scopes_) {
-          if (op.key.rfind(scope, 0) == 0 && scope.size() > op.fence.size()) {
-            op.fence = scope;  // the longest matching prefix
-          }
-        }
         const std::uint64_t fresh = counter_++;
         op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
         if (op.kind == Op::Kind::kPut) {
@@ -541,7 +544,7 @@ std::vector<std::string> Restarts::Check(
   std::vector<Op> part(history.begin() + static_cast<std::ptrdiff_t>(added_),
                        history.end());
   part.insert(part.end(), more.begin(), more.end());
-  checker_.Add(part.data(), part.data() + part.size());
+  checker_.Add(part);
   added_ = history.size();
   auto found = checker_.Check(state);
   for (const auto& [key, s] : state) checker_.Floor(key, s.fence);

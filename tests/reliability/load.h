@@ -44,9 +44,6 @@ class Load {
   // Through an http:// backend, an accepted DELETE of a value the upstream
   // lacks is the upstream's 404 (with the Fencing-Token header).
   void AcceptRelayed404OnDelete() { relayed_404_ = true; }
-  // The keys starting with `prefix` share the fence `prefix` (the server
-  // runs with --fence-scope PREFIX): their writes say so (Op::fence).
-  void Scope(std::string prefix) { scopes_.push_back(std::move(prefix)); }
   // Through an http:// backend, a 503 fence-held (after an unclean start,
   // or an unknown upstream outcome) refuses a write before any change: it
   // is kRefused, and its writer pauses 20 ms.
@@ -60,6 +57,8 @@ class Load {
   const std::vector<Op>& history() const { return history_; }
   // Acknowledged writes among history()[from...].
   std::size_t AcknowledgedSince(std::size_t from) const;
+  // Acknowledged writes of `kind` in history().
+  std::size_t AcknowledgedOf(Op::Kind kind) const;
   // Acknowledged writes so far; may be read while the load runs.
   std::size_t acknowledged() const { return acknowledged_; }
   // Writes sent so far; may be read while the load runs.
@@ -83,7 +82,6 @@ class Load {
   std::atomic<std::size_t> sent_ = 0;
   bool unavailable_unknown_ = false;
   bool relayed_404_ = false;
-  std::vector<std::string> scopes_;
   bool held_fences_ = false;
   std::atomic<std::size_t> refused_ = 0;
   std::uint16_t admin_port_ = 0;  // 0: PUTs only

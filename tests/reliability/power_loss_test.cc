@@ -298,12 +298,8 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
             << "/s), " << dropped << " unsynced writes dropped, " << violations
             << " violations\n";
   EXPECT_GT(acked, static_cast<std::size_t>(cycles)) << "the load ran";
-  std::map<Op::Kind, std::size_t> acked_by_kind;
-  for (const Op& op : load.history()) {
-    acked_by_kind[op.kind] += op.outcome == Op::Outcome::kAccepted;
-  }
-  EXPECT_GT(acked_by_kind[Op::Kind::kDelete], 0u);
-  EXPECT_GT(acked_by_kind[Op::Kind::kBump], 0u);
+  EXPECT_GT(load.AcknowledgedOf(Op::Kind::kDelete), 0u);
+  EXPECT_GT(load.AcknowledgedOf(Op::Kind::kBump), 0u);
 }
 
 }  // namespace
