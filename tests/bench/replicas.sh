@@ -41,9 +41,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+. tests/coordination/lib.sh  # free_port
 
 wait_ready() {  # ADMIN_PORT
   for _ in $(seq 1 200); do

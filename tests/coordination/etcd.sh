@@ -12,23 +12,15 @@ set -euo pipefail
 action=${1:?start or stop}
 dir=${2:?a directory}
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
-}
+. "$(dirname "$0")/lib.sh"
 
-case $action in
-start)
-  mkdir -p "$dir"
+# Runs one etcd on two fresh ports; returns 0 once it is healthy and has
+# printed its URL, 1 when a port turned out to be taken, exits otherwise.
+try_start() {
+  local client peer pid
   client=$(free_port)
   peer=$(free_port)
-  scheme=http url=etcd tls=() curl_tls=()
-  if [ -n "${ETCD_TLS_DIR:-}" ]; then
-    scheme=https url=etcds
-    tls=(--cert-file "$ETCD_TLS_DIR/server.pem" --key-file "$ETCD_TLS_DIR/server.key"
-      --trusted-ca-file "$ETCD_TLS_DIR/ca.pem" --client-cert-auth)
-    curl_tls=(--cacert "$ETCD_TLS_DIR/ca.pem" --cert "$ETCD_TLS_DIR/client.pem"
-      --key "$ETCD_TLS_DIR/client.key")
-  fi
+  rm -rf "$dir/data"
   etcd --name member --data-dir "$dir/data" \
     --listen-client-urls "$scheme://127.0.0.1:$client" \
     --advertise-client-urls "$scheme://127.0.0.1:$client" "${tls[@]}" \
@@ -37,16 +29,41 @@ start)
     --initial-cluster "member=http://127.0.0.1:$peer" \
     --heartbeat-interval 50 --election-timeout 500 \
     --log-level error >"$dir/etcd.log" 2>&1 &
-  echo $! >"$dir/pid"
+  pid=$!
+  echo "$pid" >"$dir/pid"
   for _ in $(seq 1 200); do
-    if curl -sf "${curl_tls[@]}" "$scheme://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"'; then
+    if curl -sf --max-time 1 "${curl_tls[@]}" "$scheme://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"'; then
       echo "$url://127.0.0.1:$client"
-      exit 0
+      return 0
+    fi
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid" 2>/dev/null || true
+      rm -f "$dir/pid"
+      grep -q 'address already in use' "$dir/etcd.log" && return 1
+      break
     fi
     sleep 0.05
   done
   echo "etcd did not start:" >&2
   cat "$dir/etcd.log" >&2
+  exit 1
+}
+
+case $action in
+start)
+  mkdir -p "$dir"
+  scheme=http url=etcd tls=() curl_tls=()
+  if [ -n "${ETCD_TLS_DIR:-}" ]; then
+    scheme=https url=etcds
+    tls=(--cert-file "$ETCD_TLS_DIR/server.pem" --key-file "$ETCD_TLS_DIR/server.key"
+      --trusted-ca-file "$ETCD_TLS_DIR/ca.pem" --client-cert-auth)
+    curl_tls=(--cacert "$ETCD_TLS_DIR/ca.pem" --cert "$ETCD_TLS_DIR/client.pem"
+      --key "$ETCD_TLS_DIR/client.key")
+  fi
+  for _ in 1 2 3 4 5; do
+    try_start && exit 0
+  done
+  echo "etcd did not start: its ports were taken five times" >&2
   exit 1
   ;;
 stop)

@@ -10,3 +10,22 @@ die() {
   fi
   exit 1
 }
+
+# free_port: prints a port of 127.0.0.1 that nothing holds now, chosen below
+# the kernel's ephemeral range. A port the kernel handed out (bind to port 0)
+# can be taken by the next outgoing connection of any process on the machine
+# before the server binds it; ports below the range are only ever taken by
+# an explicit bind. Another test may still pick the same one, so callers
+# retry when their server reports the address in use.
+free_port() {
+  local low _ port
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
+  ((low > 11000)) || low=32768
+  while true; do
+    port=$((10000 + RANDOM % (low - 10000)))
+    python3 -c 'import socket, sys
+s = socket.socket()
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null && break
+  done
+  echo "$port"
+}

@@ -41,10 +41,6 @@ as_owner() {
   fi
 }
 
-port_in_use() {
-  timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
 postmaster_pid() {
   [[ -f $dir/data/postmaster.pid ]] || die "no server runs in $dir"
   head -n 1 "$dir/data/postmaster.pid"
@@ -96,8 +92,7 @@ start() {
     --encoding=UTF8 --locale=C.UTF-8 --no-instructions >"$dir/initdb.log" 2>&1 ||
     { cat "$dir/initdb.log" >&2; die "initdb failed"; }
   for attempt in 1 2 3 4 5; do
-    port=$((20000 + RANDOM % 20000))
-    port_in_use "$port" && continue
+    port=$(free_port)
     if try_start "$port" "$bin"; then
       echo "postgres://postgres@127.0.0.1:$port/postgres"
       return

@@ -26,10 +26,6 @@ answers() {
   [[ $(word "$1" srvr || true) == *"Mode: standalone"* ]]
 }
 
-port_in_use() {
-  timeout 1 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
-}
-
 write_config() {
   cat >"$dir/zoo.cfg" <<CFG
 tickTime=200
@@ -116,8 +112,7 @@ case $cmd in
     [[ -f $dir/server.pid ]] && kill -0 "$(<"$dir/server.pid")" 2>/dev/null &&
       die "a server already runs for $dir"
     for _ in 1 2 3 4 5; do
-      port=$((20000 + RANDOM % 40000))
-      port_in_use "$port" && continue
+      port=$(free_port)
       if try_start "$port"; then
         echo "zk://127.0.0.1:$port"
         exit 0

@@ -8,7 +8,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <functional>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -18,6 +17,8 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 
@@ -72,9 +73,24 @@ std::string Lower(std::string s) {
 }  // namespace
 
 std::uint16_t FreePort() {
-  std::uint16_t port = 0;
-  ::close(Listen(0, &port));
-  return port;
+  // Below the ephemeral range: a port the kernel hands out for port 0 can be
+  // taken by any process's next outgoing connection before the server that
+  // was meant to have it binds it.
+  int low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
+  if (low <= 11000) low = 32768;
+  std::random_device seed;
+  std::uniform_int_distribution<int> pick(10000, low - 1);
+  for (;;) {
+    const auto port = static_cast<std::uint16_t>(pick(seed));
+    try {
+      std::uint16_t bound = 0;
+      ::close(Listen(port, &bound));
+      return port;
+    } catch (const std::runtime_error&) {
+      // Taken: pick another.
+    }
+  }
 }
 
 FakeUpstream::FakeUpstream(std::chrono::milliseconds stall, std::uint16_t port)

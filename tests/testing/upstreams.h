@@ -20,7 +20,8 @@
 
 namespace fencepost::testing {
 
-// A free TCP port on 127.0.0.1 (bound, read, released: a tiny race).
+// A free TCP port on 127.0.0.1, below the kernel's ephemeral range (bound,
+// released: another test may still take it before its server binds it).
 std::uint16_t FreePort();
 
 // A small legacy store for the http:// backend's tests: PUT stores the body
