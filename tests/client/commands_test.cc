@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -93,8 +94,9 @@ TEST(CommandsTest, UsageErrorsExitTwo) {
 }
 
 TEST(CommandsTest, UnreachableExitsThree) {
+  const testing::RefusingPort refusing;
   const std::string admin =
-      "--admin=http://127.0.0.1:" + std::to_string(testing::UnusedPort());
+      "--admin=http://127.0.0.1:" + std::to_string(refusing.port());
   EXPECT_EQ(RunFencepost({"fence", "get", "k", admin}).exit_status, 3);
   EXPECT_EQ(RunFencepost({"lease", "get", "k", admin}).exit_status, 3);
   EXPECT_EQ(
@@ -276,15 +278,20 @@ TEST(CommandsTest, LeaseRunForwardsSigtermToTheCommand) {
   TempDir dir;
   ServerProcess server(dir / "data");
   Client admin(testing::AdminOptions(server));
-  testing::CommandProcess run(
-      {"lease", "run", "jobs/f", "--holder", "runner", "--ttl", "2s", "--admin",
-       testing::AdminUrl(server), "--", "sh", "-c",
-       "trap 'exit 9' TERM; while :; do sleep 0.1; done"});
+  const std::string trapped = dir / "trapped";
+  testing::CommandProcess run({"lease", "run", "jobs/f", "--holder", "runner",
+                               "--ttl", "2s", "--admin",
+                               testing::AdminUrl(server), "--", "sh", "-c",
+                               "trap 'exit 9' TERM; touch '" + trapped +
+                                   "'; while :; do sleep 0.1; done"});
   ASSERT_TRUE(testing::Eventually([&] {
     const auto lease = ParseLease(admin.GetLease("jobs/f").response.body);
     return lease && lease->holder == "runner";
   })) << run.Output();
-  std::this_thread::sleep_for(milliseconds(200));  // the child traps TERM
+  ASSERT_TRUE(testing::Eventually([&] {
+    return std::filesystem::exists(trapped);
+  })) << "the child did not set its trap: "
+      << run.Output();
   run.Signal(SIGTERM);
   EXPECT_EQ(run.Wait(milliseconds(5000)), 9) << run.Output();
   const auto lease = ParseLease(admin.GetLease("jobs/f").response.body);
@@ -404,8 +411,9 @@ TEST(CommandsTest, BatchFromStandardInput) {
 TEST(CommandsTest, BatchUsageErrorsAndUnreachable) {
   TempDir dir;
   std::ofstream(dir / "ops.json") << kBatchDocument;
+  const testing::RefusingPort refusing;
   const std::string data =
-      "--data=http://127.0.0.1:" + std::to_string(testing::UnusedPort());
+      "--data=http://127.0.0.1:" + std::to_string(refusing.port());
   for (const std::vector<std::string>& args :
        std::vector<std::vector<std::string>>{
            {"batch", dir / "ops.json", data},

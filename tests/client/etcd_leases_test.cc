@@ -161,10 +161,10 @@ TEST_F(EtcdLeasesTest, UnreachableEndpointsFailInTimeAndTheNextIsTried) {
   EXPECT_TRUE(answer.retryable);
   EXPECT_LT(std::chrono::steady_clock::now() - before, milliseconds(1000));
 
-  const auto failover =
-      Candidate("failover", "a", milliseconds(5000),
-                "etcd://127.0.0.1:" + std::to_string(testing::UnusedPort()) +
-                    "," + HostPort());
+  const testing::RefusingPort refusing;
+  const auto failover = Candidate(
+      "failover", "a", milliseconds(5000),
+      "etcd://127.0.0.1:" + std::to_string(refusing.port()) + "," + HostPort());
   const LeaseAttempt held = failover->Acquire(kTimeout);
   ASSERT_EQ(held.outcome, Outcome::kHeld) << held.detail;
   EXPECT_EQ(failover->Release(held.token, kTimeout), "");

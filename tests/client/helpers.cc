@@ -75,12 +75,6 @@ Client::Options AdminOptions(const fencepost::testing::ServerProcess& server) {
   return Options(AdminUrl(server));
 }
 
-std::uint16_t UnusedPort() {
-  std::uint16_t port = 0;
-  ::close(BoundSocket(&port));
-  return port;
-}
-
 SilentListener::SilentListener() {
   fd_ = BoundSocket(&port_);
   if (::listen(fd_, 16) != 0) throw std::runtime_error("listen failed");

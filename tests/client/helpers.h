@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "tests/testing/refusing_port.h"
 #include "tests/testing/server_process.h"
 
 namespace fencepost::client::testing {
@@ -30,8 +31,7 @@ std::string DataUrl(const fencepost::testing::ServerProcess& server);
 std::string AdminUrl(const fencepost::testing::ServerProcess& server);
 Client::Options AdminOptions(const fencepost::testing::ServerProcess& server);
 
-// A port on 127.0.0.1 where nothing listens (bound, then closed).
-std::uint16_t UnusedPort();
+using fencepost::testing::RefusingPort;
 
 // A socket listening on 127.0.0.1 that never accepts nor answers: the
 // kernel completes connections into its backlog, requests get no reply.

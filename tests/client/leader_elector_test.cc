@@ -158,12 +158,12 @@ TEST(LeaderElectorTest, RenewsWhileTheWorkBlocksLongerThanTheTtl) {
   std::atomic<bool> stopped_early{false};
   std::atomic<std::uint64_t> token{0};
   std::atomic<bool> done{false};
-  LeaderElector elector(ElectorOptions(server, "busy", milliseconds(300)),
+  LeaderElector elector(ElectorOptions(server, "busy", milliseconds(1000)),
                         [&](std::uint64_t t, const StopSignal& stop) {
                           token = t;
-                          // Busy for more than six TTLs without looking at the
-                          // signal.
-                          std::this_thread::sleep_for(milliseconds(2000));
+                          // Busy for more than three TTLs without looking at
+                          // the signal.
+                          std::this_thread::sleep_for(milliseconds(3500));
                           stopped_early = stop.stopped();
                           done = true;
                           stop.wait();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "tests/coordination/shell.h"
+#include "tests/testing/refusing_port.h"
 
 namespace fencepost::client {
 namespace {
@@ -50,19 +51,6 @@ LeaseSpec Spec(std::string name, std::string holder,
   spec.holder = std::move(holder);
   spec.ttl = ttl;
   return spec;
-}
-
-// A port on 127.0.0.1 where nothing listens (bound, then closed).
-int UnusedPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  bind(fd, reinterpret_cast<sockaddr*>(&address), length);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
 }
 
 class PostgresLeasesTest : public ::testing::Test {
@@ -303,8 +291,9 @@ TEST_F(PostgresLeasesTest, SqlSpecialCharactersAreHarmless) {
 
 TEST(PostgresLeasesOfflineTest, AnUnreachableServerFailsWithinTheTimeout) {
   const milliseconds timeout(500);
+  const fencepost::testing::RefusingPort refusing;
   const std::string url =
-      "postgres://postgres@127.0.0.1:" + std::to_string(UnusedPort()) +
+      "postgres://postgres@127.0.0.1:" + std::to_string(refusing.port()) +
       "/postgres";
   PostgresLeases nobody(url, Spec("unreachable", "a"));
   Clock::time_point start = Clock::now();

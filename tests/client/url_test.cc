@@ -10,8 +10,8 @@ namespace fencepost::client {
 namespace {
 
 using std::chrono::milliseconds;
+using testing::RefusingPort;
 using testing::SilentListener;
-using testing::UnusedPort;
 
 TEST(UrlTest, ReadsHttpAndHttpsBaseUrls) {
   Url url = Url::Parse("http://127.0.0.1:7401");
@@ -78,8 +78,10 @@ TEST(ClientTest, RefusesToSendWhatCannotGoOnTheWire) {
 }
 
 TEST(ClientTest, NothingListeningIsAConnectError) {
-  Client client(testing::Options(
-      "http://127.0.0.1:" + std::to_string(UnusedPort()), milliseconds(2000)));
+  const RefusingPort refusing;
+  Client client(
+      testing::Options("http://127.0.0.1:" + std::to_string(refusing.port()),
+                       milliseconds(2000)));
   const Result result = client.GetFence("k");
   EXPECT_EQ(result.error, Errc::kConnectFailed) << result.detail;
   EXPECT_FALSE(result.ok());

@@ -266,8 +266,19 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const std::size_t before = load.history().size();
     const std::int64_t started = Now();
+    const std::size_t acked_before = load.acknowledged();
     load.Start(server->data_port(), server->admin_port());
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
+    // The cut lands at a random moment after the cycle's first
+    // acknowledgement, as in the crash loop: every write is synced through
+    // the FUSE mount, and a restarted server's first answers can take
+    // longer than a short pause on a loaded machine.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (load.acknowledged() == acked_before &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
     server->Kill();
     load.Stop();
     load_ns += Now() - started;
