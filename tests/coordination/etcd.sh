@@ -18,8 +18,8 @@ dir=${2:?a directory}
 # printed its URL, 1 when a port turned out to be taken, exits otherwise.
 try_start() {
   local client peer pid
-  client=$(free_port)
-  peer=$(free_port)
+  client=$(free_port) || exit 1
+  peer=$(free_port) || exit 1
   rm -rf "$dir/data"
   etcd --name member --data-dir "$dir/data" \
     --listen-client-urls "$scheme://127.0.0.1:$client" \
@@ -32,7 +32,12 @@ try_start() {
   pid=$!
   echo "$pid" >"$dir/pid"
   for _ in $(seq 1 200); do
-    if curl -sf --max-time 1 "${curl_tls[@]}" "$scheme://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"'; then
+    # Healthy, and ours: an etcd another test started on the port would
+    # answer too, before ours found the port taken.
+    if curl -sf --max-time 1 "${curl_tls[@]}" "$scheme://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"' &&
+      curl -sf --max-time 1 "${curl_tls[@]}" -X POST -d '{}' \
+        "$scheme://127.0.0.1:$client/v3/cluster/member/list" 2>/dev/null |
+      grep -q "\"http://127.0.0.1:$peer\""; then
       echo "$url://127.0.0.1:$client"
       return 0
     fi

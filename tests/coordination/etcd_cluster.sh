@@ -43,13 +43,29 @@ stop_member() {
   rm -f "$dir/pid-$i"
 }
 
-# Waits until the cluster has a leader (a write-path health check).
+# Whether member $1 answers healthy (the cluster has a leader) on its client
+# port, and the member list there names this cluster's first peer: not an
+# etcd another test started on the port.
+member_ready() {
+  local client peer
+  client=$(cat "$dir/client-$1")
+  peer=$(cat "$dir/peer-1")
+  curl -sf --max-time 1 "http://127.0.0.1:$client/health" 2>/dev/null |
+    grep -q '"true"' &&
+    curl -sf --max-time 1 -X POST -d '{}' \
+      "http://127.0.0.1:$client/v3/cluster/member/list" 2>/dev/null |
+    grep -q "\"http://127.0.0.1:$peer\""
+}
+
+# Waits until all three members run and are ready; returns 1 at once when
+# one has exited, or after 10 s.
 wait_healthy() {
-  local endpoint=$1
+  local i
   for _ in $(seq 1 200); do
-    if curl -sf --max-time 1 "http://$endpoint/health" 2>/dev/null | grep -q '"true"'; then
-      return 0
-    fi
+    for i in 1 2 3; do
+      kill -0 "$(cat "$dir/pid-$i")" 2>/dev/null || return 1
+    done
+    member_ready 1 && member_ready 2 && member_ready 3 && return 0
     sleep 0.05
   done
   return 1
@@ -70,9 +86,7 @@ start)
     for i in 1 2 3; do launch "$i" new; done
     endpoints=
     for i in 1 2 3; do endpoints+="${endpoints:+,}127.0.0.1:$(cat "$dir/client-$i")"; done
-    # Two members make a quorum: the third must be checked to run too.
-    if wait_healthy "127.0.0.1:$(cat "$dir/client-1")" &&
-      kill -0 "$(cat "$dir/pid-1")" "$(cat "$dir/pid-2")" "$(cat "$dir/pid-3")" 2>/dev/null; then
+    if wait_healthy; then
       echo "$endpoints"
       exit 0
     fi

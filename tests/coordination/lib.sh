@@ -11,21 +11,30 @@ die() {
   exit 1
 }
 
-# free_port: prints a port of 127.0.0.1 that nothing holds now, chosen below
-# the kernel's ephemeral range. A port the kernel handed out (bind to port 0)
+# free_port: prints a port of 127.0.0.1 that nothing holds now, outside the
+# kernel's ephemeral range. A port the kernel handed out (bind to port 0)
 # can be taken by the next outgoing connection of any process on the machine
-# before the server binds it; ports below the range are only ever taken by
-# an explicit bind. Another test may still pick the same one, so callers
-# retry when their server reports the address in use.
+# before the server binds it; ports outside the range are only ever taken by
+# an explicit bind. Another test may still pick the same one: a server that
+# reports its address in use should be started again on another.
 free_port() {
-  local low _ port
-  read -r low _ </proc/sys/net/ipv4/ip_local_port_range
-  ((low > 11000)) || low=32768
-  while true; do
-    port=$((10000 + RANDOM % (low - 10000)))
-    python3 -c 'import socket, sys
+  local low high port try
+  read -r low high </proc/sys/net/ipv4/ip_local_port_range
+  for ((try = 0; try < 200; try++)); do
+    if ((low > 11000)); then
+      port=$((10000 + RANDOM % (low - 10000)))
+    elif ((high < 64535)); then
+      port=$((high + 1 + RANDOM % (65535 - high)))
+    else
+      break
+    fi
+    if python3 -c 'import socket, sys
 s = socket.socket()
-s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null && break
+s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null; then
+      echo "$port"
+      return 0
+    fi
   done
-  echo "$port"
+  echo "${0##*/}: no free port of 127.0.0.1 outside the ephemeral range $low-$high" >&2
+  return 1
 }

@@ -7,10 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "tests/testing/http_client.h"
+#include "tests/testing/refusing_port.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/upstreams.h"
@@ -497,7 +499,9 @@ TEST(HttpBackendTest, AfterACrashEveryFenceWaitsOutTheSettleTime) {
 
 TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
   TempDir dir;
-  const std::uint16_t port = testing::FreePort();
+  // Held, refusing connections, until the upstream comes up on it.
+  auto down = std::make_optional<testing::RefusingPort>(testing::FreePort());
+  const std::uint16_t port = down->port();
   ServerProcess server(dir / "data",
                        {"--backend", Backend(port), "--upstream-timeout", "1"});
   auto put =
@@ -515,6 +519,7 @@ TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
   EXPECT_NE(log.find("detail=\"upstream GET /k failed: "), std::string::npos)
       << log;
 
+  down.reset();
   FakeUpstream upstream(1000ms, port);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
   EXPECT_EQ(

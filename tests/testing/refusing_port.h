@@ -18,10 +18,13 @@ namespace fencepost::testing {
 // at once could be, by its next bind to port 0).
 class RefusingPort {
  public:
-  RefusingPort() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+  // On `port`, or on one the kernel chooses.
+  explicit RefusingPort(std::uint16_t port = 0)
+      : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(port);
     socklen_t length = sizeof address;
     if (fd_ < 0 ||
         ::bind(fd_, reinterpret_cast<sockaddr*>(&address), length) != 0 ||

@@ -73,15 +73,21 @@ std::string Lower(std::string s) {
 }  // namespace
 
 std::uint16_t FreePort() {
-  // Below the ephemeral range: a port the kernel hands out for port 0 can be
-  // taken by any process's next outgoing connection before the server that
-  // was meant to have it binds it.
-  int low = 32768;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low;
-  if (low <= 11000) low = 32768;
+  // Outside the ephemeral range: a port the kernel hands out for port 0 can
+  // be taken by any process's next outgoing connection before the server
+  // that was meant to have it binds it.
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  std::uniform_int_distribution<int> pick;
+  if (low > 11000) {
+    pick = std::uniform_int_distribution<int>(10000, low - 1);
+  } else if (high < 64535) {
+    pick = std::uniform_int_distribution<int>(high + 1, 65535);
+  } else {
+    throw std::runtime_error("no ports outside the ephemeral range");
+  }
   std::random_device seed;
-  std::uniform_int_distribution<int> pick(10000, low - 1);
-  for (;;) {
+  for (int attempt = 0; attempt < 200; ++attempt) {
     const auto port = static_cast<std::uint16_t>(pick(seed));
     try {
       std::uint16_t bound = 0;
@@ -91,6 +97,7 @@ std::uint16_t FreePort() {
       // Taken: pick another.
     }
   }
+  throw std::runtime_error("no free port of 127.0.0.1 in 200 tries");
 }
 
 FakeUpstream::FakeUpstream(std::chrono::milliseconds stall, std::uint16_t port)

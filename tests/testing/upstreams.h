@@ -20,8 +20,8 @@
 
 namespace fencepost::testing {
 
-// A free TCP port on 127.0.0.1, below the kernel's ephemeral range (bound,
-// released: another test may still take it before its server binds it).
+// A free TCP port on 127.0.0.1, outside the kernel's ephemeral range (bound,
+// released: another test's explicit bind may still take it first).
 std::uint16_t FreePort();
 
 // A small legacy store for the http:// backend's tests: PUT stores the body
