@@ -32,12 +32,7 @@ try_start() {
   pid=$!
   echo "$pid" >"$dir/pid"
   for _ in $(seq 1 200); do
-    # Healthy, and ours: an etcd another test started on the port would
-    # answer too, before ours found the port taken.
-    if curl -sf --max-time 1 "${curl_tls[@]}" "$scheme://127.0.0.1:$client/health" 2>/dev/null | grep -q '"true"' &&
-      curl -sf --max-time 1 "${curl_tls[@]}" -X POST -d '{}' \
-        "$scheme://127.0.0.1:$client/v3/cluster/member/list" 2>/dev/null |
-      grep -q "\"http://127.0.0.1:$peer\""; then
+    if etcd_is_ours "$scheme://127.0.0.1:$client" "$peer" "${curl_tls[@]}"; then
       echo "$url://127.0.0.1:$client"
       return 0
     fi

@@ -43,18 +43,9 @@ stop_member() {
   rm -f "$dir/pid-$i"
 }
 
-# Whether member $1 answers healthy (the cluster has a leader) on its client
-# port, and the member list there names this cluster's first peer: not an
-# etcd another test started on the port.
+# Whether member $1 answers as a member of this cluster.
 member_ready() {
-  local client peer
-  client=$(cat "$dir/client-$1")
-  peer=$(cat "$dir/peer-1")
-  curl -sf --max-time 1 "http://127.0.0.1:$client/health" 2>/dev/null |
-    grep -q '"true"' &&
-    curl -sf --max-time 1 -X POST -d '{}' \
-      "http://127.0.0.1:$client/v3/cluster/member/list" 2>/dev/null |
-    grep -q "\"http://127.0.0.1:$peer\""
+  etcd_is_ours "http://127.0.0.1:$(cat "$dir/client-$1")" "$(cat "$dir/peer-1")"
 }
 
 # Waits until all three members run and are ready; returns 1 at once when

@@ -38,3 +38,15 @@ s.bind(("127.0.0.1", int(sys.argv[1])))' "$port" 2>/dev/null; then
   echo "${0##*/}: no free port of 127.0.0.1 outside the ephemeral range $low-$high" >&2
   return 1
 }
+
+# etcd_is_ours URL PEER_PORT [CURL ARGS...]: whether the etcd at URL answers
+# healthy (its cluster has a leader) and its member list names the peer
+# http://127.0.0.1:PEER_PORT: the one the caller started, not one another
+# test started on the port, which would answer before ours found it taken.
+etcd_is_ours() {
+  local url=$1 peer=$2
+  shift 2
+  curl -sf --max-time 1 "$@" "$url/health" 2>/dev/null | grep -q '"true"' &&
+    curl -sf --max-time 1 "$@" -X POST -d '{}' "$url/v3/cluster/member/list" \
+      2>/dev/null | grep -q "\"http://127.0.0.1:$peer\""
+}

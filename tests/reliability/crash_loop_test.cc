@@ -112,12 +112,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     // acknowledgement: a restarted server's first answers can take longer
     // than the shortest pause on a loaded machine, and a cycle that is
     // killed before it could answer proves nothing.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (load.acknowledged() == acked_before &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    load.AwaitAcknowledgedAbove(acked_before, std::chrono::seconds(20));
     // Through http://, a start after a kill holds the fences for the settle
     // time (bumps go through): the kill lands once PUTs flow again.
     std::this_thread::sleep_for(

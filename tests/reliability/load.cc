@@ -4,6 +4,7 @@
 #include <chrono>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "tests/testing/http_client.h"
 
@@ -144,6 +145,15 @@ void Load::Stop() {
   stop_ = true;
   for (auto& writer : writers_) writer.join();
   writers_.clear();
+}
+
+void Load::AwaitAcknowledgedAbove(std::size_t count,
+                                  std::chrono::seconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (acknowledged_ <= count &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 std::size_t Load::AcknowledgedOf(Op::Kind kind) const {

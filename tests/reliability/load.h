@@ -1,6 +1,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -61,6 +62,10 @@ class Load {
   std::size_t AcknowledgedOf(Op::Kind kind) const;
   // Acknowledged writes so far; may be read while the load runs.
   std::size_t acknowledged() const { return acknowledged_; }
+  // While the load runs: waits until more than `count` writes are
+  // acknowledged, or for at most `timeout`.
+  void AwaitAcknowledgedAbove(std::size_t count,
+                              std::chrono::seconds timeout) const;
   // Writes sent so far; may be read while the load runs.
   std::size_t sent() const { return sent_; }
 

@@ -272,12 +272,7 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
     // acknowledgement, as in the crash loop: every write is synced through
     // the FUSE mount, and a restarted server's first answers can take
     // longer than a short pause on a loaded machine.
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (load.acknowledged() == acked_before &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
+    load.AwaitAcknowledgedAbove(acked_before, std::chrono::seconds(20));
     std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
     server->Kill();
     load.Stop();
