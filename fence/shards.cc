@@ -31,6 +31,24 @@ void SyncPath(const fs::path& path, const std::string& dir) {
   ::close(fd);
 }
 
+// Writes DIR/NAME durably and atomically: a crash leaves the old file or
+// the new one.
+void ReplaceFile(const std::string& dir, const std::string& name,
+                 std::string_view content) {
+  const fs::path file = fs::path(dir) / name;
+  const fs::path temp = fs::path(dir) / (name + ".tmp");
+  {
+    std::ofstream out(temp, std::ios::trunc | std::ios::binary);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    if (!out.flush()) throw Unusable(dir, "cannot write " + temp.string());
+  }
+  SyncPath(temp, dir);
+  std::error_code ec;
+  fs::rename(temp, file, ec);
+  if (ec) throw Unusable(dir, "cannot create " + file.string());
+  SyncPath(dir, dir);
+}
+
 // Reads DIR/shards, or writes it (durably, atomically) for a new directory.
 std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
   const fs::path file = fs::path(dir) / "shards";
@@ -52,23 +70,14 @@ std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
   if (ec || !fs::is_directory(dir)) {
     throw Unusable(dir, ec ? ec.message() : "not a directory");
   }
-  const fs::path temp = fs::path(dir) / "shards.tmp";
-  {
-    std::ofstream out(temp, std::ios::trunc);
-    out << wanted << "\n";
-    if (!out.flush()) throw Unusable(dir, "cannot write " + temp.string());
-  }
-  SyncPath(temp, dir);
-  fs::rename(temp, file, ec);
-  if (ec) throw Unusable(dir, "cannot create " + file.string());
-  SyncPath(dir, dir);
+  ReplaceFile(dir, "shards", std::to_string(wanted) + "\n");
   return wanted;
 }
 
 }  // namespace
 
 Shards::Shards(const Options& options)
-    : steady_now_(options.committer.steady_now) {
+    : dir_(options.dir), steady_now_(options.committer.steady_now) {
   if (options.count < 1 || options.count > kMaxCount) {
     throw std::runtime_error("the shard count must be 1 to " +
                              std::to_string(kMaxCount));
@@ -91,6 +100,24 @@ Shards::Shards(const Options& options)
 }
 
 Shards::~Shards() { Stop(); }
+
+std::vector<std::string> Shards::RecordedScopes() const {
+  const fs::path file = fs::path(dir_) / "scopes";
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return {};
+  std::ifstream in(file, std::ios::binary);
+  std::vector<std::string> scopes;
+  std::string name;
+  while (std::getline(in, name, '\0')) scopes.push_back(name);
+  if (in.bad()) throw Unusable(dir_, "cannot read " + file.string());
+  return scopes;
+}
+
+void Shards::RecordScopes(const std::vector<std::string>& scopes) const {
+  std::string content;
+  for (const std::string& scope : scopes) content += scope + '\0';
+  ReplaceFile(dir_, "scopes", content);
+}
 
 std::size_t Shards::IndexOf(std::string_view fence) const {
   return ShardOf(fence, envs_.size());

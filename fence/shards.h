@@ -20,6 +20,7 @@ namespace fencepost::fence {
 // environment ShardOf(fence) picks, so a write stays one transaction.
 //
 // Layout: DIR/shards holds the count, written once when DIR is created;
+// DIR/scopes the scopes the directory was served with (NUL-terminated);
 // environment i lives in DIR/shard-i. The count of an existing directory
 // always wins over Options::count, since changing it would move fences.
 // --max-map-size is split evenly among the environments.
@@ -64,7 +65,14 @@ class Shards {
   // Commits what is queued, then stops every committer. Idempotent.
   void Stop();
 
+  // The --fence-scope prefixes recorded in DIR/scopes (see PlanScopes in
+  // fence/scope.h), and their durable, atomic replacement. Both throw
+  // std::runtime_error when the file cannot be read or written.
+  std::vector<std::string> RecordedScopes() const;
+  void RecordScopes(const std::vector<std::string>& scopes) const;
+
  private:
+  std::string dir_;
   std::function<std::int64_t()> steady_now_;
   std::vector<std::unique_ptr<Env>> envs_;
   std::vector<std::unique_ptr<Committer>> committers_;

@@ -16,8 +16,11 @@ namespace {
 
 // Length and CRC before each payload.
 constexpr std::size_t kFrame = 8;
-// No record is larger: a length past it is a torn or stale frame.
-constexpr std::size_t kMaxPayload = 256u << 20;
+// The payload's fixed fields: seq, flags, fence token, updated_at, fence
+// length, op, value token, key length, body length.
+constexpr std::size_t kFixedPayload = 8 + 1 + 8 + 8 + 2 + 1 + 8 + 2 + 4;
+static_assert(kMaxValueBytes + kFixedPayload + 2 * kMaxNameBytes ==
+              kMaxRecordPayload);
 
 enum Flags : std::uint8_t {
   kFenceSet = 1,
@@ -198,7 +201,7 @@ Step DecodeNext(std::string_view bytes, std::size_t* at, Run* run) {
   const std::size_t length = LoadBigEndian(rest.data(), 4);
   const auto crc =
       static_cast<std::uint32_t>(LoadBigEndian(rest.data() + 4, 4));
-  if (length == 0 || length > kMaxPayload) return Step::kEnd;
+  if (length == 0 || length > kMaxRecordPayload) return Step::kEnd;
   if (rest.size() - kFrame < length) return Step::kNeedMore;
   const std::string_view payload = rest.substr(kFrame, length);
   if (Crc32c(payload) != crc || payload.size() < 8) return Step::kEnd;

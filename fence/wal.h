@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fence/key.h"
 #include "fence/token.h"
 
 namespace fencepost::fence {
@@ -32,6 +33,15 @@ struct WalRecord {
   // is missing (a torn group), so a batch is applied whole or not at all.
   bool batch_continues = false;
 };
+
+// The largest record payload the log writes and recovery reads back; a
+// longer length in a frame is a torn or stale frame.
+inline constexpr std::size_t kMaxRecordPayload = 256u << 20;
+// The largest value a record holds with a key and fence name of up to
+// kMaxNameBytes each: no request body the embedded backend accepts may be
+// larger, or its acknowledged write would be lost at recovery.
+inline constexpr std::size_t kMaxValueBytes =
+    kMaxRecordPayload - 42 - 2 * kMaxNameBytes;
 
 // CRC-32C (Castagnoli) of `data`, with SSE 4.2 when the CPU has it.
 std::uint32_t Crc32c(std::string_view data);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "fence/key.h"
+#include "fence/wal.h"
 #include "http/host_port.h"
 
 namespace fencepost::proxy {
@@ -389,6 +390,14 @@ Invocation ParseInvocation(
     throw ConfigError(
         "--fence-store etcd:// keeps fences apart from this process: pick "
         "--backend etcd, fs:DIR (storage the replicas share) or http://");
+  }
+  if (c.backend_spec.kind == BackendKind::kLmdb &&
+      c.max_body > fence::kMaxValueBytes) {
+    // The value goes into one log record, which recovery must read back.
+    throw ConfigError("--max-body: " + std::to_string(c.max_body) +
+                      " is above " + std::to_string(fence::kMaxValueBytes) +
+                      ", the largest value the lmdb backend's write-ahead "
+                      "log holds in one record");
   }
   if (c.tls_cert.empty() != c.tls_key.empty()) {
     throw ConfigError("--tls-cert and --tls-key go together");

@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -23,6 +24,7 @@
 #include "proxy/client_commands.h"
 #include "proxy/config.h"
 #include "proxy/logging.h"
+#include "proxy/scope_start.h"
 #include "proxy/server.h"
 #include "proxy/service.h"
 #include "storage/etcd_backend.h"
@@ -171,6 +173,28 @@ std::string_view BackendName(storage::BackendSpec::Kind kind) {
   return "lmdb";
 }
 
+// Runs `task` on `io` until it completes, before the ports open: its
+// result, or the message of what it threw.
+std::string RunToEnd(asio::io_context& io, asio::awaitable<std::string> task) {
+  std::optional<std::string> result;
+  asio::co_spawn(io, std::move(task),
+                 [&result](std::exception_ptr e, std::string value) {
+                   if (!e) {
+                     result = std::move(value);
+                     return;
+                   }
+                   try {
+                     std::rethrow_exception(e);
+                   } catch (const std::exception& error) {
+                     result = error.what();
+                   }
+                 });
+  while (!result && io.run_one() > 0) {
+  }
+  io.restart();
+  return result.value_or("the start-up checks did not finish");
+}
+
 int Serve(const proxy::Config& config) {
   // With fences in etcd the data directory is not used at all.
   const bool shared = config.etcd.has_value();
@@ -300,6 +324,12 @@ int Serve(const proxy::Config& config) {
   }
   proxy::Service service(config, *fences, *backend, metrics, std::move(auth));
   if (std::string error = service.CheckLeases(); !error.empty()) {
+    return Fail(error);
+  }
+  if (std::string error = RunToEnd(io, proxy::StartScopes(
+                                           *fences, fence::Scopes(
+                                                        config.fence_scopes)));
+      !error.empty()) {
     return Fail(error);
   }
 

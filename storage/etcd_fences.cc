@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "fence/accept.h"
 #include "fence/errc.h"
@@ -845,6 +846,46 @@ asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   }
   out.fence = std::move(record);
   co_return out;
+}
+
+asio::awaitable<std::vector<std::string>> EtcdFences::RecordedScopes() {
+  const std::string key = options_.spec.prefix + "/scopes";
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/kv/range", "{\"key\":\"" + EncodeBase64(key) + "\"}", true);
+  const std::vector<Json>* kvs = reply.ok ? KvsOf(reply.json) : nullptr;
+  std::string text;
+  if (kvs == nullptr || kvs->size() > 1 ||
+      (kvs->size() == 1 && !BytesOf((*kvs)[0], "value", &text))) {
+    throw std::runtime_error("cannot read " + key + " from etcd" +
+                             (reply.ok ? "" : ": " + reply.error));
+  }
+  scopes_revision_ =
+      kvs->empty() ? 0 : Int64Of((*kvs)[0].Find("mod_revision"));
+  std::vector<std::string> scopes;
+  for (std::size_t at = 0, end; (end = text.find('\0', at)) != text.npos;
+       at = end + 1) {
+    scopes.push_back(text.substr(at, end - at));
+  }
+  co_return scopes;
+}
+
+asio::awaitable<void> EtcdFences::RecordScopes(std::vector<std::string> scopes) {
+  const std::string key = options_.spec.prefix + "/scopes";
+  std::string text;
+  for (const std::string& scope : scopes) text += scope + '\0';
+  // Unchanged since RecordedScopes read it, or another replica's start
+  // decided on other scopes in between.
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/kv/txn", "{\"compare\":[" + CompareMod(key, scopes_revision_) +
+                        "],\"success\":[" + PutOp(key, text) + "]}");
+  const Json* succeeded = reply.ok ? reply.json.Find("succeeded") : nullptr;
+  if (succeeded == nullptr || succeeded->text != "true") {
+    throw std::runtime_error(
+        "cannot record the scopes in " + key + " in etcd: " +
+        (reply.ok ? "another replica changed them while this one started; "
+                    "start again"
+                  : reply.error));
+  }
 }
 
 asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,

@@ -25,6 +25,8 @@ namespace fencepost::storage {
 // Keys (PREFIX is "fencepost" by default):
 //   PREFIX/fences/NAME  "TOKEN UPDATED_AT_NS"  (decimal)
 //   PREFIX/values/KEY   "TOKEN\n" then the body ("-\n" for no token)
+//   PREFIX/scopes       the scopes the replicas were served with, each
+//                       NUL-terminated (fence::PlanScopes)
 //
 // Group commit: the writes that arrive while a transaction is in flight
 // are decided together, in arrival order, against the fences as this
@@ -114,6 +116,9 @@ class EtcdFences : public Fences {
                                                std::string after,
                                                std::size_t limit) override;
   std::optional<std::uint64_t> Count() override { return std::nullopt; }
+  boost::asio::awaitable<std::vector<std::string>> RecordedScopes() override;
+  boost::asio::awaitable<void> RecordScopes(
+      std::vector<std::string> scopes) override;
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }
   std::string last_error() const override { return last_error_; }
@@ -230,6 +235,7 @@ class EtcdFences : public Fences {
   bool running_ = false;
   std::unordered_map<std::string, Seen> cache_;
   std::uint64_t transactions_ = 0;
+  std::int64_t scopes_revision_ = 0;  // of PREFIX/scopes, as last read
   std::string last_error_;  // of the last etcd request that failed
   // This replica's etcd lease (0: none), and until when a turn may be taken
   // under it.

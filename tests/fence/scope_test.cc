@@ -18,5 +18,68 @@ TEST(ScopesTest, LongestMatchingPrefixWins) {
   EXPECT_EQ(scopes.FenceFor("orders/1"), "orders/1");
 }
 
+// PlanScopes: which scope changes may start, and what is recorded.
+TEST(ScopePlanTest, EachRuleOfAScopeChange) {
+  struct Case {
+    const char* what;
+    std::vector<std::string> configured;
+    std::vector<RecordedScope> recorded;
+    bool refused;
+    std::vector<std::string> record;
+  };
+  const std::vector<Case> cases = {
+      {"nothing before, nothing now", {}, {}, false, {}},
+      {"a new scope is recorded", {"orders/"}, {}, false, {"orders/"}},
+      {"the same scopes again", {"orders/"}, {{"orders/", 35}}, false,
+       {"orders/"}},
+      {"a removed scope with a fence refuses",
+       {},
+       {{"orders/", 35}},
+       true,
+       {"orders/"}},
+      {"a removed scope that never had a fence goes",
+       {},
+       {{"orders/", std::nullopt}},
+       false,
+       {}},
+      {"a removed scope a wider one covers stays recorded",
+       {"orders/"},
+       {{"orders/eu/", 9}},
+       false,
+       {"orders/", "orders/eu/"}},
+      {"a narrower scope does not cover a removed wider one",
+       {"orders/eu/"},
+       {{"orders/", 9}},
+       true,
+       {"orders/", "orders/eu/"}},
+  };
+  for (const Case& c : cases) {
+    const ScopePlan plan = PlanScopes(Scopes(c.configured), c.recorded);
+    EXPECT_EQ(!plan.refusal.empty(), c.refused) << c.what << ": " << plan.refusal;
+    EXPECT_EQ(plan.record, c.record) << c.what;
+    if (c.refused) {
+      EXPECT_NE(plan.refusal.find(c.recorded.front().name), std::string::npos)
+          << plan.refusal;
+    }
+  }
+}
+
+// ScopeFloor: a scope starts at the highest fence it now guards.
+TEST(ScopeFloorTest, AScopeStartsAtTheHighestFenceItGuards) {
+  const Scopes scopes({"orders/", "orders/eu/"});
+  const std::vector<NamedToken> under = {
+      {"orders/", 3}, {"orders/1", 35}, {"orders/2", 7},
+      {"orders/eu/", 90}, {"orders/eu/1", 99}};
+  // orders/eu/ and what it guards are not orders/'s.
+  EXPECT_EQ(ScopeFloor(scopes, "orders/", 3, under), Token{35});
+  EXPECT_EQ(ScopeFloor(scopes, "orders/", std::nullopt, under), Token{35});
+  EXPECT_EQ(ScopeFloor(scopes, "orders/", 35, under), std::nullopt);
+  EXPECT_EQ(ScopeFloor(scopes, "orders/", 40, under), std::nullopt);
+  EXPECT_EQ(ScopeFloor(scopes, "orders/eu/", 90, under), Token{99});
+  EXPECT_EQ(ScopeFloor(scopes, "orders/", std::nullopt, {}), std::nullopt);
+  // A former scope under a configured one counts like any fence it guards.
+  EXPECT_EQ(ScopeFloor(Scopes({"orders/"}), "orders/", 3, under), Token{99});
+}
+
 }  // namespace
 }  // namespace fencepost::fence

@@ -53,7 +53,7 @@ void HttpClient::Send(const std::string& bytes) {
 
 HttpResponse HttpClient::ReadResponse(bool head) {
   http::response_parser<http::string_body> parser;
-  parser.body_limit(64u << 20);
+  parser.body_limit(512u << 20);  // the largest value a test stores
   parser.skip(head);
   bool done = false;
   boost::system::error_code ec;

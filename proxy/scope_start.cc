@@ -1,0 +1,83 @@
+#include "proxy/scope_start.h"
+
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+#include "storage/async_commit.h"
+
+namespace fencepost::proxy {
+namespace {
+
+constexpr std::size_t kPage = 1000;
+
+boost::asio::awaitable<std::optional<fence::Token>> TokenOf(
+    storage::Fences& fences, const std::string& name) {
+  const storage::Fences::Read read = co_await fences.Get(name);
+  if (read.error) {
+    throw std::runtime_error("cannot read the fence " + name + ": " +
+                             read.error.message());
+  }
+  co_return read.fence ? std::optional(read.fence->token) : std::nullopt;
+}
+
+// Raises the fence of `scope` to the highest fence it guards, if above it.
+boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
+                                        const fence::Scopes& scopes,
+                                        const std::string& scope) {
+  const std::optional<fence::Token> was = co_await TokenOf(fences, scope);
+  std::optional<fence::Token> floor;
+  std::string after;
+  do {
+    const storage::Fences::ListRead page =
+        co_await fences.List(scope, after, kPage);
+    if (page.error) {
+      throw std::runtime_error("cannot list the fences under " + scope +
+                               ": " + page.error.message());
+    }
+    std::vector<fence::NamedToken> under;
+    for (const fence::FenceRecord& record : page.list.fences) {
+      under.push_back({record.name, record.token});
+    }
+    if (auto higher = fence::ScopeFloor(scopes, scope, floor ? floor : was,
+                                        under)) {
+      floor = higher;
+    }
+    after = page.list.next.value_or("");
+  } while (!after.empty());
+  if (!floor) co_return;
+  fence::FenceWrite bump;
+  bump.fence = scope;
+  bump.token = *floor;
+  const fence::WriteOutcome outcome =
+      co_await storage::AsyncCommit(fences, std::move(bump));
+  if (outcome.verdict != fence::WriteOutcome::Verdict::kAccepted &&
+      outcome.verdict != fence::WriteOutcome::Verdict::kRejected) {
+    throw std::runtime_error("cannot raise the fence of the scope " + scope +
+                             ": " + outcome.error.message());
+  }
+  spdlog::info(
+      "the scope {} starts at token {}, the highest fence under it (it was "
+      "{})",
+      scope, *floor, was ? std::to_string(*was) : "unset");
+}
+
+}  // namespace
+
+boost::asio::awaitable<std::string> StartScopes(storage::Fences& fences,
+                                                const fence::Scopes& scopes) {
+  std::vector<fence::RecordedScope> recorded;
+  for (std::string& name : co_await fences.RecordedScopes()) {
+    const std::optional<fence::Token> token = co_await TokenOf(fences, name);
+    recorded.push_back({std::move(name), token});
+  }
+  fence::ScopePlan plan = fence::PlanScopes(scopes, recorded);
+  if (!plan.refusal.empty()) co_return plan.refusal;
+  co_await fences.RecordScopes(std::move(plan.record));
+  for (const std::string& scope : scopes.prefixes()) {
+    co_await RaiseScope(fences, scopes, scope);
+  }
+  co_return std::string();
+}
+
+}  // namespace fencepost::proxy
