@@ -173,26 +173,26 @@ std::string_view BackendName(storage::BackendSpec::Kind kind) {
   return "lmdb";
 }
 
-// Runs `task` on `io` until it completes, before the ports open: its
-// result, or the message of what it threw.
-std::string RunToEnd(asio::io_context& io, asio::awaitable<std::string> task) {
+// Runs `task` on `io` until it completes, before the ports open. Returns
+// its result; what it threw goes to `*thrown`.
+std::string RunToEnd(asio::io_context& io, asio::awaitable<std::string> task,
+                     std::string* thrown) {
   std::optional<std::string> result;
   asio::co_spawn(io, std::move(task),
-                 [&result](std::exception_ptr e, std::string value) {
-                   if (!e) {
-                     result = std::move(value);
-                     return;
-                   }
+                 [&](std::exception_ptr e, std::string value) {
+                   result = std::move(value);
+                   if (!e) return;
                    try {
                      std::rethrow_exception(e);
                    } catch (const std::exception& error) {
-                     result = error.what();
+                     *thrown = error.what();
                    }
                  });
   while (!result && io.run_one() > 0) {
   }
   io.restart();
-  return result.value_or("the start-up checks did not finish");
+  if (!result) *thrown = "the start-up checks did not finish";
+  return result.value_or("");
 }
 
 int Serve(const proxy::Config& config) {
@@ -326,12 +326,16 @@ int Serve(const proxy::Config& config) {
   if (std::string error = service.CheckLeases(); !error.empty()) {
     return Fail(error);
   }
-  if (std::string error = RunToEnd(io, proxy::StartScopes(
-                                           *fences, fence::Scopes(
-                                                        config.fence_scopes)));
-      !error.empty()) {
-    return Fail(error);
+  std::string store_error;
+  const std::string refusal = RunToEnd(
+      io, proxy::StartScopes(*fences, fence::Scopes(config.fence_scopes)),
+      &store_error);
+  if (!store_error.empty()) {
+    std::cerr << "fencepost: cannot check the fence scopes: " << store_error
+              << "\n";
+    return 1;
   }
+  if (!refusal.empty()) return Fail(refusal);
 
   proxy::Server::Options server_options{
       .max_body = config.max_body,
