@@ -1,6 +1,9 @@
 #include "fence/committer.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -64,6 +67,33 @@ int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
   return 0;
 }
 
+// Below this much free space the file system of a data directory counts as
+// full: LMDB's short write there reports EIO, not ENOSPC.
+constexpr std::uint64_t kFullBelowBytes = 4u << 20;
+
+// Free bytes for unprivileged writers on the file system of `dir`, or the
+// largest value when that cannot be told.
+std::uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
+// What failed, for an operator: a full disk is named as such, with what to
+// do, whatever errno LMDB turned it into.
+std::string Explain(const std::string& dir, int rc) {
+  const std::uint64_t free = FreeBytes(dir);
+  if ((rc == EIO || rc == ENOSPC) && free < kFullBelowBytes) {
+    return "no space left on device (ENOSPC): the file system of " + dir +
+           " has " + std::to_string(free) +
+           " bytes free; the acknowledged writes are kept in its write-ahead "
+           "log: free space there, then start fencepost again";
+  }
+  return mdb_strerror(rc);
+}
+
 }  // namespace
 
 Committer::Committer(Env& env, Options options)
@@ -115,11 +145,13 @@ void Committer::Replay() {
   // go into LMDB now. That segment is usually applied already, since the
   // writer leaves a segment only for one whose records are all in LMDB;
   // only a crash soon after such a switch leaves some here.
-  // So are all of them when they might not fit the map: then the start
-  // fails here, as it should, not the applier once the ports are open.
+  // So are all of them when they might not fit the map, or the disk: then
+  // the start fails here, as it should, not the applier once the ports are
+  // open.
   std::size_t bytes = 0;
   for (const WalRecord& r : missing) bytes += Reservation(r);
-  const bool fits = env_.used_bytes() + bytes <= env_.max_map_size();
+  const bool fits = env_.used_bytes() + bytes <= env_.max_map_size() &&
+                    FreeBytes(env_.dir()) >= 2 * bytes + kFullBelowBytes;
   const auto later =
       !fits ? missing.end()
             : std::find_if(missing.begin(), missing.end(),
@@ -133,7 +165,7 @@ void Committer::Replay() {
         missing.begin() + std::min(now, at + kApplyBatch));
     if (int rc = Apply(chunk); rc != 0) {
       throw std::runtime_error("cannot replay the write-ahead log into " +
-                               env_.dir() + ": " + mdb_strerror(rc));
+                               env_.dir() + ": " + Explain(env_.dir(), rc));
     }
   }
   replayed_ = missing.size();
@@ -477,7 +509,7 @@ bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
     const Token base =
         std::max(entry ? entry->record.token : Token{0}, fence.value_or(0));
     if (base == std::numeric_limits<Token>::max()) {
-      outcome->error = Errc::kStorage;  // no token left to grant
+      outcome->error = Errc::kTokensExhausted;
       return false;
     }
     next.record.holder = op.holder;
@@ -867,7 +899,7 @@ int Committer::Apply(const std::vector<WalRecord>& records) {
 
 void Committer::Fatal(const std::string& what, int rc) {
   // mdb_strerror also names plain errno values.
-  const std::string message = what + ": " + mdb_strerror(rc);
+  const std::string message = what + ": " + Explain(env_.dir(), rc);
   if (options_.on_fatal) options_.on_fatal(message);
   std::abort();
 }

@@ -20,6 +20,9 @@ class FenceCategory : public std::error_category {
         return "LMDB storage failure";
       case Errc::kOverloaded:
         return "too many writes are waiting to commit; retry later";
+      case Errc::kTokensExhausted:
+        return "the fence is at 18446744073709551615, the largest token: no "
+               "higher token is left to grant; use a lease of another name";
     }
     return "unknown fence error";
   }

@@ -11,6 +11,9 @@ enum class Errc {
   kMapFull = 1,     // the LMDB map reached --max-map-size
   kStorage = 2,     // any other LMDB failure; the operation changed nothing
   kOverloaded = 3,  // the committer's queue is full; retry later (503)
+  // A grant needs a token above the fence's, which is at the largest
+  // uint64: no lease of that fence can be granted again.
+  kTokensExhausted = 4,
 };
 
 const std::error_category& Category();

@@ -85,6 +85,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kTooManyConnections:
       return {http::status::service_unavailable, "too-many-connections",
               "Too many connections"};
+    case ProblemType::kTokensExhausted:
+      return {http::status::conflict, "tokens-exhausted",
+              "No higher fencing token is left to grant"};
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }
@@ -112,6 +115,8 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
     type = ProblemType::kMapFull;
   } else if (error == fence::Errc::kOverloaded) {
     type = ProblemType::kOverloaded;
+  } else if (error == fence::Errc::kTokensExhausted) {
+    type = ProblemType::kTokensExhausted;
   } else if (error == storage::Errc::kCollision) {
     type = ProblemType::kKeyCollision;
   } else if (error == storage::Errc::kNoSpace) {

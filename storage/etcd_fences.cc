@@ -1195,7 +1195,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
     const fence::Token base = std::max(
         record != nullptr ? record->token : fence::Token{0}, fence_token);
     if (base == std::numeric_limits<fence::Token>::max()) {
-      outcome->error = fence::Errc::kStorage;  // no token left to grant
+      outcome->error = fence::Errc::kTokensExhausted;
       co_return Settled::kFailed;
     }
     next.holder = op.holder;
