@@ -734,11 +734,13 @@ int ExitStatusOf(int status) {
 
 // Whether any process of group `group` is left (zombies count: they are
 // gone once their new parent reaps them).
-bool GroupAlive(pid_t group) { return ::kill(-group, 0) == 0 || errno == EPERM; }
+bool GroupAlive(pid_t group) {
+  return ::kill(-group, 0) == 0 || errno == EPERM;
+}
 
 // What Supervise does and has done with CMD's process group.
 struct Supervision {
-  pid_t pid = -1;  // CMD, leader of its process group
+  pid_t pid = -1;             // CMD, leader of its process group
   std::optional<int> status;  // CMD's wait status, once it exited
   // SIGKILL is due at kill_at (a plain time and a flag: g++ 12 warns of
   // an optional<time_point> as maybe uninitialized).

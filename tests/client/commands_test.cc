@@ -303,12 +303,10 @@ TEST(CommandsTest, LeaseRunStopsWhatTheCommandForkedWhenTheLeaseIsLost) {
   Client admin(testing::AdminOptions(server));
   const std::string plain = dir / "plain.pid", deaf = dir / "deaf.pid";
   testing::CommandProcess run(
-      {"lease", "run", "jobs/g", "--holder", "runner", "--ttl", "3s",
-       "--grace", "500ms", "--admin", testing::AdminUrl(server), "--", "sh",
-       "-c",
+      {"lease", "run", "jobs/g", "--holder", "runner", "--ttl", "3s", "--grace",
+       "500ms", "--admin", testing::AdminUrl(server), "--", "sh", "-c",
        "sleep 30 & echo $! >'" + plain +
-           "'; (trap '' TERM; exec sleep 31) & echo $! >'" + deaf +
-           "'; wait"});
+           "'; (trap '' TERM; exec sleep 31) & echo $! >'" + deaf + "'; wait"});
   const std::string plain_pid = PidIn(plain), deaf_pid = PidIn(deaf);
   ASSERT_FALSE(plain_pid.empty()) << run.Output();
   ASSERT_FALSE(deaf_pid.empty()) << run.Output();
@@ -324,8 +322,7 @@ TEST(CommandsTest, LeaseRunStopsWhatTheCommandForkedWhenTheLeaseIsLost) {
             200);
   EXPECT_EQ(run.Wait(milliseconds(10000)), 75) << run.Output();
   EXPECT_TRUE(testing::Eventually([&] { return ProcessGone(plain_pid); }))
-      << "the job's background sleep survived the lost lease: "
-      << run.Output();
+      << "the job's background sleep survived the lost lease: " << run.Output();
   EXPECT_TRUE(testing::Eventually([&] { return ProcessGone(deaf_pid); }))
       << "the job's child that ignores SIGTERM survived the grace period: "
       << run.Output();
@@ -377,8 +374,13 @@ TEST(CommandsTest, LeaseRunRefusesACommandItCannotRunWithoutTakingTheLease) {
       {{"plain-file"}, 126, {"PATH=" + dir / "bin" + ":/usr/bin:/bin"}},
   };
   for (const Case& c : cases) {
-    std::vector<std::string> args = {"lease", "run", "jobs/c", "--ttl", "2s",
-                                     "--admin", testing::AdminUrl(server),
+    std::vector<std::string> args = {"lease",
+                                     "run",
+                                     "jobs/c",
+                                     "--ttl",
+                                     "2s",
+                                     "--admin",
+                                     testing::AdminUrl(server),
                                      "--"};
     args.insert(args.end(), c.command.begin(), c.command.end());
     const auto run = RunFencepost(args, c.env);
@@ -414,10 +416,10 @@ TEST(CommandsTest, TheDataPortGivenAsAdminIsNamed) {
     EXPECT_TRUE(Has(run.output, "looks like fencepost's data port"))
         << run.output;
   }
-  std::ofstream(dir / "ops.json") << R"({"ops": [{"op": "delete", "key": "k"}]})";
-  const auto run =
-      RunFencepost({"batch", "--token", "1", dir / "ops.json",
-                    "--data=" + testing::AdminUrl(server)});
+  std::ofstream(dir / "ops.json")
+      << R"({"ops": [{"op": "delete", "key": "k"}]})";
+  const auto run = RunFencepost({"batch", "--token", "1", dir / "ops.json",
+                                 "--data=" + testing::AdminUrl(server)});
   EXPECT_TRUE(Has(run.output, "looks like fencepost's admin port"))
       << run.output;
 }

@@ -78,16 +78,15 @@ TEST(MessagesTest, TheLogLevelFlagAndEndpointTakeTheSameNames) {
     const auto set =
         Fetch(server.admin_port(), "PUT", "/v1/log-level", {}, name);
     EXPECT_EQ(set.status, 400) << name << ": " << set.body;
-    EXPECT_NE(set.body.find(
-                  "trace, debug, info, warn, error, critical or off"),
+    EXPECT_NE(set.body.find("trace, debug, info, warn, error, critical or off"),
               std::string::npos)
         << set.body;
     const auto flag = testing::RunFencepost(
         {"serve", "--log-level", name, "--data-dir", dir / "unused"});
     EXPECT_EQ(flag.exit_status, 2) << name << ": " << flag.output;
-    EXPECT_NE(flag.output.find(
-                  "trace, debug, info, warn, error, critical or off"),
-              std::string::npos)
+    EXPECT_NE(
+        flag.output.find("trace, debug, info, warn, error, critical or off"),
+        std::string::npos)
         << flag.output;
   }
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/log-level").body,
