@@ -384,15 +384,29 @@ struct Client::Impl {
       done = true;
     });
     if (!RunUntil(done, deadline)) out.timed_out = true;
-    if (out.timed_out || out.error) {
-      out.on_write = !out.timed_out;
+    if (out.timed_out) return out;
+    if (out.error) {
+      // A server may answer before it has read the whole request (413 for
+      // a body over its limit) and close: that answer may still be there
+      // to read. Without one, nothing was delivered.
+      Exchange answered = Read(stream, request, deadline);
+      if (!answered.timed_out && !answered.error) return answered;
+      out.on_write = true;
       return out;
     }
+    return Read(stream, request, deadline);
+  }
+
+  // Reads the answer to `request`, which was written (or cut off).
+  template <class Stream>
+  Exchange Read(Stream& stream, const http::request<http::string_body>& request,
+                Clock::time_point deadline) {
+    Exchange out;
+    bool done = false;
     http::response_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
     parser.body_limit(options.max_body);
     if (request.method() == http::verb::head) parser.skip(true);
-    done = false;
     http::async_read(stream, buffer, parser,
                      [&](const error_code& e, std::size_t) {
                        out.error = e;

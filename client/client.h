@@ -86,7 +86,9 @@ struct BatchOp {
 //
 // A request on a kept-alive connection that the server has closed meanwhile
 // is sent again, once, on a new connection, but only when it cannot have
-// reached the server: its write failed, or (GET and HEAD only) the server
+// reached the server: its write failed and no answer came (a server may
+// answer, 413 say, before reading the whole request, then close: that
+// answer is returned), or (GET and HEAD only) the server
 // closed the connection before answering a single byte. Before reusing a
 // connection the client also checks that the server has not closed it
 // while it was idle. A PUT or DELETE whose answer was lost is never resent;
@@ -126,8 +128,8 @@ class Client {
   Result Delete(std::string_view key, std::uint64_t token);
   Result Get(std::string_view key);
   // POST / with Fencing-Token and {"ops": [...]}: every op of `ops`, in
-  // order, applied in one transaction or none (SPEC "Batches"; lmdb backend
-  // only). Values go base64-encoded; keys as JSON strings (a key that is
+  // order, applied in one transaction or none (SPEC "Batches"; lmdb or
+  // etcd backend). Values go base64-encoded; keys as JSON strings (a key that is
   // not UTF-8 makes a body the server refuses). Nothing is checked here:
   // the server answers 200 with the results document (ParseBatchResults),
   // 409 stale-token naming the first stale op's key and current_token

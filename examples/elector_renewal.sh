@@ -8,13 +8,16 @@
 #     could run out on the server: by its own clock, less a margin (a tenth
 #     of the TTL), after the send time of its last successful renewal.
 #
-#   FENCEPOST=build/proxy/fencepost LEADER=build/examples/leader/leader \
-#     examples/elector_renewal.sh
+#   examples/elector_renewal.sh
 #
 # It starts its own fencepost on ephemeral ports of 127.0.0.1.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-leader=${LEADER:-leader}
+leader=${LEADER:-}
+if [ -z "$leader" ]; then
+  leader=$(built leader build-test/examples/leader/leader \
+    build/examples/leader/leader) || exit 2
+fi
 start_server
 metric() { curl -s "$FENCEPOST_ADMIN/metrics" | sed -n "s/^$1 //p"; }
 

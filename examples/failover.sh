@@ -4,7 +4,7 @@
 # lease once A's runs out, with the next token, and the lease's transition
 # count rises. Prints the failover time: A's last renewal to B's grant.
 #
-#   FENCEPOST=build/proxy/fencepost examples/failover.sh
+#   examples/failover.sh
 #
 # It starts its own fencepost on ephemeral ports of 127.0.0.1.
 set -euo pipefail

@@ -5,14 +5,17 @@
 # work, releases the lease, and the other is elected at once with the next
 # token and takes over the writing.
 #
-#   FENCEPOST=build/proxy/fencepost LEADER=build/examples/leader/leader \
-#     examples/leaders.sh
+#   examples/leaders.sh
 #
 # It starts its own fencepost (with --fence-scope jobs/, so the lease
 # jobs/leader fences the key jobs/progress) on ephemeral ports of 127.0.0.1.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
-leader=${LEADER:-leader}
+leader=${LEADER:-}
+if [ -z "$leader" ]; then
+  leader=$(built leader build-test/examples/leader/leader \
+    build/examples/leader/leader) || exit 2
+fi
 start_server --fence-scope jobs/
 
 declare -A pid

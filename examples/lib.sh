@@ -1,6 +1,50 @@
-# Shared by the example scripts (sourced, not run). FENCEPOST names the
-# binary (default: fencepost on the PATH).
-fencepost=${FENCEPOST:-fencepost}
+# Shared by the example scripts (sourced, not run). They find fencepost
+# and the C++ leader as `built` says, unless FENCEPOST and LEADER name them.
+
+# built NAME PATH...: the program the examples run as NAME: NAME on the
+# PATH, else the first PATH (relative to the checkout) that was built, else
+# it exits 2 saying what to do.
+examples_checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+built() {
+  local name=$1 path
+  shift
+  if command -v "$name" >/dev/null 2>&1; then
+    echo "$name"
+    return
+  fi
+  for path in "$@"; do
+    if [ -x "$examples_checkout/$path" ]; then
+      echo "$examples_checkout/$path"
+      return
+    fi
+  done
+  echo "$name is neither on the PATH nor built in $examples_checkout" \
+    "($*); run scripts/run.sh, or name it: ${name^^}=/path/to/$name" >&2
+  exit 2
+}
+
+# FENCEPOST names the binary; without it, fencepost on the PATH, else the
+# build of scripts/run.sh (build-release), of scripts/test.sh (build-test)
+# or of the README's cmake commands (build).
+if [ -n "${FENCEPOST:-}" ]; then
+  fencepost=$FENCEPOST
+else
+  fencepost=$(built fencepost build-release/proxy/fencepost \
+    build-test/proxy/fencepost build/proxy/fencepost) || exit 2
+fi
+
+# signal_lease_run SIGNAL PID: SIGNAL to `lease run` PID and its process
+# group (when setsid started it, it leads one), and to its command's
+# process group (lease run runs the command in a group of its own): all at
+# once, as a pause of the whole machine would.
+signal_lease_run() {
+  local job
+  kill "-$1" "$2" 2>/dev/null || true
+  kill "-$1" -- "-$2" 2>/dev/null || true
+  for job in $(pgrep -P "$2"); do
+    kill "-$1" -- "-$job" 2>/dev/null || true
+  done
+}
 
 # start_server [SERVE FLAGS...]: starts `fencepost serve` on ephemeral ports
 # of 127.0.0.1 with a fresh data directory, exports FENCEPOST_DATA and

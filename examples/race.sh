@@ -4,7 +4,7 @@
 # Exactly one wins; the seven others are told who holds it. The winner then
 # releases, and the next round starts. Repeated ROUNDS times (default 20).
 #
-#   FENCEPOST=build/proxy/fencepost examples/race.sh [ROUNDS]
+#   examples/race.sh [ROUNDS]
 #
 # Exits 1 when a round does not have exactly one winner, or a loser was not
 # told the winner's name.

@@ -7,7 +7,7 @@
 #     the server: by its own clock, less a margin (a tenth of the TTL), after
 #     the send time of its last successful renewal.
 #
-#   FENCEPOST=build/proxy/fencepost examples/renewal.sh
+#   examples/renewal.sh
 #
 # It starts its own fencepost on ephemeral ports of 127.0.0.1.
 set -euo pipefail

@@ -5,7 +5,7 @@
 # B is granted the lease with the next token and writes orders/1. A is
 # resumed with SIGCONT and goes on writing with its old token.
 #
-#   FENCEPOST=build/proxy/fencepost examples/split_brain.sh [enforce|observe|replicas]
+#   examples/split_brain.sh [enforce|observe|replicas]
 #
 # With `enforce` (the default), B's grant raised the fence of orders/ (the
 # server runs with --fence-scope orders/, so the lease orders/leader and the
@@ -100,18 +100,19 @@ fail() {
 }
 
 # Whatever happens, no frozen A is left behind (a failed check would
-# otherwise leave A's process group stopped for good).
+# otherwise leave A's process groups stopped for good).
 a_pid=
 stop_a() {
   if [ -n "$a_pid" ]; then
-    kill -CONT -- "-$a_pid" 2>/dev/null || true
-    kill -- "-$a_pid" 2>/dev/null || true
+    signal_lease_run CONT "$a_pid"
+    signal_lease_run TERM "$a_pid"
   fi
 }
 trap 'stop_a; stop_server' EXIT
 
-# A, in its own process group so that one signal freezes the runner and
-# its job together, as a pause of the whole machine would.
+# A, in its own process group so that signal_lease_run freezes the runner
+# and its job (in a group of its own) together, as a pause of the whole
+# machine would.
 FENCEPOST_ADMIN=$a_admin FENCEPOST_DATA=$a_data setsid \
   "$fencepost" lease run orders/leader --holder A --ttl 1s --grace 2s \
   -- "$job" A 2>"$server_dir/a.err" &
@@ -125,7 +126,7 @@ a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3 || true)
   die "A wrote nothing within 5 s: $(cat "$server_dir/a.err" "$JOB_LOG")"
 echo "A leads with token $a_token and writes orders/1"
 
-kill -STOP -- "-$a_pid"
+signal_lease_run STOP "$a_pid"
 echo "A is frozen (SIGSTOP) for 1.5 s, past its 1 s TTL"
 sleep 1.5
 
@@ -142,12 +143,15 @@ b_code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT \
   -H "Fencing-Token: $b_token" --data 'B: shipped' "$b_data/orders/1")
 echo "B writes orders/1: $b_code"
 
-kill -CONT -- "-$a_pid"
+signal_lease_run CONT "$a_pid"
 echo "A resumes (SIGCONT), still believing it leads"
 a_status=0
 wait "$a_pid" || a_status=$?
 a_pid=
-echo "A's lease run exited $a_status: $(tail -n1 "$server_dir/a.err")"
+# What A's lease run said about the lease: the line that explains its
+# exit status, not its last line (about how the command ended).
+a_said=$(grep -m1 'lease lost' "$server_dir/a.err" || tail -n1 "$server_dir/a.err")
+echo "A's lease run exited $a_status: $a_said"
 # A's writes sent after B's grant (A was frozen from before the grant).
 after=$(awk -v t="$granted" '$4 > t' "$JOB_LOG")
 echo "A's writes sent after B's grant (holder, status, token, sent, body):"
@@ -200,6 +204,8 @@ if [ "$mode" != observe ]; then
   [ "$landed" = 0 ] || fail "$landed of A's writes after B's grant landed"
   [ "$value" = 'B: shipped' ] || fail "orders/1 is '$value', expected B's 'B: shipped'"
   [ "$a_status" = 75 ] || fail "A's lease run exited $a_status, expected 75 (lease lost)"
+  [[ $a_said == *"lease lost"* ]] ||
+    fail "what the story prints of A's lease run does not say the lease was lost: $a_said"
   metric_at_least 'fencepost_writes_rejected_total{reason="stale_token"}' 1 \
     "A's write with token $a_token after B's grant (token $b_token)"
 else

@@ -255,14 +255,13 @@ Response Service::LogLevel(const Request& req) {
            std::isspace(static_cast<unsigned char>(wanted.back()))) {
       wanted.remove_suffix(1);
     }
-    const auto level = spdlog::level::from_str(std::string(wanted));
-    if (wanted != "off" && level == spdlog::level::off) {
+    const auto level = ParseLogLevel(wanted);
+    if (!level) {
       return Problemed(req, {ProblemType::kBadRequest,
-                             "the body must be one of trace, debug, info, "
-                             "warn, error, critical, off",
+                             "the body must be " + std::string(kLevelNames),
                              std::nullopt, std::nullopt, std::nullopt});
     }
-    spdlog::set_level(level);
+    spdlog::set_level(*level);
     spdlog::warn("log level set to {}", wanted);
   }
   std::string body = "{\"level\":";

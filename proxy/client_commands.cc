@@ -52,6 +52,7 @@ constexpr int kRefused = 1;
 constexpr int kUsage = 2;
 constexpr int kUnavailable = 3;
 constexpr int kLeaseLost = 75;
+constexpr int kCannotExecute = 126;
 constexpr int kNotFound = 127;
 
 // SPEC "Leases": ttl_ms is 100 to 3600000.
@@ -81,8 +82,10 @@ Flags of every command:
 A holder ID defaults to <hostname>-<pid>-<random>. Durations are a number
 and a unit: 500ms, 10s, 2m. `lease run` runs CMD with FENCING_TOKEN,
 FENCEPOST_LEASE and FENCEPOST_HOLDER set while it holds the lease, renewing
-it every third of the TTL; when the lease is lost it sends CMD SIGTERM, then
-SIGKILL after --grace (default 5s).
+it every third of the TTL. CMD runs in a process group of its own: when the
+lease is lost, the group (CMD and what it started) gets SIGTERM, then
+SIGKILL after --grace (default 5s); SIGTERM, SIGINT, SIGHUP and SIGQUIT
+sent to lease run are passed on to the group.
 
 `lease run --via URL` (env FENCEPOST_VIA) elects through another system
 instead of fencepost's leases, with its token as FENCING_TOKEN:
@@ -99,14 +102,16 @@ lease run exits 1.
 `batch` sends the batch JSON in FILE (standard input when FILE is absent or
 "-"), at most 64 MiB, as it is: {"ops": [{"op": "put", "key": K, "value":
 BASE64} | {"op": "delete", "key": K}, ...]} as POST / to the data port with
-Fencing-Token N. Every op is applied or none is (lmdb backend only); the
+Fencing-Token N. Every op is applied or none is (lmdb or etcd backend); the
 results document, or a 409's problem, goes to standard output.
 
 Exit status: 0 done, 1 refused (lease held, stale token, not held, not
 found), 2 usage error or a request fencepost calls bad (400; 405 for a batch
-on a backend without batches), 3 fencepost unreachable or failing (5xx);
-`lease run` exits with CMD's status (128 + signal when a signal ended it),
-or 75 when the lease was lost.
+on a backend without batches; 413 for one over --max-body), 3 fencepost
+unreachable or failing (5xx); `lease run` exits with CMD's status (128 +
+signal when a signal ended it), 75 when the lease was lost, 126 when CMD
+cannot be executed and 127 when it is not found (both before the lease is
+taken).
 )";
 
 class UsageError : public std::runtime_error {
@@ -232,6 +237,16 @@ Flags ParseFlags(const CommandSpec& spec,
       flags.fences.push_back(value);
     }
   }
+  if (flags.positional.size() > 1 && spec.takes_command) {
+    std::string rest;
+    for (std::size_t i = 1; i < flags.positional.size(); ++i) {
+      rest += " " + flags.positional[i];
+    }
+    throw UsageError("'" + spec.Title() + "' takes one " +
+                     std::string(spec.operand) +
+                     "; the command goes after '--': " + spec.Title() + " " +
+                     flags.positional[0] + " [FLAGS] --" + rest);
+  }
   if (flags.positional.size() > 1 ||
       (flags.positional.empty() && !spec.operand_optional)) {
     throw UsageError("'" + spec.Title() + "' takes " +
@@ -324,11 +339,31 @@ std::string Explain(const Result& result) {
   return body.empty() ? out : out + ": " + body;
 }
 
+// A hint when the answer came from the other port than the command's: the
+// data port reads an admin path such as /v1/leases/NAME as a key, and the
+// admin port has no POST /.
+std::string WrongPortHint(const Result& result) {
+  if (!result.ok() || result.response.status != 404) return "";
+  const auto problem = client::ParseProblem(result.response.body);
+  if (!problem || problem->slug() != "not-found") return "";
+  if (problem->key && problem->key->rfind("v1/", 0) == 0) {
+    return " (the URL looks like fencepost's data port, which took the path "
+           "for a key; these commands need the admin port: --admin or "
+           "FENCEPOST_ADMIN, port 7401 by default)";
+  }
+  if (problem->detail == "no such admin endpoint") {
+    return " (the URL looks like fencepost's admin port; batch needs the "
+           "data port: --data or FENCEPOST_DATA, port 7400 by default)";
+  }
+  return "";
+}
+
 // Reports a request that did not get the answer it wanted; returns the
 // exit status. A 409 body also goes to stdout, so a racer learns who holds
 // the lease or which token stands.
 int Refusal(const Result& result, const std::string& what) {
-  std::cerr << "fencepost: " << what << ": " << Explain(result) << "\n";
+  std::cerr << "fencepost: " << what << ": " << Explain(result)
+            << WrongPortHint(result) << "\n";
   if (!result.ok()) return kUnavailable;
   const int status = result.response.status;
   if (status == 409) {
@@ -476,26 +511,56 @@ struct Fd {
   Fd& operator=(const Fd&) = delete;
 };
 
-// CMD as execve needs it: a path found on $PATH unless CMD names one.
-std::optional<std::string> FindExecutable(const std::string& name) {
-  if (name.find('/') != std::string::npos) return name;
+// CMD as execve needs it, or why it cannot run. A name with a '/' is taken
+// as it is, any other is looked up on $PATH, as a shell does.
+struct Resolved {
+  std::string path;     // when found and executable
+  int exit_status = 0;  // otherwise: kNotFound or kCannotExecute
+  std::string why;      // otherwise: for people
+};
+
+// 0 when `path` is a file this process may execute, else the errno-style
+// reason it is not.
+int Executable(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return errno;
+  if (S_ISDIR(st.st_mode)) return EISDIR;
+  if (!S_ISREG(st.st_mode) || ::access(path.c_str(), X_OK) != 0) return EACCES;
+  return 0;
+}
+
+Resolved Resolve(const std::string& name) {
+  const auto refused = [&name](int error) {
+    const bool missing = error == ENOENT || error == ENOTDIR;
+    return Resolved{"", missing ? kNotFound : kCannotExecute,
+                    name + ": " + std::strerror(error)};
+  };
+  if (name.find('/') != std::string::npos) {
+    const int error = Executable(name);
+    return error == 0 ? Resolved{name, 0, ""} : refused(error);
+  }
   const char* path = std::getenv("PATH");
   const std::string dirs =
       path != nullptr && *path != '\0' ? path : "/usr/local/bin:/usr/bin:/bin";
+  // A file found but not executable is reported when no later directory
+  // has an executable one (126, as shells do), else "not found" (127).
+  std::optional<Resolved> found_unusable;
   std::size_t start = 0;
   while (start <= dirs.size()) {
     std::size_t end = dirs.find(':', start);
     if (end == std::string::npos) end = dirs.size();
     const std::string dir = dirs.substr(start, end - start);
     const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    struct stat st {};
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-        ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
+    const int error = Executable(candidate);
+    if (error == 0) return Resolved{candidate, 0, ""};
+    if (error == EACCES && !found_unusable) {
+      found_unusable = refused(error);
+      found_unusable->why = candidate + ": " + std::strerror(error);
     }
     start = end + 1;
   }
-  return std::nullopt;
+  if (found_unusable) return *found_unusable;
+  return Resolved{"", kNotFound, name + ": command not found"};
 }
 
 // The environment of CMD: ours, with the lease's three variables set.
@@ -525,25 +590,43 @@ std::vector<char*> Pointers(std::vector<std::string>& strings) {
   return out;
 }
 
-// Forks and execs CMD with the signal mask `mask`. Only async-signal-safe
-// calls happen in the child, because the keeper's thread runs meanwhile.
+// Forks and execs CMD, in a process group of its own (its pid), with the
+// signal mask `mask`. The group is what `lease run` signals, so that what
+// CMD forks is stopped with it when the lease is lost. Only
+// async-signal-safe calls happen in the child, because the keeper's thread
+// runs meanwhile.
 pid_t StartChild(const std::string& path, std::vector<std::string> argv,
                  std::vector<std::string> env, const sigset_t& mask) {
   std::vector<char*> argv_ptrs = Pointers(argv);
   std::vector<char*> env_ptrs = Pointers(env);
   const pid_t pid = ::fork();
   if (pid == 0) {
+    ::setpgid(0, 0);
     ::sigprocmask(SIG_SETMASK, &mask, nullptr);
     ::execve(path.c_str(), argv_ptrs.data(), env_ptrs.data());
+    const int error = errno;
     static constexpr char kFailed[] =
         "fencepost lease run: cannot execute the command\n";
     [[maybe_unused]] const auto n = ::write(2, kFailed, sizeof kFailed - 1);
-    ::_exit(126);
+    ::_exit(error == ENOENT ? kNotFound : kCannotExecute);
   }
+  // Both sides set the group, so that it exists before the parent signals
+  // it, whichever runs first.
+  if (pid > 0) ::setpgid(pid, pid);
   return pid;
 }
 
-// Waits for a received SIGTERM or SIGINT for up to `timeout`; returns it,
+// The signals `lease run` takes for itself (from a signalfd) and passes on
+// to CMD's process group: it no longer shares lease run's group, so a
+// terminal's Ctrl-C, Ctrl-\ or hangup reaches lease run alone.
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+
+bool Forwarded(std::uint32_t signal) {
+  return std::find(std::begin(kForwarded), std::end(kForwarded),
+                   static_cast<int>(signal)) != std::end(kForwarded);
+}
+
+// Waits for a received forwarded signal for up to `timeout`; returns it,
 // or 0.
 int WaitForSignal(int signal_fd, milliseconds timeout) {
   pollfd p{signal_fd, POLLIN, 0};
@@ -551,9 +634,7 @@ int WaitForSignal(int signal_fd, milliseconds timeout) {
   signalfd_siginfo info{};
   int got = 0;
   while (::read(signal_fd, &info, sizeof info) == sizeof info) {
-    if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
-      got = static_cast<int>(info.ssi_signo);
-    }
+    if (Forwarded(info.ssi_signo)) got = static_cast<int>(info.ssi_signo);
   }
   return got;
 }
@@ -651,49 +732,86 @@ int ExitStatusOf(int status) {
   return kUnavailable;
 }
 
+// Whether any process of group `group` is left (zombies count: they are
+// gone once their new parent reaps them).
+bool GroupAlive(pid_t group) {
+  return ::kill(-group, 0) == 0 || errno == EPERM;
+}
+
+// What Supervise does and has done with CMD's process group.
+struct Supervision {
+  pid_t pid = -1;             // CMD, leader of its process group
+  std::optional<int> status;  // CMD's wait status, once it exited
+  // SIGKILL is due at kill_at (a plain time and a flag: g++ 12 warns of
+  // an optional<time_point> as maybe uninitialized).
+  bool kill_pending = false;
+  Clock::time_point kill_at;
+  bool lost = false;
+};
+
+// Called when the keeper reports the lease lost: the whole group gets
+// SIGTERM, and SIGKILL once --grace has passed.
+void StopGroup(Supervision& s, const client::LeaseKeeper& keeper,
+               milliseconds grace) {
+  if (s.lost) return;
+  s.lost = true;
+  Log("lease lost: " + keeper.reason() +
+      "; sending SIGTERM to the command's process group");
+  ::kill(-s.pid, SIGTERM);
+  s.kill_pending = true;
+  s.kill_at = Clock::now() + grace;
+}
+
+void ForwardSignals(int signal_fd, pid_t group) {
+  signalfd_siginfo info{};
+  while (::read(signal_fd, &info, sizeof info) == sizeof info) {
+    if (!Forwarded(info.ssi_signo)) continue;
+    Log("forwarding signal " + std::to_string(info.ssi_signo) +
+        " to the command's process group");
+    ::kill(-group, static_cast<int>(info.ssi_signo));
+  }
+}
+
+// The poll timeout: until SIGKILL is due; after CMD exited with its group
+// still alive, short steps, since the group's other members send no
+// SIGCHLD here.
+int PollTimeout(const Supervision& s) {
+  if (!s.kill_pending) return -1;
+  const auto left = std::max<long long>(
+      0, std::chrono::ceil<milliseconds>(s.kill_at - Clock::now()).count());
+  return static_cast<int>(s.status ? std::min<long long>(left, 10) : left);
+}
+
 // Runs CMD while the keeper holds the lease; returns CMD's wait status and
-// whether the lease was lost while it ran.
+// whether the lease was lost while it ran. Once the lease is lost it also
+// waits, up to the grace period, for what CMD forked, and kills what is
+// left of the group then.
 int Supervise(pid_t pid, int signal_fd, int lost_fd,
               const client::LeaseKeeper& keeper, milliseconds grace,
               bool* lost) {
-  std::optional<Clock::time_point> kill_at;
+  Supervision s;
+  s.pid = pid;
   while (true) {
-    int timeout = -1;
-    if (kill_at) {
-      timeout = static_cast<int>(std::max<long long>(
-          0, std::chrono::ceil<milliseconds>(*kill_at - Clock::now()).count()));
-    }
     pollfd fds[2] = {{signal_fd, POLLIN, 0}, {lost_fd, POLLIN, 0}};
-    ::poll(fds, 2, timeout);
+    ::poll(fds, 2, PollTimeout(s));
     if ((fds[1].revents & POLLIN) != 0) {
       std::uint64_t value = 0;
       [[maybe_unused]] const auto n = ::read(lost_fd, &value, sizeof value);
-      if (!*lost) {
-        *lost = true;
-        Log("lease lost: " + keeper.reason() +
-            "; sending SIGTERM to the command");
-        ::kill(pid, SIGTERM);
-        kill_at = Clock::now() + grace;
-      }
+      if (!s.status) StopGroup(s, keeper, grace);
     }
-    if ((fds[0].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      while (::read(signal_fd, &info, sizeof info) == sizeof info) {
-        if (info.ssi_signo == SIGTERM || info.ssi_signo == SIGINT) {
-          Log("forwarding signal " + std::to_string(info.ssi_signo) +
-              " to the command");
-          ::kill(pid, static_cast<int>(info.ssi_signo));
-        }
-      }
-    }
+    if ((fds[0].revents & POLLIN) != 0) ForwardSignals(signal_fd, pid);
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return status;
-    if (kill_at && Clock::now() >= *kill_at) {
-      Log("the command outlived the grace period; sending SIGKILL");
-      ::kill(pid, SIGKILL);
-      kill_at.reset();
+    if (!s.status && ::waitpid(pid, &status, WNOHANG) == pid) s.status = status;
+    if (s.kill_pending && Clock::now() >= s.kill_at) {
+      Log("the command's process group outlived the grace period; sending "
+          "SIGKILL");
+      ::kill(-pid, SIGKILL);
+      s.kill_pending = false;
     }
+    if (s.status && (!s.kill_pending || !GroupAlive(pid))) break;
   }
+  *lost = s.lost;
+  return *s.status;
 }
 
 int LeaseRun(const Flags& flags) {
@@ -708,8 +826,7 @@ int LeaseRun(const Flags& flags) {
   // every thread inherits the mask and none takes them.
   sigset_t handled, previous;
   sigemptyset(&handled);
-  sigaddset(&handled, SIGTERM);
-  sigaddset(&handled, SIGINT);
+  for (const int signal : kForwarded) sigaddset(&handled, signal);
   sigaddset(&handled, SIGCHLD);
   ::pthread_sigmask(SIG_BLOCK, &handled, &previous);
   struct RestoreMask {
@@ -723,11 +840,11 @@ int LeaseRun(const Flags& flags) {
     return kUnavailable;
   }
 
-  const std::optional<std::string> path = FindExecutable(flags.command[0]);
-  if (!path) {
-    std::cerr << "fencepost: lease run: " << flags.command[0]
-              << ": command not found\n";
-    return kNotFound;
+  // Before the lease is taken: a command that cannot run must not hold it.
+  const Resolved command = Resolve(flags.command[0]);
+  if (command.path.empty()) {
+    std::cerr << "fencepost: lease run: " << command.why << "\n";
+    return command.exit_status;
   }
 
   const std::unique_ptr<client::LeaseBackend> leases =
@@ -757,7 +874,7 @@ int LeaseRun(const Flags& flags) {
       });
 
   const pid_t pid =
-      StartChild(*path, flags.command,
+      StartChild(command.path, flags.command,
                  ChildEnvironment(name, holder, held->token), previous);
   if (pid < 0) {
     Log(std::string("cannot start the command: ") + std::strerror(errno));

@@ -10,6 +10,7 @@
 #include "fence/key.h"
 #include "fence/wal.h"
 #include "http/host_port.h"
+#include "proxy/logging.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -253,17 +254,11 @@ const std::map<std::string, Flag>& Flags() {
       {"log-level",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
-          static const char* kLevels[] = {"trace", "debug",    "info", "warn",
-                                          "error", "critical", "off"};
-          for (const char* level : kLevels) {
-            if (v == level) {
-              c.log_level = v;
-              return;
-            }
+          if (!ParseLogLevel(v)) {
+            throw ConfigError("--log-level: '" + v + "' is not " +
+                              std::string(kLevelNames));
           }
-          throw ConfigError("--log-level: '" + v +
-                            "' is not trace, debug, info, warn, error, "
-                            "critical or off");
+          c.log_level = v;
         }}},
       {"read-timeout",
        {Kind::kValue,

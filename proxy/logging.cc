@@ -189,7 +189,7 @@ void SetUpLogging(LogFormat format, const std::string& level) {
   access_logger->set_level(spdlog::level::info);
   access_logger->flush_on(spdlog::level::info);
   logger->set_formatter(std::move(formatter));
-  logger->set_level(spdlog::level::from_str(level));
+  logger->set_level(ParseLogLevel(level).value_or(spdlog::level::info));
   logger->flush_on(spdlog::level::info);
   spdlog::set_default_logger(std::move(logger));
 }
@@ -211,6 +211,14 @@ std::string_view LevelName(spdlog::level::level_enum level) {
     default:
       return "off";
   }
+}
+
+std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name) {
+  for (int i = 0; i < spdlog::level::n_levels; ++i) {
+    const auto level = static_cast<spdlog::level::level_enum>(i);
+    if (name == LevelName(level)) return level;
+  }
+  return std::nullopt;
 }
 
 namespace {

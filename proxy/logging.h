@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -22,6 +23,13 @@ void SetUpLogging(LogFormat format, const std::string& level);
 // The name of `level` as --log-level and PUT /v1/log-level spell it (warn,
 // not spdlog's "warning"); every log line's level is written this way.
 std::string_view LevelName(spdlog::level::level_enum level);
+
+// The one rule for a level's name, of --log-level and PUT /v1/log-level
+// alike: exactly one of the names LevelName writes (kLevelNames); nullopt
+// for anything else, spdlog's own "warning" and "err" included.
+std::optional<spdlog::level::level_enum> ParseLogLevel(std::string_view name);
+inline constexpr std::string_view kLevelNames =
+    "trace, debug, info, warn, error, critical or off";
 
 // One field of a structured event. Numbers are written bare in JSON.
 struct LogField {

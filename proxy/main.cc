@@ -94,6 +94,13 @@ DataDirLock LockDataDir(const std::string& dir) {
   DataDirLock lock;
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    // The cause (a parent not writable, a file in the way): opening the
+    // lock file below would only say "No such file or directory".
+    lock.error = "data directory " + dir +
+                 " is not usable: cannot create it: " + ec.message();
+    return lock;
+  }
   const std::string path = dir + "/fencepost.lock";
   lock.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (lock.fd < 0) {

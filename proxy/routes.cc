@@ -91,7 +91,8 @@ std::size_t LimitOf(const Request& req, std::optional<Response>* refused) {
       std::from_chars(text->data(), text->data() + text->size(), n);
   if (!digits || (ec == std::errc() && n == 0)) {
     *refused = Problemed(req, {ProblemType::kBadRequest,
-                               "limit must be a whole number from 1 to 1000",
+                               "limit must be a whole number, at least 1 "
+                               "(one above 1000 is taken as 1000)",
                                std::nullopt, std::nullopt, std::nullopt});
     return 0;
   }

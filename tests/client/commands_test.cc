@@ -274,6 +274,156 @@ TEST(CommandsTest, LeaseRunStopsTheCommandAndExits75WhenTheLeaseIsLost) {
   EXPECT_EQ(lease->holder, "thief") << "not released by the loser";
 }
 
+// Whether process `pid` is gone: no such process, or a zombie nobody reaped
+// yet (it runs no more).
+bool ProcessGone(const std::string& pid) {
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && line.substr(close + 2, 1) == "Z";
+}
+
+// Waits (at most 10 s) until `path` holds one line that is a pid.
+std::string PidIn(const std::string& path) {
+  std::string pid;
+  testing::Eventually([&] {
+    std::ifstream in(path);
+    std::getline(in, pid);
+    return !pid.empty() && in.good();
+  });
+  return pid;
+}
+
+// What the job forks is stopped with it: its whole process group gets
+// SIGTERM, and SIGKILL after --grace, even after the job itself has exited.
+TEST(CommandsTest, LeaseRunStopsWhatTheCommandForkedWhenTheLeaseIsLost) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  const std::string plain = dir / "plain.pid", deaf = dir / "deaf.pid";
+  testing::CommandProcess run(
+      {"lease", "run", "jobs/g", "--holder", "runner", "--ttl", "3s", "--grace",
+       "500ms", "--admin", testing::AdminUrl(server), "--", "sh", "-c",
+       "sleep 30 & echo $! >'" + plain +
+           "'; (trap '' TERM; exec sleep 31) & echo $! >'" + deaf + "'; wait"});
+  const std::string plain_pid = PidIn(plain), deaf_pid = PidIn(deaf);
+  ASSERT_FALSE(plain_pid.empty()) << run.Output();
+  ASSERT_FALSE(deaf_pid.empty()) << run.Output();
+  std::optional<Lease> held;
+  ASSERT_TRUE(testing::Eventually([&] {
+    held = ParseLease(admin.GetLease("jobs/g").response.body);
+    return held && held->holder == "runner";
+  })) << run.Output();
+  ASSERT_EQ(admin.ReleaseLease("jobs/g", "runner", held->token).response.status,
+            204);
+  ASSERT_EQ(admin.AcquireLease("jobs/g", "thief", milliseconds(10000))
+                .response.status,
+            200);
+  EXPECT_EQ(run.Wait(milliseconds(10000)), 75) << run.Output();
+  EXPECT_TRUE(testing::Eventually([&] { return ProcessGone(plain_pid); }))
+      << "the job's background sleep survived the lost lease: " << run.Output();
+  EXPECT_TRUE(testing::Eventually([&] { return ProcessGone(deaf_pid); }))
+      << "the job's child that ignores SIGTERM survived the grace period: "
+      << run.Output();
+  for (const std::string& pid : {plain_pid, deaf_pid}) {
+    if (!ProcessGone(pid)) ::kill(std::stoi(pid), SIGKILL);
+  }
+}
+
+// CMD runs in a process group of its own, so a terminal's Ctrl-C reaches
+// lease run alone: it passes SIGINT on to the job.
+TEST(CommandsTest, LeaseRunForwardsSigintToTheCommand) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  const std::string trapped = dir / "trapped";
+  testing::CommandProcess run({"lease", "run", "jobs/i", "--holder", "runner",
+                               "--ttl", "2s", "--admin",
+                               testing::AdminUrl(server), "--", "sh", "-c",
+                               "trap 'exit 8' INT; touch '" + trapped +
+                                   "'; while :; do sleep 0.1; done"});
+  ASSERT_TRUE(testing::Eventually([&] {
+    return std::filesystem::exists(trapped);
+  })) << "the child did not set its trap: "
+      << run.Output();
+  run.Signal(SIGINT);
+  EXPECT_EQ(run.Wait(milliseconds(5000)), 8) << run.Output();
+}
+
+// A command that cannot run is found out before the lease is taken: no
+// lease is granted, and the status is a shell's (127 not found, 126 not
+// executable).
+TEST(CommandsTest, LeaseRunRefusesACommandItCannotRunWithoutTakingTheLease) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  std::ofstream(dir / "not-executable") << "#!/bin/sh\necho ran\n";
+  std::filesystem::create_directory(dir / "bin");
+  std::ofstream(dir / "bin/plain-file") << "#!/bin/sh\necho ran\n";
+  struct Case {
+    std::vector<std::string> command;
+    int exit_status;
+    std::vector<std::string> env;
+  };
+  const std::vector<Case> cases = {
+      {{"/nonexistent/cmd"}, 127, {}},
+      {{"no-such-command-anywhere"}, 127, {}},
+      {{dir / "not-executable"}, 126, {}},
+      {{dir.path()}, 126, {}},
+      {{"plain-file"}, 126, {"PATH=" + dir / "bin" + ":/usr/bin:/bin"}},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"lease",
+                                     "run",
+                                     "jobs/c",
+                                     "--ttl",
+                                     "2s",
+                                     "--admin",
+                                     testing::AdminUrl(server),
+                                     "--"};
+    args.insert(args.end(), c.command.begin(), c.command.end());
+    const auto run = RunFencepost(args, c.env);
+    EXPECT_EQ(run.exit_status, c.exit_status) << c.command[0] << "\n"
+                                              << run.output;
+    EXPECT_FALSE(Has(run.output, "acquired")) << run.output;
+    EXPECT_EQ(admin.GetLease("jobs/c").response.status, 404)
+        << c.command[0] << ": the lease was taken";
+  }
+}
+
+TEST(CommandsTest, LeaseRunSaysTheCommandNeedsTheDashes) {
+  const auto run = RunFencepost({"lease", "run", "jobs/d", "--ttl", "10s",
+                                 "echo", "hi", "--admin=http://127.0.0.1:1"});
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_TRUE(Has(run.output, "the command goes after '--'")) << run.output;
+  EXPECT_TRUE(Has(run.output, "-- echo hi")) << run.output;
+}
+
+// The data port reads /v1/leases/NAME as a key: its 404 ("no value for this
+// key") must not read as "no such lease".
+TEST(CommandsTest, TheDataPortGivenAsAdminIsNamed) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string data_as_admin = "--admin=" + testing::DataUrl(server);
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"lease", "get", "jobs/n", data_as_admin},
+           {"fence", "get", "jobs/n", data_as_admin},
+       }) {
+    const auto run = RunFencepost(args);
+    EXPECT_EQ(run.exit_status, 1) << run.output;
+    EXPECT_TRUE(Has(run.output, "looks like fencepost's data port"))
+        << run.output;
+  }
+  std::ofstream(dir / "ops.json")
+      << R"({"ops": [{"op": "delete", "key": "k"}]})";
+  const auto run = RunFencepost({"batch", "--token", "1", dir / "ops.json",
+                                 "--data=" + testing::AdminUrl(server)});
+  EXPECT_TRUE(Has(run.output, "looks like fencepost's admin port"))
+      << run.output;
+}
+
 TEST(CommandsTest, LeaseRunForwardsSigtermToTheCommand) {
   TempDir dir;
   ServerProcess server(dir / "data");
@@ -435,6 +585,25 @@ TEST(CommandsTest, BatchUsageErrorsAndUnreachable) {
   EXPECT_EQ(help.exit_status, 0);
   EXPECT_TRUE(Has(help.output, "fencepost batch --token N [FILE]"))
       << help.output;
+  // docs/batches.md: the lmdb and etcd backends take batches.
+  EXPECT_TRUE(Has(help.output, "(lmdb or etcd backend)")) << help.output;
+}
+
+// A body over --max-body is answered 413 and the connection closed while
+// the client is still sending: the answer is read all the same, and a 413
+// is the caller's error (2), not an unreachable server (3).
+TEST(CommandsTest, BatchOverMaxBodyExitsTwo) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {"--max-body", "1024"});
+  {
+    std::ofstream big(dir / "big.json");
+    big << R"({"ops": [{"op": "put", "key": "k", "value": ")"
+        << std::string(std::size_t{16} << 20, 'A') << "\"}]}";
+  }
+  const auto run = RunFencepost({"batch", "--token", "1", dir / "big.json",
+                                 "--data", testing::DataUrl(server)});
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_TRUE(Has(run.output, "HTTP 413")) << run.output;
 }
 
 TEST(CommandsTest, BatchOnAnFsBackendExitsTwo) {

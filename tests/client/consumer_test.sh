@@ -1,7 +1,10 @@
 #!/bin/sh
 # Installs the client component of a build into a temporary prefix, then
 # configures, builds and runs tests/client/consumer against it with
-# find_package(fencepost CONFIG REQUIRED), as a user's project would.
+# find_package(fencepost CONFIG REQUIRED), as a user's project would, the
+# prefix given as the README says (CMAKE_PREFIX_PATH). It also builds the
+# README's C++ snippet as it is: the cpp block after the README's marker
+# comment.
 #
 # Usage: consumer_test.sh BUILD_DIR SOURCE_DIR CXX_COMPILER [LINK_FLAGS]
 set -eu
@@ -23,6 +26,16 @@ if [ -e "$tmp/prefix/include/proxy" ] || [ -e "$tmp/prefix/include/fence" ]; the
   exit 1
 fi
 
+# The README's snippet, byte for byte.
+awk '/consumer_test.sh compiles the next cpp block/ { marked = 1; next }
+     marked && /^```cpp$/ { inside = 1; next }
+     inside && /^```$/ { exit }
+     inside { print }' "$source/README.md" >"$tmp/readme_snippet.cc"
+if [ ! -s "$tmp/readme_snippet.cc" ]; then
+  echo "README.md has no marked cpp snippet" >&2
+  exit 1
+fi
+
 generator=
 if command -v ninja >/dev/null 2>&1; then generator="-G Ninja"; fi
 # shellcheck disable=SC2086
@@ -30,6 +43,7 @@ cmake -S "$source/tests/client/consumer" -B "$tmp/build" $generator \
   -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DFENCEPOST_README_SNIPPET="$tmp/readme_snippet.cc" \
   -DCMAKE_EXE_LINKER_FLAGS="$link_flags"
 cmake --build "$tmp/build"
 "$tmp/build/consumer"

@@ -35,7 +35,7 @@ if [ "$backend" != fencepost ]; then
   via=$("$here/$backend.sh" start "$coord_dir")
 fi
 stop_all() {
-  for pid in $(jobs -p); do kill -CONT "$pid" 2>/dev/null || true; done
+  for pid in $(jobs -p); do signal_lease_run CONT "$pid"; done
   [ "$backend" = fencepost ] || "$here/$backend.sh" stop "$coord_dir" || true
   rm -rf "$coord_root"
   stop_server
@@ -109,8 +109,9 @@ split_brain() {
   export JOB_LOG=$server_dir/job.log
   touch "$JOB_LOG"
   local name=orders/leader
-  # A, in its own process group, so one signal freezes the runner and its
-  # job together, as a pause of the whole machine would.
+  # A, in its own process group, so that signal_lease_run freezes the
+  # runner and its job (in a group of its own) together, as a pause of the
+  # whole machine would.
   setsid "$fencepost" lease run "$name" --holder A --ttl 2s --grace 2s \
     --fence orders/1 -- "$here/../../examples/split_brain_job.sh" A 2>"$server_dir/a.err" &
   local a_pid=$!
@@ -127,7 +128,7 @@ split_brain() {
   a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3)
   echo "A leads with token $a_token and writes orders/1"
 
-  kill -STOP -- "-$a_pid"
+  signal_lease_run STOP "$a_pid"
   local frozen
   frozen=$(now_ns)
   echo "A is frozen (SIGSTOP); its 2 s lease runs out in $backend"
@@ -162,7 +163,7 @@ split_brain() {
 
   local resumed
   resumed=$(now_ns)
-  kill -CONT -- "-$a_pid"
+  signal_lease_run CONT "$a_pid"
   echo "A resumes (SIGCONT), still believing it leads"
   local a_status=0
   wait "$a_pid" || a_status=$?

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -58,6 +61,58 @@ TEST(CliTest, UnusableDataDirectoryExitsTwo) {
                            "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"});
   EXPECT_EQ(run.exit_status, 2);
   EXPECT_NE(run.output.find("not usable"), std::string::npos) << run.output;
+}
+
+// A data directory that cannot be created is reported with the reason
+// mkdir gave, not as a lock file that does not exist.
+TEST(CliTest, ADataDirectoryThatCannotBeCreatedSaysWhy) {
+  TempDir dir;
+  fclose(fopen((dir / "file").c_str(), "w"));
+  auto run = RunFencepost({"serve", "--data-dir", dir / "file/data", "--listen",
+                           "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(run.exit_status, 2);
+  EXPECT_NE(run.output.find("cannot create it: Not a directory"),
+            std::string::npos)
+      << run.output;
+
+  // A parent the server may not write to. Root may write anywhere, so the
+  // server then runs as nobody (setpriv, util-linux).
+  std::filesystem::create_directory(dir / "read-only");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms(0755));
+  std::filesystem::permissions(dir / "read-only", std::filesystem::perms(0555));
+  const std::string as = ::geteuid() == 0
+                             ? "setpriv --reuid=65534 --regid=65534 "
+                               "--clear-groups "
+                             : "";
+  const std::string out = dir / "out";
+  const int status = std::system(
+      (as + "timeout 15 '" + FENCEPOST_BINARY + "' serve --data-dir '" +
+       dir / "read-only/data" +
+       "' --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 >'" + out + "' 2>&1")
+          .c_str());
+  const std::string output = testing::ReadFile(out);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 2) << output;
+  EXPECT_NE(output.find("data directory " + dir / "read-only/data" +
+                        " is not usable: cannot create it: Permission denied"),
+            std::string::npos)
+      << output;
+}
+
+// --max-body 0 is refused, and docs/configuration.md says so in the words
+// the binary uses.
+TEST(CliTest, MaxBodyZeroIsRefusedAsTheDocsSay) {
+  TempDir dir;
+  auto run =
+      RunFencepost({"serve", "--max-body", "0", "--data-dir", dir / "data"});
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  const std::string message = "--max-body: must be at least 1 byte";
+  EXPECT_NE(run.output.find(message), std::string::npos) << run.output;
+  const std::string docs = testing::ReadFile(std::string(FENCEPOST_SOURCE_DIR) +
+                                             "/docs/configuration.md");
+  ASSERT_FALSE(docs.empty());
+  EXPECT_NE(docs.find(message), std::string::npos)
+      << "docs/configuration.md does not quote the refusal";
+  EXPECT_EQ(docs.find("`--max-body 0` is accepted"), std::string::npos);
 }
 
 TEST(CliTest, PortInUseExitsTwo) {

@@ -69,6 +69,58 @@ TEST(MessagesTest, LogLinesSpellWarnAsTheFlagDoes) {
   EXPECT_EQ(log.find(" warning "), std::string::npos) << log;
 }
 
+// One rule for a level's name: the flag's and the endpoint's are the same
+// seven words, spdlog's own "warning" and "err" refused by both.
+TEST(MessagesTest, TheLogLevelFlagAndEndpointTakeTheSameNames) {
+  TempDir dir;
+  ServerProcess server(dir.path());
+  for (const char* name : {"warning", "err", "WARN", "information", ""}) {
+    const auto set =
+        Fetch(server.admin_port(), "PUT", "/v1/log-level", {}, name);
+    EXPECT_EQ(set.status, 400) << name << ": " << set.body;
+    EXPECT_NE(set.body.find("trace, debug, info, warn, error, critical or off"),
+              std::string::npos)
+        << set.body;
+    const auto flag = testing::RunFencepost(
+        {"serve", "--log-level", name, "--data-dir", dir / "unused"});
+    EXPECT_EQ(flag.exit_status, 2) << name << ": " << flag.output;
+    EXPECT_NE(
+        flag.output.find("trace, debug, info, warn, error, critical or off"),
+        std::string::npos)
+        << flag.output;
+  }
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/log-level").body,
+            "{\"level\":\"info\"}\n")
+      << "a refused name changed the level";
+  for (const char* name :
+       {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    const auto set =
+        Fetch(server.admin_port(), "PUT", "/v1/log-level", {}, name);
+    EXPECT_EQ(set.status, 200) << name;
+    EXPECT_EQ(set.body, std::string("{\"level\":\"") + name + "\"}\n");
+  }
+}
+
+// A page's limit: the 400 says what is taken, a number above the most is
+// clamped rather than refused.
+TEST(MessagesTest, TheLimitErrorSaysWhatIsTaken) {
+  TempDir dir;
+  ServerProcess server(dir.path());
+  for (const char* path : {"/v1/fences", "/v1/leases", "/v1/rejections"}) {
+    const auto zero =
+        Fetch(server.admin_port(), "GET", std::string(path) + "?limit=0");
+    EXPECT_EQ(zero.status, 400) << path;
+    EXPECT_NE(zero.body.find("at least 1 (one above 1000 is taken as 1000)"),
+              std::string::npos)
+        << zero.body;
+    EXPECT_EQ(
+        Fetch(server.admin_port(), "GET", std::string(path) + "?limit=5000")
+            .status,
+        200)
+        << path;
+  }
+}
+
 TEST(MessagesTest, TheJsonStartUpLineCarriesTheBoundAddresses) {
   TempDir dir;
   ServerProcess server(dir.path(), {"--log-format", "json"});
