@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "storage/async_commit.h"
@@ -66,14 +67,18 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
 
 boost::asio::awaitable<std::string> StartScopes(storage::Fences& fences,
                                                 const fence::Scopes& scopes) {
+  std::vector<std::string> names = co_await fences.RecordedScopes();
   std::vector<fence::RecordedScope> recorded;
-  for (std::string& name : co_await fences.RecordedScopes()) {
+  for (const std::string& name : names) {
+    // Not inside the braces: g++ 12 miscompiles a co_await in an aggregate's
+    // initializer list (the temporaries are destroyed twice).
     const std::optional<fence::Token> token = co_await TokenOf(fences, name);
-    recorded.push_back({std::move(name), token});
+    recorded.push_back({name, token});
   }
   fence::ScopePlan plan = fence::PlanScopes(scopes, recorded);
   if (!plan.refusal.empty()) co_return plan.refusal;
-  co_await fences.RecordScopes(std::move(plan.record));
+  std::sort(names.begin(), names.end());
+  if (plan.record != names) co_await fences.RecordScopes(std::move(plan.record));
   for (const std::string& scope : scopes.prefixes()) {
     co_await RaiseScope(fences, scopes, scope);
   }

@@ -251,7 +251,7 @@ bool Flood(std::uint16_t port, const std::string& head, char endless,
 // trailer field, each bounded independently of --max-body.
 TEST(RawCorpusTest, ALineThatNeverEndsIsCutOffWithBoundedMemory) {
   TempDir dir;
-  ServerProcess server(dir / "data", {"--max-body", "1073741824"});
+  ServerProcess server(dir / "data", {"--max-body", "268433366"});
   const std::string put =
       "PUT /c HTTP/1.1\r\nHost: x\r\nFencing-Token: 5\r\n"
       "Transfer-Encoding: chunked\r\n\r\n";

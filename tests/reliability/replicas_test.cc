@@ -928,16 +928,27 @@ TEST(EtcdTlsTest, FencesThroughAnEtcdThatServesOnlyVerifiedTls) {
   EXPECT_EQ(Fetch(good->data_port(), "GET", "/k").body, "five");
   EXPECT_EQ(Fetch(good->admin_port(), "GET", "/readyz").status, 200);
 
+  // A replica that cannot reach etcd over verified TLS does not start: its
+  // first read (the scopes' check) fails, exit 1, saying why.
   const std::string plain = "etcd://" + url.substr(8);
-  for (auto& bad : {replica(url, {"--fence-store-ca", certs + "/ca.pem"}),
-                    replica(url, {"--fence-store-ca", certs + "/other-ca.pem",
-                                  "--fence-store-cert", certs + "/client.pem",
-                                  "--fence-store-key", certs + "/client.key"}),
-                    replica(plain, {})}) {
-    auto r =
-        Fetch(bad->data_port(), "PUT", "/k", {{"Fencing-Token", "9"}}, "nine");
-    EXPECT_EQ(r.status, 503) << r.body;
-    EXPECT_EQ(Fetch(bad->admin_port(), "GET", "/readyz").status, 503);
+  const std::vector<std::pair<std::string, std::vector<std::string>>> bad = {
+      {url, {"--fence-store-ca", certs + "/ca.pem"}},
+      {url,
+       {"--fence-store-ca", certs + "/other-ca.pem", "--fence-store-cert",
+        certs + "/client.pem", "--fence-store-key", certs + "/client.key"}},
+      {plain, {}}};
+  for (const auto& [store, tls] : bad) {
+    std::vector<std::string> args = {
+        "serve",         "--listen",       "127.0.0.1:0",
+        "--admin-listen", "127.0.0.1:0",   "--fence-store",
+        store + "/tls",  "--backend",      "etcd",
+        "--fence-store-timeout", "1"};
+    args.insert(args.end(), tls.begin(), tls.end());
+    const testing::RunResult refused = testing::RunFencepost(args);
+    EXPECT_EQ(refused.exit_status, 1) << refused.output;
+    EXPECT_NE(refused.output.find("cannot check the fence scopes"),
+              std::string::npos)
+        << refused.output;
   }
   EXPECT_EQ(Fetch(good->data_port(), "GET", "/k").body, "five")
       << "nothing was written without verified TLS";
