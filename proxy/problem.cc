@@ -85,6 +85,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kTooManyConnections:
       return {http::status::service_unavailable, "too-many-connections",
               "Too many connections"};
+    case ProblemType::kTooManyLeases:
+      return {http::status::insufficient_storage, "too-many-leases",
+              "Too many live leases"};
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }

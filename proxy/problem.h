@@ -35,7 +35,8 @@ enum class ProblemType {
   kLeaseHeld,           // acquire of a lease another holder holds
   kLeaseNotHeld,        // release by a non-holder or with a wrong token
   kStoreUnavailable,    // --fence-store etcd://: etcd down or without quorum
-  kLast = kStoreUnavailable,
+  kTooManyLeases,       // a grant past --max-leases live leases
+  kLast = kTooManyLeases,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

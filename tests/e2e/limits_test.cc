@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -73,9 +74,80 @@ class RawConnection {
   int fd_ = -1;
 };
 
+// A client that pipelines `count` copies of `request` and never reads an
+// answer. Its receive buffer is small, so the server's writes to it stall.
+class NeverReads {
+ public:
+  NeverReads(std::uint16_t port, const std::string& request, int count) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int small = 4096;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 ||
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      throw std::runtime_error("connect failed");
+    }
+    std::string all;
+    for (int i = 0; i < count; ++i) all += request;
+    // What the kernel takes now; the server stalls long before the rest.
+    ::send(fd_, all.data(), all.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  ~NeverReads() { ::close(fd_); }
+  NeverReads(const NeverReads&) = delete;
+  NeverReads& operator=(const NeverReads&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// The server's established connections on `port` with unsent or
+// unacknowledged answers (a stalled write), from /proc/net/tcp.
+int StalledWrites(std::uint16_t port) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the header
+  int stalled = 0;
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, remote, state, queues;
+    fields >> slot >> local >> remote >> state >> queues;
+    const auto colon = local.rfind(':');
+    if (colon == std::string::npos || state != "01") continue;
+    const unsigned long local_port =
+        std::stoul(local.substr(colon + 1), nullptr, 16);
+    const unsigned long tx_queue =
+        std::stoul(queues.substr(0, queues.find(':')), nullptr, 16);
+    stalled += local_port == port && tx_queue > 0;
+  }
+  return stalled;
+}
+
+// Waits (at most 20 s) until `n` of the server's writes on `port` stall.
+bool WaitForStalledWrites(std::uint16_t port, int n) {
+  for (int i = 0; i < 400; ++i) {
+    if (StalledWrites(port) >= n) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
 double Metric(const ServerProcess& server, const std::string& series) {
   return MetricValue(Fetch(server.admin_port(), "GET", "/metrics").body,
                      series);
+}
+
+// The process's peak resident set (VmHWM), in bytes; 0 if unknown.
+std::size_t PeakRss(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;  // in kB
+    }
+  }
+  return 0;
 }
 
 // Waits (at most 10 s) until `series` reaches `value`.
@@ -402,6 +474,188 @@ TEST(LimitsTest, PastTheQueueBoundWritesGet503WithRetryAfterAndChangeNothing) {
   for (const std::string& key : accepted) {
     EXPECT_EQ(Fetch(server.data_port(), "GET", key).body, "v") << key;
   }
+}
+
+// A batch body of nested arrays (within the JSON reader's depth and item
+// bounds) is refused at its first wrong value: the server's memory stays a
+// small multiple of the bodies it holds. Unchecked, each 4 MB body built
+// about 190 MB of values before its 400.
+TEST(LimitsTest, ABatchOfNestedArraysIsRefusedWithoutAmplifyingIt) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  std::string inner = "[";
+  for (int i = 0; i < 999; ++i) inner += "0,";
+  inner += "0]";
+  std::string middle = "[";
+  for (int i = 0; i < 999; ++i) middle += inner + ",";
+  middle += inner + "]";
+  std::string body = "{\"ops\":[";
+  while (body.size() + middle.size() < 4000000) body += middle + ",";
+  body += middle + "]}";
+  ASSERT_LT(body.size(), 4194304u) << "within --max-body";
+  std::vector<std::thread> clients;
+  std::atomic<int> refused = 0;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      HttpClient client(server.data_port());
+      for (int i = 0; i < 4; ++i) {
+        auto r = client.Request("POST", "/", {{"Fencing-Token", "1"}}, body);
+        if (r.status == 400 &&
+            r.body.find("an array where an object belongs") !=
+                std::string::npos) {
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(refused, 16) << "each body is 400 for its first op's shape";
+  const std::size_t peak = PeakRss(server.pid());
+  EXPECT_GT(peak, 0u);
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr std::size_t kBound = 256u << 20;
+#else
+  constexpr std::size_t kBound = 96u << 20;
+#endif
+  EXPECT_LT(peak, kBound) << "peak RSS " << (peak >> 20) << " MiB";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+}
+
+// Clients that pipeline requests and never read the answers fill the admin
+// port's cap with stalled writes; the probes and a leader's renewal on new
+// connections are still answered: a stalled connection makes room. The same
+// on the data port. (Such clients once made every new connection 503 until
+// their writes timed out.)
+TEST(LimitsTest, ClientsThatPipelineAndNeverReadCannotHoldAPort) {
+  TempDir dir;
+  constexpr int kCap = 8;
+  ServerProcess server(dir / "data",
+                       {"--admin-max-connections", std::to_string(kCap),
+                        "--max-connections", std::to_string(kCap),
+                        "--read-timeout", "60"});
+  const std::string lease = R"({"holder":"leader","ttl_ms":60000})";
+  auto granted = Fetch(server.admin_port(), "PUT", "/v1/leases/job", {}, lease);
+  ASSERT_EQ(granted.status, 200) << granted.body;
+  ASSERT_EQ(Fetch(server.data_port(), "PUT", "/big", {{"Fencing-Token", "1"}},
+                  std::string(256 << 10, 'b'))
+                .status,
+            201);
+
+  std::vector<std::unique_ptr<NeverReads>> attack;
+  for (int i = 0; i < kCap; ++i) {
+    attack.push_back(std::make_unique<NeverReads>(
+        server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
+        2000));
+  }
+  ASSERT_TRUE(WaitForStalledWrites(server.admin_port(), kCap))
+      << StalledWrites(server.admin_port()) << " admin writes stalled";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
+  auto renewed = Fetch(server.admin_port(), "PUT", "/v1/leases/job", {}, lease);
+  EXPECT_EQ(renewed.status, 200) << renewed.body;
+  EXPECT_EQ(renewed.header("fencing-token"), granted.header("fencing-token"));
+  // A probe that closes leaves its room to the next one: at least one shed.
+  EXPECT_GE(
+      Metric(server, "fencepost_connections_shed_total{port=\"admin\"}"), 1);
+  EXPECT_EQ(
+      Metric(server, "fencepost_connections_refused_total{port=\"admin\"}"),
+      0);
+
+  for (int i = 0; i < kCap; ++i) {
+    attack.push_back(std::make_unique<NeverReads>(
+        server.data_port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n", 200));
+  }
+  ASSERT_TRUE(WaitForStalledWrites(server.data_port(), kCap))
+      << StalledWrites(server.data_port()) << " data writes stalled";
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/big").status, 200);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+          .status,
+      201);
+  EXPECT_GE(Metric(server, "fencepost_connections_shed_total{port=\"data\"}"),
+            1);
+  EXPECT_EQ(
+      Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 0);
+}
+
+// An answer the client does not take within --write-timeout closes its
+// connection, whatever --read-timeout says.
+TEST(LimitsTest, AnAnswerNobodyReadsIsDroppedAfterTheWriteTimeout) {
+  TempDir dir;
+  ServerProcess server(dir / "data",
+                       {"--write-timeout", "1", "--read-timeout", "600"});
+  NeverReads attack(server.admin_port(),
+                    "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 2000);
+  ASSERT_TRUE(WaitForStalledWrites(server.admin_port(), 1));
+  bool dropped = false;
+  for (int i = 0; i < 600 && !dropped; ++i) {  // 30 s at most
+    dropped = StalledWrites(server.admin_port()) == 0;
+    if (!dropped) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(dropped) << "the stalled answer was still pending";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+}
+
+// --max-leases bounds live leases: a grant past it is 507 too-many-leases
+// and grants nothing; renewals are never refused; a released or expired
+// lease no longer counts.
+TEST(LimitsTest, LiveLeasesAreBoundedAndRenewalsNeverRefused) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {}, {"FENCEPOST_MAX_LEASES=5"});
+  const auto acquire = [&](const std::string& name, const std::string& holder,
+                           int ttl_ms = 60000) {
+    return Fetch(server.admin_port(), "PUT", "/v1/leases/" + name, {},
+                 R"({"holder":")" + holder + R"(","ttl_ms":)" +
+                     std::to_string(ttl_ms) + "}");
+  };
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 5; ++i) {
+    auto r = acquire("l" + std::to_string(i), "h");
+    ASSERT_EQ(r.status, 200) << r.body;
+    tokens.push_back(r.header("fencing-token"));
+  }
+  auto over = acquire("l5", "h");
+  EXPECT_EQ(over.status, 507);
+  EXPECT_EQ(over.header("content-type"), "application/problem+json");
+  EXPECT_NE(over.body.find("urn:fencepost:problem:too-many-leases"),
+            std::string::npos)
+      << over.body;
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/leases/l5").status, 404)
+      << "the refused grant left nothing";
+  EXPECT_EQ(Metric(server, "fencepost_lease_limit_reached_total"), 1);
+  auto renewed = acquire("l0", "h");
+  EXPECT_EQ(renewed.status, 200) << "a renewal at the limit";
+  EXPECT_EQ(renewed.header("fencing-token"), tokens[0]);
+  EXPECT_EQ(acquire("l0", "other").status, 409)
+      << "a live lease's acquire is still lease-held";
+
+  EXPECT_EQ(Fetch(server.admin_port(), "DELETE", "/v1/leases/l1",
+                  {{"Fencing-Token", tokens[1]}}, R"({"holder":"h"})")
+                .status,
+            204);
+  EXPECT_EQ(acquire("l5", "h").status, 200) << "a released lease is free room";
+  EXPECT_EQ(Fetch(server.admin_port(), "DELETE", "/v1/leases/l2",
+                  {{"Fencing-Token", tokens[2]}}, R"({"holder":"h"})")
+                .status,
+            204);
+  auto brief = acquire("brief", "b", 100);
+  ASSERT_EQ(brief.status, 200);
+  // Once `brief` runs out, its room is free again (bounded wait).
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {
+    status = acquire("l6", "h").status;
+    if (status != 200) {
+      EXPECT_EQ(status, 507);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  EXPECT_EQ(status, 200) << "an expired lease is free room";
+  auto again = acquire("brief", "b");
+  EXPECT_EQ(again.status, 200)
+      << "the holder of record renews past expiry, even at the limit";
+  EXPECT_EQ(again.header("fencing-token"), brief.header("fencing-token"));
+  EXPECT_GE(Metric(server, "fencepost_lease_limit_reached_total"), 1);
+  EXPECT_EQ(Metric(server, "fencepost_leases_held"), 6);
 }
 
 }  // namespace
