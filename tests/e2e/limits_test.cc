@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -74,14 +75,18 @@ class RawConnection {
   int fd_ = -1;
 };
 
-// A client that pipelines `count` copies of `request` and never reads an
-// answer. Its receive buffer is small, so the server's writes to it stall.
+// A client that keeps pipelining `request` and never reads an answer. Its
+// receive buffer is small, so the server's writes to it stall; once the
+// server no longer reads its requests either (its send waits), the server
+// is stuck writing to it.
 class NeverReads {
  public:
-  NeverReads(std::uint16_t port, const std::string& request, int count) {
+  NeverReads(std::uint16_t port, const std::string& request) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     const int small = 4096;
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    timeval tv{0, 200000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(port);
@@ -90,45 +95,46 @@ class NeverReads {
         ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
       throw std::runtime_error("connect failed");
     }
-    std::string all;
-    for (int i = 0; i < count; ++i) all += request;
-    // What the kernel takes now; the server stalls long before the rest.
-    ::send(fd_, all.data(), all.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    std::string batch;
+    for (int i = 0; i < 64; ++i) batch += request;
+    sender_ = std::thread([this, batch] {
+      while (!stop_) {
+        const ssize_t n =
+            ::send(fd_, batch.data(), batch.size(), MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          blocked_ = true;  // the server stopped reading this connection
+        } else if (n < 0) {
+          closed_ = true;  // the server closed it
+          return;
+        }
+      }
+    });
   }
-  ~NeverReads() { ::close(fd_); }
+  ~NeverReads() {
+    stop_ = true;
+    sender_.join();
+    ::close(fd_);
+  }
   NeverReads(const NeverReads&) = delete;
   NeverReads& operator=(const NeverReads&) = delete;
 
+  bool blocked() const { return blocked_; }
+  bool closed() const { return closed_; }
+
  private:
   int fd_ = -1;
+  std::atomic<bool> stop_ = false, blocked_ = false, closed_ = false;
+  std::thread sender_;
 };
 
-// The server's established connections on `port` with unsent or
-// unacknowledged answers (a stalled write), from /proc/net/tcp.
-int StalledWrites(std::uint16_t port) {
-  std::ifstream tcp("/proc/net/tcp");
-  std::string line;
-  std::getline(tcp, line);  // the header
-  int stalled = 0;
-  while (std::getline(tcp, line)) {
-    std::istringstream fields(line);
-    std::string slot, local, remote, state, queues;
-    fields >> slot >> local >> remote >> state >> queues;
-    const auto colon = local.rfind(':');
-    if (colon == std::string::npos || state != "01") continue;
-    const unsigned long local_port =
-        std::stoul(local.substr(colon + 1), nullptr, 16);
-    const unsigned long tx_queue =
-        std::stoul(queues.substr(0, queues.find(':')), nullptr, 16);
-    stalled += local_port == port && tx_queue > 0;
-  }
-  return stalled;
-}
-
-// Waits (at most 20 s) until `n` of the server's writes on `port` stall.
-bool WaitForStalledWrites(std::uint16_t port, int n) {
+// Waits (at most 20 s) until `condition` holds for every client.
+template <class Condition>
+bool WaitForAll(const std::vector<std::unique_ptr<NeverReads>>& clients,
+                Condition condition) {
   for (int i = 0; i < 400; ++i) {
-    if (StalledWrites(port) >= n) return true;
+    bool all = true;
+    for (const auto& c : clients) all = all && condition(*c);
+    if (all) return true;
     std::this_thread::sleep_for(50ms);
   }
   return false;
@@ -541,14 +547,13 @@ TEST(LimitsTest, ClientsThatPipelineAndNeverReadCannotHoldAPort) {
                 .status,
             201);
 
+  const auto stuck = [](const NeverReads& c) { return c.blocked(); };
   std::vector<std::unique_ptr<NeverReads>> attack;
   for (int i = 0; i < kCap; ++i) {
     attack.push_back(std::make_unique<NeverReads>(
-        server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n",
-        2000));
+        server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
   }
-  ASSERT_TRUE(WaitForStalledWrites(server.admin_port(), kCap))
-      << StalledWrites(server.admin_port()) << " admin writes stalled";
+  ASSERT_TRUE(WaitForAll(attack, stuck)) << "the admin writes never stalled";
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
   auto renewed = Fetch(server.admin_port(), "PUT", "/v1/leases/job", {}, lease);
@@ -561,12 +566,12 @@ TEST(LimitsTest, ClientsThatPipelineAndNeverReadCannotHoldAPort) {
       Metric(server, "fencepost_connections_refused_total{port=\"admin\"}"),
       0);
 
+  std::vector<std::unique_ptr<NeverReads>> data_attack;
   for (int i = 0; i < kCap; ++i) {
-    attack.push_back(std::make_unique<NeverReads>(
-        server.data_port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n", 200));
+    data_attack.push_back(std::make_unique<NeverReads>(
+        server.data_port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
   }
-  ASSERT_TRUE(WaitForStalledWrites(server.data_port(), kCap))
-      << StalledWrites(server.data_port()) << " data writes stalled";
+  ASSERT_TRUE(WaitForAll(data_attack, stuck)) << "the data writes never stalled";
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/big").status, 200);
   EXPECT_EQ(
       Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
@@ -584,15 +589,15 @@ TEST(LimitsTest, AnAnswerNobodyReadsIsDroppedAfterTheWriteTimeout) {
   TempDir dir;
   ServerProcess server(dir / "data",
                        {"--write-timeout", "1", "--read-timeout", "600"});
-  NeverReads attack(server.admin_port(),
-                    "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 2000);
-  ASSERT_TRUE(WaitForStalledWrites(server.admin_port(), 1));
-  bool dropped = false;
-  for (int i = 0; i < 600 && !dropped; ++i) {  // 30 s at most
-    dropped = StalledWrites(server.admin_port()) == 0;
-    if (!dropped) std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_TRUE(dropped) << "the stalled answer was still pending";
+  std::vector<std::unique_ptr<NeverReads>> attack;
+  attack.push_back(std::make_unique<NeverReads>(
+      server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(WaitForAll(attack, [](const NeverReads& c) {
+    return c.blocked() || c.closed();
+  }));
+  EXPECT_TRUE(
+      WaitForAll(attack, [](const NeverReads& c) { return c.closed(); }))
+      << "the stalled answer was still pending";
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
 }
 
