@@ -251,9 +251,8 @@ struct JsonReader {
     }
   }
   static const char* NameOf(JsonValue::Kind kind) {
-    static constexpr const char* kNames[] = {"a string", "a number", "null",
-                                             "a boolean", "an array",
-                                             "an object"};
+    static constexpr const char* kNames[] = {
+        "a string", "a number", "null", "a boolean", "an array", "an object"};
     return kNames[static_cast<int>(kind)];
   }
   // Counts one more value against the budget, and checks its kind against
@@ -264,7 +263,8 @@ struct JsonReader {
     }
     ++values;
     const std::optional<JsonValue::Kind> kind = Upcoming();
-    if (shape != nullptr && kind && (shape->kinds & JsonShape::Bit(*kind)) == 0) {
+    if (shape != nullptr && kind &&
+        (shape->kinds & JsonShape::Bit(*kind)) == 0) {
       std::string allowed;
       for (int k = 0; k <= static_cast<int>(JsonValue::Kind::kObject); ++k) {
         if ((shape->kinds & (1u << k)) == 0) continue;
@@ -284,8 +284,9 @@ struct JsonReader {
       if (depth >= limits.depth) return Fail("nesting too deep");
       const bool array = in[at++] == '[';
       value->kind = array ? JsonValue::Kind::kArray : JsonValue::Kind::kObject;
-      const JsonShape* inner =
-          shape == nullptr ? nullptr : array ? shape->items : shape->members;
+      const JsonShape* inner = shape == nullptr ? nullptr
+                               : array          ? shape->items
+                                                : shape->members;
       if (Eat(array ? ']' : '}')) return true;
       do {
         if (array) {

@@ -299,12 +299,11 @@ asio::awaitable<Response> Service::Batch(const Request& req,
     const std::size_t shard = shards_->IndexOf(ops.writes.front().fence);
     for (const fence::FenceWrite& w : ops.writes) {
       if (shards_->IndexOf(w.fence) != shard) {
-        co_return Problemed(req,
-                            {ProblemType::kBadRequest,
-                             "the batch's fences live in different LMDB "
-                             "shards (--lmdb-shards), which cannot commit "
-                             "together",
-                             w.value->key, std::nullopt, std::nullopt});
+        co_return Problemed(req, {ProblemType::kBadRequest,
+                                  "the batch's fences live in different LMDB "
+                                  "shards (--lmdb-shards), which cannot commit "
+                                  "together",
+                                  w.value->key, std::nullopt, std::nullopt});
       }
     }
   }

@@ -175,9 +175,9 @@ std::optional<Response> Service::RefuseTarget(metrics::Port port,
   } else if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
     key_target = target.substr(kFencesPath.size());
   } else {
-    return Problemed(req, {ProblemType::kBadRequest,
-                           std::string(fence::Describe(error)), std::nullopt,
-                           std::nullopt, std::nullopt});
+    return Problemed(
+        req, {ProblemType::kBadRequest, std::string(fence::Describe(error)),
+              std::nullopt, std::nullopt, std::nullopt});
   }
   return Problemed(req,
                    {ProblemType::kBadKey, std::string(fence::Describe(error)),

@@ -99,8 +99,7 @@ class NeverReads {
     for (int i = 0; i < 64; ++i) batch += request;
     sender_ = std::thread([this, batch] {
       while (!stop_) {
-        const ssize_t n =
-            ::send(fd_, batch.data(), batch.size(), MSG_NOSIGNAL);
+        const ssize_t n = ::send(fd_, batch.data(), batch.size(), MSG_NOSIGNAL);
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
           blocked_ = true;  // the server stopped reading this connection
         } else if (n < 0) {
@@ -535,10 +534,10 @@ TEST(LimitsTest, ABatchOfNestedArraysIsRefusedWithoutAmplifyingIt) {
 TEST(LimitsTest, ClientsThatPipelineAndNeverReadCannotHoldAPort) {
   TempDir dir;
   constexpr int kCap = 8;
-  ServerProcess server(dir / "data",
-                       {"--admin-max-connections", std::to_string(kCap),
-                        "--max-connections", std::to_string(kCap),
-                        "--read-timeout", "60"});
+  ServerProcess server(
+      dir / "data",
+      {"--admin-max-connections", std::to_string(kCap), "--max-connections",
+       std::to_string(kCap), "--read-timeout", "60"});
   const std::string lease = R"({"holder":"leader","ttl_ms":60000})";
   auto granted = Fetch(server.admin_port(), "PUT", "/v1/leases/job", {}, lease);
   ASSERT_EQ(granted.status, 200) << granted.body;
@@ -560,18 +559,18 @@ TEST(LimitsTest, ClientsThatPipelineAndNeverReadCannotHoldAPort) {
   EXPECT_EQ(renewed.status, 200) << renewed.body;
   EXPECT_EQ(renewed.header("fencing-token"), granted.header("fencing-token"));
   // A probe that closes leaves its room to the next one: at least one shed.
-  EXPECT_GE(
-      Metric(server, "fencepost_connections_shed_total{port=\"admin\"}"), 1);
+  EXPECT_GE(Metric(server, "fencepost_connections_shed_total{port=\"admin\"}"),
+            1);
   EXPECT_EQ(
-      Metric(server, "fencepost_connections_refused_total{port=\"admin\"}"),
-      0);
+      Metric(server, "fencepost_connections_refused_total{port=\"admin\"}"), 0);
 
   std::vector<std::unique_ptr<NeverReads>> data_attack;
   for (int i = 0; i < kCap; ++i) {
     data_attack.push_back(std::make_unique<NeverReads>(
         server.data_port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
   }
-  ASSERT_TRUE(WaitForAll(data_attack, stuck)) << "the data writes never stalled";
+  ASSERT_TRUE(WaitForAll(data_attack, stuck))
+      << "the data writes never stalled";
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/big").status, 200);
   EXPECT_EQ(
       Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
@@ -592,12 +591,11 @@ TEST(LimitsTest, AnAnswerNobodyReadsIsDroppedAfterTheWriteTimeout) {
   std::vector<std::unique_ptr<NeverReads>> attack;
   attack.push_back(std::make_unique<NeverReads>(
       server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
-  ASSERT_TRUE(WaitForAll(attack, [](const NeverReads& c) {
-    return c.blocked() || c.closed();
-  }));
-  EXPECT_TRUE(
-      WaitForAll(attack, [](const NeverReads& c) { return c.closed(); }))
-      << "the stalled answer was still pending";
+  ASSERT_TRUE(WaitForAll(
+      attack, [](const NeverReads& c) { return c.blocked() || c.closed(); }));
+  EXPECT_TRUE(WaitForAll(attack, [](const NeverReads& c) {
+    return c.closed();
+  })) << "the stalled answer was still pending";
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
 }
 

@@ -58,10 +58,9 @@ TEST(JsonTest, RefusesWhatIsNotAFlatObject) {
 constexpr JsonShape kStrings{JsonShape::Bit(JsonValue::Kind::kString)};
 constexpr JsonShape kObjects{JsonShape::Bit(JsonValue::Kind::kObject), nullptr,
                              &kStrings};
-constexpr JsonShape kArrays{JsonShape::Bit(JsonValue::Kind::kArray),
-                            &kObjects};
-constexpr JsonShape kDocument{JsonShape::Bit(JsonValue::Kind::kObject),
-                              nullptr, &kArrays};
+constexpr JsonShape kArrays{JsonShape::Bit(JsonValue::Kind::kArray), &kObjects};
+constexpr JsonShape kDocument{JsonShape::Bit(JsonValue::Kind::kObject), nullptr,
+                              &kArrays};
 
 // {"ops":[[[0,0,...],...],...]} of about `bytes`, within depth 4 and 1000
 // items per array: unchecked, each "0," built a value of some 90 bytes.
@@ -82,7 +81,8 @@ TEST(JsonTest, AShapeStopsTheParseAtTheFirstWrongValue) {
   ASSERT_GT(body.size(), 4000000u);
   JsonValue doc;
   JsonStats stats;
-  const std::string error = ParseJson(body, &doc, {4, 1000, 8, 65536, &kDocument}, &stats);
+  const std::string error =
+      ParseJson(body, &doc, {4, 1000, 8, 65536, &kDocument}, &stats);
   EXPECT_EQ(error, "an array where an object belongs at byte 8");
   EXPECT_EQ(stats.bytes, 8u) << "it read no further than the first wrong value";
   EXPECT_EQ(stats.values, 3u) << "the document, ops, and the refused item";
@@ -92,9 +92,10 @@ TEST(JsonTest, AShapeStopsTheParseAtTheFirstWrongValue) {
                       {4, 1000, 8, 65536, &kDocument})
                 .find("a number where a string belongs"),
             std::string::npos);
-  EXPECT_NE(ParseJson(R"([{"op":"put"}])", &doc, {4, 1000, 8, 65536, &kDocument})
-                .find("an array where an object belongs at byte 0"),
-            std::string::npos);
+  EXPECT_NE(
+      ParseJson(R"([{"op":"put"}])", &doc, {4, 1000, 8, 65536, &kDocument})
+          .find("an array where an object belongs at byte 0"),
+      std::string::npos);
   ASSERT_EQ(ParseJson(R"({"ops":[{"op":"put","key":"k","value":""}]})", &doc,
                       {4, 1000, 8, 65536, &kDocument}, &stats),
             "");
