@@ -79,18 +79,22 @@ std::string_view QueryOf(std::string_view target) {
   return q == std::string_view::npos ? std::string_view() : target.substr(q);
 }
 
-KeyError DecodeKey(std::string_view target, std::string* key) {
+KeyError CheckTarget(std::string_view target) {
   if (target.empty() || target.front() != '/') return KeyError::kNotOriginForm;
   const std::string_view query = QueryOf(target);
-  std::string_view path = target.substr(1, target.size() - 1 - query.size());
+  const std::string_view path = target.substr(0, target.size() - query.size());
   if (auto error = CheckCharacters(path, false); error != KeyError::kOk) {
     return error;
   }
-  if (auto error = CheckCharacters(query, true); error != KeyError::kOk) {
-    return error;
-  }
+  return CheckCharacters(query, true);
+}
 
-  // Cannot fail: CheckCharacters saw every escape well-formed.
+KeyError DecodeKey(std::string_view target, std::string* key) {
+  if (auto error = CheckTarget(target); error != KeyError::kOk) return error;
+  const std::string_view query = QueryOf(target);
+  const std::string_view path =
+      target.substr(1, target.size() - 1 - query.size());
+  // Cannot fail: CheckTarget saw every escape well-formed.
   *key = *PercentDecode(path, PercentMode::kStrict);
   return ValidateKey(*key);
 }

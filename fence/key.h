@@ -24,6 +24,13 @@ enum class KeyError {
   kDotSegment,    // a "." or ".." segment
 };
 
+// Checks a request target's shape, whatever it names: origin form (RFC 9112
+// section 3.2.1), no fragment, and in the path and query only the
+// characters RFC 3986 allows unencoded (unreserved, sub-delims, ':', '@',
+// '/', and '?' in the query) and well-formed percent escapes. Every route of
+// both ports passes this before it is served; DecodeKey starts with it.
+KeyError CheckTarget(std::string_view target);
+
 // Turns a request target into a key. The target must be in origin form
 // (RFC 9112 section 3.2.1): '/' then the path, then optionally '?' and a
 // query; no fragment. Path and query hold only the characters RFC 3986

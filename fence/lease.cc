@@ -1,5 +1,7 @@
 #include "fence/lease.h"
 
+#include <algorithm>
+
 #include "fence/big_endian.h"
 
 namespace fencepost::fence {
@@ -58,9 +60,27 @@ std::optional<LeaseTable::Entry> LeaseTable::Find(std::string_view name) const {
   return it->second;
 }
 
+namespace {
+
+// Whether `entry` belongs in the deadline index: held, expiry not noticed.
+bool Pending(const LeaseTable::Entry& entry) {
+  return !entry.record.released && !entry.expiry_noticed;
+}
+
+}  // namespace
+
+void LeaseTable::Index(const std::string& name, const Entry* before,
+                       const Entry& after) {
+  if (before != nullptr && Pending(*before)) {
+    by_deadline_.erase({before->deadline_ns, name});
+  }
+  if (Pending(after)) by_deadline_.emplace(after.deadline_ns, name);
+}
+
 void LeaseTable::Set(const std::string& name, Entry entry) {
   std::lock_guard lock(mu_);
   auto [it, added] = entries_.try_emplace(name);
+  Index(name, added ? nullptr : &it->second, entry);
   if (!added && it->second.record.fence != entry.record.fence) {
     auto old = by_fence_.find(it->second.record.fence);
     if (old != by_fence_.end()) {
@@ -103,13 +123,15 @@ std::vector<std::pair<std::string, LeaseRecord>> LeaseTable::NoticeExpired(
     std::int64_t now_ns) {
   std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, LeaseRecord>> noticed;
-  for (auto& [name, entry] : entries_) {
-    if (!entry.record.released && !entry.expiry_noticed &&
-        now_ns >= entry.deadline_ns) {
-      entry.expiry_noticed = true;
-      noticed.emplace_back(name, entry.record);
-    }
+  while (!by_deadline_.empty() && by_deadline_.begin()->first <= now_ns) {
+    auto node = by_deadline_.extract(by_deadline_.begin());
+    Entry& entry = entries_.find(node.value().second)->second;
+    entry.expiry_noticed = true;
+    noticed.emplace_back(std::move(node.value().second), entry.record);
   }
+  // In name order, as a walk of the records gave them.
+  std::sort(noticed.begin(), noticed.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   return noticed;
 }
 
@@ -123,15 +145,24 @@ std::optional<LeaseRecord> LeaseTable::NoticeExpired(std::string_view name,
       now_ns < entry.deadline_ns) {
     return std::nullopt;
   }
+  by_deadline_.erase({entry.deadline_ns, it->first});
   entry.expiry_noticed = true;
   return entry.record;
 }
 
 std::size_t LeaseTable::Live(std::int64_t now_ns) const {
   std::lock_guard lock(mu_);
-  std::size_t n = 0;
-  for (const auto& [name, entry] : entries_) n += IsLive(entry, now_ns);
-  return n;
+  std::size_t ran_out = 0;
+  for (auto it = by_deadline_.begin();
+       it != by_deadline_.end() && it->first <= now_ns; ++it) {
+    ++ran_out;
+  }
+  return by_deadline_.size() - ran_out;
+}
+
+std::size_t LeaseTable::Held() const {
+  std::lock_guard lock(mu_);
+  return by_deadline_.size();
 }
 
 }  // namespace fencepost::fence

@@ -113,12 +113,22 @@ class LeaseTable {
                                            std::int64_t now_ns);
   // Leases held and not run out at `now_ns`.
   std::size_t Live(std::int64_t now_ns) const;
+  // Leases held whose expiry was not noticed: Live after NoticeExpired(now),
+  // in constant time (for --max-leases).
+  std::size_t Held() const;
 
  private:
+  // Keeps by_deadline_ in step with one entry's change.
+  void Index(const std::string& name, const Entry* before, const Entry& after);
+
   mutable std::mutex mu_;
   std::map<std::string, Entry, std::less<>> entries_;
   // Lease names by fence.
   std::map<std::string, std::set<std::string>, std::less<>> by_fence_;
+  // The leases neither released nor noticed expired, by deadline: expiries
+  // are found, and live leases counted, without walking the records of
+  // every lease ever granted.
+  std::set<std::pair<std::int64_t, std::string>> by_deadline_;
 };
 
 // Whether `entry` is held by someone at `now_ns`.

@@ -1,6 +1,7 @@
 #include "http/json.h"
 
 #include <ctime>
+#include <optional>
 
 #include "fence/key.h"
 
@@ -60,6 +61,7 @@ struct JsonReader {
   std::string_view in;
   std::size_t at = 0;
   std::string error;
+  std::size_t values = 0;  // built so far (ParseJson)
 
   bool Fail(std::string what) {
     error = std::move(what) + " at byte " + std::to_string(at);
@@ -224,12 +226,67 @@ struct JsonReader {
     if (c == '{' || c == '[') return Fail("a nested value");
     return Fail("expected a value");
   }
-  bool Value(JsonValue* value, const JsonLimits& limits, int depth) {
+  // The kind of the value starting at `at` (after space), by its first
+  // byte; nullopt when no value starts there (the parse then says why).
+  std::optional<JsonValue::Kind> Upcoming() {
+    SkipSpace();
+    if (at >= in.size()) return std::nullopt;
+    switch (in[at]) {
+      case '[':
+        return JsonValue::Kind::kArray;
+      case '{':
+        return JsonValue::Kind::kObject;
+      case '"':
+        return JsonValue::Kind::kString;
+      case 't':
+      case 'f':
+        return JsonValue::Kind::kBool;
+      case 'n':
+        return JsonValue::Kind::kNull;
+      default:
+        if (in[at] == '-' || (in[at] >= '0' && in[at] <= '9')) {
+          return JsonValue::Kind::kNumber;
+        }
+        return std::nullopt;
+    }
+  }
+  static const char* NameOf(JsonValue::Kind kind) {
+    static constexpr const char* kNames[] = {
+        "a string", "a number", "null", "a boolean", "an array", "an object"};
+    return kNames[static_cast<int>(kind)];
+  }
+  // Counts one more value against the budget, and checks its kind against
+  // `shape` before a byte of it is read.
+  bool Admit(const JsonLimits& limits, const JsonShape* shape) {
+    if (values >= limits.values) {
+      return Fail("more than " + std::to_string(limits.values) + " values");
+    }
+    ++values;
+    const std::optional<JsonValue::Kind> kind = Upcoming();
+    if (shape != nullptr && kind &&
+        (shape->kinds & JsonShape::Bit(*kind)) == 0) {
+      std::string allowed;
+      for (int k = 0; k <= static_cast<int>(JsonValue::Kind::kObject); ++k) {
+        if ((shape->kinds & (1u << k)) == 0) continue;
+        allowed += allowed.empty() ? "" : " or ";
+        allowed += NameOf(static_cast<JsonValue::Kind>(k));
+      }
+      return Fail(std::string(NameOf(*kind)) + " where " + allowed +
+                  " belongs");
+    }
+    return true;
+  }
+  bool Value(JsonValue* value, const JsonLimits& limits, int depth,
+             const JsonShape* shape) {
+    if (!Admit(limits, shape)) return false;
     SkipSpace();
     if (at < in.size() && (in[at] == '[' || in[at] == '{')) {
       if (depth >= limits.depth) return Fail("nesting too deep");
       const bool array = in[at++] == '[';
       value->kind = array ? JsonValue::Kind::kArray : JsonValue::Kind::kObject;
+      const JsonShape* inner = shape == nullptr ? nullptr
+                               : array          ? shape->items
+                                                : shape->members;
       if (Eat(array ? ']' : '}')) return true;
       do {
         if (array) {
@@ -237,7 +294,7 @@ struct JsonReader {
             return Fail("an array with more than " +
                         std::to_string(limits.items) + " items");
           }
-          if (!Value(&value->items.emplace_back(), limits, depth + 1)) {
+          if (!Value(&value->items.emplace_back(), limits, depth + 1, inner)) {
             return false;
           }
           continue;
@@ -254,7 +311,7 @@ struct JsonReader {
         }
         JsonMember& member = value->members.emplace_back();
         member.name = std::move(name);
-        if (!Value(&member.value, limits, depth + 1)) return false;
+        if (!Value(&member.value, limits, depth + 1, inner)) return false;
       } while (Eat(','));
       if (!Eat(array ? ']' : '}')) {
         return Fail(array ? "expected ',' or ']'" : "expected ',' or '}'");
@@ -280,12 +337,20 @@ const JsonValue* JsonValue::Find(std::string_view name) const {
 }
 
 std::string ParseJson(std::string_view text, JsonValue* value,
-                      const JsonLimits& limits) {
+                      const JsonLimits& limits, JsonStats* stats) {
   *value = JsonValue{};
-  JsonReader r{text, 0, {}};
-  if (!r.Value(value, limits, 0)) return r.error;
-  r.SkipSpace();
-  if (r.at != text.size()) return r.Fail("text after the value"), r.error;
+  JsonReader r{text, 0, {}, 0};
+  bool ok = r.Value(value, limits, 0, limits.shape);
+  if (ok) {
+    r.SkipSpace();
+    if (r.at != text.size()) ok = r.Fail("text after the value");
+  }
+  if (stats != nullptr) *stats = {r.values, r.at};
+  if (!ok) {
+    // What was built before the failure is of no use: free it now.
+    *value = JsonValue{};
+    return r.error;
+  }
   return {};
 }
 
@@ -325,7 +390,7 @@ std::string ParseFlatObject(std::string_view text,
                             std::map<std::string, JsonScalar>* members,
                             std::size_t max_members) {
   members->clear();
-  JsonReader r{text, 0, {}};
+  JsonReader r{text, 0, {}, 0};
   if (!r.Eat('{')) return "expected a JSON object";
   if (!r.Eat('}')) {
     do {

@@ -49,18 +49,45 @@ struct JsonMember {
   JsonValue value;
 };
 
+// The shape a document must have, checked while it is parsed: a value of
+// the wrong kind fails the parse where it starts, before anything after it
+// is read or built. (A few bytes such as `[0,0,...]` would otherwise build
+// a JsonValue of some 90 bytes each.)
+struct JsonShape {
+  // The kinds allowed here, a bit set of Bit(JsonValue::Kind).
+  unsigned kinds = ~0u;
+  const JsonShape* items = nullptr;    // of each array item; nullptr: any
+  const JsonShape* members = nullptr;  // of each member's value; nullptr: any
+
+  static constexpr unsigned Bit(JsonValue::Kind kind) {
+    return 1u << static_cast<unsigned>(kind);
+  }
+};
+
 // Bounds on what ParseJson builds, so a body's size alone cannot make it
-// use much more memory or time than the body.
+// use much more memory or time than the body: at most `values` values in
+// all (each holds about 100 bytes beside its text), nested at most `depth`
+// deep, and of the `shape` given, if any.
 struct JsonLimits {
   int depth = 8;
   std::size_t items = 1024;  // per array
   std::size_t members = 64;  // per object
+  std::size_t values = 65536;
+  const JsonShape* shape = nullptr;
+};
+
+// What a parse did, also when it failed: the values it built and the bytes
+// it read before it stopped.
+struct JsonStats {
+  std::size_t values = 0;
+  std::size_t bytes = 0;
 };
 
 // Parses `text` as one JSON value within `limits`. Returns an empty string
 // on success, else what is wrong with it.
 std::string ParseJson(std::string_view text, JsonValue* value,
-                      const JsonLimits& limits = {});
+                      const JsonLimits& limits = {},
+                      JsonStats* stats = nullptr);
 
 // Decodes standard base64 (RFC 4648 section 4: the + and / alphabet, padded
 // to a multiple of 4, no whitespace). False when `text` is not that.

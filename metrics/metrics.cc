@@ -105,6 +105,9 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
   lease_expirations_ =
       counter("fencepost_lease_expirations_total",
               "Leases that ran out without a release, counted when noticed.");
+  lease_limit_reached_ =
+      counter("fencepost_lease_limit_reached_total",
+              "Grants refused with 507: --max-leases leases were live.");
   leases_held_ = &BuildGauge()
                       .Name("fencepost_leases_held")
                       .Help("Live leases.")
@@ -279,6 +282,7 @@ std::string Metrics::Serialize() const {
 void Metrics::LeaseGranted() { lease_grants_->Increment(); }
 void Metrics::LeaseRenewed() { lease_renewals_->Increment(); }
 void Metrics::LeaseDenied() { lease_denied_->Increment(); }
+void Metrics::LeaseLimitReached() { lease_limit_reached_->Increment(); }
 void Metrics::LeaseReleased() { lease_releases_->Increment(); }
 void Metrics::LeasesExpired(std::size_t count) {
   if (count > 0) lease_expirations_->Increment(static_cast<double>(count));

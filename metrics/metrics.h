@@ -49,6 +49,8 @@ class Metrics {
   void LeaseDenied();
   void LeaseReleased();
   void LeasesExpired(std::size_t count);
+  // A grant refused because --max-leases leases were live.
+  void LeaseLimitReached();
   void SetLeasesHeld(double count);
   void SetMap(double used_bytes, double size_bytes, double max_bytes);
   void Request(Port port, std::string_view method, unsigned status,
@@ -78,6 +80,7 @@ class Metrics {
   prometheus::Counter* lease_denied_;
   prometheus::Counter* lease_releases_;
   prometheus::Counter* lease_expirations_;
+  prometheus::Counter* lease_limit_reached_;
   prometheus::Gauge* leases_held_;
   prometheus::Gauge* map_used_;
   prometheus::Gauge* map_size_;

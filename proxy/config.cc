@@ -270,6 +270,16 @@ const std::map<std::string, Flag>& Flags() {
         [](Config& c, const std::string& v) {
           c.idle_timeout = ParseSeconds("idle-timeout", v);
         }}},
+      {"write-timeout",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.write_timeout = ParseSeconds("write-timeout", v);
+        }}},
+      {"max-leases",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.max_leases = ParseCount("max-leases", v);
+        }}},
       {"lmdb-shards",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -450,6 +460,8 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --access-log                 log one line per request, whatever --log-level is (default off)
   --read-timeout SECONDS       deadline for a request's headers, then its body (default 10)
   --idle-timeout SECONDS       idle keep-alive connections close after this (default 75)
+  --write-timeout SECONDS      deadline for the client to take an answer (default 10)
+  --max-leases N               live leases at once; a grant past it gets 507 (default 100000)
   --max-connections N          open data-port connections; past it the oldest idle one
                                closes, or a new one gets 503 (default 4096)
   --admin-max-connections N    the same for the admin port (default 64)

@@ -65,6 +65,11 @@ struct Config {
   // may take to arrive, and how long an idle keep-alive connection is kept.
   double read_timeout = 10;
   double idle_timeout = 75;
+  // Not in SPEC's table: how long a client may take to read one answer.
+  double write_timeout = 10;
+  // Not in SPEC's table: live leases at once (a grant past it is refused;
+  // renewals never are).
+  std::size_t max_leases = 100000;
   // Not in SPEC's table: how many LMDB environments a new data directory is
   // split into (see fence::Shards); an existing directory keeps its own.
   std::size_t lmdb_shards = fence::Shards::kDefaultCount;

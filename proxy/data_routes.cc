@@ -187,11 +187,28 @@ struct BatchOps {
   bool bad_key = false;  // the error is the key's (bad-key), not the op's
 };
 
+// The batch document's shape, checked while it is parsed: an object of
+// arrays of objects of strings. A body of another shape (nested arrays of
+// numbers, say) fails at its first wrong value instead of being built whole
+// and refused after; so the parse holds at most a megabyte or so beside the
+// body's own strings.
+constexpr JsonShape kOpMembers{JsonShape::Bit(JsonValue::Kind::kString)};
+constexpr JsonShape kOp{JsonShape::Bit(JsonValue::Kind::kObject), nullptr,
+                        &kOpMembers};
+constexpr JsonShape kOps{JsonShape::Bit(JsonValue::Kind::kArray), &kOp};
+constexpr JsonShape kBatchShape{JsonShape::Bit(JsonValue::Kind::kObject),
+                                nullptr, &kOps};
+
+// At most the document, `ops`, and each op with its members (with room for
+// the extra members ReadBatch then refuses).
+constexpr JsonLimits kBatchLimits{3, kMaxBatchOps, 8, 2 + kMaxBatchOps * 9,
+                                  &kBatchShape};
+
 BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
                    const fence::Scopes& scopes) {
   BatchOps out;
   JsonValue doc;
-  if (std::string e = ParseJson(body, &doc, {4, kMaxBatchOps, 8}); !e.empty()) {
+  if (std::string e = ParseJson(body, &doc, kBatchLimits); !e.empty()) {
     out.error = "the body must be {\"ops\": [...]} in JSON: " + e;
     return out;
   }
@@ -282,12 +299,11 @@ asio::awaitable<Response> Service::Batch(const Request& req,
     const std::size_t shard = shards_->IndexOf(ops.writes.front().fence);
     for (const fence::FenceWrite& w : ops.writes) {
       if (shards_->IndexOf(w.fence) != shard) {
-        co_return Problemed(req,
-                            {ProblemType::kBadRequest,
-                             "the batch's fences live in different LMDB "
-                             "shards (--lmdb-shards), which cannot commit "
-                             "together",
-                             w.value->key, std::nullopt, std::nullopt});
+        co_return Problemed(req, {ProblemType::kBadRequest,
+                                  "the batch's fences live in different LMDB "
+                                  "shards (--lmdb-shards), which cannot commit "
+                                  "together",
+                                  w.value->key, std::nullopt, std::nullopt});
       }
     }
   }

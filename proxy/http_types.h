@@ -14,6 +14,7 @@ using fencepost::http::FormatRfc3339;
 using fencepost::http::JsonLimits;
 using fencepost::http::JsonMember;
 using fencepost::http::JsonScalar;
+using fencepost::http::JsonShape;
 using fencepost::http::JsonValue;
 using fencepost::http::ParseFlatObject;
 using fencepost::http::ParseJson;

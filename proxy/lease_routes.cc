@@ -148,6 +148,38 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
+std::optional<Response> Service::RefuseLeaseLimit(const Request& req,
+                                                  const fence::LeaseOp& op) {
+  // etcd keeps its leases itself, nothing of them in this process
+  // (docs/leases.md): its own quota bounds them.
+  if (shards_ == nullptr) return std::nullopt;
+  const std::int64_t now = shards_->SteadyNow();
+  const std::string_view fence = scopes_.FenceFor(op.name);
+  if (auto entry = shards_->LeasesOf(fence).Find(op.name)) {
+    const bool holder_of_record =
+        !entry->record.released && entry->record.holder == op.holder;
+    // A renewal is never refused, and an acquire of a live lease is 409.
+    if (holder_of_record || fence::IsLive(*entry, now)) return std::nullopt;
+  }
+  // Expiries first (counted and logged as anywhere), so that only live
+  // leases count; each costs its own removal, not a walk of every record.
+  std::size_t live = 0;
+  for (std::size_t i = 0; i < shards_->size(); ++i) {
+    fence::LeaseTable& table = shards_->env(i).lease_table();
+    for (const auto& [name, lease] : table.NoticeExpired(now)) {
+      LeaseExpired(name, lease);
+    }
+    live += table.Held();
+  }
+  if (live < config_.max_leases) return std::nullopt;
+  metrics_.LeaseLimitReached();
+  return Problemed(req, {ProblemType::kTooManyLeases,
+                         "--max-leases (" + std::to_string(config_.max_leases) +
+                             ") leases are live; a lease is granted again "
+                             "once one is released or runs out",
+                         op.name, std::nullopt, std::nullopt});
+}
+
 void Service::LeaseExpired(const std::string& name,
                            const fence::LeaseRecord& lease) {
   metrics_.LeasesExpired(1);
@@ -188,6 +220,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
       !error.empty()) {
     co_return BadLeaseBody(req, name, std::move(error));
   }
+  if (auto refused = RefuseLeaseLimit(req, op)) co_return std::move(*refused);
   const std::string holder = op.holder;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {

@@ -348,6 +348,7 @@ int Serve(const proxy::Config& config) {
       .max_body = config.max_body,
       .read_timeout = Millis(config.read_timeout),
       .idle_timeout = Millis(config.idle_timeout),
+      .write_timeout = Millis(config.write_timeout),
       .tls = nullptr,
       .max_connections =
           FitConnectionCap(config, config.backend_spec.kind ==

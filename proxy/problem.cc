@@ -88,6 +88,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kTokensExhausted:
       return {http::status::conflict, "tokens-exhausted",
               "No higher fencing token is left to grant"};
+    case ProblemType::kTooManyLeases:
+      return {http::status::insufficient_storage, "too-many-leases",
+              "Too many live leases"};
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }

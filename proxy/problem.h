@@ -36,7 +36,8 @@ enum class ProblemType {
   kLeaseNotHeld,        // release by a non-holder or with a wrong token
   kStoreUnavailable,    // --fence-store etcd://: etcd down or without quorum
   kTokensExhausted,     // a grant on a fence at the largest token
-  kLast = kTokensExhausted,
+  kTooManyLeases,       // a grant past --max-leases live leases
+  kLast = kTooManyLeases,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

@@ -9,6 +9,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffer_traits.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/error.hpp>
@@ -159,17 +161,29 @@ asio::awaitable<void> Server::Accept(Listener& listener) {
 }
 
 bool Server::MakeRoom(Listener& listener) {
-  for (auto phase : {Connection::Phase::kIdle, Connection::Phase::kReading}) {
-    for (Connection& c : listener.connections) {
-      if (c.phase == phase && !c.shed) {
-        c.shed = true;
-        c.stream->cancel();
-        metrics_.ConnectionShed(listener.port);
-        return true;
+  // A client that pipelines requests and never reads the answers stalls in
+  // kWriting: it goes first with the idle ones, by how long it has been
+  // stuck, so such clients cannot hold a port either.
+  Connection* victim = nullptr;
+  for (Connection& c : listener.connections) {
+    if (c.shed) continue;
+    const bool stuck = c.phase == Connection::Phase::kIdle ||
+                       c.phase == Connection::Phase::kWriting;
+    if (stuck && (victim == nullptr || c.since < victim->since)) victim = &c;
+  }
+  if (victim == nullptr) {
+    for (Connection& c : listener.connections) {  // oldest first
+      if (!c.shed && c.phase == Connection::Phase::kReading) {
+        victim = &c;
+        break;
       }
     }
   }
-  return false;
+  if (victim == nullptr) return false;
+  victim->shed = true;
+  victim->stream->cancel();
+  metrics_.ConnectionShed(listener.port);
+  return true;
 }
 
 asio::awaitable<void> Server::Refuse(tcp::socket socket) {
@@ -272,9 +286,10 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
   auto& lowest = beast::get_lowest_layer(stream);
   const std::string client = ClientOf(lowest.socket());
   beast::flat_buffer buffer(kBufferLimit);
-  while (!shutting_down_ || buffer.size() > 0) {
+  while ((!shutting_down_ || buffer.size() > 0) && !self.shed) {
     if (buffer.size() == 0) {
       self.phase = Connection::Phase::kIdle;
+      self.since = std::chrono::steady_clock::now();
       const bool more = co_await AwaitRequest(stream, buffer, self);
       if (!more) break;
     }
@@ -290,12 +305,14 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
     Response res = co_await Answer(port, request, received, client);
     const bool keep_alive = !received.refusal && !received.screened &&
                             request.keep_alive() && !shutting_down_;
-    const bool sent = co_await WriteResponse(stream, request, res, keep_alive);
+    const bool sent =
+        co_await WriteResponse(stream, request, res, keep_alive, self);
     Account(port, request, res, client, arrived, handled);
     if (!sent || !keep_alive) break;
   }
   // From here the connection only winds down: it may be shed.
   self.phase = Connection::Phase::kIdle;
+  self.since = std::chrono::steady_clock::now();
   if (self.shed) co_return;
   co_await WindDown(stream, self);
 }
@@ -380,17 +397,28 @@ asio::awaitable<Response> Server::Answer(metrics::Port port,
 template <class Stream>
 asio::awaitable<bool> Server::WriteResponse(Stream& stream,
                                             const Request& request,
-                                            Response& res, bool keep_alive) {
+                                            Response& res, bool keep_alive,
+                                            Connection& self) {
   routes::FinishHead(request, res);
   res.keep_alive(keep_alive);
   const std::string head = Head(res);
-  const std::array<asio::const_buffer, 2> out = {asio::buffer(head),
-                                                 asio::buffer(res.body())};
+  beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(
+      std::array<asio::const_buffer, 2>{asio::buffer(head),
+                                        asio::buffer(res.body())});
   beast::error_code ec;
-  beast::get_lowest_layer(stream).expires_after(options_.read_timeout);
-  co_await asio::async_write(stream, out,
-                             asio::redirect_error(asio::use_awaitable, ec));
-  co_return !ec;
+  // One deadline for the whole answer: a client that reads a byte now and
+  // then cannot keep it pending.
+  beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
+  self.phase = Connection::Phase::kWriting;
+  self.since = std::chrono::steady_clock::now();
+  while (beast::buffer_bytes(rest) > 0) {
+    const std::size_t n = co_await stream.async_write_some(
+        rest, asio::redirect_error(asio::use_awaitable, ec));
+    if (ec || self.shed) co_return false;
+    rest.consume(n);
+    self.since = std::chrono::steady_clock::now();
+  }
+  co_return true;
 }
 
 void Server::Account(metrics::Port port, const Request& request,

@@ -32,11 +32,18 @@ namespace fencepost::proxy {
 // length is ambiguous gets 400 and the connection closes). Each connection
 // loop only reads, hands the request to Service, and writes.
 //
-// Each port has a connection cap. A new connection past it closes the
-// oldest idle one (waiting for a request, in its TLS handshake, or
-// lingering after its last answer) to make room, else the oldest one still
-// receiving its request; when every connection is being answered, the new
-// one is answered 503 and closed. Both are counted.
+// A connection reads its next request only once its answer is written, so
+// what one connection has unanswered is bounded by its buffer (kBufferLimit)
+// and the kernel's; an answer the client does not read within
+// --write-timeout closes the connection.
+//
+// Each port has a connection cap. A new connection past it closes, to make
+// room, the connection that has made no progress for longest among those
+// idle (waiting for a request, in its TLS handshake, or lingering after its
+// last answer) and those stalled writing an answer the client does not
+// read; else the oldest one still receiving its request. When every
+// connection is being answered, the new one is answered 503 and closed.
+// Both are counted.
 //
 // Thread safety: everything runs on the io_context's one thread; Shutdown is
 // called from a handler on that thread.
@@ -46,6 +53,8 @@ class Server {
     std::uint64_t max_body = 4194304;
     std::chrono::milliseconds read_timeout{10000};
     std::chrono::milliseconds idle_timeout{75000};
+    // How long one answer may wait for the client to read it.
+    std::chrono::milliseconds write_timeout{10000};
     // TLS on both ports when set (--tls-cert); nullptr serves plain HTTP.
     std::shared_ptr<boost::asio::ssl::context> tls;
     std::size_t max_connections = 4096;      // data port
@@ -74,11 +83,15 @@ class Server {
   struct Connection {
     enum class Phase {
       kIdle,      // no request under way: shed first
+      kWriting,   // its answer being written: shed first too
       kReading,   // a request's header or body arriving: shed next
-      kHandling,  // being answered: never shed
+      kHandling,  // being handled: never shed
     };
     boost::beast::tcp_stream* stream;
     Phase phase = Phase::kIdle;
+    // When it last made progress: became idle, or wrote some of its answer.
+    std::chrono::steady_clock::time_point since =
+        std::chrono::steady_clock::now();
     bool shed = false;  // cancelled to make room: close without lingering
   };
   struct Listener {
@@ -92,9 +105,10 @@ class Server {
   };
 
   boost::asio::awaitable<void> Accept(Listener& listener);
-  // Makes room for one more connection: closes the oldest idle one, else
-  // the oldest one still receiving its request (a slow client cannot hold
-  // a slot). False when every connection is being answered.
+  // Makes room for one more connection: closes the idle or stalled writing
+  // one that made no progress for longest, else the oldest one still
+  // receiving its request (a slow client cannot hold a slot). False when
+  // every connection is being handled.
   bool MakeRoom(Listener& listener);
   boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);
   boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket,
@@ -133,12 +147,14 @@ class Server {
                                           const Request& request,
                                           Received& received,
                                           const std::string& client);
-  // Writes `res` (HEAD's body rule applied, Connection set); false when the
-  // write failed.
+  // Writes `res` (HEAD's body rule applied, Connection set) within
+  // --write-timeout, noting each step of progress in `self`; false when the
+  // write failed, timed out or was shed.
   template <class Stream>
   boost::asio::awaitable<bool> WriteResponse(Stream& stream,
                                              const Request& request,
-                                             Response& res, bool keep_alive);
+                                             Response& res, bool keep_alive,
+                                             Connection& self);
   // Counts the request and, with --access-log, logs it.
   void Account(metrics::Port port, const Request& request, const Response& res,
                const std::string& client,

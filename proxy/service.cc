@@ -86,6 +86,7 @@ Service::Service(const Config& config, storage::Fences& fences,
 asio::awaitable<Response> Service::Handle(metrics::Port port,
                                           const Request& request,
                                           const std::string& client) {
+  if (auto refused = RefuseTarget(port, request)) co_return std::move(*refused);
   if (port == metrics::Port::kData) {
     co_return co_await HandleData(request, client);
   }
@@ -124,6 +125,7 @@ std::optional<Response> Service::RefuseWrite(const Request& req,
 
 std::optional<Response> Service::Screen(metrics::Port port,
                                         const Request& req) {
+  if (auto refused = RefuseTarget(port, req)) return refused;
   const http::verb method = req.method();
   if (port == metrics::Port::kData) {
     if (PathOf(req.target()) == "/" && method == http::verb::post) {
@@ -157,6 +159,29 @@ std::optional<Response> Service::Screen(metrics::Port port,
     return RefuseWrite(req, key, false);
   }
   return std::nullopt;
+}
+
+std::optional<Response> Service::RefuseTarget(metrics::Port port,
+                                              const Request& req) {
+  const std::string_view target = req.target();
+  const fence::KeyError error = fence::CheckTarget(target);
+  if (error == fence::KeyError::kOk) return std::nullopt;
+  std::string_view key_target;
+  const std::string_view path = PathOf(target);
+  if (port == metrics::Port::kData) {
+    key_target = target;
+  } else if (path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") {
+    key_target = target.substr(kLeasesPath.size());
+  } else if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
+    key_target = target.substr(kFencesPath.size());
+  } else {
+    return Problemed(
+        req, {ProblemType::kBadRequest, std::string(fence::Describe(error)),
+              std::nullopt, std::nullopt, std::nullopt});
+  }
+  return Problemed(req,
+                   {ProblemType::kBadKey, std::string(fence::Describe(error)),
+                    ShownKey(key_target)});
 }
 
 std::optional<Response> Service::RefuseKey(const Request& req,

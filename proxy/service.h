@@ -95,6 +95,10 @@ class Service {
   boost::asio::awaitable<Response> GetLease(const Request& request,
                                             const std::string& name);
   boost::asio::awaitable<Response> ListLeases(const Request& request);
+  // The 507 for an acquire that would make a live lease past --max-leases;
+  // nullopt for a renewal (by the holder of record) and under the limit.
+  std::optional<Response> RefuseLeaseLimit(const Request& request,
+                                           const fence::LeaseOp& op);
   // Counts and logs a lease that ran out without a release (noticed once).
   void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
   // The answer to a lease operation that failed (counts a noticed expiry).
@@ -107,6 +111,11 @@ class Service {
   Response LogLevel(const Request& request);
   Response Metrics(const Request& request);
   boost::asio::awaitable<Response> Ready(const Request& request);
+  // The 400 for a target of the wrong shape (fence::CheckTarget), on any
+  // route of either port: `bad-key` where the target names a key (the data
+  // port, /v1/leases/NAME, /v1/fences/KEY), else `bad-request`.
+  std::optional<Response> RefuseTarget(metrics::Port port,
+                                       const Request& request);
   // The 400 for a target that is not a key; sets *key when it is one.
   std::optional<Response> RefuseKey(const Request& request,
                                     std::string_view target, std::string* key);

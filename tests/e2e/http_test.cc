@@ -112,6 +112,44 @@ TEST_F(HttpTest, BadKeysAre400) {
   EXPECT_EQ(Get("sp%20ace"), "decoded");
 }
 
+// One target check for every route: the batch route (POST /) and the admin
+// port's paths refuse what a PUT to a key refuses, and nothing changes.
+TEST_F(HttpTest, EveryRouteRefusesABadTarget) {
+  const std::string batch =
+      R"({"ops":[{"op":"put","key":"target/batch","value":"dg=="}]})";
+  for (const char* target : {"/?#frag%zz", "/#frag", "/?q=%zz", "/?a\\b"}) {
+    auto r = Raw(std::string("POST ") + target +
+                 " HTTP/1.1\r\nHost: x\r\nFencing-Token: 1\r\n"
+                 "Content-Length: " +
+                 std::to_string(batch.size()) + "\r\n\r\n" + batch);
+    EXPECT_EQ(r.status, 400) << "POST " << target;
+    EXPECT_NE(r.body.find("bad-key"), std::string::npos) << target;
+  }
+  EXPECT_EQ(Fetch(port(), "GET", "/target/batch").status, 404)
+      << "no refused batch was applied";
+  EXPECT_EQ(Fetch(port(), "POST", "/", {{"Fencing-Token", "1"}}, batch).status,
+            200)
+      << "the same batch at a good target";
+
+  for (const char* target :
+       {"/livez?#x", "/readyz#frag", "/metrics?a=%zz", "/healthz?\x7f",
+        "/v1/fences?prefix=a#b", "/v1/leases?prefix=%G0", "/v1/rejections#",
+        "/nowhere#x", "/v1/leases/a#b", "/v1/fences/a%zz"}) {
+    auto r = HttpClient(admin()).Raw(std::string("GET ") + target +
+                                     " HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_EQ(r.status, 400) << target;
+    EXPECT_EQ(r.header("content-type"), "application/problem+json") << target;
+  }
+  auto lease = HttpClient(admin()).Raw(
+      "PUT /v1/leases/a?%zz HTTP/1.1\r\nHost: x\r\nContent-Length: 30\r\n"
+      "\r\n{\"holder\":\"h\",\"ttl_ms\":1000}  ");
+  EXPECT_EQ(lease.status, 400);
+  EXPECT_NE(lease.body.find("bad-key"), std::string::npos);
+  EXPECT_EQ(Fetch(admin(), "GET", "/v1/leases/a").status, 404)
+      << "the refused acquire granted nothing";
+  EXPECT_EQ(Fetch(admin(), "GET", "/livez?probe=1").status, 200);
+}
+
 TEST_F(HttpTest, HeadersOver16KiBAre431) {
   auto r = RawThenClosed("GET /k HTTP/1.1\r\nHost: x\r\nX-Big: " +
                          std::string(17 * 1024, 'a') + "\r\n\r\n");

@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -73,9 +75,84 @@ class RawConnection {
   int fd_ = -1;
 };
 
+// A client that keeps pipelining `request` and never reads an answer. Its
+// receive buffer is small, so the server's writes to it stall; once the
+// server no longer reads its requests either (its send waits), the server
+// is stuck writing to it.
+class NeverReads {
+ public:
+  NeverReads(std::uint16_t port, const std::string& request) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    const int small = 4096;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    timeval tv{0, 200000};
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd_ < 0 ||
+        ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      throw std::runtime_error("connect failed");
+    }
+    std::string batch;
+    for (int i = 0; i < 64; ++i) batch += request;
+    sender_ = std::thread([this, batch] {
+      while (!stop_) {
+        const ssize_t n = ::send(fd_, batch.data(), batch.size(), MSG_NOSIGNAL);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          blocked_ = true;  // the server stopped reading this connection
+        } else if (n < 0) {
+          closed_ = true;  // the server closed it
+          return;
+        }
+      }
+    });
+  }
+  ~NeverReads() {
+    stop_ = true;
+    sender_.join();
+    ::close(fd_);
+  }
+  NeverReads(const NeverReads&) = delete;
+  NeverReads& operator=(const NeverReads&) = delete;
+
+  bool blocked() const { return blocked_; }
+  bool closed() const { return closed_; }
+
+ private:
+  int fd_ = -1;
+  std::atomic<bool> stop_ = false, blocked_ = false, closed_ = false;
+  std::thread sender_;
+};
+
+// Waits (at most 20 s) until `condition` holds for every client.
+template <class Condition>
+bool WaitForAll(const std::vector<std::unique_ptr<NeverReads>>& clients,
+                Condition condition) {
+  for (int i = 0; i < 400; ++i) {
+    bool all = true;
+    for (const auto& c : clients) all = all && condition(*c);
+    if (all) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return false;
+}
+
 double Metric(const ServerProcess& server, const std::string& series) {
   return MetricValue(Fetch(server.admin_port(), "GET", "/metrics").body,
                      series);
+}
+
+// The process's peak resident set (VmHWM), in bytes; 0 if unknown.
+std::size_t PeakRss(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;  // in kB
+    }
+  }
+  return 0;
 }
 
 // Waits (at most 10 s) until `series` reaches `value`.
@@ -402,6 +479,186 @@ TEST(LimitsTest, PastTheQueueBoundWritesGet503WithRetryAfterAndChangeNothing) {
   for (const std::string& key : accepted) {
     EXPECT_EQ(Fetch(server.data_port(), "GET", key).body, "v") << key;
   }
+}
+
+// A batch body of nested arrays (within the JSON reader's depth and item
+// bounds) is refused at its first wrong value: the server's memory stays a
+// small multiple of the bodies it holds. Unchecked, each 4 MB body built
+// about 190 MB of values before its 400.
+TEST(LimitsTest, ABatchOfNestedArraysIsRefusedWithoutAmplifyingIt) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  std::string inner = "[";
+  for (int i = 0; i < 999; ++i) inner += "0,";
+  inner += "0]";
+  std::string middle = "[";
+  for (int i = 0; i < 999; ++i) middle += inner + ",";
+  middle += inner + "]";
+  std::string body = "{\"ops\":[";
+  while (body.size() + middle.size() < 4000000) body += middle + ",";
+  body += middle + "]}";
+  ASSERT_LT(body.size(), 4194304u) << "within --max-body";
+  std::vector<std::thread> clients;
+  std::atomic<int> refused = 0;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      HttpClient client(server.data_port());
+      for (int i = 0; i < 4; ++i) {
+        auto r = client.Request("POST", "/", {{"Fencing-Token", "1"}}, body);
+        if (r.status == 400 &&
+            r.body.find("an array where an object belongs") !=
+                std::string::npos) {
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_EQ(refused, 16) << "each body is 400 for its first op's shape";
+  const std::size_t peak = PeakRss(server.pid());
+  EXPECT_GT(peak, 0u);
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr std::size_t kBound = 256u << 20;
+#else
+  constexpr std::size_t kBound = 96u << 20;
+#endif
+  EXPECT_LT(peak, kBound) << "peak RSS " << (peak >> 20) << " MiB";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+}
+
+// Clients that pipeline requests and never read the answers fill the admin
+// port's cap with stalled writes; the probes and a leader's renewal on new
+// connections are still answered: a stalled connection makes room. The same
+// on the data port. (Such clients once made every new connection 503 until
+// their writes timed out.)
+TEST(LimitsTest, ClientsThatPipelineAndNeverReadCannotHoldAPort) {
+  TempDir dir;
+  constexpr int kCap = 8;
+  ServerProcess server(
+      dir / "data",
+      {"--admin-max-connections", std::to_string(kCap), "--max-connections",
+       std::to_string(kCap), "--read-timeout", "60"});
+  const std::string lease = R"({"holder":"leader","ttl_ms":60000})";
+  auto granted = Fetch(server.admin_port(), "PUT", "/v1/leases/job", {}, lease);
+  ASSERT_EQ(granted.status, 200) << granted.body;
+  ASSERT_EQ(Fetch(server.data_port(), "PUT", "/big", {{"Fencing-Token", "1"}},
+                  std::string(256 << 10, 'b'))
+                .status,
+            201);
+
+  const auto stuck = [](const NeverReads& c) { return c.blocked(); };
+  std::vector<std::unique_ptr<NeverReads>> attack;
+  for (int i = 0; i < kCap; ++i) {
+    attack.push_back(std::make_unique<NeverReads>(
+        server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  }
+  ASSERT_TRUE(WaitForAll(attack, stuck)) << "the admin writes never stalled";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
+  auto renewed = Fetch(server.admin_port(), "PUT", "/v1/leases/job", {}, lease);
+  EXPECT_EQ(renewed.status, 200) << renewed.body;
+  EXPECT_EQ(renewed.header("fencing-token"), granted.header("fencing-token"));
+  // A probe that closes leaves its room to the next one: at least one shed.
+  EXPECT_GE(Metric(server, "fencepost_connections_shed_total{port=\"admin\"}"),
+            1);
+  EXPECT_EQ(
+      Metric(server, "fencepost_connections_refused_total{port=\"admin\"}"), 0);
+
+  std::vector<std::unique_ptr<NeverReads>> data_attack;
+  for (int i = 0; i < kCap; ++i) {
+    data_attack.push_back(std::make_unique<NeverReads>(
+        server.data_port(), "GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
+  }
+  ASSERT_TRUE(WaitForAll(data_attack, stuck))
+      << "the data writes never stalled";
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/big").status, 200);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v")
+          .status,
+      201);
+  EXPECT_GE(Metric(server, "fencepost_connections_shed_total{port=\"data\"}"),
+            1);
+  EXPECT_EQ(
+      Metric(server, "fencepost_connections_refused_total{port=\"data\"}"), 0);
+}
+
+// An answer the client does not take within --write-timeout closes its
+// connection, whatever --read-timeout says.
+TEST(LimitsTest, AnAnswerNobodyReadsIsDroppedAfterTheWriteTimeout) {
+  TempDir dir;
+  ServerProcess server(dir / "data",
+                       {"--write-timeout", "1", "--read-timeout", "600"});
+  std::vector<std::unique_ptr<NeverReads>> attack;
+  attack.push_back(std::make_unique<NeverReads>(
+      server.admin_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_TRUE(WaitForAll(
+      attack, [](const NeverReads& c) { return c.blocked() || c.closed(); }));
+  EXPECT_TRUE(WaitForAll(attack, [](const NeverReads& c) {
+    return c.closed();
+  })) << "the stalled answer was still pending";
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/livez").status, 200);
+}
+
+// --max-leases bounds live leases: a grant past it is 507 too-many-leases
+// and grants nothing; renewals are never refused; a released or expired
+// lease no longer counts.
+TEST(LimitsTest, LiveLeasesAreBoundedAndRenewalsNeverRefused) {
+  TempDir dir;
+  ServerProcess server(dir / "data", {}, {"FENCEPOST_MAX_LEASES=5"});
+  const auto acquire = [&](const std::string& name, const std::string& holder,
+                           int ttl_ms = 60000) {
+    return Fetch(server.admin_port(), "PUT", "/v1/leases/" + name, {},
+                 R"({"holder":")" + holder + R"(","ttl_ms":)" +
+                     std::to_string(ttl_ms) + "}");
+  };
+  std::vector<std::string> tokens;
+  for (int i = 0; i < 5; ++i) {
+    auto r = acquire("l" + std::to_string(i), "h");
+    ASSERT_EQ(r.status, 200) << r.body;
+    tokens.push_back(r.header("fencing-token"));
+  }
+  auto over = acquire("l5", "h");
+  EXPECT_EQ(over.status, 507);
+  EXPECT_EQ(over.header("content-type"), "application/problem+json");
+  EXPECT_NE(over.body.find("urn:fencepost:problem:too-many-leases"),
+            std::string::npos)
+      << over.body;
+  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/v1/leases/l5").status, 404)
+      << "the refused grant left nothing";
+  EXPECT_EQ(Metric(server, "fencepost_lease_limit_reached_total"), 1);
+  auto renewed = acquire("l0", "h");
+  EXPECT_EQ(renewed.status, 200) << "a renewal at the limit";
+  EXPECT_EQ(renewed.header("fencing-token"), tokens[0]);
+  EXPECT_EQ(acquire("l0", "other").status, 409)
+      << "a live lease's acquire is still lease-held";
+
+  EXPECT_EQ(Fetch(server.admin_port(), "DELETE", "/v1/leases/l1",
+                  {{"Fencing-Token", tokens[1]}}, R"({"holder":"h"})")
+                .status,
+            204);
+  EXPECT_EQ(acquire("l5", "h").status, 200) << "a released lease is free room";
+  EXPECT_EQ(Fetch(server.admin_port(), "DELETE", "/v1/leases/l2",
+                  {{"Fencing-Token", tokens[2]}}, R"({"holder":"h"})")
+                .status,
+            204);
+  auto brief = acquire("brief", "b", 100);
+  ASSERT_EQ(brief.status, 200);
+  // Once `brief` runs out, its room is free again (bounded wait).
+  int status = 0;
+  for (int i = 0; i < 200 && status != 200; ++i) {
+    status = acquire("l6", "h").status;
+    if (status != 200) {
+      EXPECT_EQ(status, 507);
+      std::this_thread::sleep_for(50ms);
+    }
+  }
+  EXPECT_EQ(status, 200) << "an expired lease is free room";
+  auto again = acquire("brief", "b");
+  EXPECT_EQ(again.status, 200)
+      << "the holder of record renews past expiry, even at the limit";
+  EXPECT_EQ(again.header("fencing-token"), brief.header("fencing-token"));
+  EXPECT_GE(Metric(server, "fencepost_lease_limit_reached_total"), 1);
+  EXPECT_EQ(Metric(server, "fencepost_leases_held"), 6);
 }
 
 }  // namespace

@@ -260,5 +260,41 @@ TEST_F(LeaseTest, TheTableCountsEachExpiryOnceAndLiveLeases) {
   EXPECT_EQ(list[0].first, "b");
 }
 
+// Held() counts only leases neither released nor run out (once noticed),
+// through grants, renewals, releases, expiries and a restart: what
+// --max-leases counts.
+TEST_F(LeaseTest, HeldCountsOnlyLiveLeasesWhateverTheRecordsKept) {
+  LeaseTable& table = env_->lease_table();
+  const Token a = Acquire("a", "x", 1000).lease.token;
+  Acquire("b", "y", 3000);
+  Acquire("c", "z", 5000);
+  EXPECT_EQ(table.Held(), 3u);
+  EXPECT_EQ(Release("a", "x", a).verdict, Verdict::kReleased);
+  EXPECT_EQ(table.Held(), 2u) << "a released lease is not held";
+  now_ += 3500 * kMs;
+  EXPECT_EQ(table.Live(now_), 1u);
+  EXPECT_EQ(table.Held(), 2u) << "b ran out, not noticed yet";
+  auto noticed = table.NoticeExpired(now_);
+  ASSERT_EQ(noticed.size(), 1u);
+  EXPECT_EQ(noticed[0].first, "b");
+  EXPECT_EQ(table.Held(), 1u);
+  EXPECT_EQ(Acquire("b", "y", 3000).verdict, Verdict::kRenewed)
+      << "the holder of record renews past expiry";
+  EXPECT_EQ(table.Held(), 2u);
+  EXPECT_EQ(Acquire("c", "z", 9000).verdict, Verdict::kRenewed);
+  now_ += 4000 * kMs;  // b runs out again; c's renewal moved its deadline
+  EXPECT_EQ(table.NoticeExpired("c", now_), std::nullopt);
+  ASSERT_TRUE(table.NoticeExpired("b", now_).has_value());
+  EXPECT_EQ(table.Held(), 1u);
+  EXPECT_EQ(table.NoticeExpired(now_).size(), 0u) << "each expiry once";
+  EXPECT_EQ(table.List("", "", 10).size(), 3u) << "every record is kept";
+  Restart();
+  // By the wall clock (the fake one moved only the monotonic clock) neither
+  // b nor c ran out before the restart: both are renewed at start; a is
+  // still released.
+  EXPECT_EQ(env_->lease_table().Held(), 2u);
+  EXPECT_EQ(env_->lease_table().Live(now_), 2u);
+}
+
 }  // namespace
 }  // namespace fencepost::fence
