@@ -28,6 +28,8 @@
 // FENCEPOST_POWERCUT_LYING_DISK=log with --ignore-log-syncs (only the log's
 // group syncs are missing): the test must then fail, which shows that it
 // sees a missing sync; with `log`, the history check is what fails.
+// PowerLossTest.ALogThatDoesNotSyncIsCaught runs that `log` control in the
+// test command, and FsBackendWritesSurvivePowerCuts the fs: backend.
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
