@@ -741,15 +741,18 @@ void Committer::Sync(const Wal::SyncFiles& files,
   SyncTicket& ticket = syncs_.back();  // deque: stays valid
   room_cv_.notify_all();
   lock.unlock();
-  for (int i = 0; i < 2; ++i) {
-    if ((segments & (1u << i)) == 0) continue;
-    if (int e = files.Sync(i); e != 0) {
-      Fatal(
-          "the write-ahead log sync failed; the outcome of its writes is "
-          "unknown",
-          e);
+  const auto sync = [&] {
+    for (int i = 0; i < 2; ++i) {
+      if ((segments & (1u << i)) == 0) continue;
+      if (int e = files.Sync(i); e != 0) {
+        Fatal(
+            "the write-ahead log sync failed; the outcome of its writes is "
+            "unknown",
+            e);
+      }
     }
-  }
+  };
+  if (!options_.answer_before_sync) sync();
   lock.lock();
   ticket.done = true;
   bool advanced = false;
@@ -761,6 +764,11 @@ void Committer::Sync(const Wal::SyncFiles& files,
   if (advanced) {
     lock.unlock();
     AnswerDurable();
+    lock.lock();
+  }
+  if (options_.answer_before_sync) {
+    lock.unlock();
+    sync();
     lock.lock();
   }
 }

@@ -133,6 +133,10 @@ class Committer {
     std::function<void(const std::string&)> on_fatal;
     // The monotonic clock lease expiry is measured on.
     SteadyNow steady_now = SteadyNowNs;
+    // Breaks the durability promise on purpose: a group is answered before
+    // its sync rather than after. Only the test build sets it (the
+    // syscall-order test's negative control); never in the product.
+    bool answer_before_sync = false;
   };
 
   // Opens the log in env's directory and replays what LMDB lacks. Throws

@@ -264,6 +264,15 @@ int Serve(const proxy::Config& config) {
       if (const char* n = std::getenv("FENCEPOST_TEST_MAX_QUEUE_WRITES")) {
         options.committer.max_queue_writes = std::stoul(n);
       }
+      // Only in the test build: answers before the log's sync, the broken
+      // promise the syscall-order test must see (its negative control).
+      if (const char* on = std::getenv("FENCEPOST_TEST_ANSWER_BEFORE_SYNC");
+          on != nullptr && std::string_view(on) == "1") {
+        options.committer.answer_before_sync = true;
+        spdlog::critical(
+            "FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1: writes are answered before "
+            "they are durable; for tests only");
+      }
 #endif
       shards = std::make_unique<fence::Shards>(options);
     } catch (const std::exception& e) {

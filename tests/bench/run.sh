@@ -102,6 +102,7 @@ WARNINGS=$WORK/warnings
 : >"$WARNINGS"
 
 fail() { echo "FAIL: $*" >&2; FAILED=1; }
+slow_warning() { echo "$*" >>"$WARNINGS"; }
 
 # Warns when the machine was busy just before a run: idle under 85% of one
 # second's CPU time means another load skews the figures.
@@ -268,7 +269,9 @@ fencepost_run() {
   ((rej > 0)) || fail "fencepost $label: no stale write was rejected"
   # No request may take a second: wrk's slowest, and none given up on
   # (wrk's timeout is 2 s, and a request it gave up on is not in its
-  # latency figures).
+  # latency figures). Speed is the full run's finding; the smoke run (part
+  # of the test command, on whatever machine) only reports it, and fails
+  # on counts alone.
   local slowest timeouts
   slowest=$(awk '
     function ms(v) {
@@ -277,8 +280,10 @@ fencepost_run() {
     $1 == "Latency" { printf "%.0f\n", ms($4); exit }' "$WORK/wrk.out")
   timeouts=$(awk '/Socket errors/ {
     for (i = 1; i < NF; i++) if ($i == "timeout") print $(i + 1) + 0 }' "$WORK/wrk.out")
-  ((${timeouts:-0} == 0)) || fail "fencepost $label: $timeouts requests timed out"
-  ((${slowest:-0} < 1000)) || fail "fencepost $label: a request took ${slowest} ms"
+  local slow=fail
+  ((SMOKE)) && slow=slow_warning
+  ((${timeouts:-0} == 0)) || $slow "fencepost $label: $timeouts requests timed out"
+  ((${slowest:-0} < 1000)) || $slow "fencepost $label: a request took ${slowest} ms"
   echo "$label ($clients clients): ${slowest} ms" >>"$SLOWEST"
   stop_fencepost
   check_no_stale_fencepost "$label"
@@ -577,7 +582,7 @@ if [[ -s $RESTARTS ]]; then
 fi
 if [[ -s $SLOWEST ]]; then
   echo
-  echo "Slowest fencepost request of each run (none may take 1 s):"
+  echo "Slowest fencepost request of each run (none may take 1 s; the smoke run only warns):"
   echo
   sed 's/^/- /' "$SLOWEST"
 fi

@@ -127,9 +127,28 @@ std::string Excerpt(const std::vector<std::string>& lines, std::size_t from,
   return text;
 }
 
-TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
+// What must follow the sync of a write's log record.
+enum class After {
+  kAnswer,      // its 2xx (sendmsg)
+  kValueWrite,  // the fs: backend's write of its value into the store
+};
+
+// Many clients on two shards, each write to its own key "w<N>z" with token
+// N and body "v<N>q"; the trace ties each write's record (its pwrite) to
+// `after` (the answer carrying Fencing-Token N, or the write() of the body)
+// and asks for a sync of the record's log segment that began after the
+// record was written and returned before that. Returns the writes without
+// one, each reported when `report` (the negative controls expect some).
+//
+// A negative control passes `slow_syncs`: strace delays every sync by 20 ms,
+// so what the broken build sends ahead of its sync is sure to leave before
+// the sync returns.
+int WritesAheadOfTheirSync(After after, const std::vector<std::string>& args,
+                           const std::vector<std::string>& env, bool report,
+                           bool slow_syncs = false) {
   if (std::system("strace -V >/dev/null 2>&1") != 0) {
-    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+    ADD_FAILURE() << "strace is not installed; scripts/deps.sh installs it";
+    return 0;
   }
   TempDir dir;
   const std::string trace = dir / "trace";
@@ -138,10 +157,16 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
   {
     // -x: bytes that are not printable appear as \xNN, so a key's
     // characters in a record are the key's own.
-    ServerProcess server(
-        dir / "data", {"--lmdb-shards", "2"}, {},
-        {"strace", "-f", "-qq", "-y", "-x", "-s", "65536", "-o", trace, "-e",
-         "trace=pwrite64,fdatasync,sendmsg"});
+    std::vector<std::string> all = {"--lmdb-shards", "2"};
+    all.insert(all.end(), args.begin(), args.end());
+    std::vector<std::string> strace = {
+        "strace", "-f", "-qq", "-y", "-x", "-s", "65536", "-o", trace, "-e",
+        "trace=pwrite64,fdatasync,sendmsg,write"};
+    if (slow_syncs) {
+      strace.insert(strace.end(),
+                    {"-e", "inject=fdatasync:delay_enter=20000"});
+    }
+    ServerProcess server(dir / "data", all, env, strace);
     std::atomic<int> next{1};
     std::vector<std::thread> clients;
     std::atomic<int> failed{0};
@@ -154,13 +179,14 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
           const int token = next++;
           const auto r =
               client.Request("PUT", "/w" + std::to_string(token) + "z",
-                             {{"Fencing-Token", std::to_string(token)}}, "v");
+                             {{"Fencing-Token", std::to_string(token)}},
+                             "v" + std::to_string(token) + "q");
           if (r.status / 100 != 2) ++failed;
         }
       });
     }
     for (auto& c : clients) c.join();
-    ASSERT_EQ(failed, 0);
+    EXPECT_EQ(failed, 0);
   }
 
   std::ifstream in(trace);
@@ -168,6 +194,7 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   const std::regex key(R"(w([0-9]{1,6})z)");
   const std::regex token(R"(Fencing-Token: ([0-9]+)\\r\\n)");
+  const std::regex value(R"(^[0-9]+ +write\([0-9]+<[^>]*>, "v([0-9]{1,6})q")");
   const std::regex file(R"(<([^<>]*/wal-[0-9]+)>)");
   std::map<int, Traced> writes;
   std::map<std::string, std::vector<Sync>> syncs;  // by segment
@@ -225,10 +252,16 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
     call.began = at;
     std::smatch m;
     if (std::regex_search(line, m, file)) call.file = m[1];
-    if (call.call == "sendmsg") {
-      // The answer leaves during the call: its first line counts.
-      if (line.find("HTTP/1.1 20") != std::string::npos &&
-          std::regex_search(line, m, token)) {
+    if (call.call == "sendmsg" || call.call == "write") {
+      // The answer (the value) leaves during the call: its first line
+      // counts.
+      const bool found =
+          after == After::kAnswer
+              ? call.call == "sendmsg" &&
+                    line.find("HTTP/1.1 20") != std::string::npos &&
+                    std::regex_search(line, m, token)
+              : std::regex_search(line, m, value);
+      if (found) {
         Traced& w = writes[std::stoi(m[1])];
         w.answered = at;
         w.seen_answer = true;
@@ -247,8 +280,11 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
   for (const auto& [n, w] : writes) {
     if (!w.seen_answer) continue;
     ++answered;
-    ASSERT_TRUE(w.seen_write) << "no record of token " << n << " was written:\n"
-                              << Excerpt(lines, 0, w.answered);
+    if (!w.seen_write) {
+      ADD_FAILURE() << "no record of token " << n << " was written:\n"
+                    << Excerpt(lines, 0, w.answered);
+      return 0;
+    }
     files.insert(w.file);
     bool synced = false;
     for (const Sync& s : syncs[w.file]) {
@@ -256,16 +292,50 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
     }
     if (!synced) {
       ++early;
-      ADD_FAILURE() << "token " << n << " was answered on line " << w.answered
+      if (!report) continue;
+      ADD_FAILURE() << "token " << n << " was answered (or its value written) on line " << w.answered
                     << " with no sync of " << w.file
                     << " begun after its record was written on line "
                     << w.written << " and returned before:\n"
                     << Excerpt(lines, w.written, w.answered);
     }
   }
-  EXPECT_EQ(answered, kClients * kWritesEach) << "every answer was seen";
-  EXPECT_EQ(early, 0);
+  EXPECT_EQ(answered, kClients * kWritesEach) << "every write was seen";
   EXPECT_GE(files.size(), 2u) << "records went to both shards' logs";
+  return early;
+}
+
+TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
+  EXPECT_EQ(WritesAheadOfTheirSync(After::kAnswer, {}, {}, true), 0);
+}
+
+// The fs: backend writes a value only once its fence is durable: a crash
+// after the value reached the store cannot leave a fence below it.
+TEST(DurabilityTest, TheFsBackendWritesEachValueAfterItsFencesSync) {
+  TempDir store;
+  EXPECT_EQ(WritesAheadOfTheirSync(After::kValueWrite,
+                                   {"--backend", "fs:" + (store / "store")},
+                                   {}, true),
+            0);
+}
+
+// The negative controls: the test build's switch that answers before the
+// log's sync (fencepost_test_switches only) must be seen, or the checks
+// above prove nothing.
+TEST(DurabilityTest, AnAnswerBeforeItsSyncIsCaught) {
+  EXPECT_GT(WritesAheadOfTheirSync(After::kAnswer, {},
+                                   {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"},
+                                   false, true),
+            0);
+}
+
+TEST(DurabilityTest, AValueWrittenBeforeItsFencesSyncIsCaught) {
+  TempDir store;
+  EXPECT_GT(WritesAheadOfTheirSync(After::kValueWrite,
+                                   {"--backend", "fs:" + (store / "store")},
+                                   {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"},
+                                   false, true),
+            0);
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 // also runs the LMDB case with 500 (CrashLoopTest.LmdbBackend500Cycles in
 // tests/CMakeLists.txt), which takes about two minutes here.
 
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -102,6 +104,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   const std::uint64_t keeper_token =
       std::stoull(keeper.header("fencing-token"));
   std::size_t violations = 0;
+  auto started = std::chrono::steady_clock::now();  // the server's start
   for (int cycle = 0; cycle < cycles; ++cycle) {
     const std::size_t before = load.history().size();
     const std::size_t acked_before = load.acknowledged();
@@ -117,11 +120,27 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     // time (bumps go through): the kill lands once PUTs flow again.
     std::this_thread::sleep_for(
         std::chrono::milliseconds(rng() % 270 + (http ? kSettleMs : 0)));
+    // The server still answers at the kill: a write is acknowledged after
+    // the pause (a cycle is too short for a write to wait long, so a server
+    // that stopped answering would otherwise go unseen).
+    const std::size_t acked_at_pause = load.acknowledged();
+    load.AwaitAcknowledgedAbove(acked_at_pause, std::chrono::seconds(10));
+    EXPECT_GT(load.acknowledged(), acked_at_pause)
+        << "cycle " << cycle << ": no write was acknowledged for 10 s while "
+        << "the server lived";
     const auto killed = std::chrono::steady_clock::now();
+    // Fails the test if the server had already exited by itself.
     server->Kill();
     load.Stop();
     leases.Stop();
     batch_load.Stop();
+    // No load thread lost its connection before the kill.
+    for (const auto* lost :
+         {&load.disconnects(), &leases.disconnects(), &batch_load.disconnects()}) {
+      for (const auto& line : DisconnectsWhileAlive(*lost, started, killed)) {
+        ADD_FAILURE() << "cycle " << cycle << ": " << line;
+      }
+    }
     // A write without an answer is one in flight at the kill: at most one
     // per writer, and none sent long before it (that would be a hang the
     // client gave up on while the server lived).
@@ -140,6 +159,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     EXPECT_LE(unknown, static_cast<std::size_t>(kWriters))
         << "cycle " << cycle << ": more writes without an answer than writers";
 
+    started = std::chrono::steady_clock::now();
     server = std::make_unique<ServerProcess>(data, args);
     // First the acquire in flight at the kill, which the server may have
     // applied: the history check takes the grants of hot/a and many/0 for
@@ -215,6 +235,35 @@ TEST(CrashLoopTest, HttpBackendNeverLosesAFence) {
   CrashLoop({"--backend", "http://127.0.0.1:" + std::to_string(nginx.port()),
              "--upstream-settle", std::to_string(kSettleMs / 1000.0)},
             dir / "data", Store::kHttp);
+}
+
+// The crash loop's own check: a server that dies mid-load without the
+// harness's word (here SIGKILL from outside, before the harness's kill)
+// fails it twice over: Kill finds it gone, and the writers lost their
+// connections while the harness thought it alive.
+TEST(CrashLoopTest, AServerThatDiesBeforeTheKillIsCaught) {
+  TempDir dir;
+  const auto started = std::chrono::steady_clock::now();
+  ServerProcess server(dir / "data");
+  Load load(Keys(), 4, kWriters);
+  load.Start(server.data_port(), server.admin_port());
+  load.AwaitAcknowledgedAbove(0, std::chrono::seconds(20));
+  ASSERT_GT(load.acknowledged(), 0u);
+  ASSERT_EQ(::kill(server.pid(), SIGKILL), 0);  // not the harness's word
+  // Until every writer has seen it (nobody writes any more), at most 30 s.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  for (std::size_t sent = load.sent();
+       std::chrono::steady_clock::now() < deadline; sent = load.sent()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (load.sent() == sent) break;
+  }
+  const auto killed = std::chrono::steady_clock::now();
+  EXPECT_NONFATAL_FAILURE(server.Kill(), "exited by itself (status 137");
+  load.Stop();
+  const auto lost =
+      DisconnectsWhileAlive(load.disconnects(), started, killed);
+  EXPECT_EQ(lost.size(), static_cast<std::size_t>(kWriters));
 }
 
 }  // namespace

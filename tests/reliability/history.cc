@@ -22,6 +22,36 @@ void Checker::Floor(const std::string& key, std::uint64_t token) {
   f.shown = std::max(f.shown, token);
 }
 
+void Checker::Retire(const Op& op) {
+  Fence& f = fences_[FenceOf(op.key)];
+  if (auto it = f.presented.find(op.token); it != f.presented.end()) {
+    if (auto one = it->second.find(op.sent_ns); one != it->second.end()) {
+      it->second.erase(one);
+    }
+    if (it->second.empty()) f.presented.erase(it);
+  }
+  auto v = values_.find(op.key);
+  if (v == values_.end()) return;
+  std::vector<Landed>* landed = nullptr;
+  if (op.kind == Op::Kind::kPut) {
+    auto puts = v->second.puts.find(op.token);
+    if (puts == v->second.puts.end()) return;
+    auto body = puts->second.find(op.body);
+    if (body == puts->second.end()) return;
+    landed = &body->second;
+  } else if (op.kind == Op::Kind::kDelete) {
+    auto deletes = v->second.deletes.find(op.token);
+    if (deletes == v->second.deletes.end()) return;
+    landed = &deletes->second;
+  } else {
+    return;
+  }
+  auto it = std::find_if(landed->begin(), landed->end(), [&](const Landed& w) {
+    return !w.answered && w.sent_ns == op.sent_ns;
+  });
+  if (it != landed->end()) landed->erase(it);
+}
+
 bool Checker::MayBeLast(const Value& v, const Landed& w) {
   if (!v.acked || w.add > v.last_add) return true;
   return w.add == v.last_add && (!w.answered || w.acked_ns > v.last_sent);
@@ -45,9 +75,10 @@ void Checker::Add(const std::vector<Op>& part) {
     if (answered) last_answer = std::max(last_answer, op->acked_ns);
     if (op->outcome == Op::Outcome::kRefused) continue;  // it changed nothing
     const std::string fence = FenceOf(op->key);
-    fences_[fence].presented.insert(op->token);
+    fences_[fence].presented[op->token].insert(op->sent_ns);
+    if (!answered && after_restarts_) fences_[fence].unanswered.push_back(*op);
     if (op->outcome != Op::Outcome::kRejected) {
-      const Landed landed{add, answered, op->acked_ns};
+      const Landed landed{add, answered, op->acked_ns, op->sent_ns};
       if (op->kind == Op::Kind::kPut) {
         values_[op->key].puts[op->token][op->body].push_back(landed);
       } else if (op->kind == Op::Kind::kDelete) {
@@ -128,11 +159,20 @@ void Checker::Add(const std::vector<Op>& part) {
   for (const Op* op = begin; op != end; ++op) {
     if (op->outcome != Op::Outcome::kRejected) continue;
     Fence& f = fences_[FenceOf(op->key)];
-    if (!op->current_token || f.presented.count(*op->current_token) == 0) {
+    const auto presented = op->current_token
+                               ? f.presented.find(*op->current_token)
+                               : f.presented.end();
+    if (presented == f.presented.end()) {
       pending_.push_back(
           op->key + ": 409 names current_token " +
           (op->current_token ? std::to_string(*op->current_token) : "none") +
           ", which no writer presented");
+    } else if (*presented->second.begin() >= op->acked_ns) {
+      // The fence cannot hold a token before any writer has sent it.
+      pending_.push_back(op->key + ": 409 names current_token " +
+                         std::to_string(*op->current_token) +
+                         ", which no writer had sent before the 409 came "
+                         "back");
     } else if (*op->current_token <= op->token) {
       pending_.push_back(op->key + ": 409 refused token " +
                          std::to_string(op->token) + " at current_token " +
@@ -236,6 +276,21 @@ std::vector<std::string> Checker::Check(
                            found.body +
                            "') is not what a PUT that may have landed last "
                            "sent");
+    }
+  }
+  if (after_restarts_) {
+    // A write without an answer whose fence now reads below its token did
+    // not land, and its server is gone: it never will.
+    for (auto& [fence, f] : fences_) {
+      std::vector<Op> unanswered = std::move(f.unanswered);
+      f.unanswered.clear();
+      auto read = reads.find(fence);
+      const bool seen = std::any_of(
+          state.begin(), state.end(),
+          [&](const auto& entry) { return FenceOf(entry.first) == fence; });
+      for (const Op& op : unanswered) {
+        if (seen && op.token > *read->second.begin()) Retire(op);
+      }
     }
   }
   return violations;

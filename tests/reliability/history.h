@@ -63,8 +63,8 @@ struct KeyState {
 //    it was sent (an acknowledged acceptance, a 409's current_token, a
 //    floor);
 //  - keys guarded by one fence read different tokens for it;
-//  - a 409's current_token is no token any writer presented to that fence,
-//    or not above the token it refused;
+//  - a 409's current_token is no token any writer presented to that fence
+//    before the 409 came back, or not above the token it refused;
 //  - a fence or stored value carries a token nobody presented to it (a
 //    kRefused write presents nothing: it changed nothing);
 //  - a write got an answer other than 2xx or 409.
@@ -96,6 +96,11 @@ class Checker {
   void Scope(std::string prefix) { scopes_.push_back(std::move(prefix)); }
   // See Rejections (kCurrent unless told).
   void Rejecting(Rejections rejections) { rejections_ = rejections; }
+  // Every Check follows a restart, whose server is gone: a write without an
+  // answer has landed by then or never will. One whose fence reads below
+  // its token did not land, so from then on its token and its value count
+  // as nobody's (a later read showing them is a violation).
+  void CheckAfterRestarts() { after_restarts_ = true; }
   // The fence guarding `key` never goes below `token`, which it has shown.
   void Floor(const std::string& key, std::uint64_t token);
   void Add(const std::vector<Op>& part);
@@ -110,9 +115,14 @@ class Checker {
     std::size_t add = 0;    // which Add it came in
     bool answered = false;  // it was answered (at acked_ns)
     std::int64_t acked_ns = 0;
+    std::int64_t sent_ns = 0;
   };
   struct Fence {
-    std::set<std::uint64_t> presented;
+    // Each token presented, with when each write presenting it was sent.
+    std::map<std::uint64_t, std::multiset<std::int64_t>> presented;
+    // With after_restarts_: the writes without an answer since the last
+    // Check, not yet known to have landed or not.
+    std::vector<Op> unanswered;
     std::optional<std::uint64_t> acked;  // any kind, any key it guards
     std::uint64_t shown = 0;             // floors, 409s' current_token
   };
@@ -131,11 +141,14 @@ class Checker {
   // `v.acked`.
   static bool MayBeLast(const Value& v, const Landed& w);
   std::string FenceOf(const std::string& key) const;
+  // Forgets `op`, a write without an answer that did not land.
+  void Retire(const Op& op);
 
   std::map<std::string, Fence> fences_;
   std::map<std::string, Value> values_;  // by key
   std::vector<std::string> scopes_;
   Rejections rejections_ = Rejections::kCurrent;
+  bool after_restarts_ = false;
   std::vector<std::string> pending_;
   std::size_t adds_ = 0;
   std::int64_t last_answer_ns_ = 0;  // the latest answer of the Adds so far

@@ -381,5 +381,60 @@ TEST(HistoryCheckTest, FindsKeysOfOneScopeReadingDifferentFences) {
       << "two reads of one fence, and 99 nobody presented";
 }
 
+// A write without an answer at a kill that the restart showed had not
+// landed (its fence reads below its token) cannot land later: the process
+// that had it is gone.
+TEST(HistoryCheckTest, FindsAnUnlandedWriteThatReappearsAfterALaterRestart) {
+  Checker checker;
+  checker.CheckAfterRestarts();
+  Op lost = Write(9, Outcome::kUnknown, 11);
+  lost.body = "nine";
+  const std::vector<Op> first = {Accepted(7, 0, 10), lost};
+  checker.Add(first);
+  EXPECT_TRUE(checker.Check(Holds(7, 7)).empty()) << "9 did not land";
+  checker.Floor("k", 7);
+  // The next cycle writes nothing to k; then 9 shows up.
+  checker.Add({});
+  const auto violations = checker.Check(Holds(9, 9, "nine"));
+  EXPECT_EQ(violations.size(), 2u)
+      << "the fence and the value hold a write the first restart showed "
+         "had not landed";
+  // Without restarts between the checks (a write in flight may still land
+  // later), the same reads are fine.
+  Checker lenient;
+  lenient.Add(first);
+  EXPECT_TRUE(lenient.Check(Holds(7, 7)).empty());
+  lenient.Add({});
+  EXPECT_TRUE(lenient.Check(Holds(9, 9, "nine")).empty());
+}
+
+// A write the restart may have seen landed stays a possible author.
+TEST(HistoryCheckTest, AnUnansweredWriteThatMayHaveLandedStaysExplained) {
+  Checker checker;
+  checker.CheckAfterRestarts();
+  Op maybe = Write(9, Outcome::kUnknown, 11);
+  maybe.body = "nine";
+  checker.Add({Accepted(7, 0, 10), maybe});
+  EXPECT_TRUE(checker.Check(Holds(9, 9, "nine")).empty());
+  checker.Add({});
+  EXPECT_TRUE(checker.Check(Holds(9, 9, "nine")).empty());
+}
+
+// A 409's current_token is the fence's: a token sent only after the 409
+// came back cannot be it.
+TEST(HistoryCheckTest, FindsA409CitingATokenSentOnlyAfterIt) {
+  const std::vector<Op> history = {Accepted(5, 0, 10), Rejected(4, 8, 20, 30),
+                                   Accepted(8, 40, 50)};
+  const auto violations = Check(history, Holds(8, 8));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("no writer had sent before the 409"),
+            std::string::npos)
+      << violations[0];
+  // Sent before the 409 came back (still in flight), it may be the fence's.
+  const std::vector<Op> racing = {Accepted(5, 0, 10), Accepted(8, 15, 40),
+                                  Rejected(4, 8, 20, 30)};
+  EXPECT_TRUE(Check(racing, Holds(8, 8)).empty());
+}
+
 }  // namespace
 }  // namespace fencepost::reliability

@@ -17,6 +17,11 @@ std::int64_t Now() {
       .count();
 }
 
+Disconnect Caught(std::uint16_t port, const std::exception& e,
+                  std::optional<std::size_t> op = std::nullopt) {
+  return {Now(), port, e.what(), op};
+}
+
 std::optional<std::uint64_t> NumberAfter(const std::string& body,
                                          const std::string& field) {
   const auto at = body.find("\"" + field + "\":");
@@ -147,6 +152,27 @@ void Load::Stop() {
   writers_.clear();
 }
 
+std::int64_t SteadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             t.time_since_epoch())
+      .count();
+}
+
+std::vector<std::string> DisconnectsWhileAlive(
+    const std::vector<Disconnect>& found,
+    std::chrono::steady_clock::time_point started,
+    std::chrono::steady_clock::time_point killed) {
+  std::vector<std::string> lines;
+  for (const Disconnect& d : found) {
+    if (d.at_ns < SteadyNs(started) || d.at_ns >= SteadyNs(killed)) continue;
+    lines.push_back("the connection to port " + std::to_string(d.port) +
+                    " failed " +
+                    std::to_string((SteadyNs(killed) - d.at_ns) / 1000000) +
+                    " ms before the harness killed the server: " + d.what);
+  }
+  return lines;
+}
+
 void Load::AwaitAcknowledgedAbove(std::size_t count,
                                   std::chrono::seconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -176,8 +202,11 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
                  int thread, std::uint32_t seed) {
   std::mt19937 local(seed);
   while (!stop_) {
+    std::uint16_t port = 0;
+    std::optional<std::size_t> in_flight;
     try {
-      testing::HttpClient client(pick());
+      port = pick();
+      testing::HttpClient client(port);
       std::optional<testing::HttpClient> admin;
       if (admin_port_ != 0) admin.emplace(admin_port_);
       while (!stop_) {
@@ -201,6 +230,7 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
           at = history_.size();
           history_.push_back(op);  // kUnknown until it is answered
         }
+        in_flight = at;
         ++sent_;
         const testing::Headers token = {
             {"Fencing-Token", std::to_string(op.token)}};
@@ -216,12 +246,18 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
             r = admin->Request("PUT", "/v1/fences/" + op.key, token);
             break;
         }
+        in_flight.reset();
         if (!Answered(at, r)) {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
       }
-    } catch (const std::exception&) {
-      // The server died under us: the write in flight stays unknown.
+    } catch (const std::exception& e) {
+      // The write in flight stays unknown. Recorded: whether the server
+      // died at the harness's word is the test's to judge.
+      {
+        std::lock_guard lock(mu_);
+        disconnects_.push_back(Caught(port, e, in_flight));
+      }
       if (!reconnect) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -299,8 +335,9 @@ void LeaseLoad::Run(std::uint16_t admin_port, std::uint32_t seed) {
                        "{\"holder\":\"" + holder + "\"}");
       }
     }
-  } catch (const std::exception&) {
-    // The server died under us.
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    disconnects_.push_back(Caught(admin_port, e));
   }
 }
 
@@ -469,8 +506,9 @@ void BatchLoad::Run(std::uint16_t data_port, std::uint32_t seed) {
         acked_.emplace_back(pair, token);
       }
     }
-  } catch (const std::exception&) {
-    // The server died under us.
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    disconnects_.push_back(Caught(data_port, e));
   }
 }
 

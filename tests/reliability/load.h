@@ -17,6 +17,28 @@
 
 namespace fencepost::reliability {
 
+// An exception that ended a load thread's connection: the server closed it
+// or died, or sent an answer the load could not read. Expected only once
+// the harness has killed the server; any other is a failure.
+struct Disconnect {
+  std::int64_t at_ns = 0;  // when it was caught, on the steady clock (Op's)
+  std::uint16_t port = 0;  // the port the thread was talking to
+  std::string what;
+  // Load's write in flight (an index into its history), left kUnknown.
+  std::optional<std::size_t> op;
+};
+
+// One line per disconnect of `found` caught from `started` (the server's
+// start) until `killed` (when the harness began to kill it): the server
+// ended, or dropped or garbled an answer, by itself.
+std::vector<std::string> DisconnectsWhileAlive(
+    const std::vector<Disconnect>& found,
+    std::chrono::steady_clock::time_point started,
+    std::chrono::steady_clock::time_point killed);
+
+// Nanoseconds on the steady clock, as Op's times.
+std::int64_t SteadyNs(std::chrono::steady_clock::time_point t);
+
 // The reliability harness's load: `threads` writers, each on its own
 // connection, PUT to `keys` (half of the writes to the first `hot` keys
 // when hot > 0) with fresh tokens from one rising counter, and one write in
@@ -68,6 +90,8 @@ class Load {
                               std::chrono::seconds timeout) const;
   // Writes sent so far; may be read while the load runs.
   std::size_t sent() const { return sent_; }
+  // Every connection a writer lost (see Disconnect). Once stopped.
+  const std::vector<Disconnect>& disconnects() const { return disconnects_; }
 
  private:
   void StartWriters(std::function<std::uint16_t()> pick, bool reconnect);
@@ -92,6 +116,7 @@ class Load {
   std::uint16_t admin_port_ = 0;  // 0: PUTs only
   std::mutex mu_;
   std::vector<Op> history_;
+  std::vector<Disconnect> disconnects_;
   std::vector<std::thread> writers_;
   std::function<std::uint16_t()> pick_;
 };
@@ -132,6 +157,8 @@ class LeaseLoad {
   const std::vector<Grant>& grants() const { return grants_; }
   // How many of grants() were found applied by Recover (never answered).
   std::size_t recovered() const { return recovered_; }
+  // Every connection it lost (see Disconnect). Once stopped.
+  const std::vector<Disconnect>& disconnects() const { return disconnects_; }
   // After a restart, before the checks: reads each lease back. A lease
   // whose token no recorded grant has was granted by the acquire in flight
   // when the server died (applied, never answered): that grant joins
@@ -172,6 +199,7 @@ class LeaseLoad {
   // The acquire sent and not answered (its token unknown), if any.
   std::optional<Grant> in_flight_;
   std::size_t recovered_ = 0;
+  std::vector<Disconnect> disconnects_;
   std::thread thread_;
 };
 
@@ -188,6 +216,8 @@ class BatchLoad {
   void Start(std::uint16_t data_port);
   void Stop();
   std::size_t acknowledged() const { return acked_.size(); }
+  // Every connection it lost (see Disconnect). Once stopped.
+  const std::vector<Disconnect>& disconnects() const { return disconnects_; }
   // After a restart: both keys of every pair hold the same token and body,
   // and none is below a batch acknowledged for it.
   std::vector<std::string> Check(std::uint16_t data_port) const;
@@ -199,6 +229,7 @@ class BatchLoad {
   std::atomic<std::uint64_t> counter_{1000000};
   std::mutex mu_;
   std::vector<std::pair<int, std::uint64_t>> acked_;  // pair, token
+  std::vector<Disconnect> disconnects_;
   std::thread thread_;
 };
 
@@ -219,6 +250,7 @@ std::optional<std::uint64_t> TokenOfBody(const std::string& body);
 // becomes a floor for the reads after it.
 class Restarts {
  public:
+  Restarts() { checker_.CheckAfterRestarts(); }
   // The keys starting with `prefix` share the fence `prefix`.
   void Scope(std::string prefix) { checker_.Scope(std::move(prefix)); }
   // Adds, as one part, the writes of `history` (which only grows) not

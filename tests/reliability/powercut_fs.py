@@ -42,7 +42,8 @@ check, not the start.
 Simplifications (what a real power cut can do and this model cannot):
 
 - Metadata is durable at once: create, mkdir, rename, unlink, link,
-  symlink, truncate, chmod, chown, utimens go straight to ROOT. A file
+  symlink, truncate, chmod, chown, utimens and extended attributes go
+  straight to ROOT. A file
   created and never synced survives the cut (with its synced bytes); a
   rename or unlink is never undone; a truncate is never undone, and a file
   extended by truncate keeps its (zero) size.
@@ -307,6 +308,22 @@ class PowercutFS(Operations):
 
     def chown(self, path, uid, gid):
         os.chown(self.full(path), uid, gid)
+
+    # Extended attributes (the fs: backend keeps a value's token in one)
+    # are metadata too.
+
+    def getxattr(self, path, name, position=0):
+        return os.getxattr(self.full(path), name, follow_symlinks=False)
+
+    def setxattr(self, path, name, value, options, position=0):
+        os.setxattr(self.full(path), name, value, options,
+                    follow_symlinks=False)
+
+    def listxattr(self, path):
+        return os.listxattr(self.full(path), follow_symlinks=False)
+
+    def removexattr(self, path, name):
+        os.removexattr(self.full(path), name, follow_symlinks=False)
 
     def utimens(self, path, times=None):
         if times is None:

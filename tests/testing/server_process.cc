@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 #include "tests/testing/temp_dir.h"
@@ -26,6 +27,21 @@ bool UsesTestSwitches(const std::vector<std::string>& env) {
   return false;
 }
 
+// The server reads FENCEPOST_<FLAG> for every flag, so a variable in the
+// environment the tests run in (a FENCEPOST_MODE=observe left in a shell)
+// would change the server under test: the child unsets these names, and
+// only what the test sets in `env` reaches it. Listed before the fork.
+std::vector<std::string> InheritedSwitches() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry = *e;
+    if (entry.rfind("FENCEPOST_", 0) == 0) {
+      names.emplace_back(entry.substr(0, entry.find('=')));
+    }
+  }
+  return names;
+}
+
 pid_t Spawn(const std::vector<std::string>& args,
             const std::vector<std::string>& env, const std::string& log_path,
             const std::vector<std::string>& wrapper = {}) {
@@ -39,6 +55,7 @@ pid_t Spawn(const std::vector<std::string>& args,
   for (std::string& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  const std::vector<std::string> inherited = InheritedSwitches();
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -47,6 +64,7 @@ pid_t Spawn(const std::vector<std::string>& args,
     dup2(fd, 2);
     const int null = open("/dev/null", O_RDONLY);
     dup2(null, 0);
+    for (const std::string& name : inherited) unsetenv(name.c_str());
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     setpgid(0, 0);
     if (prefix.empty()) {
@@ -59,16 +77,20 @@ pid_t Spawn(const std::vector<std::string>& args,
   return pid;
 }
 
+// A waitpid status as Wait returns it: the exit status, or 128 + signal.
+int StatusOf(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
 int WaitFor(pid_t pid, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(int(seconds * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
     int status = 0;
     const pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status)) return WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-    }
+    if (r == pid && StatusOf(status) >= 0) return StatusOf(status);
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return -1;
@@ -133,6 +155,7 @@ ServerProcess::ServerProcess(const std::string& data_dir,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  signalled_ = true;
   Kill();
   throw std::runtime_error("fencepost did not start: " + ReadFile(log_path_));
 }
@@ -140,7 +163,11 @@ ServerProcess::ServerProcess(const std::string& data_dir,
 ServerProcess::~ServerProcess() {
   // A clean stop first, so that a sanitizer's checks at exit (leaks) run
   // and report; SIGKILL only if it does not stop in time.
+  if (pid_ > 0 && !signalled_) {
+    if (const int status = Reap(); status >= 0) ExitedByItself(status);
+  }
   if (pid_ > 0) {
+    signalled_ = true;
     kill(-pid_, SIGTERM);
     Wait(10);
   }
@@ -150,7 +177,24 @@ ServerProcess::~ServerProcess() {
 }
 
 void ServerProcess::Signal(int signal) {
-  if (pid_ > 0) kill(pid_, signal);
+  if (pid_ <= 0) return;
+  if (signal != SIGSTOP && signal != SIGCONT) signalled_ = true;
+  kill(pid_, signal);
+}
+
+int ServerProcess::Reap() {
+  int status = 0;
+  if (pid_ <= 0 || waitpid(pid_, &status, WNOHANG) != pid_) return -1;
+  pid_ = -1;
+  return StatusOf(status);
+}
+
+void ServerProcess::ExitedByItself(int status) const {
+  const std::string log = ReadFile(log_path_);
+  ADD_FAILURE() << "the server exited by itself (status " << status
+                << "; 128 + N: signal N), not at the harness's word; "
+                << "its log ends:\n"
+                << log.substr(log.size() > 4000 ? log.size() - 4000 : 0);
 }
 
 int ServerProcess::Wait(double seconds) {
@@ -162,10 +206,18 @@ int ServerProcess::Wait(double seconds) {
 
 void ServerProcess::Kill() {
   if (pid_ <= 0) return;
+  const bool signalled = signalled_;
+  if (const int status = Reap(); status >= 0) {
+    if (!signalled) ExitedByItself(status);
+    return;
+  }
+  signalled_ = true;
   kill(-pid_, SIGKILL);  // the whole group: a wrapper's child too
   kill(pid_, SIGKILL);
-  WaitFor(pid_, 15);
+  const int status = WaitFor(pid_, 15);
   pid_ = -1;
+  // It exited between the look and the SIGKILL.
+  if (!signalled && status != 128 + SIGKILL) ExitedByItself(status);
 }
 
 std::string ServerProcess::Log() const { return ReadFile(log_path_); }

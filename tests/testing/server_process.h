@@ -14,6 +14,13 @@ namespace fencepost::testing {
 // output goes to a log file, from which the bound ports are read. The
 // destructor stops it if it still runs (SIGTERM, then SIGKILL after 10 s),
 // and fails the running test when the log holds a sanitizer's report.
+//
+// A server ends only at the harness's word: when Kill or the destructor
+// finds that it has exited although the harness had sent it no signal (it
+// aborted, or something else killed it), or Kill's SIGKILL does not end it
+// as SIGKILL does, the running test fails with the exit status and the
+// log's tail. A test that expects the server to exit by itself waits for it
+// with Wait, which hands it the status instead.
 class ServerProcess {
  public:
   // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is
@@ -35,17 +42,25 @@ class ServerProcess {
   std::uint16_t admin_port() const { return admin_port_; }
   pid_t pid() const { return pid_; }
 
-  // Sends `signal` without waiting.
+  // Sends `signal` without waiting. Any signal but SIGSTOP and SIGCONT
+  // counts as the harness's word to end the process (see above).
   void Signal(int signal);
   // Waits (at most `seconds`) for the process to exit; returns its exit
   // status, 128 + signal when killed, or -1 on timeout.
   int Wait(double seconds = 15);
-  // SIGKILL and reap.
+  // SIGKILL and reap; fails the running test if the process had already
+  // exited by itself (see above).
   void Kill();
   std::string Log() const;
 
  private:
+  // Reaps the process if it has exited; its status as Wait's, or -1.
+  int Reap();
+  // Fails the running test: the process exited with `status` by itself.
+  void ExitedByItself(int status) const;
+
   pid_t pid_ = -1;
+  bool signalled_ = false;  // the harness sent a signal that may end it
   std::string log_path_;
   std::uint16_t data_port_ = 0;
   std::uint16_t admin_port_ = 0;
