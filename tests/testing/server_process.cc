@@ -103,6 +103,16 @@ void FailOnSanitizerReport(const std::string& output) {
   }
 }
 
+// Whether `pid` is dying: its main thread is a zombie while the rest of
+// its threads exit (waitpid cannot reap it yet).
+bool Dying(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  const auto close = line.rfind(')');
+  return close != std::string::npos && line.compare(close, 4, ") Z ") == 0;
+}
+
 }  // namespace
 
 std::string SanitizerReport(const std::string& output) {
@@ -164,7 +174,12 @@ ServerProcess::~ServerProcess() {
   // A clean stop first, so that a sanitizer's checks at exit (leaks) run
   // and report; SIGKILL only if it does not stop in time.
   if (pid_ > 0 && !signalled_) {
-    if (const int status = Reap(); status >= 0) ExitedByItself(status);
+    if (const int status = Reap(); status >= 0) {
+      ExitedByItself(status);
+    } else if (Dying(pid_)) {
+      ExitedByItself(WaitFor(pid_, 15));
+      pid_ = -1;
+    }
   }
   if (pid_ > 0) {
     signalled_ = true;
@@ -209,6 +224,12 @@ void ServerProcess::Kill() {
   const bool signalled = signalled_;
   if (const int status = Reap(); status >= 0) {
     if (!signalled) ExitedByItself(status);
+    return;
+  }
+  if (!signalled && Dying(pid_)) {
+    const int status = WaitFor(pid_, 15);
+    pid_ = -1;
+    ExitedByItself(status);
     return;
   }
   signalled_ = true;
