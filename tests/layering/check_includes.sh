@@ -7,7 +7,8 @@
 #   metrics/  nothing of ours (prometheus-cpp only)
 #   storage/  http/, fence/
 #   proxy/    http/, fence/, storage/, metrics/; the `fencepost` executable's
-#             own sources (main.cc, client_commands.*) also client/
+#             own sources (main.cc, test_switches_main.cc, entry.*,
+#             client_commands.*) also client/
 #   client/   nothing of the server's (it is installed on its own)
 #   examples/ client/
 #
@@ -38,7 +39,8 @@ for folder in http fence metrics storage proxy client examples; do
   while IFS= read -r -d '' file; do
     layer=$folder
     case $file in
-      proxy/main.cc | proxy/client_commands.*) layer=proxy-executable ;;
+      proxy/main.cc | proxy/test_switches_main.cc | proxy/entry.* | proxy/client_commands.*)
+        layer=proxy-executable ;;
     esac
     ok=" $(allowed "$layer") "
     while IFS= read -r included; do
