@@ -56,6 +56,11 @@ pid_t Spawn(const std::vector<std::string>& args,
   argv.push_back(nullptr);
 
   const std::vector<std::string> inherited = InheritedSwitches();
+  // LeakSanitizer's reports of libraries' own allocations (a sanitizer
+  // build's servers; ignored by others), unless the caller chose.
+  std::string lsan = "LSAN_OPTIONS=suppressions=" FENCEPOST_SOURCE_DIR
+                     "/tests/testing/lsan.supp";
+  const bool own_lsan = std::getenv("LSAN_OPTIONS") == nullptr;
   const pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -65,6 +70,7 @@ pid_t Spawn(const std::vector<std::string>& args,
     const int null = open("/dev/null", O_RDONLY);
     dup2(null, 0);
     for (const std::string& name : inherited) unsetenv(name.c_str());
+    if (own_lsan) putenv(lsan.data());
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     setpgid(0, 0);
     if (prefix.empty()) {
