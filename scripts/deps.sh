@@ -2,6 +2,7 @@
 # Installs the Debian 12 packages fencepost builds and tests with, if missing.
 #   scripts/deps.sh          # everything the tests need (scripts/test.sh)
 #   scripts/deps.sh build    # only what building the server needs (run.sh)
+#   scripts/deps.sh fuzz     # the tests' packages and clang (tests/fuzz/run.sh)
 # An entry PACKAGE@COMMAND is skipped when COMMAND is already on the PATH from
 # another package (kubectl, say, which several packages ship).
 set -euo pipefail
@@ -11,9 +12,12 @@ packages=(
   libboost-dev liblmdb-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
   libssl-dev libzookeeper-mt-dev libpq-dev libjemalloc-dev
 )
+if [ "${1:-}" = fuzz ]; then
+  packages+=(clang-14 libclang-rt-14-dev)
+fi
 if [ "${1:-}" != build ]; then
   packages+=(
-    libgtest-dev libbenchmark-dev lmdb-utils clang-14 libclang-rt-14-dev
+    libgtest-dev libbenchmark-dev lmdb-utils
     curl openssl wrk nginx strace python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl

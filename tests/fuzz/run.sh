@@ -5,12 +5,14 @@
 # executions; any crash fails the script and leaves its input in the build
 # dir.
 #
-#   tests/fuzz/run.sh          # 10 s each (part of scripts/test.sh)
+#   tests/fuzz/run.sh          # 10 s each (the test command replays the
+#                              # seed corpora under ASan instead)
 #   tests/fuzz/run.sh 600      # the long run
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-10}
 BUILD=${FENCEPOST_FUZZ_BUILD_DIR:-build-fuzz}
+scripts/deps.sh fuzz
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$BUILD" -G Ninja \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo -DFENCEPOST_BUILD_TESTS=OFF \
   -DFENCEPOST_FUZZ=ON >/dev/null
