@@ -6,13 +6,20 @@
 # ASan+UBSan (with the fuzz corpora replayed), and the concurrent unit tests
 # under TSan. README's "Testing" says what each pass proves and how long.
 #
+# Each sanitizer build runs at the lowest priority beside the tests of the
+# pass before it, which leave a core mostly idle while they wait on servers:
+# the tests keep the CPU they ask for, and the build takes the rest.
+#
 #   FENCEPOST_SANITIZE=address,undefined scripts/test.sh   # one sanitized run
 #   FENCEPOST_SANITIZERS=0 scripts/test.sh                  # skip them (faster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 started=$SECONDS
-phase() { echo "== $1 (at $(((SECONDS - started) / 60))m$(((SECONDS - started) % 60))s)"; }
+phase() {
+  local s=$((SECONDS - started))
+  echo "== $1 (at $((s / 60))m$((s % 60))s)"
+}
 
 # configure BUILD_DIR SANITIZE BENCH: -O2 (g++ 12 warns falsely at -O3),
 # and no debug information, which doubles the compile time of the Asio
@@ -28,6 +35,27 @@ run() {
   shift
   (cd "$build" && ctest --output-on-failure -j3 --timeout 300 "$@")
 }
+# background_build BUILD_DIR SANITIZE [TARGET...]: configures and builds at
+# the lowest priority, its output in BUILD_DIR.log; `wait_build` joins it.
+background_build() {
+  local build=$1 sanitize=$2
+  shift 2
+  configure "$build" "$sanitize" OFF
+  nice -n 19 setsid cmake --build "$build" ${1:+--target "$@"} \
+    >"$build.log" 2>&1 &
+  bg_pid=$!
+  bg_log=$build.log
+}
+# A failing step stops the build running beside it.
+trap '[ -z "${bg_pid:-}" ] || kill -- "-$bg_pid" 2>/dev/null || true' EXIT
+wait_build() {
+  if ! wait "$bg_pid"; then
+    tail -60 "$bg_log"
+    echo "build failed (all of its output: $bg_log)" >&2
+    exit 1
+  fi
+  bg_pid=
+}
 
 if [ -n "${FENCEPOST_SANITIZE:-}" ]; then
   build=${FENCEPOST_BUILD_DIR:-build-test-san}
@@ -37,27 +65,29 @@ if [ -n "${FENCEPOST_SANITIZE:-}" ]; then
   exit 0
 fi
 
-# Optimized, with jemalloc as shipped. The 20-cycle crash loop
-# on LMDB is left to the ASan pass: the 500-cycle run covers it here.
+# Optimized, with jemalloc as shipped. The 20-cycle crash loop on LMDB is
+# left to the ASan pass: the 500-cycle run covers it here.
 build=${FENCEPOST_BUILD_DIR:-build-test}
+sanitizers=${FENCEPOST_SANITIZERS:-1}
 phase "optimized: build"
 configure "$build" "" ON
 cmake --build "$build"
+if [ "$sanitizers" != 0 ]; then
+  phase "ASan+UBSan: build, in the background"
+  background_build "$build-asan" address,undefined
+fi
 phase "optimized: every test"
 run "$build" -E '^CrashLoopTest\.LmdbBackendNeverLosesAFence$'
 phase "benchmark smoke run"
 BENCH_PREBUILT="$build" tests/bench/run.sh --smoke
 
-if [ "${FENCEPOST_SANITIZERS:-1}" != 0 ]; then
-  # Line tables only (-g1, see CMakeLists.txt) and no bench programs.
-  phase "ASan+UBSan: build"
-  configure "$build-asan" address,undefined OFF
-  cmake --build "$build-asan"
+if [ "$sanitizers" != 0 ]; then
+  wait_build
+  phase "TSan: build the concurrent unit tests, in the background"
+  background_build "$build-tsan" thread fence_test proxy_test client_test
   phase "ASan+UBSan: every test, the fuzz corpora replayed"
   run "$build-asan" -E 'LmdbBackend500Cycles'
-  phase "TSan: build the concurrent unit tests"
-  configure "$build-tsan" thread OFF
-  cmake --build "$build-tsan" --target fence_test proxy_test client_test
+  wait_build
   phase "TSan: the concurrent unit tests"
   run "$build-tsan" -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector' \
     -E 'ZooKeeperLeasesTest|PostgresLeasesTest'
