@@ -135,8 +135,8 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     leases.Stop();
     batch_load.Stop();
     // No load thread lost its connection before the kill.
-    for (const auto* lost :
-         {&load.disconnects(), &leases.disconnects(), &batch_load.disconnects()}) {
+    for (const auto* lost : {&load.disconnects(), &leases.disconnects(),
+                             &batch_load.disconnects()}) {
       for (const auto& line : DisconnectsWhileAlive(*lost, started, killed)) {
         ADD_FAILURE() << "cycle " << cycle << ": " << line;
       }
@@ -261,8 +261,7 @@ TEST(CrashLoopTest, AServerThatDiesBeforeTheKillIsCaught) {
   const auto killed = std::chrono::steady_clock::now();
   EXPECT_NONFATAL_FAILURE(server.Kill(), "exited by itself (status 137");
   load.Stop();
-  const auto lost =
-      DisconnectsWhileAlive(load.disconnects(), started, killed);
+  const auto lost = DisconnectsWhileAlive(load.disconnects(), started, killed);
   EXPECT_EQ(lost.size(), static_cast<std::size_t>(kWriters));
 }
 

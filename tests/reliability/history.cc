@@ -1,8 +1,10 @@
 #include "tests/reliability/history.h"
 
 #include <algorithm>
+#include <iterator>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 namespace fencepost::reliability {
 
@@ -57,7 +59,142 @@ bool Checker::MayBeLast(const Value& v, const Landed& w) {
   return w.add == v.last_add && (!w.answered || w.acked_ns > v.last_sent);
 }
 
-void Checker::Add(const std::vector<Op>& part) {
+// Times at which a fence (or a value) was shown at a token, and the highest
+// token shown before a given time.
+class Checker::ShownBefore {
+ public:
+  void Show(std::int64_t at_ns, std::uint64_t token) {
+    shown_.emplace_back(at_ns, token);
+  }
+  // Call once every Show is in.
+  void Seal() {
+    std::sort(shown_.begin(), shown_.end());
+    for (std::size_t i = 1; i < shown_.size(); ++i) {
+      shown_[i].second = std::max(shown_[i].second, shown_[i - 1].second);
+    }
+  }
+  // The highest token shown strictly before `ns`, or `floor`.
+  std::uint64_t Before(std::int64_t ns, std::uint64_t floor) const {
+    const auto it = std::lower_bound(
+        shown_.begin(), shown_.end(), ns,
+        [](const auto& s, std::int64_t t) { return s.first < t; });
+    return it == shown_.begin() ? floor
+                                : std::max(floor, std::prev(it)->second);
+  }
+
+ private:
+  std::vector<std::pair<std::int64_t, std::uint64_t>> shown_;
+};
+
+namespace {
+
+std::string Describe(const Read& r) {
+  return r.key + ": a read of its " +
+         (r.kind == Read::Kind::kFence ? "fence" : "value");
+}
+
+}  // namespace
+
+void Checker::CheckReads(const std::vector<Op>& part,
+                         const std::vector<Read>& reads) {
+  if (reads.empty()) return;
+  // What this part's answers showed, and when: of a fence, every token an
+  // acceptance, a 409 or a read showed; of a value, the tokens of the
+  // acknowledged PUTs and DELETEs.
+  std::map<std::string, ShownBefore> fences, values;
+  for (const Op& op : part) {
+    if (op.outcome == Op::Outcome::kAccepted) {
+      fences[FenceOf(op.key)].Show(op.acked_ns, op.token);
+      if (op.kind != Op::Kind::kBump)
+        values[op.key].Show(op.acked_ns, op.token);
+    } else if (op.outcome == Op::Outcome::kRejected && op.current_token) {
+      fences[FenceOf(op.key)].Show(op.acked_ns, *op.current_token);
+    }
+  }
+  for (const Read& r : reads) {
+    if (r.status == 200 && r.token) {
+      fences[FenceOf(r.key)].Show(r.answered_ns, *r.token);
+    }
+  }
+  for (auto& [name, shown] : fences) shown.Seal();
+  for (auto& [name, shown] : values) shown.Seal();
+  static const ShownBefore kNothing;
+  for (const Read& r : reads) {
+    if (r.status != 200 && r.status != 404) {
+      pending_.push_back(Describe(r) + " was answered " +
+                         std::to_string(r.status));
+      continue;
+    }
+    if (r.status == 200 && !r.token) {
+      pending_.push_back(Describe(r) + " was answered 200 without a token");
+      continue;
+    }
+    // 0: none (404).
+    const std::uint64_t token = r.status == 200 ? *r.token : 0;
+    const std::string fence = FenceOf(r.key);
+    if (r.kind == Read::Kind::kFence) {
+      const Fence& f = fences_[fence];
+      auto it = fences.find(fence);
+      const std::uint64_t before =
+          (it == fences.end() ? kNothing : it->second)
+              .Before(r.sent_ns, std::max(f.acked.value_or(0), f.shown));
+      if (token < before) {
+        pending_.push_back(
+            Describe(r) + " showed " +
+            (token != 0 ? "token " + std::to_string(token) : "none") +
+            " after the fence had shown token " + std::to_string(before));
+      }
+      const auto presented = f.presented.find(token);
+      if (token != 0 && (presented == f.presented.end() ||
+                         *presented->second.begin() >= r.answered_ns)) {
+        pending_.push_back(Describe(r) + " showed token " +
+                           std::to_string(token) +
+                           ", which no writer had sent before its answer");
+      }
+    } else {
+      auto it = values.find(r.key);
+      CheckValueRead(r, token, it == values.end() ? kNothing : it->second);
+    }
+  }
+}
+
+void Checker::CheckValueRead(const Read& r, std::uint64_t token,
+                             const ShownBefore& acks) {
+  const Value& v = values_[r.key];
+  const std::uint64_t acked = acks.Before(r.sent_ns, v.acked.value_or(0));
+  const bool any_acked = v.acked.has_value() || acks.Before(r.sent_ns, 0) > 0;
+  if (token != 0 && token < acked) {
+    pending_.push_back(Describe(r) + " showed token " + std::to_string(token) +
+                       " after a write of token " + std::to_string(acked) +
+                       " to it had been acknowledged");
+  } else if (token == 0 && any_acked) {
+    bool deleted = false;
+    for (auto d = v.deletes.lower_bound(acked);
+         !deleted && d != v.deletes.end(); ++d) {
+      for (const Landed& w : d->second) deleted |= w.sent_ns < r.answered_ns;
+    }
+    if (!deleted) {
+      pending_.push_back(Describe(r) + " showed none after a write of token " +
+                         std::to_string(acked) +
+                         " to it had been acknowledged, and no DELETE at or "
+                         "above it had been sent");
+    }
+  }
+  if (token == 0) return;
+  bool written = false;
+  if (auto puts = v.puts.find(token); puts != v.puts.end()) {
+    if (auto same = puts->second.find(r.body); same != puts->second.end()) {
+      for (const Landed& w : same->second) written |= w.sent_ns < r.answered_ns;
+    }
+  }
+  if (!written) {
+    pending_.push_back(Describe(r) + " showed token " + std::to_string(token) +
+                       " and body '" + r.body +
+                       "', which no PUT had sent before its answer");
+  }
+}
+
+void Checker::Add(const std::vector<Op>& part, const std::vector<Read>& reads) {
   const Op* const begin = part.data();
   const Op* const end = begin + part.size();
   const std::size_t add = adds_++;
@@ -95,6 +232,15 @@ void Checker::Add(const std::vector<Op>& part) {
     }
   }
   last_answer_ns_ = last_answer;
+  CheckReads(part, reads);
+  // What the reads showed of each fence: from its answer on, as a 409's
+  // current_token, the fence is at or above it.
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::uint64_t>>>
+      read_shows;
+  for (const Read& r : reads) {
+    if (r.status != 200 || !r.token) continue;
+    read_shows[FenceOf(r.key)].emplace_back(r.answered_ns, *r.token);
+  }
 
   // What an answer shows of its fence: the token accepted, or a 409's
   // current_token.
@@ -109,18 +255,18 @@ void Checker::Add(const std::vector<Op>& part) {
     // came before the send), the write is accepted only at or above it,
     // and a 409 shows a current_token at or above it. Sorting by answer
     // time lets one pass keep the highest shown before each send.
-    std::vector<const Op*> by_answer = ops;
-    std::sort(by_answer.begin(), by_answer.end(), [](const Op* a, const Op* b) {
-      return a->acked_ns < b->acked_ns;
-    });
+    // The reads' answers show the fence too.
+    std::vector<std::pair<std::int64_t, std::uint64_t>> by_answer =
+        read_shows[fence];
+    for (const Op* op : ops) by_answer.emplace_back(op->acked_ns, shows(op));
+    std::sort(by_answer.begin(), by_answer.end());
     std::sort(ops.begin(), ops.end(),
               [](const Op* a, const Op* b) { return a->sent_ns < b->sent_ns; });
     std::size_t next = 0;
     std::uint64_t before = std::max(f.acked.value_or(0), f.shown);
     for (const Op* op : ops) {
-      while (next < by_answer.size() &&
-             by_answer[next]->acked_ns < op->sent_ns) {
-        before = std::max(before, shows(by_answer[next]));
+      while (next < by_answer.size() && by_answer[next].first < op->sent_ns) {
+        before = std::max(before, by_answer[next].second);
         ++next;
       }
       if (shows(op) >= before) continue;
@@ -179,6 +325,10 @@ void Checker::Add(const std::vector<Op>& part) {
                          std::to_string(*op->current_token));
     }
     if (op->current_token) f.shown = std::max(f.shown, *op->current_token);
+  }
+  for (const auto& [fence, shown] : read_shows) {
+    Fence& f = fences_[fence];
+    for (const auto& [at, token] : shown) f.shown = std::max(f.shown, token);
   }
 }
 

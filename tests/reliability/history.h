@@ -34,6 +34,21 @@ struct Op {
   int status = 0;                              // the answer's, for kError
 };
 
+// One read under load, as a client saw it: GET /KEY (the value) on the
+// data port, or GET /v1/fences/KEY (the fence guarding the key) on the
+// admin port. Only answered reads are recorded.
+struct Read {
+  enum class Kind { kValue, kFence };
+  Kind kind = Kind::kValue;
+  std::string key;
+  std::int64_t sent_ns = 0;      // before the request was sent
+  std::int64_t answered_ns = 0;  // after the answer arrived
+  int status = 0;                // 200, 404 (none), anything else: an error
+  // With a 200: the fence's token, or the value's Fencing-Token.
+  std::optional<std::uint64_t> token;
+  std::string body;  // the value, with a 200
+};
+
 // What the server holds for a key when it is read back.
 struct KeyState {
   std::uint64_t fence = 0;             // of the fence guarding it; 0: none
@@ -69,6 +84,19 @@ struct KeyState {
 //    kRefused write presents nothing: it changed nothing);
 //  - a write got an answer other than 2xx or 409.
 //
+// Reads under load (Checker::Add) are violations when:
+//
+//  - a fence read shows a token below one the fence had shown (an
+//    acknowledged write, a 409's current_token, another read, a floor)
+//    before the read was sent, or none at all after it had shown one;
+//  - a value read shows a token below that of a PUT or DELETE of the key
+//    acknowledged before the read was sent, or no value after such a PUT,
+//    unless a DELETE at or above its token was sent before the read's
+//    answer;
+//  - a read shows a token (or a value: token and body) that no write
+//    presented to that fence (PUT to that key) before the read's answer;
+//  - a read got an answer other than 200 or 404.
+//
 // With Rejections::kMayLag (replicas sharing fences in etcd, which refuse
 // from a cache: docs/replicas.md), a 409's current_token is the highest
 // token its replica had seen, which may be below what the fence showed
@@ -103,7 +131,13 @@ class Checker {
   void CheckAfterRestarts() { after_restarts_ = true; }
   // The fence guarding `key` never goes below `token`, which it has shown.
   void Floor(const std::string& key, std::uint64_t token);
-  void Add(const std::vector<Op>& part);
+  // `reads`: the reads made while the writes of `part` ran. A reader sees
+  // a write only once it is durable (docs/durability.md), so each read is
+  // held to the writes answered before it was sent and to those sent before
+  // it was answered (Check's rules for reads, below), and what it showed
+  // of the fence (a fence's token; a value's token, which the fence had
+  // reached) counts as shown from its answer on, as a 409's current_token.
+  void Add(const std::vector<Op>& part, const std::vector<Read>& reads = {});
   // The violations in the writes added since the last Check (an answer
   // other than 2xx or 409, an order broken, a 409 naming an impossible
   // token), and those of `state` against every write added.
@@ -141,6 +175,14 @@ class Checker {
   // `v.acked`.
   static bool MayBeLast(const Value& v, const Landed& w);
   std::string FenceOf(const std::string& key) const;
+  // The violations of `reads` against the writes of earlier Adds and of
+  // `part` (already in values_ and presented, not yet in acked or shown).
+  void CheckReads(const std::vector<Op>& part, const std::vector<Read>& reads);
+  class ShownBefore;
+  // CheckReads for a read of a value that showed `token` (0: none), held to
+  // `acks`: this part's acknowledged PUTs and DELETEs of its key.
+  void CheckValueRead(const Read& r, std::uint64_t token,
+                      const ShownBefore& acks);
   // Forgets `op`, a write without an answer that did not land.
   void Retire(const Op& op);
 

@@ -436,5 +436,122 @@ TEST(HistoryCheckTest, FindsA409CitingATokenSentOnlyAfterIt) {
   EXPECT_TRUE(Check(racing, Holds(8, 8)).empty());
 }
 
+// Reads under load: GET /k and GET /v1/fences/k while the writes run.
+Read ValueRead(std::optional<std::uint64_t> token, std::int64_t sent,
+               std::int64_t answered, const std::string& body = "") {
+  Read r;
+  r.key = "k";
+  r.sent_ns = sent;
+  r.answered_ns = answered;
+  r.status = token ? 200 : 404;
+  r.token = token;
+  r.body = body;
+  return r;
+}
+Read FenceRead(std::optional<std::uint64_t> token, std::int64_t sent,
+               std::int64_t answered) {
+  Read r = ValueRead(token, sent, answered);
+  r.kind = Read::Kind::kFence;
+  return r;
+}
+std::vector<std::string> CheckReads(
+    const std::vector<Op>& history, const std::vector<Read>& reads,
+    const std::map<std::string, KeyState>& state) {
+  Checker checker;
+  checker.Add(history, reads);
+  return checker.Check(state);
+}
+
+// 5, then 7 acknowledged at 20: a read sent after that shows 7 or more.
+const std::vector<Op> kFiveThenSeven = {Accepted(5, 0, 10),
+                                        Accepted(7, 11, 20)};
+
+TEST(HistoryCheckTest, ReadsThatKeepUpPass) {
+  const std::vector<Read> reads = {
+      ValueRead(5, 12, 19),
+      FenceRead(5, 12, 19),  // 7 not yet acknowledged
+      ValueRead(7, 12, 19),
+      FenceRead(7, 15, 30),  // 7 sent, may be read
+      ValueRead(7, 21, 22),
+      FenceRead(7, 21, 22),
+      ValueRead(std::nullopt, 1, 2),
+      FenceRead(std::nullopt, 1, 2)};
+  EXPECT_TRUE(CheckReads(kFiveThenSeven, reads, Holds(7, 7)).empty());
+}
+
+TEST(HistoryCheckTest, FindsAStaleRead) {
+  const auto value =
+      CheckReads(kFiveThenSeven, {ValueRead(5, 21, 22)}, Holds(7, 7));
+  ASSERT_EQ(value.size(), 1u);
+  EXPECT_NE(value[0].find("a read of its value showed token 5 after a write "
+                          "of token 7"),
+            std::string::npos)
+      << value[0];
+  const auto fence =
+      CheckReads(kFiveThenSeven, {FenceRead(5, 21, 22)}, Holds(7, 7));
+  ASSERT_EQ(fence.size(), 1u);
+  EXPECT_NE(fence[0].find("a read of its fence showed token 5 after the "
+                          "fence had shown token 7"),
+            std::string::npos)
+      << fence[0];
+  // One read shows 7; another, sent after it was answered, shows 5.
+  const std::vector<Op> racing = {Accepted(5, 0, 10), Accepted(7, 11, 40)};
+  EXPECT_EQ(CheckReads(racing, {FenceRead(7, 12, 13), FenceRead(5, 14, 15)},
+                       Holds(7, 7))
+                .size(),
+            1u);
+  // A value (or fence) gone after it was acknowledged, with no DELETE.
+  EXPECT_EQ(CheckReads(kFiveThenSeven,
+                       {ValueRead(std::nullopt, 21, 22),
+                        FenceRead(std::nullopt, 21, 22)},
+                       Holds(7, 7))
+                .size(),
+            2u);
+  // A DELETE at 8 sent before the read's answer explains the absence.
+  Op erase = Write(8, Outcome::kUnknown, 21);
+  erase.kind = Op::Kind::kDelete;
+  std::vector<Op> deleting = kFiveThenSeven;
+  deleting.push_back(erase);
+  EXPECT_TRUE(CheckReads(deleting, {ValueRead(std::nullopt, 21, 22)},
+                         Holds(8, std::nullopt))
+                  .empty());
+}
+
+TEST(HistoryCheckTest, FindsAReadOfSomethingNeverWritten) {
+  EXPECT_EQ(CheckReads(kFiveThenSeven,
+                       {FenceRead(9, 21, 22), ValueRead(7, 21, 22, "other"),
+                        ValueRead(9, 21, 22)},
+                       Holds(7, 7))
+                .size(),
+            4u)
+      << "9 nobody presented (read as the fence and as the value), a body "
+         "no PUT sent, and the fence read back at 7, below the 9 it showed";
+  // Sent only after the read came back: not yet written when it was read.
+  const std::vector<Op> later = {Accepted(5, 0, 10), Accepted(7, 30, 40)};
+  EXPECT_EQ(CheckReads(later, {FenceRead(7, 21, 22)}, Holds(7, 7)).size(), 1u);
+  Read failed = ValueRead(7, 21, 22);
+  failed.status = 500;
+  EXPECT_EQ(CheckReads(kFiveThenSeven, {failed}, Holds(7, 7)).size(), 1u);
+}
+
+// What a read showed is durable (readers see published writes only): a
+// write sent after it is held to it, and so is the fence after a restart.
+TEST(HistoryCheckTest, AReadShowsTheFenceAsAnAnswerDoes) {
+  const std::vector<Op> history = {Write(9, Outcome::kUnknown, 0),
+                                   Accepted(8, 30, 40)};
+  const auto violations =
+      CheckReads(history, {FenceRead(9, 10, 20)}, Holds(9, 9));
+  ASSERT_EQ(violations.size(), 1u);
+  EXPECT_NE(violations[0].find("token 8 was accepted after the fence had "
+                               "shown token 9"),
+            std::string::npos)
+      << violations[0];
+  Checker restarts;
+  restarts.CheckAfterRestarts();
+  restarts.Add({Write(9, Outcome::kUnknown, 0)}, {FenceRead(9, 10, 20)});
+  EXPECT_EQ(restarts.Check(Holds(0, std::nullopt)).size(), 1u)
+      << "the fence went below the 9 a read had shown";
+}
+
 }  // namespace
 }  // namespace fencepost::reliability

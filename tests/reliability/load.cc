@@ -144,6 +144,61 @@ void Load::StartWriters(std::function<std::uint16_t()> pick, bool reconnect) {
       Write(pick_, reconnect, t, seed);
     });
   }
+  for (int t = 0; t < readers_; ++t) {
+    writers_.emplace_back([this, reconnect, seed = seeds()] {
+      ReadLoop(pick_, reconnect, seed);
+    });
+  }
+}
+
+const std::string& Load::PickKey(std::mt19937& rng) const {
+  return hot_ > 0 && rng() % 2 ? keys_[rng() % hot_]
+                               : keys_[rng() % keys_.size()];
+}
+
+void Load::ReadLoop(const std::function<std::uint16_t()>& pick, bool reconnect,
+                    std::uint32_t seed) {
+  std::mt19937 local(seed);
+  while (!stop_) {
+    std::uint16_t port = 0;
+    try {
+      port = pick();
+      testing::HttpClient client(port);
+      std::optional<testing::HttpClient> admin;
+      if (admin_port_ != 0) admin.emplace(admin_port_);
+      while (!stop_) {
+        Read read;
+        read.kind = admin && (!read_values_ || local() % 2)
+                        ? Read::Kind::kFence
+                        : Read::Kind::kValue;
+        read.key = PickKey(local);
+        read.sent_ns = Now();
+        const testing::HttpResponse r =
+            read.kind == Read::Kind::kFence
+                ? admin->Request("GET", "/v1/fences/" + read.key)
+                : client.Request("GET", "/" + read.key);
+        read.answered_ns = Now();
+        read.status = r.status;
+        if (r.status == 200 && read.kind == Read::Kind::kFence) {
+          read.token = NumberAfter(r.body, "token");
+        } else if (r.status == 200) {
+          if (r.has("fencing-token")) {
+            read.token = std::stoull(r.header("fencing-token"));
+          }
+          read.body = r.body;
+        }
+        std::lock_guard lock(mu_);
+        reads_.push_back(std::move(read));
+      }
+    } catch (const std::exception& e) {
+      {
+        std::lock_guard lock(mu_);
+        disconnects_.push_back(Caught(port, e));
+      }
+      if (!reconnect) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
 }
 
 void Load::Stop() {
@@ -215,8 +270,7 @@ void Load::Write(const std::function<std::uint16_t()>& pick, bool reconnect,
         op.kind = roll == 0   ? Op::Kind::kDelete
                   : roll == 1 ? Op::Kind::kBump
                               : Op::Kind::kPut;
-        op.key = hot_ > 0 && local() % 2 ? keys_[local() % hot_]
-                                         : keys_[local() % keys_.size()];
+        op.key = PickKey(local);
         const std::uint64_t fresh = counter_++;
         op.token = local() % 5 == 0 ? fresh - 1 - local() % 30 : fresh;
         if (op.kind == Op::Kind::kPut) {
@@ -588,12 +642,16 @@ std::map<std::string, KeyState> ReadState(std::uint16_t data_port,
 
 std::vector<std::string> Restarts::Check(
     const std::vector<Op>& history,
-    const std::map<std::string, KeyState>& state, const std::vector<Op>& more) {
+    const std::map<std::string, KeyState>& state, const std::vector<Op>& more,
+    const std::vector<Read>& reads) {
   std::vector<Op> part(history.begin() + static_cast<std::ptrdiff_t>(added_),
                        history.end());
   part.insert(part.end(), more.begin(), more.end());
-  checker_.Add(part);
+  const std::vector<Read> new_reads(
+      reads.begin() + static_cast<std::ptrdiff_t>(reads_added_), reads.end());
+  checker_.Add(part, new_reads);
   added_ = history.size();
+  reads_added_ = reads.size();
   auto found = checker_.Check(state);
   for (const auto& [key, s] : state) checker_.Floor(key, s.fence);
   return found;

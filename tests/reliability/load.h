@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,6 +72,16 @@ class Load {
   // or an unknown upstream outcome) refuses a write before any change: it
   // is kRefused, and its writer pauses 20 ms.
   void ExpectHeldFences() { held_fences_ = true; }
+  // Along with the writers, `readers` threads (before Start; 0 unless
+  // told) each GET the values of the keys (unless `values` is false), and
+  // with an admin port their fences, on their own connections, recording
+  // every answered read for Checker::Add.
+  void ReadAlong(int readers, bool values = true) {
+    readers_ = readers;
+    read_values_ = values;
+  }
+  // The answered reads so far. Once stopped.
+  const std::vector<Read>& reads() const { return reads_; }
   // Writes refused so far (kRefused).
   std::size_t refused() const { return refused_; }
   // Joins the writers (call once the server is gone, or to end the load).
@@ -99,6 +110,12 @@ class Load {
   // false, only until its connection fails.
   void Write(const std::function<std::uint16_t()>& pick, bool reconnect,
              int thread, std::uint32_t seed);
+  // Reads through `pick()`'s port (and the admin port) until stopped, or
+  // until its connection fails.
+  void ReadLoop(const std::function<std::uint16_t()>& pick, bool reconnect,
+                std::uint32_t seed);
+  // A key as the writers pick them: half among the hot ones.
+  const std::string& PickKey(std::mt19937& rng) const;
   // Records `r`, the answer to history_[at]; false when it was refused.
   bool Answered(std::size_t at, const testing::HttpResponse& r);
 
@@ -117,7 +134,10 @@ class Load {
   std::mutex mu_;
   std::vector<Op> history_;
   std::vector<Disconnect> disconnects_;
-  std::vector<std::thread> writers_;
+  std::vector<Read> reads_;
+  int readers_ = 0;
+  bool read_values_ = true;
+  std::vector<std::thread> writers_;  // and readers
   std::function<std::uint16_t()> pick_;
 };
 
@@ -255,14 +275,18 @@ class Restarts {
   void Scope(std::string prefix) { checker_.Scope(std::move(prefix)); }
   // Adds, as one part, the writes of `history` (which only grows) not
   // added before and `more` (writes from elsewhere in the same cycle: a
-  // LeaseLoad's new grants), then checks `state` against every write added.
+  // LeaseLoad's new grants), with the reads of `reads` (which only grows:
+  // Load::reads) not added before, then checks `state` against every
+  // write added.
   std::vector<std::string> Check(const std::vector<Op>& history,
                                  const std::map<std::string, KeyState>& state,
-                                 const std::vector<Op>& more = {});
+                                 const std::vector<Op>& more = {},
+                                 const std::vector<Read>& reads = {});
 
  private:
   Checker checker_;
   std::size_t added_ = 0;
+  std::size_t reads_added_ = 0;
 };
 
 }  // namespace fencepost::reliability

@@ -45,10 +45,10 @@ TEST(ReplicaScopesTest, ScopeChangesNeverLowerAFenceInEtcd) {
   } stop{kScript + " stop " + dir / "etcd"};
   {
     ServerProcess a("", ReplicaArgs(url, {}));
-    ASSERT_EQ(Fetch(a.data_port(), "PUT", "/orders/1",
-                    {{"Fencing-Token", "35"}}, "B")
-                  .status,
-              201);
+    ASSERT_EQ(
+        Fetch(a.data_port(), "PUT", "/orders/1", {{"Fencing-Token", "35"}}, "B")
+            .status,
+        201);
   }
   {
     // Added: the scope starts at the highest fence under it.

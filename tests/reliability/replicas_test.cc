@@ -962,11 +962,17 @@ TEST(EtcdTlsTest, FencesThroughAnEtcdThatServesOnlyVerifiedTls) {
         certs + "/client.pem", "--fence-store-key", certs + "/client.key"}},
       {plain, {}}};
   for (const auto& [store, tls] : bad) {
-    std::vector<std::string> args = {
-        "serve",         "--listen",       "127.0.0.1:0",
-        "--admin-listen", "127.0.0.1:0",   "--fence-store",
-        store + "/tls",  "--backend",      "etcd",
-        "--fence-store-timeout", "1"};
+    std::vector<std::string> args = {"serve",
+                                     "--listen",
+                                     "127.0.0.1:0",
+                                     "--admin-listen",
+                                     "127.0.0.1:0",
+                                     "--fence-store",
+                                     store + "/tls",
+                                     "--backend",
+                                     "etcd",
+                                     "--fence-store-timeout",
+                                     "1"};
     args.insert(args.end(), tls.begin(), tls.end());
     const testing::RunResult refused = testing::RunFencepost(args);
     EXPECT_EQ(refused.exit_status, 1) << refused.output;
