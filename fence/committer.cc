@@ -712,7 +712,8 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
     idle = queue_.empty();
   }
   std::unique_lock lock(sync_mu_);
-  if (idle && syncs_.empty() && unsynced_segments_ != 0) {
+  if (idle && syncs_.empty() && unsynced_segments_ != 0 &&
+      !options_.sync_threads_only) {
     Sync(*committer_files_, lock);
     return;
   }

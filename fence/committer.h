@@ -137,6 +137,10 @@ class Committer {
     // its sync rather than after. Only the test build sets it (the
     // syscall-order test's negative control); never in the product.
     bool answer_before_sync = false;
+    // Every group is synced by a sync thread, never by the committer itself
+    // when idle: a test's injected sync failure then lands on a sync
+    // thread's shared group for sure. Only the test build sets it.
+    bool sync_threads_only = false;
   };
 
   // Opens the log in env's directory and replays what LMDB lacks. Throws

@@ -263,6 +263,7 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
       if (test.max_queue_writes) {
         options.committer.max_queue_writes = *test.max_queue_writes;
       }
+      options.committer.sync_threads_only = test.sync_threads_only;
       if (test.answer_before_sync) {
         options.committer.answer_before_sync = true;
         spdlog::critical(

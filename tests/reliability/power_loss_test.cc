@@ -47,6 +47,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -414,6 +415,70 @@ TEST(PowerLossTest, ALogThatDoesNotSyncIsCaught) {
   run.cycles = 20;  // the first cut nearly always finds a loss
   EXPECT_FALSE(PowerCuts(run).empty())
       << "the power cuts did not see the log's syncs missing";
+}
+
+// A failed log sync on a sync thread's shared group, not the committer's
+// own sync (FaultsTest's one client at a time finds the committer idle, and
+// the committer syncs its group itself then). The test build's
+// FENCEPOST_TEST_SYNC_THREADS_ONLY leaves every sync to the sync threads,
+// and sixteen writers keep groups overlapping; strace fails each thread's
+// 5th and later fdatasync of the log with EIO without running it, so the
+// failed group's bytes stay unsynced on this mount. The process must stop;
+// after the power cut nothing acknowledged may be missing (a group answered
+// despite its failed sync would be). strace's record shows the failed sync
+// was on a thread that never wrote the log: a sync thread.
+TEST(PowerLossTest, AFailedSyncOnASyncThreadIsNeverAcknowledged) {
+  if (const std::string why = Unsupported(); !why.empty()) FAIL() << why;
+  if (std::system("strace -V >/dev/null 2>&1") != 0) {
+    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+  }
+  TempDir dir;
+  std::filesystem::create_directories(dir / "root");
+  std::filesystem::create_directories(dir / "mnt");
+  const std::string mnt = std::filesystem::canonical(dir / "mnt").string();
+  PowercutFs fs(dir / "root", mnt, dir / "powercut_fs.log", "");
+  const std::string data = mnt + "/data";
+  const std::string trace = dir / "strace.log";
+  Load load(kKeys, kHot, 16);
+  {
+    ServerProcess server(
+        data, {}, {"FENCEPOST_TEST_SYNC_THREADS_ONLY=1"},
+        {"strace", "-f", "-qq", "-o", trace, "-P", data + "/shard-0/wal-0",
+         "-e", "trace=pwrite64,fdatasync", "-e",
+         "inject=fdatasync:error=EIO:when=5+"});
+    load.Start(server.data_port(), server.admin_port());
+    const int status = server.Wait(20);
+    load.Stop();
+    EXPECT_NE(status, -1) << "the process carried on after its sync failed";
+    EXPECT_NE(status, 0);
+    EXPECT_NE(server.Log().find("stopping: the write-ahead log sync failed"),
+              std::string::npos)
+        << server.Log();
+    if (status == -1) server.Kill();
+  }
+  fs.Cut();
+  ServerProcess restarted(data);
+  Restarts restarts;
+  for (const auto& v :
+       restarts.Check(load.history(), ReadState(restarted, load.keys()))) {
+    ADD_FAILURE() << v;
+  }
+  EXPECT_GT(load.AcknowledgedSince(0), 0u) << "the load ran";
+
+  // "1234  pwrite64(...", "1235  fdatasync(...) = -1 EIO (...) (INJECTED)".
+  std::set<std::string> writers;
+  std::string failed;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    const std::string tid = line.substr(0, line.find(' '));
+    if (line.find("pwrite64(") != std::string::npos) writers.insert(tid);
+    if (failed.empty() && line.find("INJECTED") != std::string::npos) {
+      failed = tid;
+    }
+  }
+  ASSERT_FALSE(failed.empty()) << "strace injected no failure";
+  EXPECT_EQ(writers.count(failed), 0u)
+      << "the failed sync was on thread " << failed << ", which wrote the log";
 }
 
 }  // namespace
