@@ -86,7 +86,9 @@ std::uint64_t FreeBytes(const std::string& dir) {
 std::string Explain(const std::string& dir, int rc) {
   const std::uint64_t free = FreeBytes(dir);
   if ((rc == EIO || rc == ENOSPC) && free < kFullBelowBytes) {
-    return "no space left on device (ENOSPC): the file system of " + dir +
+    return std::string("no space left on device (ENOSPC") +
+           (rc == EIO ? ", reported as EIO by a short write" : "") +
+           "): the file system of " + dir +
            " has " + std::to_string(free) +
            " bytes free; the acknowledged writes are kept in its write-ahead "
            "log: free space there, then start fencepost again";

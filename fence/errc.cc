@@ -22,7 +22,8 @@ class FenceCategory : public std::error_category {
         return "too many writes are waiting to commit; retry later";
       case Errc::kTokensExhausted:
         return "the fence is at 18446744073709551615, the largest token: no "
-               "higher token is left to grant; use a lease of another name";
+               "higher token is left to grant; use a lease whose name is "
+               "under another fence (outside its scope)";
     }
     return "unknown fence error";
   }

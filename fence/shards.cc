@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "fence/long_keys.h"
@@ -101,22 +102,27 @@ Shards::Shards(const Options& options)
 
 Shards::~Shards() { Stop(); }
 
-std::vector<std::string> Shards::RecordedScopes() const {
+ScopeRecord Shards::RecordedScopes() const {
   const fs::path file = fs::path(dir_) / "scopes";
   std::error_code ec;
-  if (!fs::exists(file, ec)) return {};
+  const bool exists = fs::exists(file, ec);
+  if (ec) throw Unusable(dir_, "cannot look for " + file.string());
+  if (!exists) return {};
   std::ifstream in(file, std::ios::binary);
-  std::vector<std::string> scopes;
-  std::string name;
-  while (std::getline(in, name, '\0')) scopes.push_back(name);
-  if (in.bad()) throw Unusable(dir_, "cannot read " + file.string());
-  return scopes;
+  const std::string bytes((std::istreambuf_iterator<char>(in)),
+                          std::istreambuf_iterator<char>());
+  if (!in.is_open() || in.bad()) {
+    throw Unusable(dir_, "cannot read " + file.string());
+  }
+  std::optional<ScopeRecord> record = DecodeScopeRecord(bytes);
+  if (!record) {
+    throw Unusable(dir_, file.string() + " does not hold a scope record");
+  }
+  return *record;
 }
 
-void Shards::RecordScopes(const std::vector<std::string>& scopes) const {
-  std::string content;
-  for (const std::string& scope : scopes) content += scope + '\0';
-  ReplaceFile(dir_, "scopes", content);
+void Shards::RecordScopes(const ScopeRecord& record) const {
+  ReplaceFile(dir_, "scopes", EncodeScopeRecord(record));
 }
 
 std::size_t Shards::IndexOf(std::string_view fence) const {

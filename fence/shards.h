@@ -9,6 +9,7 @@
 
 #include "fence/committer.h"
 #include "fence/env.h"
+#include "fence/scope.h"
 
 namespace fencepost::fence {
 
@@ -65,11 +66,11 @@ class Shards {
   // Commits what is queued, then stops every committer. Idempotent.
   void Stop();
 
-  // The --fence-scope prefixes recorded in DIR/scopes (see PlanScopes in
-  // fence/scope.h), and their durable, atomic replacement. Both throw
-  // std::runtime_error when the file cannot be read or written.
-  std::vector<std::string> RecordedScopes() const;
-  void RecordScopes(const std::vector<std::string>& scopes) const;
+  // The record of the --fence-scope prefixes in DIR/scopes (ScopeRecord,
+  // empty when there is none), and its durable, atomic replacement. Both
+  // throw std::runtime_error when the file cannot be read or written.
+  ScopeRecord RecordedScopes() const;
+  void RecordScopes(const ScopeRecord& record) const;
 
  private:
   std::string dir_;

@@ -782,10 +782,22 @@ int PollTimeout(const Supervision& s) {
   return static_cast<int>(s.status ? std::min<long long>(left, 10) : left);
 }
 
+// Called when CMD exited with the lease held but left processes in its
+// group: they would run on, fenced by nothing, once the lease is released;
+// they get SIGTERM, and SIGKILL once --grace has passed.
+void StopLeftovers(Supervision& s, milliseconds grace) {
+  if (s.lost || s.kill_pending || !GroupAlive(s.pid)) return;
+  Log("the command exited but left processes in its group; sending them "
+      "SIGTERM before the lease is released");
+  ::kill(-s.pid, SIGTERM);
+  s.kill_pending = true;
+  s.kill_at = Clock::now() + grace;
+}
+
 // Runs CMD while the keeper holds the lease; returns CMD's wait status and
-// whether the lease was lost while it ran. Once the lease is lost it also
-// waits, up to the grace period, for what CMD forked, and kills what is
-// left of the group then.
+// whether the lease was lost while it ran. Once the lease is lost, or CMD
+// exited leaving processes in its group, it also waits, up to the grace
+// period, for what CMD forked, and kills what is left of the group then.
 int Supervise(pid_t pid, int signal_fd, int lost_fd,
               const client::LeaseKeeper& keeper, milliseconds grace,
               bool* lost) {
@@ -801,7 +813,10 @@ int Supervise(pid_t pid, int signal_fd, int lost_fd,
     }
     if ((fds[0].revents & POLLIN) != 0) ForwardSignals(signal_fd, pid);
     int status = 0;
-    if (!s.status && ::waitpid(pid, &status, WNOHANG) == pid) s.status = status;
+    if (!s.status && ::waitpid(pid, &status, WNOHANG) == pid) {
+      s.status = status;
+      StopLeftovers(s, grace);
+    }
     if (s.kill_pending && Clock::now() >= s.kill_at) {
       Log("the command's process group outlived the grace period; sending "
           "SIGKILL");

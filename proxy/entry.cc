@@ -331,6 +331,8 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
       io, proxy::StartScopes(*fences, fence::Scopes(config.fence_scopes)),
       &store_error);
   if (!store_error.empty()) {
+    // etcd may answer at the next start; a data directory will not.
+    if (!shared) return Fail(store_error);
     std::cerr << "fencepost: cannot check the fence scopes: " << store_error
               << "\n";
     return 1;

@@ -2,7 +2,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "storage/async_commit.h"
@@ -22,11 +21,17 @@ boost::asio::awaitable<std::optional<fence::Token>> TokenOf(
   co_return read.fence ? std::optional(read.fence->token) : std::nullopt;
 }
 
-// Raises the fence of `scope` to the highest fence it guards, if above it.
+// Raises the fence of `scope` to the highest fence that guarded its keys
+// (fence::ScopeFloor), if above it.
 boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
                                         const fence::Scopes& scopes,
+                                        const fence::ScopeRecord& last,
                                         const std::string& scope) {
   const std::optional<fence::Token> was = co_await TokenOf(fences, scope);
+  std::optional<fence::Token> carved;
+  if (const auto from = fence::CarvedFrom(last, scope)) {
+    carved = co_await TokenOf(fences, *from);
+  }
   std::optional<fence::Token> floor;
   std::string after;
   do {
@@ -41,7 +46,7 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
       under.push_back({record.name, record.token});
     }
     if (auto higher = fence::ScopeFloor(scopes, scope, floor ? floor : was,
-                                        under)) {
+                                        under, floor ? std::nullopt : carved)) {
       floor = higher;
     }
     after = page.list.next.value_or("");
@@ -58,8 +63,8 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
                              ": " + outcome.error.message());
   }
   spdlog::info(
-      "the scope {} starts at token {}, the highest fence under it (it was "
-      "{})",
+      "the scope {} starts at token {}, the highest fence that guarded its "
+      "keys (it was {})",
       scope, *floor, was ? std::to_string(*was) : "unset");
 }
 
@@ -67,21 +72,24 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
 
 boost::asio::awaitable<std::string> StartScopes(storage::Fences& fences,
                                                 const fence::Scopes& scopes) {
-  std::vector<std::string> names = co_await fences.RecordedScopes();
+  const fence::ScopeRecord last = co_await fences.RecordedScopes();
   std::vector<fence::RecordedScope> recorded;
-  for (const std::string& name : names) {
-    // Not inside the braces: g++ 12 miscompiles a co_await in an aggregate's
-    // initializer list (the temporaries are destroyed twice).
-    const std::optional<fence::Token> token = co_await TokenOf(fences, name);
-    recorded.push_back({name, token});
+  for (const auto* names : {&last.served, &last.retired}) {
+    for (const std::string& name : *names) {
+      // Not inside the braces: g++ 12 miscompiles a co_await in an
+      // aggregate's initializer list (the temporaries are destroyed twice).
+      const std::optional<fence::Token> token = co_await TokenOf(fences, name);
+      recorded.push_back({name, token});
+    }
   }
   fence::ScopePlan plan = fence::PlanScopes(scopes, recorded);
   if (!plan.refusal.empty()) co_return plan.refusal;
-  std::sort(names.begin(), names.end());
-  if (plan.record != names) co_await fences.RecordScopes(std::move(plan.record));
+  // Raised first: a start that stops before its record is written finds
+  // the same scopes new again, and raises them again from the same record.
   for (const std::string& scope : scopes.prefixes()) {
-    co_await RaiseScope(fences, scopes, scope);
+    co_await RaiseScope(fences, scopes, last, scope);
   }
+  if (!(plan.record == last)) co_await fences.RecordScopes(plan.record);
   co_return std::string();
 }
 

@@ -161,14 +161,19 @@ asio::awaitable<void> Server::Accept(Listener& listener) {
 }
 
 bool Server::MakeRoom(Listener& listener) {
-  // A client that pipelines requests and never reads the answers stalls in
-  // kWriting: it goes first with the idle ones, by how long it has been
-  // stuck, so such clients cannot hold a port either.
+  // Who makes room, first to last: an idle connection or an answer that
+  // has made no progress for kStalled (a client that pipelines requests and
+  // never reads), by how long it has been stuck; then the oldest connection
+  // still sending its request; then, so that such clients cannot hold a
+  // port either, the answer that has gone longest without progress.
+  constexpr auto kStalled = std::chrono::seconds(1);
+  const auto now = std::chrono::steady_clock::now();
   Connection* victim = nullptr;
   for (Connection& c : listener.connections) {
     if (c.shed) continue;
     const bool stuck = c.phase == Connection::Phase::kIdle ||
-                       c.phase == Connection::Phase::kWriting;
+                       (c.phase == Connection::Phase::kWriting &&
+                        now - c.since >= kStalled);
     if (stuck && (victim == nullptr || c.since < victim->since)) victim = &c;
   }
   if (victim == nullptr) {
@@ -177,6 +182,12 @@ bool Server::MakeRoom(Listener& listener) {
         victim = &c;
         break;
       }
+    }
+  }
+  if (victim == nullptr) {
+    for (Connection& c : listener.connections) {
+      if (c.shed || c.phase != Connection::Phase::kWriting) continue;
+      if (victim == nullptr || c.since < victim->since) victim = &c;
     }
   }
   if (victim == nullptr) return false;
@@ -406,9 +417,13 @@ asio::awaitable<bool> Server::WriteResponse(Stream& stream,
       std::array<asio::const_buffer, 2>{asio::buffer(head),
                                         asio::buffer(res.body())});
   beast::error_code ec;
-  // One deadline for the whole answer: a client that reads a byte now and
-  // then cannot keep it pending.
-  beast::get_lowest_layer(stream).expires_after(options_.write_timeout);
+  // One deadline for the whole answer, --write-timeout plus a second per
+  // MiB: a client that reads a byte now and then cannot keep it pending,
+  // and a large value still reaches one that reads at 1 MiB/s.
+  constexpr std::size_t kBytesPerSecond = 1u << 20;
+  beast::get_lowest_layer(stream).expires_after(
+      options_.write_timeout +
+      std::chrono::seconds(res.body().size() / kBytesPerSecond));
   self.phase = Connection::Phase::kWriting;
   self.since = std::chrono::steady_clock::now();
   while (beast::buffer_bytes(rest) > 0) {

@@ -13,6 +13,7 @@
 
 #include "fence/accept.h"
 #include "fence/errc.h"
+#include "fence/scope.h"
 #include "storage/async_commit.h"
 #include "storage/errc.h"
 
@@ -848,7 +849,7 @@ asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   co_return out;
 }
 
-asio::awaitable<std::vector<std::string>> EtcdFences::RecordedScopes() {
+asio::awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
   const std::string key = options_.spec.prefix + "/scopes";
   EtcdClient::Reply reply = co_await Call(
       "/v3/kv/range", "{\"key\":\"" + EncodeBase64(key) + "\"}", true);
@@ -861,18 +862,16 @@ asio::awaitable<std::vector<std::string>> EtcdFences::RecordedScopes() {
   }
   scopes_revision_ =
       kvs->empty() ? 0 : Int64Of((*kvs)[0].Find("mod_revision"));
-  std::vector<std::string> scopes;
-  for (std::size_t at = 0, end; (end = text.find('\0', at)) != text.npos;
-       at = end + 1) {
-    scopes.push_back(text.substr(at, end - at));
+  std::optional<fence::ScopeRecord> record = fence::DecodeScopeRecord(text);
+  if (!record) {
+    throw std::runtime_error(key + " in etcd does not hold a scope record");
   }
-  co_return scopes;
+  co_return *record;
 }
 
-asio::awaitable<void> EtcdFences::RecordScopes(std::vector<std::string> scopes) {
+asio::awaitable<void> EtcdFences::RecordScopes(fence::ScopeRecord record) {
   const std::string key = options_.spec.prefix + "/scopes";
-  std::string text;
-  for (const std::string& scope : scopes) text += scope + '\0';
+  const std::string text = fence::EncodeScopeRecord(record);
   // Unchanged since RecordedScopes read it, or another replica's start
   // decided on other scopes in between.
   EtcdClient::Reply reply = co_await Call(

@@ -25,8 +25,8 @@ namespace fencepost::storage {
 // Keys (PREFIX is "fencepost" by default):
 //   PREFIX/fences/NAME  "TOKEN UPDATED_AT_NS"  (decimal)
 //   PREFIX/values/KEY   "TOKEN\n" then the body ("-\n" for no token)
-//   PREFIX/scopes       the scopes the replicas were served with, each
-//                       NUL-terminated (fence::PlanScopes)
+//   PREFIX/scopes       fence::EncodeScopeRecord of the scopes the replicas
+//                       were served with (fence::PlanScopes)
 //
 // Group commit: the writes that arrive while a transaction is in flight
 // are decided together, in arrival order, against the fences as this
@@ -116,9 +116,8 @@ class EtcdFences : public Fences {
                                                std::string after,
                                                std::size_t limit) override;
   std::optional<std::uint64_t> Count() override { return std::nullopt; }
-  boost::asio::awaitable<std::vector<std::string>> RecordedScopes() override;
-  boost::asio::awaitable<void> RecordScopes(
-      std::vector<std::string> scopes) override;
+  boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override;
+  boost::asio::awaitable<void> RecordScopes(fence::ScopeRecord record) override;
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }
   std::string last_error() const override { return last_error_; }

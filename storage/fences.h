@@ -111,10 +111,9 @@ class Fences {
   // The --fence-scope prefixes the store has been served with, as recorded
   // (fence::PlanScopes), and their durable replacement. For start-up only:
   // they throw std::runtime_error with a readable message on failure.
-  virtual boost::asio::awaitable<std::vector<std::string>>
-  RecordedScopes() = 0;
+  virtual boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() = 0;
   virtual boost::asio::awaitable<void> RecordScopes(
-      std::vector<std::string> scopes) = 0;
+      fence::ScopeRecord record) = 0;
 };
 
 // The default: the fences of the data directory's LMDB environments.
@@ -145,12 +144,12 @@ class LocalFences : public Fences {
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "local"; }
   fence::Shards* shards() override { return &shards_; }
-  boost::asio::awaitable<std::vector<std::string>> RecordedScopes() override {
+  boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override {
     co_return shards_.RecordedScopes();
   }
   boost::asio::awaitable<void> RecordScopes(
-      std::vector<std::string> scopes) override {
-    shards_.RecordScopes(scopes);
+      fence::ScopeRecord record) override {
+    shards_.RecordScopes(record);
     co_return;
   }
 

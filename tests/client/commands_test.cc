@@ -331,6 +331,29 @@ TEST(CommandsTest, LeaseRunStopsWhatTheCommandForkedWhenTheLeaseIsLost) {
   }
 }
 
+// A job that exits while what it forked runs on: the rest of its group is
+// stopped before the lease is released, so nothing runs on unfenced.
+TEST(CommandsTest, LeaseRunStopsWhatTheCommandLeftBehindBeforeReleasing) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client admin(testing::AdminOptions(server));
+  const std::string left = dir / "left.pid";
+  testing::CommandProcess run(
+      {"lease", "run", "jobs/h", "--holder", "runner", "--ttl", "3s", "--grace",
+       "500ms", "--admin", testing::AdminUrl(server), "--", "sh", "-c",
+       "sleep 30 & echo $! >'" + left + "'; exit 3"});
+  EXPECT_EQ(run.Wait(milliseconds(10000)), 3) << run.Output();
+  const std::string left_pid = PidIn(left);
+  ASSERT_FALSE(left_pid.empty()) << run.Output();
+  EXPECT_TRUE(testing::Eventually([&] { return ProcessGone(left_pid); }))
+      << "the job's background sleep outlived the lease: " << run.Output();
+  if (!ProcessGone(left_pid)) ::kill(std::stoi(left_pid), SIGKILL);
+  const auto lease = ParseLease(admin.GetLease("jobs/h").response.body);
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_FALSE(lease->holder.has_value() && *lease->holder == "runner")
+      << "the lease was not released";
+}
+
 // CMD runs in a process group of its own, so a terminal's Ctrl-C reaches
 // lease run alone: it passes SIGINT on to the job.
 TEST(CommandsTest, LeaseRunForwardsSigintToTheCommand) {

@@ -90,6 +90,39 @@ TEST(ScopesTest, ARemovedScopeIsRefusedAcrossRestarts) {
   EXPECT_EQ(Put(server, "orders/us/1", "40"), 201);
 }
 
+// A scope carved out of a wider one starts at the wider one's fence, which
+// guarded its keys; once served, it keeps its own (its leader may be below
+// the wider scope's), and carved out again after a retirement it starts
+// at the wider fence again.
+TEST(ScopesTest, AScopeCarvedOutOfAWiderOneStartsAtItsFence) {
+  TempDir dir;
+  const std::vector<std::string> both = {"--fence-scope", "orders/",
+                                         "--fence-scope", "orders/eu/"};
+  {
+    ServerProcess server(dir / "d", {"--fence-scope", "orders/"});
+    ASSERT_EQ(Put(server, "orders/eu/1", "100"), 201);
+  }
+  {
+    ServerProcess server(dir / "d", both);
+    EXPECT_EQ(Put(server, "orders/eu/1", "1"), 409);
+    EXPECT_EQ(Put(server, "orders/eu/2", "99"), 409);
+    EXPECT_EQ(Put(server, "orders/eu/2", "100"), 201);
+    ASSERT_EQ(Put(server, "orders/x", "200"), 201);  // the wider scope moves
+  }
+  {
+    ServerProcess server(dir / "d", both);
+    EXPECT_EQ(Put(server, "orders/eu/1", "101"), 200)
+        << "a served scope was raised to the wider one's fence";
+  }
+  {
+    ServerProcess server(dir / "d", {"--fence-scope", "orders/"});
+    ASSERT_EQ(Put(server, "orders/eu/3", "250"), 201);
+  }
+  ServerProcess server(dir / "d", both);
+  EXPECT_EQ(Put(server, "orders/eu/1", "249"), 409);
+  EXPECT_EQ(Put(server, "orders/eu/1", "250"), 200);
+}
+
 // A scope that never had a fence may be dropped.
 TEST(ScopesTest, AScopeNeverWrittenMayBeDropped) {
   TempDir dir;
