@@ -144,17 +144,6 @@ double Metric(const ServerProcess& server, const std::string& series) {
                      series);
 }
 
-// The process's peak resident set (VmHWM), in bytes; 0 if unknown.
-std::size_t PeakRss(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::stoull(line.substr(6)) * 1024;  // in kB
-    }
-  }
-  return 0;
-}
-
 // Waits (at most 10 s) until `series` reaches `value`.
 bool WaitForMetric(const ServerProcess& server, const std::string& series,
                    double value) {
@@ -515,7 +504,7 @@ TEST(LimitsTest, ABatchOfNestedArraysIsRefusedWithoutAmplifyingIt) {
   }
   for (std::thread& t : clients) t.join();
   EXPECT_EQ(refused, 16) << "each body is 400 for its first op's shape";
-  const std::size_t peak = PeakRss(server.pid());
+  const std::size_t peak = server.PeakRss();
   EXPECT_GT(peak, 0u);
 #if defined(__SANITIZE_ADDRESS__)
   constexpr std::size_t kBound = 256u << 20;

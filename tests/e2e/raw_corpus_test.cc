@@ -217,17 +217,6 @@ TEST(RawCorpusTest, EveryCaseGetsItsStatusAndNothingIsStored) {
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/smuggled").status, 404);
 }
 
-// The peak resident set of `pid` in bytes (VmHWM).
-std::size_t PeakRss(pid_t pid) {
-  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) == 0) {
-      return std::stoull(line.substr(6)) * 1024;  // in kB
-    }
-  }
-  return 0;
-}
-
 // Streams `endless` after `head` as fast as the server takes it, for at most
 // `seconds` or until the server closes; returns whether it closed.
 bool Flood(std::uint16_t port, const std::string& head, char endless,
@@ -263,7 +252,7 @@ TEST(RawCorpusTest, ALineThatNeverEndsIsCutOffWithBoundedMemory) {
   EXPECT_TRUE(
       Flood(server.data_port(), "GET /c HTTP/1.1\r\nHost: x\r\nX-H: ", 'h', 3))
       << "a header field that never ends was not cut off";
-  const std::size_t peak = PeakRss(server.pid());
+  const std::size_t peak = server.PeakRss();
   EXPECT_GT(peak, 0u);
   // Unbounded, it reached 1 GiB in 3 s; ASan's shadow and quarantine add
   // their own megabytes.

@@ -254,6 +254,16 @@ void ServerProcess::Kill() {
 
 std::string ServerProcess::Log() const { return ReadFile(log_path_); }
 
+std::size_t ServerProcess::PeakRss() const {
+  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) == 0) {
+      return std::stoull(line.substr(6)) * 1024;  // in kB
+    }
+  }
+  return 0;
+}
+
 RunResult RunFencepost(const std::vector<std::string>& args,
                        const std::vector<std::string>& env) {
   char path[] = "/tmp/fencepost-run-XXXXXX";

@@ -52,6 +52,8 @@ class ServerProcess {
   // exited by itself (see above).
   void Kill();
   std::string Log() const;
+  // The process's peak resident set (VmHWM) in bytes; 0 if unknown.
+  std::size_t PeakRss() const;
 
  private:
   // Reaps the process if it has exited; its status as Wait's, or -1.
