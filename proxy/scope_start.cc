@@ -38,8 +38,8 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
     const storage::Fences::ListRead page =
         co_await fences.List(scope, after, kPage);
     if (page.error) {
-      throw std::runtime_error("cannot list the fences under " + scope +
-                               ": " + page.error.message());
+      throw std::runtime_error("cannot list the fences under " + scope + ": " +
+                               page.error.message());
     }
     std::vector<fence::NamedToken> under;
     for (const fence::FenceRecord& record : page.list.fences) {

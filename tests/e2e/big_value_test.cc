@@ -38,8 +38,8 @@ TEST(BigValueTest, TheLargestBodyAllowedSurvivesAKill) {
   const auto get = Fetch(server.data_port(), "GET", "/" + key);
   ASSERT_EQ(get.status, 200);
   EXPECT_EQ(get.header("fencing-token"), "7");
-  EXPECT_TRUE(get.body == body) << "the value came back changed, "
-                                << get.body.size() << " bytes";
+  EXPECT_TRUE(get.body == body)
+      << "the value came back changed, " << get.body.size() << " bytes";
   EXPECT_EQ(Fetch(server.data_port(), "PUT", "/" + key,
                   {{"Fencing-Token", "1"}}, "stale")
                 .status,
@@ -48,19 +48,18 @@ TEST(BigValueTest, TheLargestBodyAllowedSurvivesAKill) {
 
 TEST(BigValueTest, AMaxBodyAboveWhatALogRecordHoldsIsRefusedAtStart) {
   TempDir dir;
-  const testing::RunResult refused = RunFencepost(
-      {"serve", "--data-dir", dir / "d", "--max-body",
-       std::to_string(fence::kMaxValueBytes + 1)});
+  const testing::RunResult refused =
+      RunFencepost({"serve", "--data-dir", dir / "d", "--max-body",
+                    std::to_string(fence::kMaxValueBytes + 1)});
   EXPECT_EQ(refused.exit_status, 2) << refused.output;
   EXPECT_NE(refused.output.find(std::to_string(fence::kMaxValueBytes)),
             std::string::npos)
       << refused.output;
   // The other backends keep no values in the log.
-  const testing::RunResult fs =
-      RunFencepost({"serve", "--data-dir", dir / "e", "--backend",
-                    "fs:" + dir / "files", "--max-body",
-                    std::to_string(fence::kMaxValueBytes + 1), "--listen",
-                    "127.0.0.1:99999"});
+  const testing::RunResult fs = RunFencepost(
+      {"serve", "--data-dir", dir / "e", "--backend", "fs:" + dir / "files",
+       "--max-body", std::to_string(fence::kMaxValueBytes + 1), "--listen",
+       "127.0.0.1:99999"});
   EXPECT_EQ(fs.output.find("--max-body"), std::string::npos) << fs.output;
 }
 

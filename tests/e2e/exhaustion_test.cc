@@ -90,8 +90,7 @@ TEST(FullDiskTest, AFullDiskIsNamedAndARestartWaitsForSpace) {
       RunFencepost({"serve", "--data-dir", data, "--listen", "127.0.0.1:0",
                     "--admin-listen", "127.0.0.1:0"});
   EXPECT_EQ(refused.exit_status, 2) << refused.output;
-  EXPECT_NE(refused.output.find("ENOSPC"), std::string::npos)
-      << refused.output;
+  EXPECT_NE(refused.output.find("ENOSPC"), std::string::npos) << refused.output;
   EXPECT_NE(refused.output.find("free space"), std::string::npos)
       << refused.output;
   EXPECT_EQ(refused.output.find("listening"), std::string::npos)
@@ -116,8 +115,8 @@ TEST(TokensExhaustedTest, AGrantOnAFenceAtTheLargestTokenSaysSo) {
                   {{"Fencing-Token", max}})
                 .status,
             201);
-  const auto grant = Fetch(server.admin_port(), "PUT", "/v1/leases/locks/x",
-                           {}, R"({"holder":"a","ttl_ms":60000})");
+  const auto grant = Fetch(server.admin_port(), "PUT", "/v1/leases/locks/x", {},
+                           R"({"holder":"a","ttl_ms":60000})");
   EXPECT_EQ(grant.status, 409) << grant.body;
   EXPECT_NE(grant.body.find("urn:fencepost:problem:tokens-exhausted"),
             std::string::npos)

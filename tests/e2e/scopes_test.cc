@@ -20,8 +20,8 @@ using testing::TempDir;
 
 int Put(const ServerProcess& server, const std::string& key,
         const std::string& token) {
-  return Fetch(server.data_port(), "PUT", "/" + key,
-               {{"Fencing-Token", token}}, "v-" + token)
+  return Fetch(server.data_port(), "PUT", "/" + key, {{"Fencing-Token", token}},
+               "v-" + token)
       .status;
 }
 
@@ -42,8 +42,8 @@ TEST(ScopesTest, AnAddedScopeStartsAtTheHighestFenceUnderIt) {
   EXPECT_NE(fence.body.find("\"token\":35"), std::string::npos) << fence.body;
   // A lease under the scope is granted above it, and a stale write is
   // refused on the key written before and on a key never written.
-  auto lease = Fetch(server.admin_port(), "PUT", "/v1/leases/orders/leader",
-                     {}, R"({"holder":"a","ttl_ms":60000})");
+  auto lease = Fetch(server.admin_port(), "PUT", "/v1/leases/orders/leader", {},
+                     R"({"holder":"a","ttl_ms":60000})");
   ASSERT_EQ(lease.status, 200) << lease.body;
   EXPECT_EQ(lease.header("fencing-token"), "36");
   EXPECT_EQ(Put(server, "orders/1", "2"), 409);
@@ -68,9 +68,9 @@ TEST(ScopesTest, ARemovedScopeIsRefusedAcrossRestarts) {
   for (const std::vector<std::string>& flags :
        {std::vector<std::string>{},
         std::vector<std::string>{"--fence-scope", "orders/eu/x"}}) {
-    std::vector<std::string> args = {"serve", "--data-dir", dir / "d",
-                                     "--listen", "127.0.0.1:0",
-                                     "--admin-listen", "127.0.0.1:0"};
+    std::vector<std::string> args = {
+        "serve",       "--data-dir",     dir / "d",    "--listen",
+        "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"};
     args.insert(args.end(), flags.begin(), flags.end());
     const testing::RunResult refused = RunFencepost(args);
     EXPECT_EQ(refused.exit_status, 2) << refused.output;
