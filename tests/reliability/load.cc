@@ -228,6 +228,12 @@ std::vector<std::string> DisconnectsWhileAlive(
   return lines;
 }
 
+bool Load::AcknowledgesWithin(std::chrono::seconds timeout) const {
+  const std::size_t before = acknowledged();
+  AwaitAcknowledgedAbove(before, timeout);
+  return acknowledged() > before;
+}
+
 void Load::AwaitAcknowledgedAbove(std::size_t count,
                                   std::chrono::seconds timeout) const {
   const auto deadline = std::chrono::steady_clock::now() + timeout;

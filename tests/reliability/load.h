@@ -99,6 +99,9 @@ class Load {
   // acknowledged, or for at most `timeout`.
   void AwaitAcknowledgedAbove(std::size_t count,
                               std::chrono::seconds timeout) const;
+  // Whether a write is acknowledged within `timeout` from now: a server
+  // that stopped answering fails a cycle before its kill could hide it.
+  bool AcknowledgesWithin(std::chrono::seconds timeout) const;
   // Writes sent so far; may be read while the load runs.
   std::size_t sent() const { return sent_; }
   // Every connection a writer lost (see Disconnect). Once stopped.
