@@ -37,18 +37,24 @@ using testing::ServerProcess;
 using testing::TempDir;
 
 // A plain TCP connection to 127.0.0.1:port, closed on destruction.
+// Connects `fd` (a TCP socket, or -1) to 127.0.0.1:`port`; throws when it
+// cannot.
+void ConnectToLoopback(int fd, std::uint16_t port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 ||
+      ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    throw std::runtime_error("connect failed");
+  }
+}
+
 class RawConnection {
  public:
   explicit RawConnection(std::uint16_t port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 ||
-        ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      throw std::runtime_error("connect failed");
-    }
+    ConnectToLoopback(fd_, port);
     timeval tv{5, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   }
@@ -87,14 +93,7 @@ class NeverReads {
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
     timeval tv{0, 200000};
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fd_ < 0 ||
-        ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      throw std::runtime_error("connect failed");
-    }
+    ConnectToLoopback(fd_, port);
     std::string batch;
     for (int i = 0; i < 64; ++i) batch += request;
     sender_ = std::thread([this, batch] {
