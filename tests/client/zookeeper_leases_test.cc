@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "tests/coordination/shell.h"
+#include "tests/testing/freeze.h"
 
 namespace fencepost::client {
 namespace {
@@ -33,6 +34,7 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout{5000};
 
+using fencepost::testing::Freeze;
 using fencepost::testing::Shell;
 
 std::string Script(const std::string& args) {
@@ -290,7 +292,7 @@ class FrozenLeader {
       line += c;
     }
   }
-  void Stop() { kill(pid_, SIGSTOP); }
+  void Stop() { ASSERT_TRUE(Freeze(pid_)); }
   void ContinueAndRenew() {
     kill(pid_, SIGCONT);
     if (write(to_child_, "r", 1) != 1) throw std::runtime_error("write failed");
@@ -440,7 +442,7 @@ TEST_F(ZooKeeperLeasesTest, AFrozenServerFailsRenewalsWithinTheTimeout) {
     pid_t pid;
     ~Thaw() { kill(pid, SIGCONT); }
   } thaw{server};
-  ASSERT_EQ(kill(server, SIGSTOP), 0);
+  ASSERT_TRUE(Freeze(server));
 
   auto start = Clock::now();
   const LeaseAttempt renewed = a.Renew(held.token, milliseconds(300));
@@ -459,7 +461,7 @@ TEST_F(ZooKeeperLeasesTest, AFrozenServerFailsRenewalsWithinTheTimeout) {
       << "the session outlived a short freeze: " << Describe(later);
   EXPECT_EQ(b.Acquire(kTimeout).holder, "a");
 
-  ASSERT_EQ(kill(server, SIGSTOP), 0);
+  ASSERT_TRUE(Freeze(server));
   start = Clock::now();
   EXPECT_NE(a.Release(held.token, milliseconds(300)), "");
   EXPECT_LT(Clock::now() - start, milliseconds(800));

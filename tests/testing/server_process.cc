@@ -14,6 +14,7 @@
 #include <string_view>
 #include <thread>
 
+#include "tests/testing/freeze.h"
 #include "tests/testing/temp_dir.h"
 
 namespace fencepost::testing {
@@ -204,7 +205,11 @@ ServerProcess::~ServerProcess() {
 
 void ServerProcess::Signal(int signal) {
   if (pid_ <= 0) return;
-  if (signal != SIGSTOP && signal != SIGCONT) signalled_ = true;
+  if (signal == SIGSTOP) {
+    ASSERT_TRUE(Freeze(pid_)) << "the server did not stop";
+    return;
+  }
+  if (signal != SIGCONT) signalled_ = true;
   kill(pid_, signal);
 }
 
