@@ -26,32 +26,13 @@ constexpr std::size_t kApplyBatch = 16384;
 constexpr std::chrono::milliseconds kApplyInterval{50};
 // Sync threads: with two, one group's sync overlaps the next one's.
 constexpr int kSyncers = 2;
+// How often the committer looks for leases that ran out unnoticed.
+constexpr std::int64_t kLeaseSweepNs = 1'000'000'000;
 
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Map space a write of `bytes` (fence, key and body) may take once applied:
-// its bytes twice (a page split can copy them) plus a page of overhead.
-std::size_t Reservation(std::size_t bytes) { return 2 * bytes + 4096; }
-std::size_t Reservation(const WalRecord& r) {
-  return Reservation(r.fence.size() + r.key.size() + r.body.size());
-}
-std::size_t Reservation(const FenceWrite& w) {
-  std::size_t n =
-      Reservation(w.fence.size() +
-                  (w.value ? w.value->key.size() + w.value->body.size() : 0));
-  for (const FenceWrite& op : w.batch) n += Reservation(op);
-  return n;
-}
-
-// The value bytes a write (or a batch's writes) carries.
-std::size_t PayloadBytes(const FenceWrite& w) {
-  std::size_t n = w.value ? w.value->key.size() + w.value->body.size() : 0;
-  for (const FenceWrite& op : w.batch) n += PayloadBytes(op);
-  return n;
 }
 
 int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
@@ -216,7 +197,7 @@ void Committer::LoadLeases() {
   const std::int64_t wall_now = NowNs();
   bool corrupt = false;
   auto load = [&](std::string_view name, std::string_view body) {
-    LeaseTable::Entry entry;
+    LeaseEntry entry;
     if (!DecodeLease(body, &entry.record)) {
       corrupt = true;
       return;
@@ -300,6 +281,13 @@ void Committer::Stop() {
   }
 }
 
+void Committer::NoticeExpiredLeases() {
+  for (const auto& [name, lease] :
+       env_.lease_table().NoticeExpired(options_.steady_now())) {
+    options_.on_lease_expired(name, lease);
+  }
+}
+
 std::uint64_t Committer::commits() const {
   std::lock_guard lock(mu_);
   return commits_;
@@ -307,10 +295,21 @@ std::uint64_t Committer::commits() const {
 
 void Committer::Run() {
   std::vector<Pending> group;
+  std::int64_t next_sweep = options_.steady_now();
   while (true) {
+    if (options_.on_lease_expired && options_.steady_now() >= next_sweep) {
+      NoticeExpiredLeases();
+      next_sweep = options_.steady_now() + kLeaseSweepNs;
+    }
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+      // Waking once a second while idle lets the engine notice the leases
+      // that ran out even when nobody asks.
+      if (!cv_.wait_for(lock, std::chrono::nanoseconds(kLeaseSweepNs), [this] {
+            return stopping_ || !queue_.empty();
+          })) {
+        continue;
+      }
       if (queue_.empty()) return;
       std::size_t bytes = 0;
       while (!queue_.empty() && group.size() < options_.max_batch_writes) {
@@ -324,267 +323,6 @@ void Committer::Run() {
     CommitGroup(group);
     group.clear();
   }
-}
-
-void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
-                          std::int64_t now_ns, WriteOutcome* outcome,
-                          std::optional<WalRecord>* record,
-                          bool* fence_created) {
-  const Overlay& overlay = env_.overlay();
-  // The fence as the writes before this one left it: this group's, then
-  // the logged but unapplied ones, then LMDB.
-  std::optional<Token> current;
-  std::int64_t updated_at_ns = 0;
-  *fence_created = false;
-  if (auto it = seen.fences.find(write.fence); it != seen.fences.end()) {
-    current = it->second;
-  } else if (const auto* recent = FindRecent(&Seen::fences, write.fence)) {
-    current = *recent;
-  } else if (const Overlay::Fence* f = overlay.FindFence(write.fence)) {
-    current = f->token;
-    updated_at_ns = f->updated_at_ns;
-  } else {
-    Slot slot;
-    std::optional<FenceRecord> stored;
-    if (int rc = ReadFence(txn, env_.fences(), write.fence, &slot, &stored);
-        rc != 0) {
-      outcome->error = FromLmdb(rc);
-      return;
-    }
-    if (stored) {
-      current = stored->token;
-      updated_at_ns = stored->updated_at_ns;
-    }
-    *fence_created = !stored;
-  }
-  outcome->previous = current;
-  outcome->current = current;
-  outcome->updated_at_ns = updated_at_ns;
-  WalRecord r;
-  r.fence = write.fence;
-  LeaseTable::Entry lease;
-  if (write.lease) {
-    if (!DecideLease(seen, write, current, now_ns, outcome, &r, &lease)) {
-      return;
-    }
-  } else {
-    if (write.token) outcome->decision = Decide(current, *write.token);
-    if (!DecideValue(txn, seen, write, now_ns, outcome, &r)) return;
-  }
-  // Refuse what could not fit the map with everything logged before it.
-  const std::size_t need = Reservation(r);
-  if (env_.used_bytes_in_txn() + reserved_bytes_ + need > env_.max_map_size()) {
-    std::optional<LeaseRecord> expired;
-    if (outcome->lease) expired = std::move(outcome->lease->expired);
-    *outcome = WriteOutcome{};
-    outcome->error = Errc::kMapFull;
-    if (expired) {
-      outcome->lease.emplace();
-      outcome->lease->expired = std::move(expired);
-    }
-    return;
-  }
-  reserved_bytes_ += need;
-  if (r.fence_token) {
-    seen.fences[write.fence] = r.fence_token;
-    outcome->current = r.fence_token;
-    outcome->updated_at_ns = now_ns;
-  }
-  if (write.value) seen.values[r.key] = r.op == WalRecord::Op::kPut;
-  if (write.lease) seen.leases[r.key] = std::move(lease);
-  *record = std::move(r);
-}
-
-bool Committer::DecideValue(MDB_txn* txn, Seen& seen, const FenceWrite& write,
-                            std::int64_t now_ns, WriteOutcome* outcome,
-                            WalRecord* r) {
-  const Overlay& overlay = env_.overlay();
-  if (outcome->decision.accepted) {
-    outcome->verdict = WriteOutcome::Verdict::kAccepted;
-  } else if (write.observe) {
-    outcome->verdict = WriteOutcome::Verdict::kObserved;
-  } else {
-    outcome->verdict = WriteOutcome::Verdict::kRejected;
-    return false;
-  }
-  if (outcome->decision.accepted) {
-    r->fence_token = *write.token;
-    r->updated_at_ns = now_ns;
-  }
-  if (write.value) {
-    const ValueOp& value = *write.value;
-    bool present = false;
-    if (auto it = seen.values.find(value.key); it != seen.values.end()) {
-      present = it->second;
-    } else if (const bool* recent = FindRecent(&Seen::values, value.key)) {
-      present = *recent;
-    } else if (const Overlay::Value* v = overlay.FindValue(value.key)) {
-      present = v->present;
-    } else {
-      StoredValue stored;
-      if (int rc = ReadValue(txn, env_.values(), value.key, &stored); rc != 0) {
-        *outcome = WriteOutcome{};
-        outcome->error = FromLmdb(rc);
-        return false;
-      }
-      present = stored.found;
-    }
-    r->op = value.kind == ValueOp::Kind::kPut ? WalRecord::Op::kPut
-                                              : WalRecord::Op::kDelete;
-    r->key = value.key;
-    r->body = value.body;
-    r->value_token = write.token;
-    outcome->created = value.kind == ValueOp::Kind::kPut && !present;
-  }
-  return true;
-}
-
-bool Committer::DecideLease(Seen& seen, const FenceWrite& write,
-                            std::optional<Token> fence, std::int64_t now_ns,
-                            WriteOutcome* outcome, WalRecord* r,
-                            LeaseTable::Entry* next_entry) {
-  const LeaseOp& op = *write.lease;
-  const std::int64_t now = options_.steady_now();
-  LeaseTable& table = env_.lease_table();
-  std::optional<LeaseTable::Entry> entry;
-  LeaseOutcome lease;
-  if (auto it = seen.leases.find(op.name); it != seen.leases.end()) {
-    entry = it->second;
-  } else {
-    lease.expired = table.NoticeExpired(op.name, now);
-    entry = table.Find(op.name);
-  }
-  lease.existed = entry.has_value();
-  if (entry) lease.lease = entry->record;
-  const bool live = entry && IsLive(*entry, now);
-  const auto expires_in_ms = [now](const LeaseTable::Entry& e) {
-    return std::max<std::int64_t>(0, (e.deadline_ns - now + 999999) / 1000000);
-  };
-  const auto refuse = [&](LeaseOutcome::Verdict verdict) {
-    lease.verdict = verdict;
-    outcome->verdict = WriteOutcome::Verdict::kRejected;
-    outcome->lease = std::move(lease);
-    return false;
-  };
-  const std::int64_t ttl_ns = static_cast<std::int64_t>(op.ttl_ms) * 1000000;
-  const bool holder_of_record =
-      entry && !entry->record.released && entry->record.holder == op.holder;
-  LeaseTable::Entry next;
-  if (op.kind == LeaseOp::Kind::kRelease) {
-    if (!live || !holder_of_record || entry->record.token != op.token) {
-      return refuse(LeaseOutcome::Verdict::kNotHeld);
-    }
-    next = *entry;
-    next.record.released = true;
-    next.deadline_ns = 0;
-    lease.verdict = LeaseOutcome::Verdict::kReleased;
-  } else if (holder_of_record && fence.value_or(0) <= entry->record.token) {
-    next = *entry;
-    next.record.ttl_ms = op.ttl_ms;
-    next.record.renewed_at_ns = now_ns;
-    next.deadline_ns = now + ttl_ns;
-    next.expiry_noticed = false;
-    lease.verdict = LeaseOutcome::Verdict::kRenewed;
-  } else if (live && !holder_of_record) {
-    lease.expires_in_ms = expires_in_ms(*entry);
-    return refuse(LeaseOutcome::Verdict::kDenied);
-  } else {
-    // One live lease per fence: two would take the fence from each other
-    // at every grant.
-    std::optional<std::pair<std::string, LeaseTable::Entry>> other;
-    for (const auto& [name, e] : seen.leases) {
-      if (name != op.name && e.record.fence == write.fence && IsLive(e, now)) {
-        other = {name, e};
-      }
-    }
-    if (!other) {
-      other = table.LiveOnFence(write.fence, op.name, now);
-      // This group changed that lease after the table's state: seen above.
-      if (other && seen.leases.count(other->first) > 0) other.reset();
-    }
-    if (other) {
-      lease.blocking_lease = other->first;
-      lease.lease = other->second.record;
-      lease.expires_in_ms = expires_in_ms(other->second);
-      return refuse(LeaseOutcome::Verdict::kDenied);
-    }
-    const Token base =
-        std::max(entry ? entry->record.token : Token{0}, fence.value_or(0));
-    if (base == std::numeric_limits<Token>::max()) {
-      outcome->error = Errc::kTokensExhausted;
-      return false;
-    }
-    next.record.holder = op.holder;
-    next.record.fence = write.fence;
-    next.record.token = base + 1;
-    next.record.ttl_ms = op.ttl_ms;
-    next.record.acquired_at_ns = next.record.renewed_at_ns = now_ns;
-    next.record.transitions =
-        !entry ? 0
-               : entry->record.transitions +
-                     (entry->record.holder != op.holder ? 1 : 0);
-    next.deadline_ns = now + ttl_ns;
-    using Reason = LeaseOutcome::GrantReason;
-    if (entry) {
-      lease.previous_holder = entry->record.holder;
-      lease.previous_expired =
-          !entry->record.released && !live && !holder_of_record;
-      lease.reason = holder_of_record         ? Reason::kFenceAbove
-                     : entry->record.released ? Reason::kReleased
-                                              : Reason::kExpired;
-    }
-    outcome->decision = Decide(fence, base + 1);
-    r->fence_token = base + 1;
-    r->updated_at_ns = now_ns;
-    lease.verdict = LeaseOutcome::Verdict::kGranted;
-  }
-  outcome->verdict = WriteOutcome::Verdict::kAccepted;
-  lease.lease = next.record;
-  lease.expires_in_ms = next.record.released ? 0 : expires_in_ms(next);
-  outcome->lease = std::move(lease);
-  r->op = WalRecord::Op::kLease;
-  r->key = op.name;
-  r->body = EncodeLease(next.record);
-  *next_entry = std::move(next);
-  return true;
-}
-
-bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
-                            std::int64_t now_ns, WriteOutcome* outcome,
-                            std::vector<WalRecord>* records,
-                            std::vector<bool>* created) {
-  Seen trial = seen;
-  std::size_t reserved = 0;  // by this batch's records
-  const std::size_t created_at = created->size();
-  for (const FenceWrite& write : batch.batch) {
-    WriteOutcome& one = outcome->batch.emplace_back();
-    std::optional<WalRecord> record;
-    bool fence_created = false;
-    DecideOne(txn, trial, write, now_ns, &one, &record, &fence_created);
-    if (!record) {
-      // Nothing of the batch is applied: undo its reservations (its own
-      // only: the applier may have released others' meanwhile).
-      reserved_bytes_ -= reserved;
-      records->clear();
-      created->resize(created_at);
-      outcome->verdict = one.verdict;
-      outcome->error = one.error;
-      return false;
-    }
-    record->batch_continues = true;
-    reserved += Reservation(*record);
-    records->push_back(std::move(*record));
-    created->push_back(fence_created);
-  }
-  records->back().batch_continues = false;
-  outcome->verdict = WriteOutcome::Verdict::kAccepted;
-  for (const WriteOutcome& one : outcome->batch) {
-    if (one.verdict == WriteOutcome::Verdict::kObserved) {
-      outcome->verdict = WriteOutcome::Verdict::kObserved;
-    }
-  }
-  seen = std::move(trial);
-  return true;
 }
 
 template <class Ready>
@@ -604,8 +342,9 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   }
   // Lease decisions read the lease table, which groups update when they
   // are answered: let the earlier ones be answered first.
-  if (std::any_of(group.begin(), group.end(),
-                  [](const Pending& p) { return p.write.lease.has_value(); })) {
+  if (std::any_of(group.begin(), group.end(), [](const Pending& p) {
+        return std::holds_alternative<LeaseOp>(p.write);
+      })) {
     Drain();
   }
   // Near --max-map-size the reservations of unapplied records would refuse
@@ -619,76 +358,9 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
         [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
   }
   Group g;
-  g.outcomes.resize(group.size());
   Seen seen;
-  {
-    // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
-    // missed between them (see Overlay).
-    auto lock = env_.overlay().Lock();
-    Env::ReadTxn txn(env_);
-    if (txn.get() == nullptr) {
-      for (WriteOutcome& o : g.outcomes) o.error = FromLmdb(txn.error());
-    } else {
-      const std::int64_t now_ns = NowNs();
-      for (std::size_t i = 0; i < group.size(); ++i) {
-        if (!group[i].write.batch.empty()) {
-          std::vector<WalRecord> batch;
-          if (DecideBatch(txn.get(), seen, group[i].write, now_ns,
-                          &g.outcomes[i], &batch, &g.created)) {
-            for (WalRecord& r : batch) {
-              r.seq = next_seq_ + g.records.size();
-              g.records.push_back(std::move(r));
-            }
-          }
-          continue;
-        }
-        std::optional<WalRecord> record;
-        bool fence_created = false;
-        DecideOne(txn.get(), seen, group[i].write, now_ns, &g.outcomes[i],
-                  &record, &fence_created);
-        if (!record) continue;
-        record->seq = next_seq_ + g.records.size();
-        g.records.push_back(std::move(*record));
-        g.created.push_back(fence_created);
-      }
-    }
-  }
-
-  int segment = -1;
-  if (!g.records.empty()) {
-    std::string bytes;
-    std::size_t unapplied = 0;
-    for (const WalRecord& r : g.records) {
-      EncodeRecord(r, &bytes);
-      unapplied += Reservation(r);
-    }
-    // Recovery reads each segment's run from its start: a record left
-    // undurable in the segment the writer leaves, with later ones durable
-    // in the next, would read as a gap. Leave only a durable segment.
-    if (wal_->Switches(bytes.size())) Drain();
-    // Bounded replay at start, and segments free to reuse: wait for the
-    // applier when it is too far behind. Groups still being synced count
-    // as unapplied from here on.
-    WaitForApplier([&] {
-      return (unapplied_bytes_ == 0 ||
-              unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
-             wal_->CanAppend(bytes.size(), applied_seq_);
-    });
-    {
-      std::lock_guard lock(mu_);
-      unapplied_bytes_ += unapplied;
-    }
-    if (int e = wal_->Write(bytes, g.records.back().seq, &segment); e != 0) {
-      Fatal(
-          "the write-ahead log write failed; the outcome of its writes is "
-          "unknown",
-          e);
-    }
-    next_seq_ = g.records.back().seq + 1;
-    recent_.push_back(
-        {g.records.back().seq,
-         Seen{std::move(seen.fences), std::move(seen.values), {}}});
-  }
+  DecideGroup(group, g, seen);
+  const int segment = LogGroup(g, seen);
   g.leases = std::move(seen.leases);
   g.durable_at = next_seq_ - 1;
   g.pending = std::move(group);
@@ -723,6 +395,84 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   // Let the next group gather while every sync thread is busy: go on only
   // once a sync has begun that covers this group.
   room_cv_.wait(lock, [this] { return sync_target_ >= written_seq_; });
+}
+
+void Committer::DecideGroup(std::vector<Pending>& group, Group& g,
+                            Seen& seen) {
+  g.outcomes.resize(group.size());
+  // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
+  // missed between them (see Overlay).
+  auto lock = env_.overlay().Lock();
+  Env::ReadTxn txn(env_);
+  if (txn.get() == nullptr) {
+    for (WriteOutcome& o : g.outcomes) o.error = FromLmdb(txn.error());
+    return;
+  }
+  const std::int64_t now_ns = NowNs();
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (const auto* batch = std::get_if<Batch>(&group[i].write)) {
+      std::vector<WalRecord> records;
+      if (DecideBatch(txn.get(), seen, *batch, now_ns, &g.outcomes[i],
+                      &records, &g.created)) {
+        for (WalRecord& r : records) {
+          r.seq = next_seq_ + g.records.size();
+          g.records.push_back(std::move(r));
+        }
+      }
+      continue;
+    }
+    std::optional<WalRecord> record;
+    bool fence_created = false;
+    std::visit(
+        [&](const auto& one) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(one)>, Batch>) {
+            DecideOne(txn.get(), seen, one, now_ns, &g.outcomes[i], &record,
+                      &fence_created);
+          }
+        },
+        group[i].write);
+    if (!record) continue;
+    record->seq = next_seq_ + g.records.size();
+    g.records.push_back(std::move(*record));
+    g.created.push_back(fence_created);
+  }
+}
+
+int Committer::LogGroup(Group& g, Seen& seen) {
+  if (g.records.empty()) return -1;
+  std::string bytes;
+  std::size_t unapplied = 0;
+  for (const WalRecord& r : g.records) {
+    EncodeRecord(r, &bytes);
+    unapplied += Reservation(r);
+  }
+  // Recovery reads each segment's run from its start: a record left
+  // undurable in the segment the writer leaves, with later ones durable
+  // in the next, would read as a gap. Leave only a durable segment.
+  if (wal_->Switches(bytes.size())) Drain();
+  // Bounded replay at start, and segments free to reuse: wait for the
+  // applier when it is too far behind. Groups still being synced count
+  // as unapplied from here on.
+  WaitForApplier([&] {
+    return (unapplied_bytes_ == 0 ||
+            unapplied_bytes_ + unapplied <= options_.max_unapplied_bytes) &&
+           wal_->CanAppend(bytes.size(), applied_seq_);
+  });
+  {
+    std::lock_guard lock(mu_);
+    unapplied_bytes_ += unapplied;
+  }
+  int segment = -1;
+  if (int e = wal_->Write(bytes, g.records.back().seq, &segment); e != 0) {
+    Fatal(
+        "the write-ahead log write failed; the outcome of its writes is "
+        "unknown",
+        e);
+  }
+  next_seq_ = g.records.back().seq + 1;
+  recent_.push_back({g.records.back().seq,
+                     Seen{std::move(seen.fences), std::move(seen.values), {}}});
+  return segment;
 }
 
 void Committer::SyncLoop(const Wal::SyncFiles& files) {

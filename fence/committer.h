@@ -18,74 +18,21 @@
 #include <thread>
 #include <vector>
 
-#include "fence/accept.h"
 #include "fence/env.h"
 #include "fence/lease.h"
+#include "fence/rules.h"
 #include "fence/token.h"
 #include "fence/wal.h"
+#include "fence/write.h"
 
 namespace fencepost::fence {
-
-// The value a write of the embedded backend stores with its fence.
-struct ValueOp {
-  enum class Kind { kPut, kDelete };
-  Kind kind = Kind::kPut;
-  std::string key;
-  std::string body;
-};
-
-// A write presented to a fence.
-struct FenceWrite {
-  std::string fence;
-  // The presented token; nullopt only for an observe-mode write that came
-  // without one.
-  std::optional<Token> token;
-  // Observe mode: apply the write even when the accept rule would reject it.
-  // The fence itself still only moves up.
-  bool observe = false;
-  // Stored atomically with the fence when the write is applied (accepted,
-  // or observed); a put's value carries the write's token. Empty for a bump
-  // or a backend that stores values elsewhere.
-  std::optional<ValueOp> value;
-  // A lease operation on the lease whose fence is `fence` (token, observe
-  // and value unused). See DecideLease for its rules.
-  std::optional<LeaseOp> lease;
-  // A batch: these writes (each with its fence, token and value; no lease,
-  // no nested batch, all in this committer's environment) are decided in
-  // order like single writes, then applied all together or not at all. The
-  // outer write's other fields are unused.
-  std::vector<FenceWrite> batch;
-};
-
-struct WriteOutcome {
-  enum class Verdict {
-    kAccepted,  // the accept rule accepted it; the fence is at `current`
-    kRejected,  // stale: nothing changed
-    kObserved,  // observe mode applied a write enforce would have rejected
-    kFailed,    // nothing changed; see `error`
-  };
-  Verdict verdict = Verdict::kFailed;
-  Decision decision;
-  std::optional<Token> previous;  // the fence before the write
-  std::optional<Token> current;   // the fence after it
-  std::int64_t updated_at_ns = 0;
-  bool created = false;  // a put that made a value where there was none
-  std::error_code error;
-  // For a lease operation: kAccepted when granted, renewed or released,
-  // kRejected when denied or not held; the details are here.
-  std::optional<LeaseOutcome> lease;
-  // For a batch: kAccepted (or kObserved) when every write was applied,
-  // with each one's outcome here; kRejected or kFailed when one was not,
-  // with the outcomes up to and including that one (its outcome last), and
-  // nothing applied.
-  std::vector<WriteOutcome> batch;
-};
 
 // Commits fence writes in groups through a write-ahead log (Wal): every write
 // that arrives while the previous group is being synced joins the next
 // group. The committer's thread decides each write of a group in arrival
-// order against the fence as the writes before it left it (so the accept
-// rule holds exactly as if they were committed one by one), appends the
+// order against the fence as the writes before it left it, by the rules of
+// fence/rules.h (so they hold exactly as if the writes were committed one by
+// one), appends the
 // applied ones to the log in one write, syncs it once, publishes them to the
 // environment's Overlay, and only then runs their `done`. A rejected write
 // logs nothing and affects no other write.
@@ -123,7 +70,7 @@ struct WriteOutcome {
 // and must not block.
 class Committer {
  public:
-  using Done = std::function<void(WriteOutcome)>;
+  using Done = WriteDone;
   struct Options {
     std::size_t max_batch_writes = 512;
     std::size_t max_batch_bytes = 32u << 20;
@@ -131,6 +78,11 @@ class Committer {
     std::size_t max_unapplied_bytes = 32u << 20;
     std::size_t segment_bytes = 16u << 20;  // each of the log's two files
     std::function<void(const std::string&)> on_fatal;
+    // Told, on the committer's thread, of each lease of this environment
+    // that ran out without a release, once, when the committer notices it
+    // (about once a second) before anyone else does.
+    std::function<void(const std::string&, const LeaseRecord&)>
+        on_lease_expired;
     // The monotonic clock lease expiry is measured on.
     SteadyNow steady_now = SteadyNowNs;
     // Breaks the durability promise on purpose: a group is answered before
@@ -169,7 +121,7 @@ class Committer {
   struct Seen {
     std::map<std::string, std::optional<Token>, std::less<>> fences;
     std::map<std::string, bool, std::less<>> values;  // present?
-    std::map<std::string, LeaseTable::Entry, std::less<>> leases;
+    std::map<std::string, LeaseEntry, std::less<>> leases;
   };
 
   // A decided group, answered once the log is durable up to `durable_at`:
@@ -179,7 +131,7 @@ class Committer {
     std::vector<WriteOutcome> outcomes;
     std::vector<WalRecord> records;
     std::vector<bool> created;
-    std::map<std::string, LeaseTable::Entry, std::less<>> leases;
+    std::map<std::string, LeaseEntry, std::less<>> leases;
     std::uint64_t durable_at = 0;
   };
   // What a group being synced did to fences and values, for the decisions
@@ -195,7 +147,15 @@ class Committer {
     bool done = false;
   };
 
+  // Map space a record (or a write's records) may take once applied, and
+  // the value bytes a write carries (committer_decide.cc).
+  static std::size_t Reservation(const WalRecord& r);
+  static std::size_t Reservation(const FencedWrite& w);
+  static std::size_t Reservation(const FenceWrite& write);
+  static std::size_t PayloadBytes(const FenceWrite& write);
+
   void Run();
+  void NoticeExpiredLeases();
   void CommitGroup(std::vector<Pending>& group);
   // A sync thread: syncs what was written since the last sync began, then
   // answers the groups that made durable.
@@ -220,37 +180,47 @@ class Committer {
     }
     return nullptr;
   }
-  // Decides one write; fills `outcome`, and `record` when it is applied.
-  void DecideOne(MDB_txn* txn, Seen& seen, const FenceWrite& write,
+
+  // Deciding (committer_decide.cc): what the rules need, read as the
+  // writes before left it; the rules' answer made into log records.
+  struct FenceNow {
+    std::optional<Token> token;
+    std::int64_t updated_at_ns = 0;
+    bool created = false;  // read from LMDB, and there is none
+  };
+  // The fence as the writes before left it. Returns 0 or an LMDB error.
+  int CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
+                   FenceNow* now) const;
+  // Whether the value `key` exists as the writes before left it.
+  int ValuePresent(MDB_txn* txn, const Seen& seen, const std::string& key,
+                   bool* present) const;
+  // The lease `op` names as the group and the table have it, noticing its
+  // expiry (once) into `*expired`.
+  LeaseState ReadLease(const Seen& seen, const LeaseOp& op, std::int64_t now,
+                       std::optional<LeaseRecord>* expired);
+  // Reserves map space for `r` and records its effect in `seen`; false
+  // (outcome: kMapFull) when it could not fit the map.
+  bool Admit(Seen& seen, const WalRecord& r, WriteOutcome* outcome);
+  // Decides one write or lease operation; fills `outcome`, and `record`
+  // when it is applied.
+  void DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
+                 std::int64_t now_ns, WriteOutcome* outcome,
+                 std::optional<WalRecord>* record, bool* fence_created);
+  void DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
                  std::int64_t now_ns, WriteOutcome* outcome,
                  std::optional<WalRecord>* record, bool* fence_created);
   // Decides a batch's writes against a copy of `seen`; when every one is
   // applied, adopts the copy and appends their records (the last one not
   // marked batch_continues) and fence-created flags. Returns whether it
   // did.
-  bool DecideBatch(MDB_txn* txn, Seen& seen, const FenceWrite& batch,
+  bool DecideBatch(MDB_txn* txn, Seen& seen, const Batch& batch,
                    std::int64_t now_ns, WriteOutcome* outcome,
                    std::vector<WalRecord>* records, std::vector<bool>* created);
-  // Decides a lease operation against the lease as `seen` or the table has
-  // it and the fence at `fence` (before it). Returns false when it is
-  // refused (denied or not held: nothing changes); otherwise fills `r` and
-  // records the lease's new state in `seen`.
-  //  - acquire by the holder of record: a renewal (same token, expiry reset
-  //    to ttl from now), unless the fence went above the lease's token, which
-  //    makes it a grant;
-  //  - acquire of a free lease (never granted, released or run out): a grant
-  //    with token 1 + max(lease token, fence), which raises the fence;
-  //  - acquire of another holder's live lease: denied;
-  //  - release by the live holder with its token: the lease is free, its
-  //    fence stays; anything else: not held.
-  bool DecideLease(Seen& seen, const FenceWrite& write,
-                   std::optional<Token> fence, std::int64_t now_ns,
-                   WriteOutcome* outcome, WalRecord* r,
-                   LeaseTable::Entry* next);
-  // Decides a fenced write (with its value, if any) by the accept rule.
-  // Returns false when it is rejected or failed; otherwise fills `r`.
-  bool DecideValue(MDB_txn* txn, Seen& seen, const FenceWrite& write,
-                   std::int64_t now_ns, WriteOutcome* outcome, WalRecord* r);
+  // Decides a group's writes in order into `g`.
+  void DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen);
+  // Logs `g`'s records (waiting for the applier when it is behind); returns
+  // the segment written, -1 when there was nothing to log.
+  int LogGroup(Group& g, Seen& seen);
   // Fills the lease table from LMDB at start: every held lease counts as
   // renewed now.
   void LoadLeases();

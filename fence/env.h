@@ -8,7 +8,7 @@
 #include <shared_mutex>
 #include <string>
 
-#include "fence/lease.h"
+#include "fence/lease_table.h"
 #include "fence/overlay.h"
 
 namespace fencepost::fence {

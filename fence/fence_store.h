@@ -11,22 +11,11 @@
 #include <vector>
 
 #include "fence/env.h"
+#include "fence/fence_record.h"
 #include "fence/long_keys.h"
 #include "fence/token.h"
 
 namespace fencepost::fence {
-
-// A fence: the highest token accepted for a key or a scope of keys.
-struct FenceRecord {
-  std::string name;
-  Token token = 0;
-  std::int64_t updated_at_ns = 0;  // Unix time of the last accepted write
-};
-
-struct FenceList {
-  std::vector<FenceRecord> fences;
-  std::optional<std::string> next;  // the `after` of the following page
-};
 
 // Reads fences from the environments of a data directory (see Shards), or
 // from one environment. Each call runs in short read transactions.

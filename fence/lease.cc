@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fence/big_endian.h"
+#include "fence/lease_table.h"
 
 namespace fencepost::fence {
 namespace {

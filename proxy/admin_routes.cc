@@ -117,25 +117,14 @@ asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
 }
 
 Response Service::Metrics(const Request& req) {
-  if (shards_ != nullptr) {
-    const std::int64_t now = shards_->SteadyNow();
-    std::size_t held = 0;
-    for (std::size_t i = 0; i < shards_->size(); ++i) {
-      for (const auto& [name, lease] :
-           shards_->env(i).lease_table().NoticeExpired(now)) {
-        LeaseExpired(name, lease);
-      }
-      held += shards_->env(i).lease_table().Live(now);
-    }
-    metrics_.SetLeasesHeld(static_cast<double>(held));
-    std::uint64_t used = 0, size = 0, max = 0;
-    for (std::size_t i = 0; i < shards_->size(); ++i) {
-      used += shards_->env(i).used_bytes();
-      size += shards_->env(i).map_size();
-      max += shards_->env(i).max_map_size();
-    }
-    metrics_.SetMap(static_cast<double>(used), static_cast<double>(size),
-                    static_cast<double>(max));
+  const storage::Fences::Stats stats = fences_.Statistics();
+  if (stats.live_leases) {
+    metrics_.SetLeasesHeld(static_cast<double>(*stats.live_leases));
+  }
+  if (stats.map) {
+    metrics_.SetMap(static_cast<double>(stats.map->used),
+                    static_cast<double>(stats.map->size),
+                    static_cast<double>(stats.map->max));
   }
   if (auto count = fences_.Count()) {
     metrics_.SetFences(static_cast<double>(*count));
@@ -189,7 +178,7 @@ asio::awaitable<Response> Service::Bump(const Request& req,
   }
   fence::Token token = 0;
   ReadToken(req, &token);
-  fence::FenceWrite write;
+  fence::FencedWrite write;
   write.fence = std::string(scopes_.FenceFor(key));
   write.token = token;
   fence::FenceRecord fence{write.fence, token, 0};

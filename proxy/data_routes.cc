@@ -181,7 +181,7 @@ constexpr std::size_t kMaxBatchOps = 1000;
 // A batch body's ops as fence writes (SPEC "Batches"); an empty string, or
 // the 400's detail and the offending key (if any).
 struct BatchOps {
-  std::vector<fence::FenceWrite> writes;
+  fence::Batch batch;
   std::string error;
   std::string key;
   bool bad_key = false;  // the error is the key's (bad-key), not the op's
@@ -253,7 +253,7 @@ BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
       out.key = key->text;
       return out;
     }
-    fence::FenceWrite& write = out.writes.emplace_back();
+    fence::FencedWrite& write = out.batch.writes.emplace_back();
     write.fence = std::string(scopes.FenceFor(key->text));
     write.token = token;
     write.observe = observe;
@@ -295,23 +295,15 @@ asio::awaitable<Response> Service::Batch(const Request& req,
          ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
          std::nullopt, std::nullopt});
   }
-  if (shards_ != nullptr) {
-    const std::size_t shard = shards_->IndexOf(ops.writes.front().fence);
-    for (const fence::FenceWrite& w : ops.writes) {
-      if (shards_->IndexOf(w.fence) != shard) {
-        co_return Problemed(req, {ProblemType::kBadRequest,
-                                  "the batch's fences live in different LMDB "
-                                  "shards (--lmdb-shards), which cannot commit "
-                                  "together",
-                                  w.value->key, std::nullopt, std::nullopt});
-      }
-    }
+  std::string apart;
+  if (auto refused = fences_.RefuseBatch(ops.batch, &apart)) {
+    co_return Problemed(req, {ProblemType::kBadRequest, std::move(*refused),
+                              std::move(apart), std::nullopt, std::nullopt});
   }
-  fence::FenceWrite batch;
-  batch.batch = std::move(ops.writes);
+  fence::Batch batch = std::move(ops.batch);
   std::vector<std::string> keys;
   std::vector<bool> deletes;
-  for (const fence::FenceWrite& w : batch.batch) {
+  for (const fence::FencedWrite& w : batch.writes) {
     keys.push_back(w.value->key);
     deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
   }

@@ -34,6 +34,7 @@
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
 #include "storage/lmdb_backend.h"
+#include "storage/local_fences.h"
 
 namespace {
 
@@ -264,6 +265,11 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
         options.committer.max_queue_writes = *test.max_queue_writes;
       }
       options.committer.sync_threads_only = test.sync_threads_only;
+      // The engine notices leases that run out, whether or not anyone asks.
+      options.committer.on_lease_expired =
+          [&metrics](const std::string& name, const fence::LeaseRecord& lease) {
+            proxy::ReportLeaseLost(metrics, name, lease);
+          };
       if (test.answer_before_sync) {
         options.committer.answer_before_sync = true;
         spdlog::critical(
@@ -278,7 +284,11 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
       spdlog::info("{} keeps the {} LMDB shards it was created with",
                    config.data_dir, shards->size());
     }
-    fences = std::make_unique<storage::LocalFences>(*shards);
+    fences = std::make_unique<storage::LocalFences>(
+        *shards,
+        [&metrics](const std::string& name, const fence::LeaseRecord& lease) {
+          proxy::ReportLeaseLost(metrics, name, lease);
+        });
   }
   std::unique_ptr<storage::Backend> backend;
   try {

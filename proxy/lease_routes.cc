@@ -148,32 +148,24 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
-std::optional<Response> Service::RefuseLeaseLimit(const Request& req,
-                                                  const fence::LeaseOp& op) {
-  // etcd keeps its leases itself, nothing of them in this process
-  // (docs/leases.md): its own quota bounds them.
-  if (shards_ == nullptr) return std::nullopt;
-  const std::int64_t now = shards_->SteadyNow();
-  const std::string_view fence = scopes_.FenceFor(op.name);
-  if (auto entry = shards_->LeasesOf(fence).Find(op.name)) {
-    const bool holder_of_record =
-        !entry->record.released && entry->record.holder == op.holder;
-    // A renewal is never refused, and an acquire of a live lease is 409.
-    if (holder_of_record || fence::IsLive(*entry, now)) return std::nullopt;
+asio::awaitable<std::optional<Response>> Service::RefuseLeaseLimit(
+    const Request& req, const fence::LeaseOp& op) {
+  // nullopt: the store bounds its leases itself (etcd's quota).
+  const std::optional<std::size_t> held = fences_.HeldLeases();
+  if (!held) co_return std::nullopt;
+  const storage::Fences::LeaseRead read =
+      co_await fences_.GetLease(op.name, op.fence);
+  if (read.expired) LeaseExpired(op.name, *read.expired);
+  fence::LeaseState state;
+  if (read.entry) {
+    state.record = read.entry->record;
+    state.live = fence::IsLive(*read.entry, read.now_ns);
   }
-  // Expiries first (counted and logged as anywhere), so that only live
-  // leases count; each costs its own removal, not a walk of every record.
-  std::size_t live = 0;
-  for (std::size_t i = 0; i < shards_->size(); ++i) {
-    fence::LeaseTable& table = shards_->env(i).lease_table();
-    for (const auto& [name, lease] : table.NoticeExpired(now)) {
-      LeaseExpired(name, lease);
-    }
-    live += table.Held();
+  if (!fence::OverLeaseLimit(op, state, *held, config_.max_leases)) {
+    co_return std::nullopt;
   }
-  if (live < config_.max_leases) return std::nullopt;
   metrics_.LeaseLimitReached();
-  return Problemed(req, {ProblemType::kTooManyLeases,
+  co_return Problemed(req, {ProblemType::kTooManyLeases,
                          "--max-leases (" + std::to_string(config_.max_leases) +
                              ") leases are live; a lease is granted again "
                              "once one is released or runs out",
@@ -182,7 +174,12 @@ std::optional<Response> Service::RefuseLeaseLimit(const Request& req,
 
 void Service::LeaseExpired(const std::string& name,
                            const fence::LeaseRecord& lease) {
-  metrics_.LeasesExpired(1);
+  ReportLeaseLost(metrics_, name, lease);
+}
+
+void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,
+                     const fence::LeaseRecord& lease) {
+  metrics.LeasesExpired(1);
   LogEvent(spdlog::level::warn, "lease_lost", "lease lost",
            {{"lease", name},
             {"holder", lease.holder},
@@ -202,10 +199,7 @@ Response Service::LeaseFailure(const Request& req, const std::string& name,
 }
 
 asio::awaitable<fence::WriteOutcome> Service::CommitLease(fence::LeaseOp op) {
-  fence::FenceWrite write;
-  write.fence = std::string(scopes_.FenceFor(op.name));
-  write.lease = std::move(op);
-  co_return co_await storage::AsyncCommit(fences_, std::move(write));
+  co_return co_await storage::AsyncCommit(fences_, std::move(op));
 }
 
 asio::awaitable<Response> Service::AcquireLease(const Request& req,
@@ -216,11 +210,14 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kAcquire;
   op.name = name;
+  op.fence = std::string(scopes_.FenceFor(name));
   if (std::string error = ReadLeaseBody(req.body(), &op.holder, &op.ttl_ms);
       !error.empty()) {
     co_return BadLeaseBody(req, name, std::move(error));
   }
-  if (auto refused = RefuseLeaseLimit(req, op)) co_return std::move(*refused);
+  if (auto refused = co_await RefuseLeaseLimit(req, op)) {
+    co_return std::move(*refused);
+  }
   const std::string holder = op.holder;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
@@ -281,6 +278,7 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kRelease;
   op.name = name;
+  op.fence = std::string(scopes_.FenceFor(name));
   ReadToken(req, &op.token);
   if (std::string error = ReadLeaseBody(req.body(), &op.holder, nullptr);
       !error.empty()) {
@@ -351,23 +349,6 @@ asio::awaitable<Response> Service::ListLeases(const Request& req) {
   }
   body += "}\n";
   co_return Text(req, http::status::ok, std::move(body), "application/json");
-}
-
-std::string Service::CheckLeases() const {
-  if (shards_ == nullptr) return {};  // etcd: the record keeps its fence
-  for (std::size_t i = 0; i < shards_->size(); ++i) {
-    for (const auto& [name, entry] : shards_->env(i).lease_table().List(
-             "", "", std::numeric_limits<std::size_t>::max())) {
-      const std::string_view fence = scopes_.FenceFor(name);
-      if (fence != entry.record.fence || shards_->IndexOf(fence) != i) {
-        return "the lease " + name + " was granted under the fence " +
-               entry.record.fence + ", but with these --fence-scope settings " +
-               "its fence is " + std::string(fence) +
-               "; start with the scopes it was granted under";
-      }
-    }
-  }
-  return {};
 }
 
 }  // namespace fencepost::proxy

@@ -52,7 +52,7 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
     after = page.list.next.value_or("");
   } while (!after.empty());
   if (!floor) co_return;
-  fence::FenceWrite bump;
+  fence::FencedWrite bump;
   bump.fence = scope;
   bump.token = *floor;
   const fence::WriteOutcome outcome =

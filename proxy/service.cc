@@ -77,7 +77,6 @@ Service::Service(const Config& config, storage::Fences& fences,
                  BearerAuth auth)
     : config_(config),
       fences_(fences),
-      shards_(fences.shards()),
       backend_(backend),
       auth_(std::move(auth)),
       metrics_(metrics),

@@ -9,7 +9,6 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "fence/scope.h"
-#include "fence/shards.h"
 #include "metrics/metrics.h"
 #include "proxy/auth.h"
 #include "proxy/config.h"
@@ -36,8 +35,7 @@ namespace fencepost::proxy {
 // fs: and http:// backends also resume on (see FsBackend, HttpBackend).
 class Service {
  public:
-  // `fences` holds the fences (and `backend` the values); leases and
-  // batches need the local ones (Fences::shards()).
+  // `fences` holds the fences and leases (and `backend` the values).
   Service(const Config& config, storage::Fences& fences,
           storage::Backend& backend, metrics::Metrics& metrics,
           BearerAuth auth = {});
@@ -60,7 +58,7 @@ class Service {
   // Every lease record must sit where its fence is under the current
   // --fence-scope settings (a grant raises the fence in the same record).
   // Returns what is wrong, or an empty string; called once at start.
-  std::string CheckLeases() const;
+  std::string CheckLeases() const { return fences_.CheckLeases(scopes_); }
 
   // From now on /readyz answers 503.
   void StartDraining() { draining_ = true; }
@@ -95,10 +93,10 @@ class Service {
   boost::asio::awaitable<Response> GetLease(const Request& request,
                                             const std::string& name);
   boost::asio::awaitable<Response> ListLeases(const Request& request);
-  // The 507 for an acquire that would make a live lease past --max-leases;
-  // nullopt for a renewal (by the holder of record) and under the limit.
-  std::optional<Response> RefuseLeaseLimit(const Request& request,
-                                           const fence::LeaseOp& op);
+  // The 507 for an acquire that would make a live lease past --max-leases
+  // (fence::OverLeaseLimit); nullopt otherwise.
+  boost::asio::awaitable<std::optional<Response>> RefuseLeaseLimit(
+      const Request& request, const fence::LeaseOp& op);
   // Counts and logs a lease that ran out without a release (noticed once).
   void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
   // The answer to a lease operation that failed (counts a noticed expiry).
@@ -147,7 +145,6 @@ class Service {
 
   const Config& config_;
   storage::Fences& fences_;
-  fence::Shards* shards_;  // nullptr with a shared fence store
   storage::Backend& backend_;
   BearerAuth auth_;
   metrics::Metrics& metrics_;
@@ -156,5 +153,10 @@ class Service {
   Journal journal_;
   RejectionLogLimiter log_limiter_;
 };
+
+// Counts and logs a lease that ran out without a release (each is reported
+// once, by whoever noticed it: a route, or the store on its own).
+void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,
+                     const fence::LeaseRecord& lease);
 
 }  // namespace fencepost::proxy

@@ -14,7 +14,7 @@ namespace asio = boost::asio;
 
 // Not a coroutine itself: it returns the awaitable that async_initiate makes.
 boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
-    std::function<void(fence::FenceWrite, fence::Committer::Done)> submit,
+    std::function<void(fence::FenceWrite, fence::WriteDone)> submit,
     fence::FenceWrite write) {
   auto initiate = [submit = std::move(submit)](auto handler,
                                                fence::FenceWrite write) {
@@ -35,18 +35,9 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
 }
 
 boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
-    fence::Committer& committer, fence::FenceWrite write) {
-  return AsyncSubmit(
-      [&committer](fence::FenceWrite w, fence::Committer::Done done) {
-        committer.Submit(std::move(w), std::move(done));
-      },
-      std::move(write));
-}
-
-boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
     Fences& fences, fence::FenceWrite write) {
   return AsyncSubmit(
-      [&fences](fence::FenceWrite w, fence::Committer::Done done) {
+      [&fences](fence::FenceWrite w, fence::WriteDone done) {
         fences.Submit(std::move(w), std::move(done));
       },
       std::move(write));
@@ -54,21 +45,24 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
 
 boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
 CommitFenceInTurn(Fences& fences, const WriteRequest& request) {
-  return fences.CommitInTurn(ToFenceWrite(request));
+  return fences.CommitInTurn(ToFencedWrite(request));
 }
 
-fence::FenceWrite ToFenceWrite(const WriteRequest& request) {
-  fence::FenceWrite write;
+fence::FencedWrite ToFencedWrite(const WriteRequest& request) {
+  fence::FencedWrite write;
   write.fence = request.fence;
   write.token = request.token;
   write.observe = request.observe;
   return write;
 }
 
-bool Applied(const fence::WriteOutcome& outcome) {
-  using Verdict = fence::WriteOutcome::Verdict;
-  return outcome.verdict == Verdict::kAccepted ||
-         outcome.verdict == Verdict::kObserved;
+fence::FencedWrite WithValue(WriteRequest request) {
+  fence::FencedWrite write = ToFencedWrite(request);
+  write.value = fence::ValueOp{request.kind == WriteKind::kDelete
+                                   ? fence::ValueOp::Kind::kDelete
+                                   : fence::ValueOp::Kind::kPut,
+                               std::move(request.key), std::move(request.body)};
+  return write;
 }
 
 }  // namespace fencepost::storage

@@ -18,13 +18,9 @@ boost::asio::awaitable<ReadResult> EtcdBackend::Read(
 }
 
 boost::asio::awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
-  fence::FenceWrite write = ToFenceWrite(request);
-  write.value = fence::ValueOp{request.kind == WriteKind::kDelete
-                                   ? fence::ValueOp::Kind::kDelete
-                                   : fence::ValueOp::Kind::kPut,
-                               std::move(request.key), std::move(request.body)};
   WriteResult result;
-  result.outcome = co_await AsyncCommit(fences_, std::move(write));
+  result.outcome =
+      co_await AsyncCommit(fences_, WithValue(std::move(request)));
   result.created = result.outcome.created;
   if (result.outcome.error) result.detail = fences_.last_error();
   co_return result;

@@ -11,7 +11,7 @@
 #include <set>
 #include <stdexcept>
 
-#include "fence/accept.h"
+#include "fence/rules.h"
 #include "fence/errc.h"
 #include "fence/scope.h"
 #include "storage/async_commit.h"
@@ -174,11 +174,10 @@ const std::vector<Json>* KvsOf(const Json& range) {
 }
 
 // Whether a batch's writes fit one transaction.
-bool FitsOneTransaction(const std::vector<fence::FenceWrite>& batch) {
+bool FitsOneTransaction(const fence::Batch& batch) {
   std::set<std::string_view> fences, values;
   std::size_t bytes = 0;
-  for (const fence::FenceWrite& w : batch) {
-    if (w.lease || !w.batch.empty()) return false;
+  for (const fence::FencedWrite& w : batch.writes) {
     fences.insert(w.fence);
     if (w.value) {
       values.insert(w.value->key);
@@ -249,28 +248,31 @@ std::string EtcdFences::ValueKey(std::string_view key) const {
   return options_.spec.prefix + "/values/" + std::string(key);
 }
 
-void EtcdFences::Submit(fence::FenceWrite write, fence::Committer::Done done) {
+void EtcdFences::Submit(fence::FenceWrite write, fence::WriteDone done) {
   Enqueue({std::move(write), std::move(done), nullptr});
 }
 
 void EtcdFences::Enqueue(Pending pending) {
-  const fence::FenceWrite& write = pending.write;
+  const auto* batch = std::get_if<fence::Batch>(&pending.write);
+  const auto* write = std::get_if<fence::FencedWrite>(&pending.write);
+  const bool lease = std::holds_alternative<fence::LeaseOp>(pending.write);
   WriteOutcome refused;
-  if (!write.batch.empty() && !FitsOneTransaction(write.batch)) {
+  if (batch != nullptr && !FitsOneTransaction(*batch)) {
     refused.error = Errc::kBatchTooLarge;
-  } else if (write.value && write.value->body.size() > kMaxValueBytes) {
+  } else if (write != nullptr && write->value &&
+             write->value->body.size() > kMaxValueBytes) {
     refused.error = Errc::kValueTooLarge;
   } else if (queue_.size() >= options_.max_queue) {
     refused.error = fence::Errc::kOverloaded;
   }
-  if (write.lease && leases_.size() >= options_.max_queue) {
+  if (lease && leases_.size() >= options_.max_queue) {
     refused.error = fence::Errc::kOverloaded;
   }
   if (refused.error) {
     pending.done(std::move(refused));
     return;
   }
-  if (write.lease) {
+  if (lease) {
     // Beside the writes' transactions: each lease operation is settled
     // alone, by one of a few workers (their compares order them).
     leases_.push_back(std::move(pending));
@@ -293,7 +295,19 @@ asio::awaitable<void> EtcdFences::Run() {
     std::set<std::string, std::less<>> fences, values;
     std::size_t bytes = 0;
     while (!queue_.empty()) {
-      const fence::FenceWrite& next = queue_.front().write;
+      // A batch is a transaction of its own.
+      const bool batch =
+          std::holds_alternative<fence::Batch>(queue_.front().write);
+      if (!group.empty() &&
+          (batch || std::holds_alternative<fence::Batch>(group.front().write))) {
+        break;
+      }
+      if (batch) {
+        group.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        break;
+      }
+      const auto& next = std::get<fence::FencedWrite>(queue_.front().write);
       const bool turn = queue_.front().turn != nullptr;
       const bool new_fence = !fences.count(next.fence);
       // A turn key counts as a value (one more put), once per fence.
@@ -303,11 +317,6 @@ asio::awaitable<void> EtcdFences::Run() {
           : next.value ? next.value->key
                        : "";
       if (turn && values.count(value_key)) break;
-      // A batch is a transaction of its own.
-      if (!group.empty() &&
-          (!next.batch.empty() || !group.front().write.batch.empty())) {
-        break;
-      }
       const bool new_value = !value_key.empty() && !values.count(value_key);
       const std::size_t size = next.value ? next.value->body.size() : 0;
       if (!group.empty() && ((new_fence && fences.size() == kMaxGroupFences) ||
@@ -327,7 +336,8 @@ asio::awaitable<void> EtcdFences::Run() {
 }
 
 asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
-  if (group.size() == 1 && !group.front().write.batch.empty()) {
+  if (group.size() == 1 &&
+      std::holds_alternative<fence::Batch>(group.front().write)) {
     co_await SettleBatch(std::move(group.front()));
     co_return;
   }
@@ -353,12 +363,14 @@ asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
 }
 
 asio::awaitable<void> EtcdFences::SettleBatch(Pending batch) {
-  const std::size_t n = batch.write.batch.size();
+  std::vector<fence::FencedWrite>& writes =
+      std::get<fence::Batch>(batch.write).writes;
+  const std::size_t n = writes.size();
   auto outcomes = std::make_shared<std::vector<WriteOutcome>>(n);
   std::vector<Pending> items;
   for (std::size_t i = 0; i < n; ++i) {
     items.push_back(
-        {std::move(batch.write.batch[i]),
+        {std::move(writes[i]),
          [outcomes, i](WriteOutcome o) { (*outcomes)[i] = std::move(o); },
          nullptr});
   }
@@ -374,25 +386,18 @@ asio::awaitable<void> EtcdFences::SettleBatch(Pending batch) {
     batch.done(std::move(result));
     co_return;
   }
-  // The outcomes up to the first that was not applied (it last), as the
-  // committer answers a batch.
-  result.verdict = Verdict::kAccepted;
+  // The outcomes up to the first that stopped the batch (it last).
+  std::vector<WriteOutcome> decided;
   for (WriteOutcome& one : *outcomes) {
-    const Verdict verdict = one.verdict;
-    std::error_code error = one.error;
-    result.batch.push_back(std::move(one));
-    if (verdict == Verdict::kRejected || verdict == Verdict::kFailed) {
-      result.verdict = verdict;
-      result.error = error;
-      break;
-    }
+    decided.push_back(std::move(one));
+    if (fence::StopsBatch(decided.back())) break;
   }
-  batch.done(std::move(result));
+  batch.done(fence::BatchOutcome(std::move(decided)));
 }
 
 void EtcdFences::FailAll(std::vector<Pending>& group, std::error_code error) {
   for (Pending& pending : group) {
-    cache_.erase(pending.write.fence);
+    cache_.erase(fence::RoutingFence(pending.write));
     WriteOutcome outcome;
     outcome.error = error;
     pending.done(std::move(outcome));
@@ -403,10 +408,10 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
                                        std::string* error) {
   std::vector<std::string> missing;
   for (const Pending& p : group) {
-    if (!cache_.count(p.write.fence) &&
-        std::find(missing.begin(), missing.end(), p.write.fence) ==
-            missing.end()) {
-      missing.push_back(p.write.fence);
+    const std::string& fence = fence::RoutingFence(p.write);
+    if (!cache_.count(fence) &&
+        std::find(missing.begin(), missing.end(), fence) == missing.end()) {
+      missing.push_back(fence);
     }
   }
   if (missing.empty()) co_return true;
@@ -465,21 +470,13 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   std::vector<std::size_t> turns;    // writes that take their fence's turn
   bool rejected = false;
   for (std::size_t i = 0; i < group.size(); ++i) {
-    const fence::FenceWrite& write = group[i].write;
+    const fence::FencedWrite& write = WriteOf(group[i]);
     auto [it, inserted] = view.try_emplace(write.fence, cache_[write.fence]);
     Seen& fence = it->second;
     WriteOutcome& outcome = outcomes[i];
-    outcome.previous = fence.token;
-    outcome.current = fence.token;
-    outcome.updated_at_ns = fence.updated_at_ns;
-    if (write.token)
-      outcome.decision = fence::Decide(fence.token, *write.token);
-    if (outcome.decision.accepted) {
-      outcome.verdict = Verdict::kAccepted;
-    } else if (write.observe) {
-      outcome.verdict = Verdict::kObserved;
-    } else {
-      outcome.verdict = Verdict::kRejected;
+    outcome =
+        fence::DecideWrite(write, fence.token, fence.updated_at_ns, now_ns);
+    if (!fence::Applied(outcome)) {
       rejected = true;
       continue;
     }
@@ -487,11 +484,9 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
         changed.end()) {
       changed.push_back(write.fence);  // compared even when only observed
     }
-    if (outcome.decision.accepted) {
-      fence.token = *write.token;
-      fence.updated_at_ns = now_ns;
-      outcome.current = fence.token;
-      outcome.updated_at_ns = now_ns;
+    if (fence::MovesFence(outcome)) {
+      fence.token = outcome.current;
+      fence.updated_at_ns = outcome.updated_at_ns;
     }
     if (write.value) last_value[write.value->key] = i;
     if (group[i].turn) turns.push_back(i);
@@ -529,7 +524,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
             Quoted(cache_[changed[i]].mod_revision) + "}";
   }
   for (std::size_t i : turns) {
-    body += ",{\"key\":\"" + EncodeBase64(TurnKey(group[i].write.fence)) +
+    body += ",{\"key\":\"" + EncodeBase64(TurnKey(WriteOf(group[i]).fence)) +
             "\",\"target\":\"CREATE\",\"result\":\"EQUAL\","
             "\"create_revision\":\"0\"}";
   }
@@ -553,7 +548,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   }
   std::vector<std::string> value_keys;  // in the order of their responses
   for (const auto& [key, i] : last_value) {
-    const fence::ValueOp& op = *group[i].write.value;
+    const fence::ValueOp& op = *WriteOf(group[i]).value;
     if (!first) body += ",";
     first = false;
     const std::string encoded = EncodeBase64(ValueKey(key));
@@ -561,7 +556,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
       body += "{\"request_delete_range\":{\"key\":\"" + encoded +
               "\",\"prev_kv\":true}}";
     } else {
-      const fence::FenceWrite& write = group[i].write;
+      const fence::FencedWrite& write = WriteOf(group[i]);
       std::string record =
           (write.token ? std::to_string(*write.token) : std::string("-")) +
           "\n" + op.body;
@@ -579,7 +574,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     turn_values.push_back(options_.replica + " #" +
                           std::to_string(++turn_serial_));
     body += "{\"request_put\":{\"key\":\"" +
-            EncodeBase64(TurnKey(group[i].write.fence)) + "\",\"value\":\"" +
+            EncodeBase64(TurnKey(WriteOf(group[i]).fence)) + "\",\"value\":\"" +
             EncodeBase64(turn_values.back()) +
             "\",\"lease\":" + Quoted(lease_) + "}}";
   }
@@ -589,7 +584,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     body += RangeOp(FenceKey(changed[i]));
   }
   for (std::size_t i : turns) {
-    body += "," + RangeOp(TurnKey(group[i].write.fence));
+    body += "," + RangeOp(TurnKey(WriteOf(group[i]).fence));
   }
   body += "]}";
 
@@ -600,7 +595,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
     // stay held while this replica's lease lives.
     for (std::size_t t = 0; t < turns.size(); ++t) {
       const std::string key =
-          EncodeBase64(TurnKey(group[turns[t]].write.fence));
+          EncodeBase64(TurnKey(WriteOf(group[turns[t]]).fence));
       asio::co_spawn(io_,
                      RemoveTurn(key,
                                 "\"target\":\"VALUE\",\"result\":"
@@ -683,7 +678,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
   }
   for (std::size_t i = 0; i < group.size(); ++i) {
     WriteOutcome& outcome = outcomes[i];
-    const fence::FenceWrite& write = group[i].write;
+    const fence::FencedWrite& write = WriteOf(group[i]);
     if (outcome.verdict != Verdict::kRejected && write.value) {
       bool& exists = present[write.value->key];
       const bool put = write.value->kind == fence::ValueOp::Kind::kPut;
@@ -699,7 +694,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
 }
 
 asio::awaitable<std::pair<WriteOutcome, Fences::Turn>> EtcdFences::CommitInTurn(
-    fence::FenceWrite write) {
+    fence::FencedWrite write) {
   Turn turn{write.fence, 0};
   if (!co_await EnsureLease()) {
     WriteOutcome outcome;
@@ -712,7 +707,7 @@ asio::awaitable<std::pair<WriteOutcome, Fences::Turn>> EtcdFences::CommitInTurn(
   std::int64_t revision = 0;
   std::int64_t* revision_at = &revision;
   WriteOutcome outcome = co_await AsyncSubmit(
-      [this, revision_at](fence::FenceWrite w, fence::Committer::Done done) {
+      [this, revision_at](fence::FenceWrite w, fence::WriteDone done) {
         Enqueue({std::move(w), std::move(done), revision_at});
       },
       std::move(write));
@@ -974,7 +969,7 @@ asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
 // Leases.
 
 asio::awaitable<std::error_code> EtcdFences::ReadLease(
-    const std::string& name, const std::string& fence_name, LeaseState* state) {
+    const std::string& name, const std::string& fence_name, StoredLease* state) {
   std::string body = "{\"success\":[" + RangeOp(LeaseKey(name)) + "," +
                      RangeOp(HoldKey(fence_name)) + "," +
                      RangeOp(FenceKey(fence_name)) + "]}";
@@ -1045,7 +1040,8 @@ asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
     if (attempt > 0 && options_.on_retry) options_.on_retry();
     outcome = WriteOutcome();
-    settled = co_await TryLease(pending.write, &outcome);
+    settled = co_await TryLease(std::get<fence::LeaseOp>(pending.write),
+                                &outcome);
   }
   if (settled == Settled::kConflict) {
     outcome = WriteOutcome();
@@ -1054,183 +1050,139 @@ asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
   pending.done(std::move(outcome));
 }
 
-// The rules are the committer's (fence::Committer::DecideLease), with the
-// hold in etcd deciding whether a lease is live.
+// The rules are fence::DecideLease's; here the hold in etcd decides whether
+// a lease is live, and the decision becomes one transaction that compares
+// everything it was decided on.
 asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
-    const fence::FenceWrite& write, WriteOutcome* outcome) {
-  using LeaseVerdict = fence::LeaseOutcome::Verdict;
-  const fence::LeaseOp& op = *write.lease;
-  LeaseState state;
-  if (std::error_code error =
-          co_await ReadLease(op.name, write.fence, &state)) {
+    const fence::LeaseOp& op, WriteOutcome* outcome) {
+  StoredLease state;
+  if (std::error_code error = co_await ReadLease(op.name, op.fence, &state)) {
     outcome->error = error;
     co_return Settled::kFailed;
   }
-  if (state.record && state.record->fence != write.fence) {
+  if (state.record && state.record->fence != op.fence) {
     // Another replica granted it under other --fence-scope settings: its
     // hold is under that fence, so this replica would not see it live.
     outcome->error = Errc::kScopeMismatch;
     co_return Settled::kFailed;
   }
   const std::int64_t now_ns = NowNs();
-  const fence::LeaseRecord* record = state.record ? &*state.record : nullptr;
-  const Hold* hold = state.hold ? &*state.hold : nullptr;
-  const bool ours = hold != nullptr && hold->name == op.name;
-  const bool live = record != nullptr && !record->released && ours &&
-                    hold->token == record->token;
-  const bool holder_of_record =
-      record != nullptr && !record->released && record->holder == op.holder;
+  const fence::LeaseState rules = RulesView(op, state, now_ns);
   // The lease ran out and no replica has counted it yet: the transaction
   // that changes its record counts it (its compare makes that one).
-  const bool unnoticed =
-      record != nullptr && !record->released && !live && !state.noticed;
-  const fence::Token fence_token = state.fence.token.value_or(0);
-  fence::LeaseOutcome lease;
-  lease.existed = record != nullptr;
-  if (record != nullptr) lease.lease = *record;
+  const bool unnoticed = state.record && !state.record->released &&
+                         !rules.live && !state.noticed;
+  fence::LeaseDecision decision =
+      fence::DecideLease(op, state.fence.token, rules, now_ns);
+  *outcome = std::move(decision.outcome);
+  if (!decision.next) {
+    if (outcome->error) co_return Settled::kFailed;
+    // A refusal changes nothing, but notices a lease that ran out.
+    if (unnoticed && co_await NoticeExpiry(op.name, state)) {
+      outcome->lease->expired = *state.record;
+    }
+    co_return Settled::kDone;
+  }
+  const Settled settled =
+      co_await CommitLease(op, state, *decision.next, outcome, now_ns);
+  if (settled == Settled::kDone && unnoticed) {
+    outcome->lease->expired = *state.record;
+  }
+  co_return settled;
+}
+
+fence::LeaseState EtcdFences::RulesView(const fence::LeaseOp& op,
+                                        const StoredLease& state,
+                                        std::int64_t now_ns) {
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  const bool ours = hold != nullptr && hold->name == op.name;
+  fence::LeaseState view;
+  view.record = state.record;
+  view.live = state.record && !state.record->released && ours &&
+              hold->token == state.record->token;
   const std::int64_t left_ms =
       hold == nullptr ? 0
                       : std::max<std::int64_t>(
                             1, (hold->deadline_ns - now_ns + 999999) / 1000000);
-  const std::string lease_key = LeaseKey(op.name);
-  const std::string hold_key = HoldKey(write.fence);
-  const auto hold_value = [&](const fence::LeaseRecord& next) {
-    return FormatHold(next.token,
-                      now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000,
-                      op.name, next.holder);
-  };
+  view.expires_in_ms = left_ms;
+  if (hold != nullptr && !ours) {
+    // The blocking lease, as its hold tells it (what the 409 shows).
+    fence::LeaseRecord blocking;
+    blocking.holder = hold->holder;
+    blocking.fence = op.fence;
+    blocking.token = hold->token;
+    view.other = fence::LeaseState::Blocking{hold->name, std::move(blocking),
+                                             left_ms};
+  }
+  return view;
+}
 
+asio::awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
+    const fence::LeaseOp& op, const StoredLease& state,
+    const fence::LeaseRecord& next, WriteOutcome* outcome,
+    std::int64_t now_ns) {
+  using LeaseVerdict = fence::LeaseOutcome::Verdict;
+  const LeaseVerdict verdict = outcome->lease->verdict;
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  const std::string lease_key = LeaseKey(op.name);
+  const std::string hold_key = HoldKey(op.fence);
+  const std::string hold_value = FormatHold(
+      next.token, now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000,
+      op.name, next.holder);
   // Every transaction compares the record and the hold as read; an acquire
   // also the fence, since a renewal keeps its token only while the fence
   // is not above it.
-  std::string compare = "{\"compare\":[" +
-                        CompareMod(lease_key, state.record_revision) + "," +
-                        CompareMod(hold_key, state.hold_revision);
+  std::string txn = "{\"compare\":[" +
+                    CompareMod(lease_key, state.record_revision) + "," +
+                    CompareMod(hold_key, state.hold_revision);
   if (op.kind == fence::LeaseOp::Kind::kAcquire) {
-    compare +=
-        "," + CompareMod(FenceKey(write.fence), state.fence.mod_revision);
+    txn += "," + CompareMod(FenceKey(op.fence), state.fence.mod_revision);
   }
-  // A refusal changes nothing, but notices a lease that ran out.
-  const auto refused = [&](fence::LeaseOutcome::Verdict verdict) {
-    lease.verdict = verdict;
-    outcome->verdict = Verdict::kRejected;
-  };
-  fence::LeaseRecord next;
-  std::string success;
+  txn += "],\"success\":[" + PutOp(lease_key, FormatLease(next, false));
   std::int64_t granted = 0;  // a new etcd lease for the hold
   std::int64_t revoke = 0;   // the etcd lease the hold leaves
-  if (op.kind == fence::LeaseOp::Kind::kRelease) {
-    if (!live || !holder_of_record || record->token != op.token) {
-      refused(LeaseVerdict::kNotHeld);
-      if (unnoticed) {
-        const bool noticed = co_await NoticeExpiry(op.name, state);
-        if (noticed) lease.expired = *record;
-      }
-      outcome->lease = std::move(lease);
-      co_return Settled::kDone;
-    }
-    next = *record;
-    next.released = true;
-    success = PutOp(lease_key, FormatLease(next, false)) +
-              ",{\"request_delete_range\":{\"key\":\"" +
-              EncodeBase64(hold_key) + "\"}}";
+  if (verdict == LeaseVerdict::kReleased) {
+    txn += ",{\"request_delete_range\":{\"key\":\"" +
+           EncodeBase64(hold_key) + "\"}}";
     revoke = hold->etcd_lease;
-    lease.verdict = LeaseVerdict::kReleased;
-  } else if (holder_of_record && fence_token <= record->token &&
-             (hold == nullptr || ours)) {
-    next = *record;
-    next.ttl_ms = op.ttl_ms;
-    next.renewed_at_ns = now_ns;
+  } else {
     std::int64_t etcd_lease = 0;
-    if (live && EtcdSeconds(record->ttl_ms) == EtcdSeconds(op.ttl_ms)) {
+    const bool live = verdict == LeaseVerdict::kRenewed && hold != nullptr &&
+                      hold->name == op.name &&
+                      hold->token == state.record->token;
+    if (live &&
+        EtcdSeconds(state.record->ttl_ms) == EtcdSeconds(next.ttl_ms)) {
       // etcd restarts the lease's TTL from when it sees this. The etcd
       // lease is this lease's own (each grant gets a new one), so the
       // keep-alive extends nobody else's; if the hold changed meanwhile,
-      // the compare below fails and nothing is renewed.
-      EtcdClient::Reply reply = co_await Call(
-          "/v3/lease/keepalive", "{\"ID\":" + Quoted(hold->etcd_lease) + "}");
-      if (!reply.ok) {
-        outcome->error = Errc::kStoreUnavailable;
-        co_return Settled::kFailed;
-      }
-      const Json* result = reply.json.Find("result");
-      if (result == nullptr || Int64Of(result->Find("TTL")) <= 0) {
-        co_return Settled::kConflict;  // it ran out just now: read again
+      // the compare fails and nothing is renewed.
+      const Settled kept = co_await KeepHoldAlive(hold->etcd_lease);
+      if (kept != Settled::kDone) {
+        if (kept == Settled::kFailed) {
+          *outcome = WriteOutcome{};
+          outcome->error = Errc::kStoreUnavailable;
+        }
+        co_return kept;
       }
       etcd_lease = hold->etcd_lease;
     } else {
-      etcd_lease = granted = co_await GrantEtcdLease(op.ttl_ms);
+      etcd_lease = granted = co_await GrantEtcdLease(next.ttl_ms);
       if (etcd_lease == 0) {
+        *outcome = WriteOutcome{};
         outcome->error = Errc::kStoreUnavailable;
         co_return Settled::kFailed;
       }
       if (hold != nullptr) revoke = hold->etcd_lease;
     }
-    success = PutOp(lease_key, FormatLease(next, false)) + "," +
-              PutOp(hold_key, hold_value(next), etcd_lease);
-    lease.verdict = LeaseVerdict::kRenewed;
-  } else if (live && !holder_of_record) {
-    refused(LeaseVerdict::kDenied);
-    lease.expires_in_ms = left_ms;
-    outcome->lease = std::move(lease);
-    co_return Settled::kDone;
-  } else if (hold != nullptr && !ours) {
-    // One live lease per fence, as with LMDB.
-    refused(LeaseVerdict::kDenied);
-    if (unnoticed) {
-      const bool noticed = co_await NoticeExpiry(op.name, state);
-      if (noticed) lease.expired = *record;
+    if (verdict == LeaseVerdict::kGranted) {
+      txn += "," + PutOp(FenceKey(op.fence), FormatFence(next.token, now_ns));
     }
-    lease.blocking_lease = hold->name;
-    // The blocking lease, as its hold tells it (what the 409 shows).
-    lease.lease = fence::LeaseRecord();
-    lease.lease.holder = hold->holder;
-    lease.lease.fence = write.fence;
-    lease.lease.token = hold->token;
-    lease.expires_in_ms = left_ms;
-    outcome->lease = std::move(lease);
-    co_return Settled::kDone;
-  } else {
-    const fence::Token base = std::max(
-        record != nullptr ? record->token : fence::Token{0}, fence_token);
-    if (base == std::numeric_limits<fence::Token>::max()) {
-      outcome->error = fence::Errc::kTokensExhausted;
-      co_return Settled::kFailed;
-    }
-    next.holder = op.holder;
-    next.fence = write.fence;
-    next.token = base + 1;
-    next.ttl_ms = op.ttl_ms;
-    next.acquired_at_ns = next.renewed_at_ns = now_ns;
-    next.transitions =
-        record == nullptr
-            ? 0
-            : record->transitions + (record->holder != op.holder ? 1 : 0);
-    using Reason = fence::LeaseOutcome::GrantReason;
-    if (record != nullptr) {
-      lease.previous_holder = record->holder;
-      lease.previous_expired = !record->released && !live && !holder_of_record;
-      lease.reason = holder_of_record   ? Reason::kFenceAbove
-                     : record->released ? Reason::kReleased
-                                        : Reason::kExpired;
-    }
-    granted = co_await GrantEtcdLease(op.ttl_ms);
-    if (granted == 0) {
-      outcome->error = Errc::kStoreUnavailable;
-      co_return Settled::kFailed;
-    }
-    if (hold != nullptr) revoke = hold->etcd_lease;
-    success = PutOp(lease_key, FormatLease(next, false)) + "," +
-              PutOp(FenceKey(write.fence), FormatFence(next.token, now_ns)) +
-              "," + PutOp(hold_key, hold_value(next), granted);
-    outcome->decision = fence::Decide(state.fence.token, next.token);
-    lease.verdict = LeaseVerdict::kGranted;
+    txn += "," + PutOp(hold_key, hold_value, etcd_lease);
   }
-
-  EtcdClient::Reply reply =
-      co_await Call("/v3/kv/txn", compare + "],\"success\":[" + success + "]}");
+  EtcdClient::Reply reply = co_await Call("/v3/kv/txn", txn + "]}");
   if (!reply.ok) {
     // Unknown: it may be applied. A holder that asks again renews it.
+    *outcome = WriteOutcome{};
     outcome->error = Errc::kStoreUnavailable;
     co_return Settled::kFailed;
   }
@@ -1241,34 +1193,41 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
   }
   ++transactions_;
   RevokeEtcdLease(revoke);
-  if (lease.verdict == LeaseVerdict::kGranted) {
+  if (verdict == LeaseVerdict::kGranted) {
     const Json* header = reply.json.Find("header");
-    Seen seen;
-    seen.token = next.token;
-    seen.updated_at_ns = now_ns;
-    seen.mod_revision =
-        header != nullptr ? Int64Of(header->Find("revision")) : 0;
-    // Unless a group committed since (a failed compare corrects any
-    // entry that is behind).
-    auto it = cache_.find(write.fence);
-    if (seen.mod_revision <= 0) {
-      cache_.erase(write.fence);
-    } else if (it == cache_.end() ||
-               it->second.mod_revision < seen.mod_revision) {
-      cache_[write.fence] = seen;
-    }
+    CacheFence(op.fence, next.token, now_ns,
+               header != nullptr ? Int64Of(header->Find("revision")) : 0);
   }
-  if (unnoticed) lease.expired = *record;
-  lease.lease = next;
-  lease.expires_in_ms =
-      next.released ? 0 : static_cast<std::int64_t>(next.ttl_ms);
-  outcome->verdict = Verdict::kAccepted;
-  outcome->lease = std::move(lease);
   co_return Settled::kDone;
 }
 
+asio::awaitable<EtcdFences::Settled> EtcdFences::KeepHoldAlive(
+    std::int64_t etcd_lease) {
+  EtcdClient::Reply reply = co_await Call(
+      "/v3/lease/keepalive", "{\"ID\":" + Quoted(etcd_lease) + "}");
+  if (!reply.ok) co_return Settled::kFailed;
+  const Json* result = reply.json.Find("result");
+  if (result == nullptr || Int64Of(result->Find("TTL")) <= 0) {
+    co_return Settled::kConflict;  // it ran out just now: read again
+  }
+  co_return Settled::kDone;
+}
+
+void EtcdFences::CacheFence(const std::string& name, fence::Token token,
+                            std::int64_t updated_at_ns,
+                            std::int64_t revision) {
+  // Unless a group committed since (a failed compare corrects any entry
+  // that is behind).
+  auto it = cache_.find(name);
+  if (revision <= 0) {
+    cache_.erase(name);
+  } else if (it == cache_.end() || it->second.mod_revision < revision) {
+    cache_[name] = Seen{token, updated_at_ns, revision};
+  }
+}
+
 asio::awaitable<bool> EtcdFences::NoticeExpiry(const std::string& name,
-                                               const LeaseState& state) {
+                                               const StoredLease& state) {
   const std::string key = LeaseKey(name);
   EtcdClient::Reply reply = co_await Call(
       "/v3/kv/txn", "{\"compare\":[" + CompareMod(key, state.record_revision) +
@@ -1278,9 +1237,9 @@ asio::awaitable<bool> EtcdFences::NoticeExpiry(const std::string& name,
   co_return succeeded != nullptr && succeeded->text == "true";
 }
 
-fence::LeaseTable::Entry EtcdFences::EntryOf(const LeaseState& state,
+fence::LeaseEntry EtcdFences::EntryOf(const StoredLease& state,
                                              std::int64_t now) const {
-  fence::LeaseTable::Entry entry;
+  fence::LeaseEntry entry;
   entry.record = *state.record;
   const Hold* hold = state.hold ? &*state.hold : nullptr;
   if (!entry.record.released && hold != nullptr &&
@@ -1297,7 +1256,7 @@ fence::LeaseTable::Entry EtcdFences::EntryOf(const LeaseState& state,
 asio::awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
                                                         std::string fence) {
   LeaseRead out;
-  LeaseState state;
+  StoredLease state;
   out.error = co_await ReadLease(name, fence, &state);
   if (state.hold && state.hold->name != name) state.hold.reset();
   out.now_ns = SteadyNow();
@@ -1332,10 +1291,10 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
     out.error = fence::Errc::kStorage;
     co_return out;
   }
-  std::vector<std::pair<std::string, LeaseState>> leases;
+  std::vector<std::pair<std::string, StoredLease>> leases;
   for (const Json& kv : *kvs) {
     std::string key, text;
-    LeaseState state;
+    StoredLease state;
     fence::LeaseRecord record;
     if (!BytesOf(kv, "key", &key) || key.compare(0, base.size(), base) != 0 ||
         !BytesOf(kv, "value", &text) ||
@@ -1389,7 +1348,7 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
   // one that did not take: a read must not wait on many writes.
   int notices = 16;
   for (auto& [name, state] : leases) {
-    fence::LeaseTable::Entry entry = EntryOf(state, out.now_ns);
+    fence::LeaseEntry entry = EntryOf(state, out.now_ns);
     if (!fence::IsLive(entry, out.now_ns) && !entry.record.released &&
         !state.noticed && notices > 0) {
       const bool noticed = co_await NoticeExpiry(name, state);

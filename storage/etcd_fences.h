@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fence/rules.h"
 #include "storage/etcd_client.h"
 #include "storage/fences.h"
 
@@ -106,7 +107,7 @@ class EtcdFences : public Fences {
 
   EtcdFences(boost::asio::io_context& io, Options options);
 
-  void Submit(fence::FenceWrite write, fence::Committer::Done done) override;
+  void Submit(fence::FenceWrite write, fence::WriteDone done) override;
   boost::asio::awaitable<Read> Get(std::string name) override;
   boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
                                         std::size_t limit) override;
@@ -123,7 +124,7 @@ class EtcdFences : public Fences {
   std::string last_error() const override { return last_error_; }
 
   boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>> CommitInTurn(
-      fence::FenceWrite write) override;
+      fence::FencedWrite write) override;
   void EndTurn(Turn turn, std::chrono::milliseconds hold) override;
   // Stops the lease keep-alive and pending turn holds, so the io_context can
   // run out of work; held turns end with the lease.
@@ -138,7 +139,7 @@ class EtcdFences : public Fences {
  private:
   struct Pending {
     fence::FenceWrite write;
-    fence::Committer::Done done;
+    fence::WriteDone done;
     // Non-null: take the fence's turn; set to the revision that took it
     // before `done` runs (it points into the waiting coroutine's frame).
     std::int64_t* turn = nullptr;
@@ -161,7 +162,7 @@ class EtcdFences : public Fences {
   // hold without an etcd lease is not fencepost's).
   static bool SeenOf(const http::JsonValue& kv, Seen* seen);
   static bool HoldOf(const http::JsonValue& kv, Hold* hold);
-  struct LeaseState {
+  struct StoredLease {
     std::optional<fence::LeaseRecord> record;
     bool noticed = false;  // its expiry was counted
     std::int64_t record_revision = 0;
@@ -189,22 +190,47 @@ class EtcdFences : public Fences {
   boost::asio::awaitable<void> SettleLease(Pending pending);
   // A worker: settles lease operations from leases_ until it is empty.
   boost::asio::awaitable<void> SettleLeases();
-  boost::asio::awaitable<Settled> TryLease(const fence::FenceWrite& write,
+  // Reads, decides (fence::DecideLease) and commits one lease operation.
+  boost::asio::awaitable<Settled> TryLease(const fence::LeaseOp& op,
                                            fence::WriteOutcome* outcome);
+  // What the rules need to know of the lease, from etcd's state: live
+  // while its hold exists with its token.
+  static fence::LeaseState RulesView(const fence::LeaseOp& op,
+                                     const StoredLease& state,
+                                     std::int64_t now_ns);
+  // Persists a lease decision (`next`, the verdict in `outcome`) in one
+  // transaction comparing what it was decided on; on failure resets
+  // `outcome` to the error.
+  boost::asio::awaitable<Settled> CommitLease(const fence::LeaseOp& op,
+                                              const StoredLease& state,
+                                              const fence::LeaseRecord& next,
+                                              fence::WriteOutcome* outcome,
+                                              std::int64_t now_ns);
+  // Restarts the TTL of the etcd lease of a live hold: kConflict when it
+  // ran out just now.
+  boost::asio::awaitable<Settled> KeepHoldAlive(std::int64_t etcd_lease);
+  // Caches a fence a transaction at `revision` wrote, unless the cache
+  // holds a later state.
+  void CacheFence(const std::string& name, fence::Token token,
+                  std::int64_t updated_at_ns, std::int64_t revision);
+  // A write of a group (never a batch or a lease operation: those are
+  // settled apart).
+  static const fence::FencedWrite& WriteOf(const Pending& pending) {
+    return std::get<fence::FencedWrite>(pending.write);
+  }
   // Reads the record of `name`, the hold of `fence` and the fence.
   boost::asio::awaitable<std::error_code> ReadLease(const std::string& name,
                                                     const std::string& fence,
-                                                    LeaseState* state);
+                                                    StoredLease* state);
   // Marks the expiry of the lease `name` as noticed, unless another replica
   // changed its record since `state` was read: true when this call did.
   boost::asio::awaitable<bool> NoticeExpiry(const std::string& name,
-                                            const LeaseState& state);
+                                            const StoredLease& state);
   // An etcd lease of `ttl_ms` rounded up to seconds (0: none granted).
   boost::asio::awaitable<std::int64_t> GrantEtcdLease(std::uint64_t ttl_ms);
   void RevokeEtcdLease(std::int64_t id);
   // The lease document's entry for `state` at steady time `now`.
-  fence::LeaseTable::Entry EntryOf(const LeaseState& state,
-                                   std::int64_t now) const;
+  fence::LeaseEntry EntryOf(const StoredLease& state, std::int64_t now) const;
   // client_.Call, keeping the error of a failure in last_error_.
   boost::asio::awaitable<EtcdClient::Reply> Call(std::string_view path,
                                                  std::string body,

@@ -15,9 +15,10 @@
 #include <system_error>
 #include <vector>
 
-#include "fence/committer.h"
-#include "fence/fence_store.h"
-#include "fence/shards.h"
+#include "fence/fence_record.h"
+#include "fence/lease.h"
+#include "fence/scope.h"
+#include "fence/write.h"
 
 namespace fencepost::storage {
 
@@ -25,9 +26,16 @@ namespace fencepost::storage {
 // environments (LocalFences, the default), or an etcd cluster that several
 // replicas share (EtcdFences, --fence-store etcd://).
 //
-// Submit checks and applies a fence write (a value with it, when the store
-// keeps values) atomically and durably before `done` runs, with the
-// outcomes of fence::Committer::Submit.
+// The one door to the fence store: the routes reach fences, values (with
+// the embedded and etcd backends), leases, batches and the store's figures
+// through it, never the engine behind it. Submit decides a fence write by
+// fence/rules.h and applies it (a value with it, when the store keeps
+// values) atomically and durably before `done` runs, with the outcomes of
+// fence::Committer::Submit.
+//
+// Lease expiry is the engine's to notice: each lease that ran out without a
+// release is reported once, either in the result of the call that noticed
+// it (`expired`) or to the handler given at construction.
 //
 // Thread safety: see each implementation; the server calls every one on its
 // io thread.
@@ -48,13 +56,13 @@ class Fences {
   struct LeaseRead {
     std::error_code error;
     std::int64_t now_ns = 0;
-    std::optional<fence::LeaseTable::Entry> entry;  // nullopt: never granted
+    std::optional<fence::LeaseEntry> entry;  // nullopt: never granted
     std::optional<fence::LeaseRecord> expired;
   };
   struct LeaseList {
     std::error_code error;
     std::int64_t now_ns = 0;
-    std::vector<std::pair<std::string, fence::LeaseTable::Entry>> leases;
+    std::vector<std::pair<std::string, fence::LeaseEntry>> leases;
     std::optional<std::string> next;  // the last name, when there are more
     std::vector<std::pair<std::string, fence::LeaseRecord>> expired;
   };
@@ -66,7 +74,7 @@ class Fences {
   };
 
   virtual ~Fences() = default;
-  virtual void Submit(fence::FenceWrite write, fence::Committer::Done done) = 0;
+  virtual void Submit(fence::FenceWrite write, fence::WriteDone done) = 0;
   // For backends that keep values elsewhere (fs:, http://): commits `write`
   // (a fence write without a value) and, when replicas share the fences,
   // takes the fence's turn among them in the same step, so that no other
@@ -74,7 +82,7 @@ class Fences {
   // fence's local turn (FenceLocks) until then. Outcomes as Submit's, and
   // storage::Errc::kFenceHeld when another replica holds the turn.
   virtual boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>>
-  CommitInTurn(fence::FenceWrite write);
+  CommitInTurn(fence::FencedWrite write);
   // Ends `turn` after `hold` (zero: now); a no-op for an empty turn. A
   // replica that dies holding a turn holds it until its etcd lease runs out.
   virtual void EndTurn(Turn /*turn*/, std::chrono::milliseconds /*hold*/) {}
@@ -94,6 +102,31 @@ class Fences {
                                                        std::size_t limit) = 0;
   // The monotonic clock lease deadlines are on (ns).
   virtual std::int64_t SteadyNow() const { return fence::SteadyNowNs(); }
+  // Leases held now, for --max-leases (noticing expiries on the way), or
+  // nullopt when the store bounds them itself (etcd keeps its leases, not
+  // this process; its own quota bounds them).
+  virtual std::optional<std::size_t> HeldLeases() { return std::nullopt; }
+  // Why `batch` cannot be applied in one step by this store, with the key
+  // of the write that shows it in `*key`; nullopt when it can.
+  virtual std::optional<std::string> RefuseBatch(
+      const fence::Batch& /*batch*/, std::string* /*key*/) const {
+    return std::nullopt;
+  }
+  // What the store tells of itself for /metrics (noticing expiries).
+  struct Stats {
+    std::optional<std::size_t> live_leases;
+    struct Map {
+      std::uint64_t used = 0, size = 0, max = 0;
+    };
+    std::optional<Map> map;  // LMDB's memory map, summed over shards
+  };
+  virtual Stats Statistics() { return {}; }
+  // Whether every lease record sits where its fence is under `scopes` (a
+  // grant raises the fence in the same record): what is wrong, or "".
+  // Called once at start.
+  virtual std::string CheckLeases(const fence::Scopes& /*scopes*/) const {
+    return {};
+  }
   // How many fences there are, when that is cheap to know.
   virtual std::optional<std::uint64_t> Count() = 0;
   // Whether writes can be decided now (for /readyz). Never fails.
@@ -104,58 +137,12 @@ class Fences {
   // What the last failure to reach the store was, for log lines (empty
   // when there is nothing to add to the error itself).
   virtual std::string last_error() const { return {}; }
-  // The data directory's environments, or nullptr when the fences live
-  // elsewhere.
-  virtual fence::Shards* shards() { return nullptr; }
-
   // The --fence-scope prefixes the store has been served with, as recorded
   // (fence::PlanScopes), and their durable replacement. For start-up only:
   // they throw std::runtime_error with a readable message on failure.
   virtual boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() = 0;
   virtual boost::asio::awaitable<void> RecordScopes(
       fence::ScopeRecord record) = 0;
-};
-
-// The default: the fences of the data directory's LMDB environments.
-// Thread safety: any thread.
-class LocalFences : public Fences {
- public:
-  explicit LocalFences(fence::Shards& shards)
-      : shards_(shards), store_(shards.envs()) {}
-
-  // A batch goes to the committer of its first write's fence (the caller
-  // checks that all of its fences share it); a lease operation to its
-  // fence's.
-  void Submit(fence::FenceWrite write, fence::Committer::Done done) override {
-    const std::string& fence =
-        write.batch.empty() ? write.fence : write.batch.front().fence;
-    shards_.CommitterOf(fence).Submit(std::move(write), std::move(done));
-  }
-  boost::asio::awaitable<Read> Get(std::string name) override;
-  boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
-                                        std::size_t limit) override;
-  boost::asio::awaitable<LeaseRead> GetLease(std::string name,
-                                             std::string fence) override;
-  boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
-                                               std::string after,
-                                               std::size_t limit) override;
-  std::int64_t SteadyNow() const override { return shards_.SteadyNow(); }
-  std::optional<std::uint64_t> Count() override;
-  boost::asio::awaitable<bool> Ready() override;
-  std::string_view consistency() const override { return "local"; }
-  fence::Shards* shards() override { return &shards_; }
-  boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override {
-    co_return shards_.RecordedScopes();
-  }
-  boost::asio::awaitable<void> RecordScopes(
-      fence::ScopeRecord record) override {
-    shards_.RecordScopes(record);
-    co_return;
-  }
-
- private:
-  fence::Shards& shards_;
-  fence::FenceStore store_;
 };
 
 }  // namespace fencepost::storage

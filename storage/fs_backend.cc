@@ -1,5 +1,6 @@
 #include "storage/fs_backend.h"
 
+#include "fence/rules.h"
 #include "storage/async_commit.h"
 #include "storage/blocking.h"
 
@@ -41,7 +42,7 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
 
   auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
   result.outcome = std::move(outcome);
-  if (!Applied(result.outcome)) co_return result;
+  if (!fence::Applied(result.outcome)) co_return result;
 
   bool created = false;
   const std::error_code failed = co_await RunBlocking<std::error_code>(

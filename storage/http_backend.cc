@@ -11,8 +11,8 @@
 #include <optional>
 #include <stdexcept>
 
-#include "fence/accept.h"
 #include "fence/key.h"
+#include "fence/rules.h"
 #include "http/fields.h"
 #include "http/host_port.h"
 #include "storage/async_commit.h"
@@ -231,11 +231,12 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
       co_return result;
     }
     const std::optional<fence::FenceRecord>& current = read.fence;
-    if (request.token && current && !request.observe &&
-        !fence::Decide(current->token, *request.token).accepted) {
-      result.outcome.verdict = fence::WriteOutcome::Verdict::kRejected;
-      result.outcome.previous = current->token;
-      result.outcome.current = current->token;
+    fence::WriteOutcome stale = fence::DecideWrite(
+        ToFencedWrite(request),
+        current ? std::optional(current->token) : std::nullopt,
+        current ? current->updated_at_ns : 0, 0);
+    if (stale.verdict == fence::WriteOutcome::Verdict::kRejected) {
+      result.outcome = std::move(stale);
       co_return result;
     }
     result.outcome.error = Errc::kFenceHeld;
@@ -245,7 +246,7 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
 
   auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
   result.outcome = std::move(outcome);
-  if (!Applied(result.outcome)) co_return result;
+  if (!fence::Applied(result.outcome)) co_return result;
   using Verdict = fence::WriteOutcome::Verdict;
 
   const HttpRequest upstream = Upstream(*request.original, request.key);

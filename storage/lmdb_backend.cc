@@ -46,14 +46,14 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(
 }
 
 boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
-  fence::FenceWrite write = ToFenceWrite(request);
-  write.value = fence::ValueOp{request.kind == WriteKind::kDelete
-                                   ? fence::ValueOp::Kind::kDelete
-                                   : fence::ValueOp::Kind::kPut,
-                               std::move(request.key), std::move(request.body)};
+  fence::FencedWrite write = WithValue(std::move(request));
   fence::Committer& committer = shards_.CommitterOf(write.fence);
   WriteResult result;
-  result.outcome = co_await AsyncCommit(committer, std::move(write));
+  result.outcome = co_await AsyncSubmit(
+      [&committer](fence::FenceWrite w, fence::WriteDone done) {
+        committer.Submit(std::move(w), std::move(done));
+      },
+      std::move(write));
   result.created = result.outcome.created;
   co_return result;
 }

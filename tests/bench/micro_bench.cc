@@ -73,7 +73,7 @@ void BM_CommitBatch(benchmark::State& state) {
   for (auto _ : state) {
     std::latch done(batch);
     for (int i = 0; i < batch; ++i) {
-      FenceWrite write;
+      FencedWrite write;
       write.fence = "/bench/" + std::to_string(key++ % 10000);
       write.token = ++token;
       write.value = ValueOp{ValueOp::Kind::kPut, write.fence, body};

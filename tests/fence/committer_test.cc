@@ -30,7 +30,7 @@ class CommitterTest : public ::testing::Test {
   }
   WriteOutcome Commit(const std::string& fence, Token token) {
     return Commit(
-        FenceWrite{fence, token, false, std::nullopt, std::nullopt, {}});
+        FencedWrite{fence, token, false, std::nullopt});
   }
   std::optional<std::string> Value(const std::string& key) {
     auto lock = env_.overlay().Lock();
@@ -73,54 +73,46 @@ TEST_F(CommitterTest, AppliesTheAcceptRule) {
 }
 
 TEST_F(CommitterTest, ARejectedWriteStoresNoValue) {
-  Commit(FenceWrite{"k",
+  Commit(FencedWrite{"k",
                     10,
                     false,
-                    ValueOp{ValueOp::Kind::kPut, "k", "new"},
-                    std::nullopt,
-                    {}});
-  WriteOutcome o = Commit(FenceWrite{"k",
+                    ValueOp{ValueOp::Kind::kPut, "k", "new"}});
+  WriteOutcome o = Commit(FencedWrite{"k",
                                      9,
                                      false,
-                                     ValueOp{ValueOp::Kind::kPut, "k", "old"},
-                                     std::nullopt,
-                                     {}});
+                                     ValueOp{ValueOp::Kind::kPut, "k", "old"}});
   EXPECT_EQ(o.verdict, Verdict::kRejected);
   EXPECT_EQ(Value("k"), "new");
 }
 
 TEST_F(CommitterTest, ObserveAppliesStaleWriteButNeverLowersTheFence) {
   Commit("k", 10);
-  WriteOutcome o = Commit(FenceWrite{
-      "k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}, std::nullopt, {}});
+  WriteOutcome o = Commit(FencedWrite{
+      "k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
   EXPECT_EQ(o.verdict, Verdict::kObserved);
   EXPECT_EQ(Value("k"), "v");
   EXPECT_EQ(o.current, Token{10});
   EXPECT_EQ(Get("k")->token, 10u);
   WriteOutcome missing = Commit(
-      FenceWrite{"new", std::nullopt, true, std::nullopt, std::nullopt, {}});
+      FencedWrite{"new", std::nullopt, true, std::nullopt});
   EXPECT_EQ(missing.verdict, Verdict::kObserved);
   EXPECT_FALSE(Get("new")) << "a write without a token creates no fence";
 }
 
 TEST_F(CommitterTest, PutsSayWhetherTheyMadeTheValueAndDeletesRemoveIt) {
   auto put = [this](Token t) {
-    return Commit(FenceWrite{"k",
+    return Commit(FencedWrite{"k",
                              t,
                              false,
-                             ValueOp{ValueOp::Kind::kPut, "k", "v"},
-                             std::nullopt,
-                             {}});
+                             ValueOp{ValueOp::Kind::kPut, "k", "v"}});
   };
   EXPECT_TRUE(put(1).created);
   EXPECT_FALSE(put(2).created);
   WriteOutcome gone =
-      Commit(FenceWrite{"k",
+      Commit(FencedWrite{"k",
                         3,
                         false,
-                        ValueOp{ValueOp::Kind::kDelete, "k", ""},
-                        std::nullopt,
-                        {}});
+                        ValueOp{ValueOp::Kind::kDelete, "k", ""}});
   EXPECT_EQ(gone.verdict, Verdict::kAccepted);
   EXPECT_FALSE(Value("k"));
   EXPECT_TRUE(put(4).created);
@@ -136,12 +128,10 @@ TEST_F(CommitterTest,
   for (int i = 0; i < kWrites; ++i) {
     const std::string key = "v" + std::to_string(i % 100);
     committer_.Submit(
-        FenceWrite{key,
+        FencedWrite{key,
                    Token(i),
                    false,
-                   ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)},
-                   std::nullopt,
-                   {}},
+                   ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)}},
         [&promises, i](WriteOutcome o) { promises[i].set_value(o); });
   }
   for (int i = 0; i < kWrites; ++i) {
@@ -173,7 +163,7 @@ TEST_F(CommitterTest, GroupCommitKeepsTheAcceptRuleUnderContention) {
         const Token token = rng() % 1000;
         std::promise<void> done;
         committer_.Submit(
-            FenceWrite{"hot", token, false, std::nullopt, std::nullopt, {}},
+            FencedWrite{"hot", token, false, std::nullopt},
             [&, token](WriteOutcome o) {
               {
                 std::lock_guard lock(mu);
@@ -208,12 +198,10 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
     auto f = p.get_future();
     const std::string key = "k" + std::to_string(i);
     committer.Submit(
-        FenceWrite{key,
+        FencedWrite{key,
                    1,
                    false,
-                   ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')},
-                   std::nullopt,
-                   {}},
+                   ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')}},
         [&p](WriteOutcome o) { p.set_value(o); });
     return f.get();
   };
@@ -245,8 +233,8 @@ TEST(CommitterQueueTest, PastTheQueueBoundWritesAreRefusedAtOnce) {
   std::latch done(kWrites);
   for (int i = 0; i < kWrites; ++i) {
     committer.Submit(
-        FenceWrite{
-            "f" + std::to_string(i), 1, false, std::nullopt, std::nullopt, {}},
+        FencedWrite{
+            "f" + std::to_string(i), 1, false, std::nullopt},
         [&](WriteOutcome o) {
           if (o.error == Errc::kOverloaded) ++overloaded;
           if (o.verdict == Verdict::kAccepted) ++accepted;
@@ -284,22 +272,18 @@ TEST(EnvTest, UnusableDirectoryThrows) {
   EXPECT_THROW(Env({file, 1u << 20}), std::runtime_error);
 }
 
-FenceWrite Put(const std::string& key, Token token, const std::string& body) {
-  return FenceWrite{key,          token,
-                    false,        ValueOp{ValueOp::Kind::kPut, key, body},
-                    std::nullopt, {}};
+FencedWrite Put(const std::string& key, Token token, const std::string& body) {
+  return FencedWrite{key, token, false, ValueOp{ValueOp::Kind::kPut, key, body}};
 }
 
 TEST_F(CommitterTest, ABatchIsAppliedWhole) {
   Commit(Put("b", 3, "old b"));
-  FenceWrite batch;
-  batch.batch = {Put("a", 5, "new a"), Put("b", 5, "new b"),
-                 FenceWrite{"c",
+  Batch batch;
+  batch.writes = {Put("a", 5, "new a"), Put("b", 5, "new b"),
+                 FencedWrite{"c",
                             5,
                             false,
-                            ValueOp{ValueOp::Kind::kDelete, "c", ""},
-                            std::nullopt,
-                            {}}};
+                            ValueOp{ValueOp::Kind::kDelete, "c", ""}}};
   WriteOutcome o = Commit(batch);
   EXPECT_EQ(o.verdict, Verdict::kAccepted);
   ASSERT_EQ(o.batch.size(), 3u);
@@ -313,8 +297,8 @@ TEST_F(CommitterTest, ABatchIsAppliedWhole) {
 
 TEST_F(CommitterTest, ABatchWithAStaleWriteInTheMiddleChangesNothing) {
   Commit(Put("b", 10, "b at 10"));
-  FenceWrite batch;
-  batch.batch = {Put("a", 7, "a"), Put("b", 7, "b"), Put("c", 7, "c")};
+  Batch batch;
+  batch.writes = {Put("a", 7, "a"), Put("b", 7, "b"), Put("c", 7, "c")};
   WriteOutcome o = Commit(batch);
   EXPECT_EQ(o.verdict, Verdict::kRejected);
   ASSERT_EQ(o.batch.size(), 2u);  // up to the stale one
@@ -338,8 +322,8 @@ TEST_F(CommitterTest, BatchesAndSingleWritesInOneGroupSeeEachOther) {
     const Token t = 100 + i;
     FenceWrite w;
     if (i % 2 == 0) {
-      w.batch = {Put("x", t, "x" + std::to_string(t)),
-                 Put("y", t, "y" + std::to_string(t))};
+      w = Batch{{Put("x", t, "x" + std::to_string(t)),
+                 Put("y", t, "y" + std::to_string(t))}};
     } else {
       w = Put(i % 4 == 1 ? "x" : "y", t - 50, "stale");
     }

@@ -16,7 +16,7 @@ class FenceStoreTest : public ::testing::Test {
     std::promise<WriteOutcome> p;
     auto f = p.get_future();
     committer_->Submit(
-        FenceWrite{name, token, false, std::nullopt, std::nullopt, {}},
+        FencedWrite{name, token, false, std::nullopt},
         [&p](WriteOutcome o) { p.set_value(o); });
     ASSERT_EQ(f.get().verdict, WriteOutcome::Verdict::kAccepted);
   }

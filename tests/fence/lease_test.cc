@@ -45,27 +45,25 @@ class LeaseTest : public ::testing::Test {
     return future.get();
   }
   WriteOutcome Lease(LeaseOp op, const std::string& fence = "") {
-    FenceWrite write;
-    write.fence = fence.empty() ? op.name : fence;
-    write.lease = std::move(op);
-    return Submit(std::move(write));
+    op.fence = fence.empty() ? op.name : fence;
+    return Submit(std::move(op));
   }
   LeaseOutcome Acquire(const std::string& name, const std::string& holder,
                        std::uint64_t ttl_ms = 1000,
                        const std::string& fence = "") {
-    auto o = Lease({LeaseOp::Kind::kAcquire, name, holder, ttl_ms, 0}, fence);
+    auto o = Lease({LeaseOp::Kind::kAcquire, name, holder, ttl_ms, 0, ""}, fence);
     EXPECT_TRUE(o.lease.has_value());
     return o.lease.value_or(LeaseOutcome{});
   }
   LeaseOutcome Release(const std::string& name, const std::string& holder,
                        Token token) {
-    auto o = Lease({LeaseOp::Kind::kRelease, name, holder, 0, token});
+    auto o = Lease({LeaseOp::Kind::kRelease, name, holder, 0, token, ""});
     EXPECT_TRUE(o.lease.has_value());
     return o.lease.value_or(LeaseOutcome{});
   }
   WriteOutcome Write(const std::string& fence, Token token) {
     return Submit(
-        FenceWrite{fence, token, false, std::nullopt, std::nullopt, {}});
+        FencedWrite{fence, token, false, std::nullopt});
   }
   std::optional<Token> FenceOf(const std::string& name) {
     std::optional<FenceRecord> fence;

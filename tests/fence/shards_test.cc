@@ -20,7 +20,7 @@ WriteOutcome Commit(Shards& shards, const std::string& fence, Token token) {
   std::promise<WriteOutcome> promise;
   auto future = promise.get_future();
   shards.CommitterOf(fence).Submit(
-      FenceWrite{fence, token, false, std::nullopt, std::nullopt, {}},
+      FencedWrite{fence, token, false, std::nullopt},
       [&promise](WriteOutcome o) { promise.set_value(o); });
   return future.get();
 }

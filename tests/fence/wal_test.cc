@@ -254,15 +254,13 @@ TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
   // New writes continue after the recovered numbers, are decided against
   // them, and a restart replays nothing more.
   std::promise<WriteOutcome> stale, fresh;
-  committer.Submit(FenceWrite{"orders/1",
+  committer.Submit(FencedWrite{"orders/1",
                               100 + last_of(1) - 1,
                               false,
-                              std::nullopt,
-                              std::nullopt,
-                              {}},
+                              std::nullopt},
                    [&stale](WriteOutcome o) { stale.set_value(o); });
   committer.Submit(
-      FenceWrite{"orders/1", 1000, false, std::nullopt, std::nullopt, {}},
+      FencedWrite{"orders/1", 1000, false, std::nullopt},
       [&fresh](WriteOutcome o) { fresh.set_value(o); });
   EXPECT_EQ(stale.get_future().get().verdict, WriteOutcome::Verdict::kRejected);
   EXPECT_EQ(fresh.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
@@ -330,13 +328,11 @@ TEST(WalRecoveryTest, RecoveredRecordsSurviveTheNextCrash) {
       for (int i = 0; i < 100; ++i) {
         const std::string fence = "f/" + std::to_string(i % 9);
         const Token token = 1000 * (round + 1) + i;
-        committer.Submit(FenceWrite{fence,
+        committer.Submit(FencedWrite{fence,
                                     token,
                                     false,
                                     ValueOp{ValueOp::Kind::kPut, fence,
-                                            std::string(200, 'v')},
-                                    std::nullopt,
-                                    {}},
+                                            std::string(200, 'v')}},
                          [fd, fence, token, &refused](WriteOutcome o) {
                            if (o.verdict != WriteOutcome::Verdict::kAccepted) {
                              refused = true;
@@ -443,13 +439,11 @@ TEST(WalRecoveryTest, SegmentsAreReusedAndEveryWriteSurvivesRestarts) {
     for (int i = 0; i < 400; ++i) {
       std::promise<WriteOutcome> p;
       const std::string key = "k" + std::to_string(i % 50);
-      committer.Submit(FenceWrite{key,
+      committer.Submit(FencedWrite{key,
                                   ++token,
                                   false,
                                   ValueOp{ValueOp::Kind::kPut, key,
-                                          std::string(100, 'a' + round)},
-                                  std::nullopt,
-                                  {}},
+                                          std::string(100, 'a' + round)}},
                        [&p](WriteOutcome o) { p.set_value(o); });
       ASSERT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
     }
@@ -486,13 +480,11 @@ TEST(WalRecoveryTest, OverlappingSyncsAcrossSegmentSwitchesLoseNothing) {
           const std::string key = "k" + std::to_string((t * 7 + i) % kKeys);
           const Token token = ++next;
           std::promise<WriteOutcome> p;
-          committer.Submit(FenceWrite{key,
+          committer.Submit(FencedWrite{key,
                                       token,
                                       false,
                                       ValueOp{ValueOp::Kind::kPut, key,
-                                              std::string(64, 'v')},
-                                      std::nullopt,
-                                      {}},
+                                              std::string(64, 'v')}},
                            [&p](WriteOutcome o) { p.set_value(o); });
           const WriteOutcome o = p.get_future().get();
           std::lock_guard lock(mu);

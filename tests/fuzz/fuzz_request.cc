@@ -24,6 +24,7 @@
 #include "proxy/framing.h"
 #include "proxy/service.h"
 #include "storage/lmdb_backend.h"
+#include "storage/local_fences.h"
 
 namespace {
 

@@ -8,6 +8,7 @@
 
 #include "proxy/routes.h"
 #include "storage/lmdb_backend.h"
+#include "storage/local_fences.h"
 #include "tests/testing/exposition.h"
 #include "tests/testing/temp_dir.h"
 

@@ -1,0 +1,155 @@
+#include "storage/local_fences.h"
+
+#include <algorithm>
+#include <iterator>
+#include <limits>
+
+#include "fence/rules.h"
+
+namespace fencepost::storage {
+
+LocalFences::LocalFences(fence::Shards& shards, ExpiredHandler on_expired)
+    : shards_(shards),
+      store_(shards.envs()),
+      on_expired_(std::move(on_expired)) {}
+
+void LocalFences::Submit(fence::FenceWrite write, fence::WriteDone done) {
+  shards_.CommitterOf(fence::RoutingFence(write))
+      .Submit(std::move(write), std::move(done));
+}
+
+std::int64_t LocalFences::SteadyNow() const { return shards_.SteadyNow(); }
+
+void LocalFences::NoticeExpired() {
+  const std::int64_t now = shards_.SteadyNow();
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    for (const auto& [name, lease] :
+         shards_.env(i).lease_table().NoticeExpired(now)) {
+      if (on_expired_) on_expired_(name, lease);
+    }
+  }
+}
+
+std::optional<std::size_t> LocalFences::HeldLeases() {
+  // Expiries first, so that only live leases count; each costs its own
+  // removal, not a walk of every record.
+  NoticeExpired();
+  std::size_t held = 0;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    held += shards_.env(i).lease_table().Held();
+  }
+  return held;
+}
+
+std::optional<std::string> LocalFences::RefuseBatch(const fence::Batch& batch,
+                                                    std::string* key) const {
+  if (batch.writes.empty()) return std::nullopt;
+  const std::size_t shard = shards_.IndexOf(batch.writes.front().fence);
+  for (const fence::FencedWrite& w : batch.writes) {
+    if (shards_.IndexOf(w.fence) != shard) {
+      *key = w.value ? w.value->key : w.fence;
+      return "the batch's fences live in different LMDB shards "
+             "(--lmdb-shards), which cannot commit together";
+    }
+  }
+  return std::nullopt;
+}
+
+Fences::Stats LocalFences::Statistics() {
+  NoticeExpired();
+  Stats stats;
+  const std::int64_t now = shards_.SteadyNow();
+  stats.live_leases = 0;
+  Stats::Map map;
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    const fence::Env& env = shards_.env(i);
+    *stats.live_leases += env.lease_table().Live(now);
+    map.used += env.used_bytes();
+    map.size += env.map_size();
+    map.max += env.max_map_size();
+  }
+  stats.map = map;
+  return stats;
+}
+
+std::string LocalFences::CheckLeases(const fence::Scopes& scopes) const {
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    for (const auto& [name, entry] : shards_.env(i).lease_table().List(
+             "", "", std::numeric_limits<std::size_t>::max())) {
+      const std::string_view fence = scopes.FenceFor(name);
+      if (fence != entry.record.fence || shards_.IndexOf(fence) != i) {
+        return "the lease " + name + " was granted under the fence " +
+               entry.record.fence + ", but with these --fence-scope settings " +
+               "its fence is " + std::string(fence) +
+               "; start with the scopes it was granted under";
+      }
+    }
+  }
+  return {};
+}
+
+boost::asio::awaitable<fence::ScopeRecord> LocalFences::RecordedScopes() {
+  co_return shards_.RecordedScopes();
+}
+
+boost::asio::awaitable<void> LocalFences::RecordScopes(
+    fence::ScopeRecord record) {
+  shards_.RecordScopes(record);
+  co_return;
+}
+
+boost::asio::awaitable<Fences::Read> LocalFences::Get(std::string name) {
+  Read out;
+  out.error = store_.Get(name, &out.fence);
+  co_return out;
+}
+
+boost::asio::awaitable<Fences::ListRead> LocalFences::List(std::string prefix,
+                                                           std::string after,
+                                                           std::size_t limit) {
+  ListRead out;
+  out.error = store_.List(prefix, after, limit, &out.list);
+  co_return out;
+}
+
+boost::asio::awaitable<Fences::LeaseRead> LocalFences::GetLease(
+    std::string name, std::string fence) {
+  LeaseRead out;
+  fence::LeaseTable& table = shards_.LeasesOf(fence);
+  out.now_ns = shards_.SteadyNow();
+  out.expired = table.NoticeExpired(name, out.now_ns);
+  out.entry = table.Find(name);
+  co_return out;
+}
+
+boost::asio::awaitable<Fences::LeaseList> LocalFences::ListLeases(
+    std::string prefix, std::string after, std::size_t limit) {
+  LeaseList out;
+  out.now_ns = shards_.SteadyNow();
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    fence::LeaseTable& table = shards_.env(i).lease_table();
+    auto expired = table.NoticeExpired(out.now_ns);
+    std::move(expired.begin(), expired.end(), std::back_inserter(out.expired));
+    auto part = table.List(prefix, after, limit + 1);
+    std::move(part.begin(), part.end(), std::back_inserter(out.leases));
+  }
+  std::sort(out.leases.begin(), out.leases.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (out.leases.size() > limit) {
+    out.leases.resize(limit);
+    out.next = out.leases.back().first;
+  }
+  co_return out;
+}
+
+std::optional<std::uint64_t> LocalFences::Count() {
+  std::uint64_t count = 0;
+  if (store_.Count(&count)) return std::nullopt;
+  return count;
+}
+
+boost::asio::awaitable<bool> LocalFences::Ready() {
+  co_return shards_.Readable();
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,62 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <boost/asio/awaitable.hpp>
+#include <functional>
+#include <string>
+
+#include "fence/fence_store.h"
+#include "fence/shards.h"
+#include "storage/fences.h"
+
+namespace fencepost::storage {
+
+// The default: the fences of the data directory's LMDB environments.
+// Thread safety: any thread.
+class LocalFences : public Fences {
+ public:
+  // `on_expired` is told of each lease that runs out without a release,
+  // once, when the store notices it outside a call that reports it.
+  using ExpiredHandler =
+      std::function<void(const std::string&, const fence::LeaseRecord&)>;
+  LocalFences(fence::Shards& shards, ExpiredHandler on_expired = {});
+
+  // A batch goes to the committer of its first write's fence (RefuseBatch
+  // refuses one whose fences live in different shards); a lease operation
+  // to its fence's.
+  void Submit(fence::FenceWrite write, fence::WriteDone done) override;
+  boost::asio::awaitable<Read> Get(std::string name) override;
+  boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
+                                        std::size_t limit) override;
+  boost::asio::awaitable<LeaseRead> GetLease(std::string name,
+                                             std::string fence) override;
+  boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
+                                               std::string after,
+                                               std::size_t limit) override;
+  std::int64_t SteadyNow() const override;
+  std::optional<std::size_t> HeldLeases() override;
+  std::optional<std::string> RefuseBatch(const fence::Batch& batch,
+                                         std::string* key) const override;
+  Stats Statistics() override;
+  std::string CheckLeases(const fence::Scopes& scopes) const override;
+  std::optional<std::uint64_t> Count() override;
+  boost::asio::awaitable<bool> Ready() override;
+  std::string_view consistency() const override { return "local"; }
+  boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override;
+  boost::asio::awaitable<void> RecordScopes(
+      fence::ScopeRecord record) override;
+
+ private:
+  // Reports (to on_expired_) every lease that ran out and was not noticed.
+  void NoticeExpired();
+
+  fence::Shards& shards_;
+  fence::FenceStore store_;
+  ExpiredHandler on_expired_;
+};
+
+}  // namespace fencepost::storage
