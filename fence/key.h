@@ -60,13 +60,9 @@ std::string_view QueryOf(std::string_view target);
 std::string UpstreamTarget(std::string_view base, std::string_view key,
                            std::string_view original_target);
 
-// Checks a decoded key: 1 to kMaxNameBytes bytes of valid UTF-8, no NUL, no
-// empty segment and no "." or ".." segment.
+// Checks a decoded key: 1 to kMaxNameBytes bytes of valid UTF-8
+// (text::IsValidUtf8), no NUL, no empty segment and no "." or ".." segment.
 KeyError ValidateKey(std::string_view key);
-
-// Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing past
-// U+10FFFF.
-bool IsValidUtf8(std::string_view s);
 
 // A short English explanation of `error`, for problem details.
 std::string_view Describe(KeyError error);

@@ -19,9 +19,10 @@ namespace fencepost::fence {
 // touched. Readers look here before LMDB.
 //
 // Consistency: an entry is retired only after the LMDB transaction that
-// applied it committed. A reader that holds the overlay's lock while it
-// looks up an entry and, on a miss, begins its LMDB read transaction (see
-// Lookup) therefore sees every acknowledged write: either the entry is
+// applied it committed. A reader that takes Lock(), looks the entry up
+// (FindFence, FindValue, FencesAfter) and, on a miss, begins its LMDB read
+// transaction before it unlocks (as FenceStore::Get and the lmdb backend's
+// Read do) therefore sees every acknowledged write: either the entry is
 // still here, or its transaction committed before the snapshot began.
 //
 // Thread safety: every method may be called from any thread.

@@ -46,8 +46,11 @@ inline constexpr std::size_t kMaxValueBytes =
 // CRC-32C (Castagnoli) of `data`, with SSE 4.2 when the CPU has it.
 std::uint32_t Crc32c(std::string_view data);
 
-// Appends `record` in the log's format: length, CRC-32C of the payload, then
-// the payload (sequence number, fence, value).
+// Appends `record` in the log's format: the payload's length and CRC-32C
+// (4 bytes each, big-endian), then the payload: sequence number, flags
+// (fence set, value token present, batch continues), fence token, update
+// time, fence name, operation, value token, key and body, every field of the
+// record. 42 bytes of it are fixed; kMaxValueBytes leaves room for them.
 void EncodeRecord(const WalRecord& record, std::string* out);
 
 // Decodes the records at the start of `bytes`: the longest prefix of intact
@@ -64,9 +67,10 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes);
 // extent change to journal).
 //
 // The writer switches to the other segment when the current one is full,
-// but only once every record in the other segment is applied to LMDB
-// (Append's `applied` says how far that is); a group that does not fit an
-// empty segment grows it. At open, each segment yields its run of records
+// but only once every record in the other segment is applied to LMDB: the
+// caller asks CanAppend, with how far LMDB is applied, before it writes
+// (Append and Write do not check). A group that does not fit an empty
+// segment grows it. At open, each segment yields its run of records
 // (DecodeRun); those above Options::applied_seq are kept, after a sync and
 // a second read from the disk itself, for recovery to serve and apply. A
 // log whose runs stop short of applied_seq throws.

@@ -3,13 +3,13 @@
 #include <ctime>
 #include <optional>
 
-#include "fence/key.h"
+#include "text/utf8.h"
 
 namespace fencepost::http {
 
 void AppendJsonString(std::string* out, std::string_view s) {
   static constexpr char kHex[] = "0123456789abcdef";
-  const bool utf8 = fence::IsValidUtf8(s);
+  const bool utf8 = text::IsValidUtf8(s);
   out->push_back('"');
   for (char ch : s) {
     const auto c = static_cast<unsigned char>(ch);
@@ -176,7 +176,7 @@ struct JsonReader {
       return Fail("an unterminated string");
     }
     ++at;
-    if (!fence::IsValidUtf8(*out)) return Fail("a string that is not UTF-8");
+    if (!text::IsValidUtf8(*out)) return Fail("a string that is not UTF-8");
     return true;
   }
   bool Number(std::string* out) {

@@ -10,6 +10,7 @@
 #include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"
+#include "text/utf8.h"
 
 namespace fencepost::proxy {
 
@@ -56,7 +57,7 @@ std::string ShownKey(std::string_view target) {
   if (!path.empty() && path.front() == '/') path.remove_prefix(1);
   std::string shown(path);
   if (auto decoded = fence::PercentDecode(path, fence::PercentMode::kStrict);
-      decoded && fence::IsValidUtf8(*decoded) &&
+      decoded && text::IsValidUtf8(*decoded) &&
       decoded->find('\0') == std::string::npos) {
     shown = std::move(*decoded);
   }

@@ -94,11 +94,5 @@ TEST(ValidateKeyTest, LengthLimitIsBytes) {
   EXPECT_EQ(ValidateKey("..a/.b/c."), KeyError::kOk) << "dots inside names";
 }
 
-TEST(Utf8Test, AcceptsAllPlanes) {
-  EXPECT_TRUE(IsValidUtf8("a\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80"));
-  EXPECT_FALSE(IsValidUtf8("\xF4\x90\x80\x80"));  // past U+10FFFF
-  EXPECT_FALSE(IsValidUtf8("\xE2\x82"));          // truncated
-}
-
 }  // namespace
 }  // namespace fencepost::fence

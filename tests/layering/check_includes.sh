@@ -2,15 +2,21 @@
 # Fails when a library folder includes a project header from a folder that is
 # not below it (README, "Layout"). The layers, bottom first:
 #
-#   http/     fence/ (for its UTF-8 check; Beast otherwise)
-#   fence/    nothing of ours (LMDB only)
+#   text/     nothing of ours (the UTF-8 check keys and JSON share)
+#   http/     text/ (Beast otherwise)
+#   fence/    text/ (LMDB otherwise)
 #   metrics/  nothing of ours (prometheus-cpp only)
-#   storage/  http/, fence/
-#   proxy/    http/, fence/, storage/, metrics/; the `fencepost` executable's
-#             own sources (main.cc, test_switches_main.cc, entry.*,
-#             client_commands.*) also client/
+#   storage/  http/, fence/, text/
+#   proxy/    http/, fence/, storage/, metrics/, text/; the `fencepost`
+#             executable's own sources (main.cc, test_switches_main.cc,
+#             entry.*, client_commands.*) also client/
 #   client/   nothing of the server's (it is installed on its own)
 #   examples/ client/
+#
+# The build refuses most of this by itself (fencepost_layer gives each
+# library only its own folder and those of what it links): this check also
+# covers what no compile sees, such as a header that only a higher layer
+# includes, and refuses a quoted include that climbs out with "../".
 #
 # tests/ may include anything. Usage: check_includes.sh REPOSITORY_ROOT
 set -euo pipefail
@@ -20,21 +26,22 @@ cd "$root"
 # The project folders a folder may include from, itself included.
 allowed() {
   case $1 in
-    http) echo "http fence" ;;
-    fence) echo "fence" ;;
+    text) echo "text" ;;
+    http) echo "http text" ;;
+    fence) echo "fence text" ;;
     metrics) echo "metrics" ;;
-    storage) echo "storage http fence" ;;
-    proxy) echo "proxy http fence storage metrics" ;;
-    proxy-executable) echo "proxy http fence storage metrics client" ;;
+    storage) echo "storage http fence text" ;;
+    proxy) echo "proxy http fence storage metrics text" ;;
+    proxy-executable) echo "proxy http fence storage metrics text client" ;;
     client) echo "client" ;;
     examples) echo "examples client" ;;
   esac
 }
 
-projects="http fence metrics storage proxy client examples tests"
+projects="text http fence metrics storage proxy client examples tests"
 status=0
 checked=0
-for folder in http fence metrics storage proxy client examples; do
+for folder in text http fence metrics storage proxy client examples; do
   [ -d "$folder" ] || continue
   while IFS= read -r -d '' file; do
     layer=$folder
@@ -45,6 +52,12 @@ for folder in http fence metrics storage proxy client examples; do
     ok=" $(allowed "$layer") "
     while IFS= read -r included; do
       top=${included%%/*}
+      if [ "$top" = .. ]; then
+        echo "$file includes \"$included\": name a project header from" \
+          "the root (\"FOLDER/NAME.h\"), not with ../" >&2
+        status=1
+        continue
+      fi
       # Only the project's own folders; other quoted includes are not ours.
       case " $projects " in *" $top "*) ;; *) continue ;; esac
       checked=$((checked + 1))
