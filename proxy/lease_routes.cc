@@ -1,4 +1,4 @@
-// The admin port's leases (/v1/leases): acquire or renew, release, read, list.
+#include "proxy/lease_routes.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,6 @@
 #include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
-#include "proxy/service.h"
 #include "storage/async_commit.h"
 
 namespace fencepost::proxy {
@@ -27,13 +26,6 @@ namespace {
 
 constexpr std::size_t kMaxHolderBytes = 256;
 constexpr std::uint64_t kMinTtlMs = 100, kMaxTtlMs = 3600000;
-
-// When a lease runs out unless renewed, by the wall clock of its last grant
-// or renewal (for log lines; expiry itself is on the monotonic clock).
-std::string ExpiresAt(const fence::LeaseRecord& lease) {
-  return FormatRfc3339(lease.renewed_at_ns +
-                       static_cast<std::int64_t>(lease.ttl_ms) * 1000000);
-}
 
 // The lease document; `holder` is null unless the lease is live at `now`.
 void AppendLease(std::string* out, const std::string& name,
@@ -148,8 +140,16 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
-std::optional<Response> Service::RefuseLeaseLimit(const Request& req,
-                                                  const fence::LeaseOp& op) {
+LeaseRoutes::LeaseRoutes(RouteContext& context)
+    : context_(context),
+      config_(context.config()),
+      fences_(context.fences()),
+      shards_(context.shards()),
+      metrics_(context.metrics()),
+      scopes_(context.scopes()) {}
+
+std::optional<Response> LeaseRoutes::RefuseLeaseLimit(
+    const Request& req, const fence::LeaseOp& op) {
   // etcd keeps its leases itself, nothing of them in this process
   // (docs/leases.md): its own quota bounds them.
   if (shards_ == nullptr) return std::nullopt;
@@ -167,7 +167,7 @@ std::optional<Response> Service::RefuseLeaseLimit(const Request& req,
   for (std::size_t i = 0; i < shards_->size(); ++i) {
     fence::LeaseTable& table = shards_->env(i).lease_table();
     for (const auto& [name, lease] : table.NoticeExpired(now)) {
-      LeaseExpired(name, lease);
+      context_.LeaseExpired(name, lease);
     }
     live += table.Held();
   }
@@ -180,39 +180,24 @@ std::optional<Response> Service::RefuseLeaseLimit(const Request& req,
                          op.name, std::nullopt, std::nullopt});
 }
 
-void Service::LeaseExpired(const std::string& name,
-                           const fence::LeaseRecord& lease) {
-  metrics_.LeasesExpired(1);
-  LogEvent(spdlog::level::warn, "lease_lost", "lease lost",
-           {{"lease", name},
-            {"holder", lease.holder},
-            {"token", std::to_string(lease.token), true},
-            {"generation", std::to_string(lease.transitions), true},
-            {"ttl_ms", std::to_string(lease.ttl_ms), true},
-            {"expires_at", ExpiresAt(lease)},
-            {"reason", "no renewal within ttl_ms; it ran out"}});
-}
-
-Response Service::LeaseFailure(const Request& req, const std::string& name,
-                               const fence::WriteOutcome& outcome) {
+Response LeaseRoutes::LeaseFailure(const Request& req, const std::string& name,
+                                   const fence::WriteOutcome& outcome) {
   if (outcome.lease && outcome.lease->expired) {
-    LeaseExpired(name, *outcome.lease->expired);
+    context_.LeaseExpired(name, *outcome.lease->expired);
   }
-  return StorageFailure(req, outcome.error, name, "lease");
+  return context_.StorageFailure(req, outcome.error, name, "lease");
 }
 
-asio::awaitable<fence::WriteOutcome> Service::CommitLease(fence::LeaseOp op) {
+asio::awaitable<fence::WriteOutcome> LeaseRoutes::CommitLease(
+    fence::LeaseOp op) {
   fence::FenceWrite write;
   write.fence = std::string(scopes_.FenceFor(op.name));
   write.lease = std::move(op);
   co_return co_await storage::AsyncCommit(fences_, std::move(write));
 }
 
-asio::awaitable<Response> Service::AcquireLease(const Request& req,
-                                                const std::string& name) {
-  if (auto refused = RefuseUnauthorized(req, name)) {
-    co_return std::move(*refused);
-  }
+asio::awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
+                                                    const std::string& name) {
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kAcquire;
   op.name = name;
@@ -227,7 +212,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
     co_return LeaseFailure(req, name, outcome);
   }
   const fence::LeaseOutcome& lease = *outcome.lease;
-  if (lease.expired) LeaseExpired(name, *lease.expired);
+  if (lease.expired) context_.LeaseExpired(name, *lease.expired);
   using V = fence::LeaseOutcome::Verdict;
   if (lease.verdict == V::kDenied) {
     metrics_.LeaseDenied();
@@ -260,7 +245,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
               {"token", token, true},
               {"generation", std::to_string(lease.lease.transitions), true},
               {"ttl_ms", std::to_string(lease.lease.ttl_ms), true},
-              {"expires_at", ExpiresAt(lease.lease)},
+              {"expires_at", routes::ExpiresAt(lease.lease)},
               {"previous_holder", lease.previous_holder},
               {"reason", reason}});
   } else {
@@ -273,11 +258,8 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   co_return LeaseDocument(req, name, entry, now);
 }
 
-asio::awaitable<Response> Service::ReleaseLease(const Request& req,
-                                                const std::string& name) {
-  if (auto refused = RefuseWrite(req, name, false)) {
-    co_return std::move(*refused);
-  }
+asio::awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
+                                                    const std::string& name) {
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kRelease;
   op.name = name;
@@ -292,7 +274,8 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }
-  if (outcome.lease->expired) LeaseExpired(name, *outcome.lease->expired);
+  if (outcome.lease->expired)
+    context_.LeaseExpired(name, *outcome.lease->expired);
   if (outcome.lease->verdict != fence::LeaseOutcome::Verdict::kReleased) {
     co_return Problemed(
         req, {ProblemType::kLeaseNotHeld,
@@ -311,12 +294,13 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> Service::GetLease(const Request& req,
-                                            const std::string& name) {
+asio::awaitable<Response> LeaseRoutes::GetLease(const Request& req,
+                                                const std::string& name) {
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(name, std::string(scopes_.FenceFor(name)));
-  if (read.error) co_return StorageFailure(req, read.error, name, "lease");
-  if (read.expired) LeaseExpired(name, *read.expired);
+  if (read.error)
+    co_return context_.StorageFailure(req, read.error, name, "lease");
+  if (read.expired) context_.LeaseExpired(name, *read.expired);
   if (!read.entry) {
     co_return Problemed(
         req, {ProblemType::kNotFound, "this lease was never granted", name,
@@ -325,7 +309,7 @@ asio::awaitable<Response> Service::GetLease(const Request& req,
   co_return LeaseDocument(req, name, *read.entry, read.now_ns);
 }
 
-asio::awaitable<Response> Service::ListLeases(const Request& req) {
+asio::awaitable<Response> LeaseRoutes::ListLeases(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
   if (refused) co_return std::move(*refused);
@@ -333,9 +317,10 @@ asio::awaitable<Response> Service::ListLeases(const Request& req) {
   const std::string after = QueryParam(req.target(), "after").value_or("");
   const storage::Fences::LeaseList list =
       co_await fences_.ListLeases(prefix, after, limit);
-  if (list.error) co_return StorageFailure(req, list.error, "", "lease");
+  if (list.error)
+    co_return context_.StorageFailure(req, list.error, "", "lease");
   for (const auto& [expired_name, lease] : list.expired) {
-    LeaseExpired(expired_name, lease);
+    context_.LeaseExpired(expired_name, lease);
   }
   std::string body = "{\"leases\":[";
   for (std::size_t i = 0; i < list.leases.size(); ++i) {
@@ -353,7 +338,7 @@ asio::awaitable<Response> Service::ListLeases(const Request& req) {
   co_return Text(req, http::status::ok, std::move(body), "application/json");
 }
 
-std::string Service::CheckLeases() const {
+std::string LeaseRoutes::CheckLeases() const {
   if (shards_ == nullptr) return {};  // etcd: the record keeps its fence
   for (std::size_t i = 0; i < shards_->size(); ++i) {
     for (const auto& [name, entry] : shards_->env(i).lease_table().List(
