@@ -13,8 +13,8 @@
 #include <iostream>
 #include <memory>
 
+#include "cli/commands.h"
 #include "proxy/assembly.h"
-#include "proxy/client_commands.h"
 #include "proxy/config.h"
 #include "proxy/logging.h"
 
@@ -95,10 +95,8 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
 namespace fencepost::proxy {
 
 int Main(int argc, char** argv, const TestSwitches& test) {
-  if (argc > 1 && (std::string_view(argv[1]) == "lease" ||
-                   std::string_view(argv[1]) == "fence" ||
-                   std::string_view(argv[1]) == "batch")) {
-    return proxy::RunClientCommand(argc, argv);
+  if (cli::IsClientCommand(argc, argv)) {
+    return cli::RunClientCommand(argc, argv);
   }
   proxy::Invocation invocation;
   try {

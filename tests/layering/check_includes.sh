@@ -7,8 +7,9 @@
 #   metrics/  nothing of ours (prometheus-cpp only)
 #   storage/  http/, fence/
 #   proxy/    http/, fence/, storage/, metrics/; the `fencepost` executable's
-#             own sources (main.cc, test_switches_main.cc, entry.*,
-#             client_commands.*) also client/
+#             own sources (main.cc, test_switches_main.cc, entry.*) also
+#             cli/
+#   cli/      client/ (the client commands of the `fencepost` binary)
 #   client/   nothing of the server's (it is installed on its own)
 #   examples/ client/
 #
@@ -25,21 +26,22 @@ allowed() {
     metrics) echo "metrics" ;;
     storage) echo "storage http fence" ;;
     proxy) echo "proxy http fence storage metrics" ;;
-    proxy-executable) echo "proxy http fence storage metrics client" ;;
+    proxy-executable) echo "proxy http fence storage metrics cli" ;;
+    cli) echo "cli client" ;;
     client) echo "client" ;;
     examples) echo "examples client" ;;
   esac
 }
 
-projects="http fence metrics storage proxy client examples tests"
+projects="http fence metrics storage proxy cli client examples tests"
 status=0
 checked=0
-for folder in http fence metrics storage proxy client examples; do
+for folder in http fence metrics storage proxy cli client examples; do
   [ -d "$folder" ] || continue
   while IFS= read -r -d '' file; do
     layer=$folder
     case $file in
-      proxy/main.cc | proxy/test_switches_main.cc | proxy/entry.* | proxy/client_commands.*)
+      proxy/main.cc | proxy/test_switches_main.cc | proxy/entry.*)
         layer=proxy-executable ;;
     esac
     ok=" $(allowed "$layer") "
