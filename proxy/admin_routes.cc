@@ -1,5 +1,4 @@
-// The admin port: health, metrics, fences, the rejection journal and the log
-// level (leases are in lease_routes.cc).
+#include "proxy/admin_routes.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,7 +9,7 @@
 #include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
-#include "proxy/service.h"
+#include "storage/async_commit.h"
 #include "storage/errc.h"
 
 namespace fencepost::proxy {
@@ -18,10 +17,8 @@ namespace fencepost::proxy {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using routes::kFencesPath;
-using routes::kLeasesPath;
 using routes::kTokenHeader;
 using routes::LimitOf;
-using routes::MethodNotAllowed;
 using routes::PathOf;
 using routes::Problemed;
 using routes::QueryParam;
@@ -52,71 +49,25 @@ Response FenceDocument(const Request& req, http::status status,
   return res;
 }
 
-}  // namespace
-
-asio::awaitable<Response> Service::HandleAdmin(const Request& req) {
+// A scope's fence is named by its prefix, which ends in '/' and so is not a
+// key: the rest of /v1/fences/NAME, percent-decoded, names it exactly.
+std::optional<std::string> ScopeNamed(const Request& req) {
   const std::string_view path = PathOf(req.target());
-  const bool get =
-      req.method() == http::verb::get || req.method() == http::verb::head;
-  if (path == "/metrics" || path == "/livez" || path == "/healthz" ||
-      path == "/readyz" || path == kFencesPath) {
-    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
-    if (path == "/metrics") co_return Metrics(req);
-    if (path == "/readyz") co_return co_await Ready(req);
-    if (path == kFencesPath) co_return co_await ListFences(req);
-    co_return Text(req, http::status::ok, "ok\n");
-  }
-  if (path == kLeasesPath) {
-    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
-    co_return co_await ListLeases(req);
-  }
-  if (path.substr(0, kLeasesPath.size() + 1) == "/v1/leases/") {
-    std::string name;
-    const std::string_view rest = req.target().substr(kLeasesPath.size());
-    if (auto refused = RefuseKey(req, rest, &name)) {
-      co_return std::move(*refused);
-    }
-    if (get) co_return co_await GetLease(req, name);
-    if (req.method() == http::verb::put) {
-      co_return co_await AcquireLease(req, name);
-    }
-    if (req.method() == http::verb::delete_) {
-      co_return co_await ReleaseLease(req, name);
-    }
-    co_return MethodNotAllowed(req, "GET, HEAD, PUT, DELETE");
-  }
-  if (path == "/v1/rejections") {
-    if (!get) co_return MethodNotAllowed(req, "GET, HEAD");
-    co_return ListRejections(req);
-  }
-  if (path == "/v1/log-level") {
-    if (!get && req.method() != http::verb::put) {
-      co_return MethodNotAllowed(req, "GET, HEAD, PUT");
-    }
-    co_return LogLevel(req);
-  }
-  if (path.substr(0, kFencesPath.size() + 1) == "/v1/fences/") {
-    std::string key;
-    const std::string_view rest = req.target().substr(kFencesPath.size());
-    // A scope's fence is named by its prefix, which ends in '/' and so is
-    // not a key: its exact name reads it back.
-    const auto scope = fence::PercentDecode(path.substr(kFencesPath.size() + 1),
-                                            fence::PercentMode::kStrict);
-    if (get && scope && IsScope(*scope)) {
-      co_return co_await GetFence(req, *scope);
-    }
-    if (auto refused = RefuseKey(req, rest, &key)) {
-      co_return std::move(*refused);
-    }
-    if (get) co_return co_await GetFence(req, key);
-    if (req.method() == http::verb::put) co_return co_await Bump(req, key);
-    co_return MethodNotAllowed(req, "GET, HEAD, PUT");
-  }
-  co_return Problemed(req, {ProblemType::kNotFound, "no such admin endpoint",
-                            std::nullopt, std::nullopt, std::nullopt});
+  return fence::PercentDecode(path.substr(kFencesPath.size() + 1),
+                              fence::PercentMode::kStrict);
 }
 
-Response Service::Metrics(const Request& req) {
+}  // namespace
+
+AdminRoutes::AdminRoutes(RouteContext& context)
+    : context_(context),
+      config_(context.config()),
+      fences_(context.fences()),
+      backend_(context.backend()),
+      metrics_(context.metrics()),
+      scopes_(context.scopes()) {}
+
+Response AdminRoutes::Metrics(const Request& req) {
   const storage::Fences::Stats stats = fences_.Statistics();
   if (stats.live_leases) {
     metrics_.SetLeasesHeld(static_cast<double>(*stats.live_leases));
@@ -133,11 +84,12 @@ Response Service::Metrics(const Request& req) {
               "text/plain; version=0.0.4; charset=utf-8");
 }
 
-asio::awaitable<Response> Service::Ready(const Request& req) {
+asio::awaitable<Response> AdminRoutes::Ready(const Request& req) {
+  const bool draining = context_.draining();
   bool backend_ready = false;
-  if (!draining_) backend_ready = co_await backend_.Ready();
+  if (!draining) backend_ready = co_await backend_.Ready();
   std::string_view answer = "ok\n";
-  if (draining_) {
+  if (draining) {
     answer = "draining\n";
   } else if (!backend_ready) {
     answer = "backend not ready\n";
@@ -148,18 +100,28 @@ asio::awaitable<Response> Service::Ready(const Request& req) {
       std::string(answer));
 }
 
-bool Service::IsScope(std::string_view name) const {
+bool AdminRoutes::IsScope(std::string_view name) const {
   return std::find(config_.fence_scopes.begin(), config_.fence_scopes.end(),
                    name) != config_.fence_scopes.end();
 }
 
-asio::awaitable<Response> Service::GetFence(const Request& req,
-                                            const std::string& key) {
+bool AdminRoutes::NamesScope(const Request& req) const {
+  const std::optional<std::string> scope = ScopeNamed(req);
+  return scope && IsScope(*scope);
+}
+
+asio::awaitable<Response> AdminRoutes::GetScopeFence(const Request& req) {
+  const std::string scope = ScopeNamed(req).value_or("");
+  co_return co_await GetFence(req, scope);
+}
+
+asio::awaitable<Response> AdminRoutes::GetFence(const Request& req,
+                                                const std::string& key) {
   storage::Fences::Read read =
       co_await fences_.Get(std::string(scopes_.FenceFor(key)));
   if (read.error) {
-    co_return StorageFailure(req, read.error, key, "fence read", 0,
-                             fences_.last_error());
+    co_return context_.StorageFailure(req, read.error, key, "fence read", 0,
+                                      fences_.last_error());
   }
   if (!read.fence) {
     co_return Problemed(
@@ -171,11 +133,8 @@ asio::awaitable<Response> Service::GetFence(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> Service::Bump(const Request& req,
-                                        const std::string& key) {
-  if (auto refused = RefuseWrite(req, key, false)) {
-    co_return std::move(*refused);
-  }
+asio::awaitable<Response> AdminRoutes::Bump(const Request& req,
+                                            const std::string& key) {
   fence::Token token = 0;
   ReadToken(req, &token);
   fence::FencedWrite write;
@@ -204,17 +163,17 @@ asio::awaitable<Response> Service::Bump(const Request& req,
     case fence::WriteOutcome::Verdict::kFailed:
       break;
   }
-  co_return StorageFailure(req, outcome.error, key, "bump", 0,
-                           fences_.last_error());
+  co_return context_.StorageFailure(req, outcome.error, key, "bump", 0,
+                                    fences_.last_error());
 }
 
-Response Service::ListRejections(const Request& req) {
+Response AdminRoutes::ListRejections(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
   if (refused) return std::move(*refused);
   std::string body = "{\"rejections\":[";
   bool first = true;
-  for (const Rejection& r : journal_.Recent(limit)) {
+  for (const Rejection& r : context_.journal().Recent(limit)) {
     if (!first) body += ",";
     first = false;
     body += "{\"time\":";
@@ -236,9 +195,8 @@ Response Service::ListRejections(const Request& req) {
   return Text(req, http::status::ok, std::move(body), "application/json");
 }
 
-Response Service::LogLevel(const Request& req) {
+Response AdminRoutes::LogLevel(const Request& req) {
   if (req.method() == http::verb::put) {
-    if (auto refused = RefuseUnauthorized(req, "")) return std::move(*refused);
     std::string_view wanted = req.body();
     while (!wanted.empty() &&
            std::isspace(static_cast<unsigned char>(wanted.back()))) {
@@ -259,7 +217,7 @@ Response Service::LogLevel(const Request& req) {
   return Text(req, http::status::ok, std::move(body), "application/json");
 }
 
-asio::awaitable<Response> Service::ListFences(const Request& req) {
+asio::awaitable<Response> AdminRoutes::ListFences(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
   if (refused) co_return std::move(*refused);
@@ -269,8 +227,8 @@ asio::awaitable<Response> Service::ListFences(const Request& req) {
   storage::Fences::ListRead read =
       co_await fences_.List(std::move(prefix), std::move(after), limit);
   if (read.error) {
-    co_return StorageFailure(req, read.error, "", "fence list", 0,
-                             fences_.last_error());
+    co_return context_.StorageFailure(req, read.error, "", "fence list", 0,
+                                      fences_.last_error());
   }
   const fence::FenceList& list = read.list;
   std::string body = "{\"fences\":[";

@@ -301,6 +301,56 @@ std::string EnvName(const std::string& flag) {
   return name;
 }
 
+// The flags that need (or exclude) one another, once all are read; fills
+// the etcd spec's TLS files from theirs.
+void CheckTogether(Config& c) {
+  using BackendKind = storage::BackendSpec::Kind;
+  if (c.fence_store_cert.empty() != c.fence_store_key.empty()) {
+    throw ConfigError("--fence-store-cert and --fence-store-key go together");
+  }
+  const bool tls_files = !c.fence_store_ca.empty() ||
+                         !c.fence_store_cert.empty();
+  if (tls_files && !(c.etcd && c.etcd->tls)) {
+    throw ConfigError(
+        "--fence-store-ca, --fence-store-cert and --fence-store-key need "
+        "--fence-store etcds://...");
+  }
+  if (c.etcd) {
+    c.etcd->ca_file = c.fence_store_ca;
+    c.etcd->cert_file = c.fence_store_cert;
+    c.etcd->key_file = c.fence_store_key;
+  }
+  if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
+    throw ConfigError("--backend etcd needs --fence-store etcd://...");
+  }
+  if (c.etcd && c.backend_spec.kind == BackendKind::kLmdb) {
+    throw ConfigError(
+        "--fence-store etcd:// keeps fences apart from this process: pick "
+        "--backend etcd, fs:DIR (storage the replicas share) or http://");
+  }
+  if (c.backend_spec.kind == BackendKind::kLmdb &&
+      c.max_body > fence::kMaxValueBytes) {
+    // The value goes into one log record, which recovery must read back.
+    throw ConfigError("--max-body: " + std::to_string(c.max_body) +
+                      " is above " + std::to_string(fence::kMaxValueBytes) +
+                      ", the largest value the lmdb backend's write-ahead "
+                      "log holds in one record");
+  }
+  if (c.tls_cert.empty() != c.tls_key.empty()) {
+    throw ConfigError("--tls-cert and --tls-key go together");
+  }
+  if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
+    throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");
+  }
+  if (c.listen.host == c.admin_listen.host && c.listen.port != 0 &&
+      c.listen.port == c.admin_listen.port) {
+    throw ConfigError("--listen and --admin-listen are both " +
+                      c.listen.ToString() +
+                      "; the ports need addresses of "
+                      "their own");
+  }
+}
+
 }  // namespace
 
 std::string ListenAddress::ToString() const {
@@ -372,52 +422,7 @@ Invocation ParseInvocation(
       }
     }
   }
-  Config& c = out.config;
-  using BackendKind = storage::BackendSpec::Kind;
-  if (c.fence_store_cert.empty() != c.fence_store_key.empty()) {
-    throw ConfigError("--fence-store-cert and --fence-store-key go together");
-  }
-  const bool tls_files = !c.fence_store_ca.empty() ||
-                         !c.fence_store_cert.empty();
-  if (tls_files && !(c.etcd && c.etcd->tls)) {
-    throw ConfigError(
-        "--fence-store-ca, --fence-store-cert and --fence-store-key need "
-        "--fence-store etcds://...");
-  }
-  if (c.etcd) {
-    c.etcd->ca_file = c.fence_store_ca;
-    c.etcd->cert_file = c.fence_store_cert;
-    c.etcd->key_file = c.fence_store_key;
-  }
-  if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
-    throw ConfigError("--backend etcd needs --fence-store etcd://...");
-  }
-  if (c.etcd && c.backend_spec.kind == BackendKind::kLmdb) {
-    throw ConfigError(
-        "--fence-store etcd:// keeps fences apart from this process: pick "
-        "--backend etcd, fs:DIR (storage the replicas share) or http://");
-  }
-  if (c.backend_spec.kind == BackendKind::kLmdb &&
-      c.max_body > fence::kMaxValueBytes) {
-    // The value goes into one log record, which recovery must read back.
-    throw ConfigError("--max-body: " + std::to_string(c.max_body) +
-                      " is above " + std::to_string(fence::kMaxValueBytes) +
-                      ", the largest value the lmdb backend's write-ahead "
-                      "log holds in one record");
-  }
-  if (c.tls_cert.empty() != c.tls_key.empty()) {
-    throw ConfigError("--tls-cert and --tls-key go together");
-  }
-  if (!c.tls_client_ca.empty() && c.tls_cert.empty()) {
-    throw ConfigError("--tls-client-ca needs --tls-cert and --tls-key");
-  }
-  if (c.listen.host == c.admin_listen.host && c.listen.port != 0 &&
-      c.listen.port == c.admin_listen.port) {
-    throw ConfigError("--listen and --admin-listen are both " +
-                      c.listen.ToString() +
-                      "; the ports need addresses of "
-                      "their own");
-  }
+  CheckTogether(out.config);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// The data port: reads, fenced writes and batches of one key space.
+#include "proxy/data_routes.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,7 @@
 #include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
-#include "proxy/service.h"
+#include "storage/async_commit.h"
 #include "storage/errc.h"
 
 namespace fencepost::proxy {
@@ -17,8 +17,6 @@ namespace fencepost::proxy {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using routes::kTokenHeader;
-using routes::MethodNotAllowed;
-using routes::PathOf;
 using routes::Problemed;
 using routes::ReadToken;
 using routes::Text;
@@ -41,44 +39,23 @@ storage::WriteKind KindOf(http::verb verb) {
 
 }  // namespace
 
-asio::awaitable<Response> Service::HandleData(const Request& req,
-                                              const std::string& client) {
-  if (PathOf(req.target()) == "/" && req.method() == http::verb::post) {
-    co_return co_await Batch(req, client);
-  }
-  std::string key;
-  if (auto refused = RefuseKey(req, req.target(), &key)) {
-    co_return std::move(*refused);
-  }
-  switch (req.method()) {
-    case http::verb::get:
-    case http::verb::head:
-      co_return co_await Read(req, key);
-    case http::verb::put:
-    case http::verb::delete_:
-      co_return co_await Write(req, key, client);
-    case http::verb::post:
-    case http::verb::patch:
-      if (backend_.supports_post_patch()) {
-        co_return co_await Write(req, key, client);
-      }
-      [[fallthrough]];
-    default:
-      co_return MethodNotAllowed(req,
-                                 backend_.supports_post_patch()
-                                     ? "GET, HEAD, PUT, DELETE, POST, PATCH"
-                                     : "GET, HEAD, PUT, DELETE");
-  }
-}
+DataRoutes::DataRoutes(RouteContext& context)
+    : context_(context),
+      config_(context.config()),
+      fences_(context.fences()),
+      backend_(context.backend()),
+      metrics_(context.metrics()),
+      scopes_(context.scopes()) {}
 
-asio::awaitable<Response> Service::Read(const Request& req,
-                                        const std::string& key) {
+asio::awaitable<Response> DataRoutes::Read(const Request& req,
+                                           const std::string& key) {
   const bool head = req.method() == http::verb::head;
   storage::ReadRequest request{key, std::string(scopes_.FenceFor(key)), head,
                                &req};
   storage::ReadResult read = co_await backend_.Read(request);
   if (read.error) {
-    co_return StorageFailure(req, read.error, key, "read", 0, read.detail);
+    co_return context_.StorageFailure(req, read.error, key, "read", 0,
+                                      read.detail);
   }
   if (read.upstream) {
     read.upstream->version(req.version());
@@ -101,13 +78,10 @@ asio::awaitable<Response> Service::Read(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> Service::Write(const Request& req,
-                                         const std::string& key,
-                                         const std::string& client) {
+asio::awaitable<Response> DataRoutes::Write(const Request& req,
+                                            const std::string& key,
+                                            const std::string& client) {
   const bool observe = config_.mode == Mode::kObserve;
-  if (auto refused = RefuseWrite(req, key, observe)) {
-    co_return std::move(*refused);
-  }
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
 
@@ -126,14 +100,15 @@ asio::awaitable<Response> Service::Write(const Request& req,
   using Verdict = fence::WriteOutcome::Verdict;
   switch (outcome.verdict) {
     case Verdict::kFailed:
-      co_return StorageFailure(req, outcome.error, key, "write",
-                               result.retry_after, result.detail);
+      co_return context_.StorageFailure(req, outcome.error, key, "write",
+                                        result.retry_after, result.detail);
     case Verdict::kRejected:
-      co_return RefuseStale(req, key, fence_name, token, outcome.current,
-                            client, "stale_write_rejected");
+      co_return context_.RefuseStale(req, key, fence_name, token,
+                                     outcome.current, client,
+                                     "stale_write_rejected");
     case Verdict::kObserved:
       metrics_.WouldReject();
-      if (log_limiter_.Admit(fence_name)) {
+      if (context_.AdmitLog(fence_name)) {
         LogEvent(
             spdlog::level::warn, "stale_write_observed",
             "observe mode stored a write enforce would reject",
@@ -271,19 +246,8 @@ BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
 
 }  // namespace
 
-asio::awaitable<Response> Service::Batch(const Request& req,
-                                         const std::string& client) {
-  if (!backend_.supports_batches()) {
-    // A directory or a legacy store cannot apply several writes at once.
-    Response res = Problemed(
-        req, {ProblemType::kMethodNotAllowed,
-              "batches need the lmdb or etcd backend, which apply them "
-              "atomically",
-              std::nullopt, std::nullopt, std::nullopt});
-    res.set(http::field::allow, "");
-    co_return res;
-  }
-  if (auto refused = RefuseWrite(req, "", false)) co_return std::move(*refused);
+asio::awaitable<Response> DataRoutes::Batch(const Request& req,
+                                            const std::string& client) {
   fence::Token token = 0;
   ReadToken(req, &token);
   BatchOps ops =
@@ -314,14 +278,14 @@ asio::awaitable<Response> Service::Batch(const Request& req,
   if (outcome.verdict == Verdict::kRejected) {
     const std::size_t at = outcome.batch.size() - 1;
     const fence::WriteOutcome& stale = outcome.batch.back();
-    co_return RefuseStale(req, keys[at],
-                          std::string(scopes_.FenceFor(keys[at])), token,
-                          stale.current, client, "stale_batch_rejected");
+    co_return context_.RefuseStale(
+        req, keys[at], std::string(scopes_.FenceFor(keys[at])), token,
+        stale.current, client, "stale_batch_rejected");
   }
   if (outcome.verdict == Verdict::kFailed) {
     const std::string& key =
         outcome.batch.empty() ? keys.front() : keys[outcome.batch.size() - 1];
-    co_return StorageFailure(req, outcome.error, key, "batch");
+    co_return context_.StorageFailure(req, outcome.error, key, "batch");
   }
   std::string body = "{\"results\":[";
   for (std::size_t i = 0; i < keys.size(); ++i) {
@@ -342,6 +306,17 @@ asio::awaitable<Response> Service::Batch(const Request& req,
       Text(req, http::status::ok, std::move(body), "application/json");
   res.set(kTokenHeader, std::to_string(token));
   co_return res;
+}
+
+Response DataRoutes::BatchesUnsupported(const Request& req) const {
+  // A directory or a legacy store cannot apply several writes at once.
+  Response res =
+      Problemed(req, {ProblemType::kMethodNotAllowed,
+                      "batches need the lmdb or etcd backend, which apply them "
+                      "atomically",
+                      std::nullopt, std::nullopt, std::nullopt});
+  res.set(http::field::allow, "");
+  return res;
 }
 
 }  // namespace fencepost::proxy

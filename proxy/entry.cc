@@ -2,39 +2,21 @@
 
 #include "proxy/entry.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
-#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <csignal>
 #include <cstdlib>
-#include <cstring>
-#include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 
-#include "fence/shards.h"
-#include "metrics/metrics.h"
-#include "proxy/client_commands.h"
+#include "cli/commands.h"
+#include "proxy/assembly.h"
 #include "proxy/config.h"
 #include "proxy/logging.h"
-#include "proxy/scope_start.h"
-#include "proxy/server.h"
-#include "proxy/service.h"
-#include "storage/etcd_backend.h"
-#include "storage/etcd_fences.h"
-#include "storage/fs_backend.h"
-#include "storage/http_backend.h"
-#include "storage/lmdb_backend.h"
-#include "storage/local_fences.h"
 
 namespace {
 
@@ -43,344 +25,41 @@ using namespace fencepost;
 
 constexpr int kUsageExit = 2;
 
-int Fail(const std::string& message) {
-  std::cerr << "fencepost: " << message << "\n";
-  return kUsageExit;
-}
-
-std::chrono::milliseconds Millis(double seconds) {
-  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
-}
-
-asio::ip::tcp::endpoint Endpoint(const proxy::ListenAddress& address) {
-  return {asio::ip::make_address(address.host), address.port};
-}
-
-// TLS 1.2 or later with the configured chain and key; with a client CA,
-// clients must present a certificate that chains to it.
-std::shared_ptr<asio::ssl::context> TlsContext(const proxy::Config& config) {
-  namespace ssl = asio::ssl;
-  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
-  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                   ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
-  ctx->use_certificate_chain_file(config.tls_cert);
-  ctx->use_private_key_file(config.tls_key, ssl::context::pem);
-  if (!config.tls_client_ca.empty()) {
-    ctx->load_verify_file(config.tls_client_ca);
-    ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
-  }
-  return ctx;
-}
-
-// The data directory's lock: DIR/fencepost.lock, held exclusively for the
-// life of the process (the fs: and http:// backends order writes to a fence
-// within one process, so two processes must never share a data directory).
-// It holds the pid while the process runs and "stopped" after a clean exit,
-// so the next start knows whether the last one ended mid-flight.
-struct DataDirLock {
-  int fd = -1;
-  std::string error;     // why the lock was not taken
-  bool unclean = false;  // the last process did not stop cleanly
-  void MarkStopped() const {
-    static constexpr std::string_view kStopped = "stopped\n";
-    if (fd < 0) return;  // no data directory (fences in etcd)
-    if (::ftruncate(fd, 0) != 0 ||
-        ::pwrite(fd, kStopped.data(), kStopped.size(), 0) < 0) {
-      spdlog::warn("cannot mark the data directory stopped: {}",
-                   std::strerror(errno));
-    }
-  }
-};
-
-DataDirLock LockDataDir(const std::string& dir) {
-  DataDirLock lock;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    // The cause (a parent not writable, a file in the way): opening the
-    // lock file below would only say "No such file or directory".
-    lock.error = "data directory " + dir +
-                 " is not usable: cannot create it: " + ec.message();
-    return lock;
-  }
-  const std::string path = dir + "/fencepost.lock";
-  lock.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock.fd < 0) {
-    lock.error = "data directory " + dir + " is not usable: cannot open " +
-                 path + ": " + std::strerror(errno);
-    return lock;
-  }
-  char previous[32] = {};
-  const ssize_t n = ::pread(lock.fd, previous, sizeof previous - 1, 0);
-  std::string holder(previous, n > 0 ? static_cast<std::size_t>(n) : 0);
-  while (!holder.empty() && holder.back() == '\n') holder.pop_back();
-  if (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    ::close(lock.fd);
-    lock.fd = -1;
-    lock.error = error != EWOULDBLOCK
-                     ? "cannot lock " + path + ": " + std::strerror(error)
-                     : "data directory " + dir +
-                           " is in use by another fencepost (pid " +
-                           (holder.empty() ? "unknown" : holder) + ")";
-    return lock;
-  }
-  lock.unclean = !holder.empty() && holder != "stopped";
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(lock.fd, 0) != 0 ||
-      ::pwrite(lock.fd, pid.data(), pid.size(), 0) !=
-          static_cast<ssize_t>(pid.size()) ||
-      ::fsync(lock.fd) != 0) {
-    spdlog::warn("cannot write the pid into {}: {}", path,
-                 std::strerror(errno));
-  }
-  return lock;  // the descriptor stays open, and locked, until exit
-}
-
-// Descriptors kept for everything but client connections: LMDB's files,
-// the fs: backend's open files, logs, the upstream pool's idle connections.
-constexpr std::size_t kReservedDescriptors = 256;
-
-// Raises the soft descriptor limit to the hard one and lowers the data
-// port's connection cap when the limit cannot hold both caps plus the
-// reserve (an http:// backend needs an upstream connection per client one),
-// so the admin port and LMDB never run out. Returns the data port's cap.
-std::size_t FitConnectionCap(const proxy::Config& config, bool forwarding) {
-  rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return config.max_connections;
-  if (limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) getrlimit(RLIMIT_NOFILE, &limit);
-  }
-  const std::size_t per_connection = forwarding ? 2 : 1;
-  const std::size_t fixed = config.admin_max_connections + kReservedDescriptors;
-  const std::size_t available = limit.rlim_cur > fixed + per_connection
-                                    ? (limit.rlim_cur - fixed) / per_connection
-                                    : 1;
-  if (config.max_connections <= available) return config.max_connections;
-  spdlog::warn(
-      "the descriptor limit ({}) cannot hold --max-connections {}; the data "
-      "port takes at most {} connections (raise ulimit -n to avoid this)",
-      static_cast<std::uint64_t>(limit.rlim_cur), config.max_connections,
-      available);
-  return available;
-}
-
-// The `backend` label of the metrics, before the backend exists.
-std::string_view BackendName(storage::BackendSpec::Kind kind) {
-  using Kind = storage::BackendSpec::Kind;
-  switch (kind) {
-    case Kind::kFs:
-      return "fs";
-    case Kind::kHttp:
-      return "http";
-    case Kind::kEtcd:
-      return "etcd";
-    case Kind::kLmdb:
-      break;
-  }
-  return "lmdb";
-}
-
-// Runs `task` on `io` until it completes, before the ports open. Returns
-// its result; what it threw goes to `*thrown`.
-std::string RunToEnd(asio::io_context& io, asio::awaitable<std::string> task,
-                     std::string* thrown) {
-  std::optional<std::string> result;
-  asio::co_spawn(io, std::move(task),
-                 [&](std::exception_ptr e, std::string value) {
-                   result = std::move(value);
-                   if (!e) return;
-                   try {
-                     std::rethrow_exception(e);
-                   } catch (const std::exception& error) {
-                     *thrown = error.what();
-                   }
-                 });
-  while (!result && io.run_one() > 0) {
-  }
-  io.restart();
-  if (!result) *thrown = "the start-up checks did not finish";
-  return result.value_or("");
+// The line that says the server is up, and where.
+void LogStarted(const proxy::Config& config, proxy::Assembly& assembly) {
+  auto to_string = [](const asio::ip::tcp::endpoint& e) {
+    proxy::ListenAddress a{e.address().to_string(), e.port()};
+    return a.ToString();
+  };
+  const bool shared = config.etcd.has_value();
+  const char* mode =
+      config.mode == proxy::Mode::kEnforce ? "enforce" : "observe";
+  proxy::LogEvent(
+      spdlog::level::info, "started",
+      fmt::format("fencepost {} listening data={} admin={} "
+                  "backend={} fence_store={} data_dir={} mode={}",
+                  FENCEPOST_VERSION, to_string(assembly.data()),
+                  to_string(assembly.admin()), config.backend,
+                  config.fence_store, shared ? "-" : config.data_dir, mode),
+      {{"version", FENCEPOST_VERSION},
+       {"data", to_string(assembly.data())},
+       {"admin", to_string(assembly.admin())},
+       {"backend", config.backend},
+       {"fence_store", config.fence_store},
+       {"data_dir", shared ? "-" : config.data_dir},
+       {"mode", mode}});
 }
 
 int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
-  // With fences in etcd the data directory is not used at all.
-  const bool shared = config.etcd.has_value();
-  DataDirLock lock;
-  if (!shared) {
-    lock = LockDataDir(config.data_dir);
-    if (!lock.error.empty()) return Fail(lock.error);
+  proxy::Assembly::Failure failure;
+  const std::unique_ptr<proxy::Assembly> assembly =
+      proxy::Assembly::Build(config, test, &failure);
+  if (!assembly) {
+    std::cerr << "fencepost: " << failure.message << "\n";
+    return failure.exit_status;
   }
-  // Every return from here is a clean stop (a crash never runs this).
-  struct StopMark {
-    const DataDirLock& lock;
-    ~StopMark() { lock.MarkStopped(); }
-  } stop_mark{lock};
-  asio::io_context io(1);
-  metrics::Metrics metrics(BackendName(config.backend_spec.kind),
-                           FENCEPOST_VERSION, FENCEPOST_REVISION);
-  std::unique_ptr<fence::Shards> shards;
-  std::unique_ptr<storage::Fences> fences;
-  storage::EtcdFences* etcd = nullptr;
-  if (shared) {
-    storage::EtcdFences::Options options;
-    options.spec = *config.etcd;
-    options.timeout = Millis(config.fence_store_timeout);
-    options.on_request = [&metrics](std::string_view path, double seconds,
-                                    bool ok) {
-      metrics.EtcdRequest(path, seconds, ok);
-    };
-    options.on_retry = [&metrics] { metrics.EtcdTxnRetry(); };
-    // A turn (fs:, http://) lasts at most one forward and its hold, with a
-    // margin; the lease outlives it, and is renewed well within.
-    const auto need = Millis(config.upstream_timeout + config.upstream_settle) +
-                      std::chrono::seconds(2);
-    options.turn_need = need;
-    options.turn_ttl = std::max<std::chrono::seconds>(
-        std::chrono::ceil<std::chrono::seconds>(need) + std::chrono::seconds(3),
-        std::chrono::ceil<std::chrono::seconds>(need * 8 / 5));
-    options.replica =
-        config.listen.ToString() + " pid " + std::to_string(::getpid());
-    try {
-      auto owned =
-          std::make_unique<storage::EtcdFences>(io, std::move(options));
-      etcd = owned.get();
-      fences = std::move(owned);
-    } catch (const std::exception& e) {
-      return Fail(std::string("--fence-store: ") + e.what());
-    }
-  } else {
-    try {
-      fence::Shards::Options options;
-      options.dir = config.data_dir;
-      options.max_map_size = config.max_map_size;
-      options.count = config.lmdb_shards;
-      options.committer.on_fatal = [](const std::string& message) {
-        spdlog::critical("stopping: {}", message);
-        spdlog::shutdown();
-      };
-      if (test.max_queue_writes) {
-        options.committer.max_queue_writes = *test.max_queue_writes;
-      }
-      options.committer.sync_threads_only = test.sync_threads_only;
-      // The engine notices leases that run out, whether or not anyone asks.
-      options.committer.on_lease_expired =
-          [&metrics](const std::string& name, const fence::LeaseRecord& lease) {
-            proxy::ReportLeaseLost(metrics, name, lease);
-          };
-      if (test.answer_before_sync) {
-        options.committer.answer_before_sync = true;
-        spdlog::critical(
-            "FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1: writes are answered before "
-            "they are durable; for tests only");
-      }
-      shards = std::make_unique<fence::Shards>(options);
-    } catch (const std::exception& e) {
-      return Fail(e.what());
-    }
-    if (shards->size() != config.lmdb_shards) {
-      spdlog::info("{} keeps the {} LMDB shards it was created with",
-                   config.data_dir, shards->size());
-    }
-    fences = std::make_unique<storage::LocalFences>(
-        *shards,
-        [&metrics](const std::string& name, const fence::LeaseRecord& lease) {
-          proxy::ReportLeaseLost(metrics, name, lease);
-        });
-  }
-  std::unique_ptr<storage::Backend> backend;
-  try {
-    using Kind = storage::BackendSpec::Kind;
-    if (config.backend_spec.kind == Kind::kEtcd) {
-      backend = std::make_unique<storage::EtcdBackend>(*etcd);
-    } else if (config.backend_spec.kind == Kind::kFs) {
-      std::size_t fs_threads = 2;
-      if (test.one_fs_thread) fs_threads = 1;
-      backend = std::make_unique<storage::FsBackend>(
-          config.backend_spec.dir, *fences, fs_threads, !shared);
-    } else if (config.backend_spec.kind == Kind::kHttp) {
-      storage::HttpBackend::Options options;
-      options.upstream = config.backend_spec;
-      options.timeout = Millis(config.upstream_timeout);
-      options.settle = Millis(config.upstream_settle);
-      options.forward_token = config.forward_token;
-      // After a crash, writes the last process had forwarded may still be
-      // applied upstream: every fence waits out the settle time first.
-      options.hold_at_start = lock.unclean;
-      options.strip_authorization =
-          !config.auth_token_file.empty() && !config.forward_authorization;
-      if (test.disable_upstream_gate) {
-        options.disable_gate = true;
-        spdlog::critical(
-            "FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1: fences are NOT held after "
-            "unknown upstream outcomes; for tests only");
-      }
-      backend = std::make_unique<storage::HttpBackend>(io, options, *fences);
-    } else {
-      backend = std::make_unique<storage::LmdbBackend>(*shards);
-    }
-  } catch (const std::exception& e) {
-    return Fail(e.what());
-  }
-  proxy::BearerAuth auth;
-  if (!config.auth_token_file.empty()) {
-    try {
-      auth = proxy::BearerAuth::FromFile(config.auth_token_file);
-    } catch (const std::exception& e) {
-      return Fail(e.what());
-    }
-  }
-  proxy::Service service(config, *fences, *backend, metrics, std::move(auth));
-  if (std::string error = service.CheckLeases(); !error.empty()) {
-    return Fail(error);
-  }
-  std::string store_error;
-  const std::string refusal = RunToEnd(
-      io, proxy::StartScopes(*fences, fence::Scopes(config.fence_scopes)),
-      &store_error);
-  if (!store_error.empty()) {
-    // etcd may answer at the next start; a data directory will not.
-    if (!shared) return Fail(store_error);
-    std::cerr << "fencepost: cannot check the fence scopes: " << store_error
-              << "\n";
-    return 1;
-  }
-  if (!refusal.empty()) return Fail(refusal);
-
-  proxy::Server::Options server_options{
-      .max_body = config.max_body,
-      .read_timeout = Millis(config.read_timeout),
-      .idle_timeout = Millis(config.idle_timeout),
-      .write_timeout = Millis(config.write_timeout),
-      .tls = nullptr,
-      .max_connections =
-          FitConnectionCap(config, config.backend_spec.kind ==
-                                       storage::BackendSpec::Kind::kHttp),
-      .admin_max_connections = config.admin_max_connections,
-      .access_log = config.access_log};
-  if (!config.tls_cert.empty()) {
-    try {
-      server_options.tls = TlsContext(config);
-    } catch (const std::exception& e) {
-      return Fail(std::string("TLS: ") + e.what());
-    }
-  }
-  proxy::Server server(io, service, metrics, server_options);
-  asio::ip::tcp::endpoint data, admin;
-  try {
-    data = server.Listen(metrics::Port::kData, Endpoint(config.listen));
-  } catch (const std::exception& e) {
-    return Fail("cannot listen on " + config.listen.ToString() + ": " +
-                e.what());
-  }
-  try {
-    admin = server.Listen(metrics::Port::kAdmin, Endpoint(config.admin_listen));
-  } catch (const std::exception& e) {
-    return Fail("cannot listen on " + config.admin_listen.ToString() + ": " +
-                e.what());
-  }
+  asio::io_context& io = assembly->io();
+  proxy::Service& service = assembly->service();
 
   // Once a second: report the rejections the log rate limit held back.
   asio::steady_timer flush_timer(io);
@@ -399,33 +78,14 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
     if (ec) return;
     spdlog::info("received signal {}; draining", signal);
     service.StartDraining();
-    server.Shutdown();
+    assembly->server().Shutdown();
     flush_timer.cancel();
-    if (etcd != nullptr) etcd->Shutdown();
+    if (assembly->etcd() != nullptr) assembly->etcd()->Shutdown();
   });
 
-  auto to_string = [](const asio::ip::tcp::endpoint& e) {
-    proxy::ListenAddress a{e.address().to_string(), e.port()};
-    return a.ToString();
-  };
-  const char* mode =
-      config.mode == proxy::Mode::kEnforce ? "enforce" : "observe";
-  proxy::LogEvent(
-      spdlog::level::info, "started",
-      fmt::format("fencepost {} listening data={} admin={} "
-                  "backend={} fence_store={} data_dir={} mode={}",
-                  FENCEPOST_VERSION, to_string(data), to_string(admin),
-                  config.backend, config.fence_store,
-                  shared ? "-" : config.data_dir, mode),
-      {{"version", FENCEPOST_VERSION},
-       {"data", to_string(data)},
-       {"admin", to_string(admin)},
-       {"backend", config.backend},
-       {"fence_store", config.fence_store},
-       {"data_dir", shared ? "-" : config.data_dir},
-       {"mode", mode}});
+  LogStarted(config, *assembly);
   io.run();
-  if (shards) shards->Stop();
+  assembly->Stop();
   spdlog::info("stopped");
   return 0;
 }
@@ -435,10 +95,8 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
 namespace fencepost::proxy {
 
 int Main(int argc, char** argv, const TestSwitches& test) {
-  if (argc > 1 && (std::string_view(argv[1]) == "lease" ||
-                   std::string_view(argv[1]) == "fence" ||
-                   std::string_view(argv[1]) == "batch")) {
-    return proxy::RunClientCommand(argc, argv);
+  if (cli::IsClientCommand(argc, argv)) {
+    return cli::RunClientCommand(argc, argv);
   }
   proxy::Invocation invocation;
   try {

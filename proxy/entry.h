@@ -1,27 +1,8 @@
 #pragma once
 
-#include <cstddef>
-#include <optional>
+#include "proxy/test_switches.h"
 
 namespace fencepost::proxy {
-
-// What only the test build of the server (fencepost_test_switches, never
-// installed) can turn on, from its FENCEPOST_TEST_* variables
-// (proxy/test_switches_main.cc). The shipped binary passes none: it has no
-// switch that weakens a promise.
-struct TestSwitches {
-  // A commit queue bound small enough for a test to overload it.
-  std::optional<std::size_t> max_queue_writes;
-  // Answers before the log's sync: the broken promise the syscall-order
-  // test must catch (its negative control).
-  bool answer_before_sync = false;
-  // Every log sync on a sync thread, so an injected failure hits one.
-  bool sync_threads_only = false;
-  // One fs: worker, so a per-thread syscall fault hits a chosen write.
-  bool one_fs_thread = false;
-  // No hold after an unknown upstream outcome, to show what it prevents.
-  bool disable_upstream_gate = false;
-};
 
 // The whole binary: a client command (`lease`, `fence`, `batch`) or the
 // server. Returns the process's exit status.

@@ -1,4 +1,4 @@
-// The admin port's leases (/v1/leases): acquire or renew, release, read, list.
+#include "proxy/lease_routes.h"
 
 #include <spdlog/spdlog.h>
 
@@ -9,7 +9,6 @@
 #include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
-#include "proxy/service.h"
 #include "storage/async_commit.h"
 
 namespace fencepost::proxy {
@@ -27,13 +26,6 @@ namespace {
 
 constexpr std::size_t kMaxHolderBytes = 256;
 constexpr std::uint64_t kMinTtlMs = 100, kMaxTtlMs = 3600000;
-
-// When a lease runs out unless renewed, by the wall clock of its last grant
-// or renewal (for log lines; expiry itself is on the monotonic clock).
-std::string ExpiresAt(const fence::LeaseRecord& lease) {
-  return FormatRfc3339(lease.renewed_at_ns +
-                       static_cast<std::int64_t>(lease.ttl_ms) * 1000000);
-}
 
 // The lease document; `holder` is null unless the lease is live at `now`.
 void AppendLease(std::string* out, const std::string& name,
@@ -148,14 +140,21 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
-asio::awaitable<std::optional<Response>> Service::RefuseLeaseLimit(
+LeaseRoutes::LeaseRoutes(RouteContext& context)
+    : context_(context),
+      config_(context.config()),
+      fences_(context.fences()),
+      metrics_(context.metrics()),
+      scopes_(context.scopes()) {}
+
+asio::awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     const Request& req, const fence::LeaseOp& op) {
   // nullopt: the store bounds its leases itself (etcd's quota).
   const std::optional<std::size_t> held = fences_.HeldLeases();
   if (!held) co_return std::nullopt;
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(op.name, op.fence);
-  if (read.expired) LeaseExpired(op.name, *read.expired);
+  if (read.expired) context_.LeaseExpired(op.name, *read.expired);
   fence::LeaseState state;
   if (read.entry) {
     state.record = read.entry->record;
@@ -166,47 +165,28 @@ asio::awaitable<std::optional<Response>> Service::RefuseLeaseLimit(
   }
   metrics_.LeaseLimitReached();
   co_return Problemed(req, {ProblemType::kTooManyLeases,
-                         "--max-leases (" + std::to_string(config_.max_leases) +
-                             ") leases are live; a lease is granted again "
-                             "once one is released or runs out",
-                         op.name, std::nullopt, std::nullopt});
+                            "--max-leases (" +
+                                std::to_string(config_.max_leases) +
+                                ") leases are live; a lease is granted again "
+                                "once one is released or runs out",
+                            op.name, std::nullopt, std::nullopt});
 }
 
-void Service::LeaseExpired(const std::string& name,
-                           const fence::LeaseRecord& lease) {
-  ReportLeaseLost(metrics_, name, lease);
-}
-
-void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,
-                     const fence::LeaseRecord& lease) {
-  metrics.LeasesExpired(1);
-  LogEvent(spdlog::level::warn, "lease_lost", "lease lost",
-           {{"lease", name},
-            {"holder", lease.holder},
-            {"token", std::to_string(lease.token), true},
-            {"generation", std::to_string(lease.transitions), true},
-            {"ttl_ms", std::to_string(lease.ttl_ms), true},
-            {"expires_at", ExpiresAt(lease)},
-            {"reason", "no renewal within ttl_ms; it ran out"}});
-}
-
-Response Service::LeaseFailure(const Request& req, const std::string& name,
-                               const fence::WriteOutcome& outcome) {
+Response LeaseRoutes::LeaseFailure(const Request& req, const std::string& name,
+                                   const fence::WriteOutcome& outcome) {
   if (outcome.lease && outcome.lease->expired) {
-    LeaseExpired(name, *outcome.lease->expired);
+    context_.LeaseExpired(name, *outcome.lease->expired);
   }
-  return StorageFailure(req, outcome.error, name, "lease");
+  return context_.StorageFailure(req, outcome.error, name, "lease");
 }
 
-asio::awaitable<fence::WriteOutcome> Service::CommitLease(fence::LeaseOp op) {
+asio::awaitable<fence::WriteOutcome> LeaseRoutes::CommitLease(
+    fence::LeaseOp op) {
   co_return co_await storage::AsyncCommit(fences_, std::move(op));
 }
 
-asio::awaitable<Response> Service::AcquireLease(const Request& req,
-                                                const std::string& name) {
-  if (auto refused = RefuseUnauthorized(req, name)) {
-    co_return std::move(*refused);
-  }
+asio::awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
+                                                    const std::string& name) {
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kAcquire;
   op.name = name;
@@ -224,7 +204,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
     co_return LeaseFailure(req, name, outcome);
   }
   const fence::LeaseOutcome& lease = *outcome.lease;
-  if (lease.expired) LeaseExpired(name, *lease.expired);
+  if (lease.expired) context_.LeaseExpired(name, *lease.expired);
   using V = fence::LeaseOutcome::Verdict;
   if (lease.verdict == V::kDenied) {
     metrics_.LeaseDenied();
@@ -257,7 +237,7 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
               {"token", token, true},
               {"generation", std::to_string(lease.lease.transitions), true},
               {"ttl_ms", std::to_string(lease.lease.ttl_ms), true},
-              {"expires_at", ExpiresAt(lease.lease)},
+              {"expires_at", routes::ExpiresAt(lease.lease)},
               {"previous_holder", lease.previous_holder},
               {"reason", reason}});
   } else {
@@ -270,11 +250,8 @@ asio::awaitable<Response> Service::AcquireLease(const Request& req,
   co_return LeaseDocument(req, name, entry, now);
 }
 
-asio::awaitable<Response> Service::ReleaseLease(const Request& req,
-                                                const std::string& name) {
-  if (auto refused = RefuseWrite(req, name, false)) {
-    co_return std::move(*refused);
-  }
+asio::awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
+                                                    const std::string& name) {
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kRelease;
   op.name = name;
@@ -290,7 +267,8 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }
-  if (outcome.lease->expired) LeaseExpired(name, *outcome.lease->expired);
+  if (outcome.lease->expired)
+    context_.LeaseExpired(name, *outcome.lease->expired);
   if (outcome.lease->verdict != fence::LeaseOutcome::Verdict::kReleased) {
     co_return Problemed(
         req, {ProblemType::kLeaseNotHeld,
@@ -309,12 +287,13 @@ asio::awaitable<Response> Service::ReleaseLease(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> Service::GetLease(const Request& req,
-                                            const std::string& name) {
+asio::awaitable<Response> LeaseRoutes::GetLease(const Request& req,
+                                                const std::string& name) {
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(name, std::string(scopes_.FenceFor(name)));
-  if (read.error) co_return StorageFailure(req, read.error, name, "lease");
-  if (read.expired) LeaseExpired(name, *read.expired);
+  if (read.error)
+    co_return context_.StorageFailure(req, read.error, name, "lease");
+  if (read.expired) context_.LeaseExpired(name, *read.expired);
   if (!read.entry) {
     co_return Problemed(
         req, {ProblemType::kNotFound, "this lease was never granted", name,
@@ -323,7 +302,7 @@ asio::awaitable<Response> Service::GetLease(const Request& req,
   co_return LeaseDocument(req, name, *read.entry, read.now_ns);
 }
 
-asio::awaitable<Response> Service::ListLeases(const Request& req) {
+asio::awaitable<Response> LeaseRoutes::ListLeases(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
   if (refused) co_return std::move(*refused);
@@ -331,9 +310,10 @@ asio::awaitable<Response> Service::ListLeases(const Request& req) {
   const std::string after = QueryParam(req.target(), "after").value_or("");
   const storage::Fences::LeaseList list =
       co_await fences_.ListLeases(prefix, after, limit);
-  if (list.error) co_return StorageFailure(req, list.error, "", "lease");
+  if (list.error)
+    co_return context_.StorageFailure(req, list.error, "", "lease");
   for (const auto& [expired_name, lease] : list.expired) {
-    LeaseExpired(expired_name, lease);
+    context_.LeaseExpired(expired_name, lease);
   }
   std::string body = "{\"leases\":[";
   for (std::size_t i = 0; i < list.leases.size(); ++i) {
@@ -349,6 +329,10 @@ asio::awaitable<Response> Service::ListLeases(const Request& req) {
   }
   body += "}\n";
   co_return Text(req, http::status::ok, std::move(body), "application/json");
+}
+
+std::string LeaseRoutes::CheckLeases() const {
+  return fences_.CheckLeases(scopes_);
 }
 
 }  // namespace fencepost::proxy

@@ -4,8 +4,10 @@
 #include <cctype>
 #include <charconv>
 
+#include "fence/key.h"
 #include "fence/percent.h"
 #include "fence/token.h"
+#include "text/utf8.h"
 
 namespace fencepost::proxy::routes {
 
@@ -44,10 +46,32 @@ TokenState ReadToken(const Request& req, fence::Token* token) {
   return TokenState::kOk;
 }
 
-// The 400 or 428 for a write whose token is invalid or (unless
-
 std::string_view PathOf(std::string_view target) {
   return target.substr(0, target.find('?'));
+}
+
+std::string ShownKey(std::string_view target) {
+  std::string_view path = PathOf(target);
+  if (!path.empty() && path.front() == '/') path.remove_prefix(1);
+  std::string shown(path);
+  if (auto decoded = fence::PercentDecode(path, fence::PercentMode::kStrict);
+      decoded && text::IsValidUtf8(*decoded) &&
+      decoded->find('\0') == std::string::npos) {
+    shown = std::move(*decoded);
+  }
+  if (shown.size() > fence::kMaxNameBytes) {
+    std::size_t cut = fence::kMaxNameBytes;
+    while (cut > 0 && (static_cast<unsigned char>(shown[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    shown.resize(cut);
+  }
+  return shown;
+}
+
+std::string ExpiresAt(const fence::LeaseRecord& lease) {
+  return FormatRfc3339(lease.renewed_at_ns +
+                       static_cast<std::int64_t>(lease.ttl_ms) * 1000000);
 }
 
 // One query parameter, percent-decoded with '+' as space; nullopt if absent

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 
+#include "fence/lease.h"
 #include "fence/token.h"
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
@@ -50,6 +51,12 @@ std::string PresentedToken(const Request& req);
 // The path of a target, without its query.
 std::string_view PathOf(std::string_view target);
 
+// A bad key's `key` member, like every other problem's: the decoded key when
+// the path of `target` decodes (well-formed escapes, UTF-8 without NUL),
+// else the path as it was sent; at most fence::kMaxNameBytes, cut on a
+// character boundary. JSON escaping does the rest.
+std::string ShownKey(std::string_view target);
+
 // One query parameter, percent-decoded with '+' as space; nullopt if absent.
 // A malformed escape is kept as it is.
 std::optional<std::string> QueryParam(std::string_view target,
@@ -58,6 +65,10 @@ std::optional<std::string> QueryParam(std::string_view target,
 // The `limit` query parameter: 100 when absent, clamped to 1000; 0 or a
 // non-number is a 400, returned in *refused.
 std::size_t LimitOf(const Request& req, std::optional<Response>* refused);
+
+// When a lease runs out unless renewed, by the wall clock of its last grant
+// or renewal (for log lines; expiry itself is on the monotonic clock).
+std::string ExpiresAt(const fence::LeaseRecord& lease);
 
 // The 409 problem for a stale token.
 Problem StaleToken(const std::string& key, fence::Token presented,

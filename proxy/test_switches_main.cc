@@ -1,5 +1,6 @@
 // fencepost_test_switches: the server with the test-only switches of
-// proxy/entry.h, read from FENCEPOST_TEST_* variables. Never installed.
+// proxy/test_switches.h, read from FENCEPOST_TEST_* variables. Never
+// installed.
 
 #include <cstdlib>
 #include <string>

@@ -9,7 +9,8 @@
 #   storage/  http/, fence/, text/
 #   proxy/    http/, fence/, storage/, metrics/, text/; the `fencepost`
 #             executable's own sources (main.cc, test_switches_main.cc,
-#             entry.*, client_commands.*) also client/
+#             entry.*) also cli/
+#   cli/      client/ (the client commands of the `fencepost` binary)
 #   client/   nothing of the server's (it is installed on its own)
 #   examples/ client/
 #
@@ -32,21 +33,22 @@ allowed() {
     metrics) echo "metrics" ;;
     storage) echo "storage http fence text" ;;
     proxy) echo "proxy http fence storage metrics text" ;;
-    proxy-executable) echo "proxy http fence storage metrics text client" ;;
+    proxy-executable) echo "proxy http fence storage metrics text cli" ;;
+    cli) echo "cli client" ;;
     client) echo "client" ;;
     examples) echo "examples client" ;;
   esac
 }
 
-projects="text http fence metrics storage proxy client examples tests"
+projects="text http fence metrics storage proxy cli client examples tests"
 status=0
 checked=0
-for folder in text http fence metrics storage proxy client examples; do
+for folder in text http fence metrics storage proxy cli client examples; do
   [ -d "$folder" ] || continue
   while IFS= read -r -d '' file; do
     layer=$folder
     case $file in
-      proxy/main.cc | proxy/test_switches_main.cc | proxy/entry.* | proxy/client_commands.*)
+      proxy/main.cc | proxy/test_switches_main.cc | proxy/entry.*)
         layer=proxy-executable ;;
     esac
     ok=" $(allowed "$layer") "

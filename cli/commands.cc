@@ -1,0 +1,129 @@
+#include "cli/commands.h"
+
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/flags.h"
+#include "cli/lease_run.h"
+#include "cli/requests.h"
+
+namespace fencepost::cli {
+namespace {
+
+constexpr std::string_view kUsageText =
+    R"(Usage:
+  fencepost lease acquire NAME [--holder ID] --ttl DURATION [--wait DURATION]
+  fencepost lease release NAME --holder ID --token N
+  fencepost lease get NAME
+  fencepost lease run NAME [--holder ID] --ttl DURATION [--grace DURATION]
+                           [--via URL] [--fence KEY]... -- CMD [ARG...]
+  fencepost fence get KEY
+  fencepost fence bump KEY --token N
+  fencepost batch --token N [FILE]
+
+Flags of every command:
+  --admin URL             the admin port (env FENCEPOST_ADMIN,
+                          default http://127.0.0.1:7401)
+  --data URL              the data port (env FENCEPOST_DATA,
+                          default http://127.0.0.1:7400)
+  --auth-token-file FILE  send the file's first token as a bearer token
+  --tls-ca FILE           the CAs to trust for an https:// URL
+
+A holder ID defaults to <hostname>-<pid>-<random>. Durations are a number
+and a unit: 500ms, 10s, 2m. `lease run` runs CMD with FENCING_TOKEN,
+FENCEPOST_LEASE and FENCEPOST_HOLDER set while it holds the lease, renewing
+it every third of the TTL. CMD runs in a process group of its own: when the
+lease is lost, the group (CMD and what it started) gets SIGTERM, then
+SIGKILL after --grace (default 5s); SIGTERM, SIGINT, SIGHUP and SIGQUIT
+sent to lease run are passed on to the group.
+
+`lease run --via URL` (env FENCEPOST_VIA) elects through another system
+instead of fencepost's leases, with its token as FENCING_TOKEN:
+  etcd://HOST:PORT[,HOST:PORT...][/PREFIX]   the election key's create
+                          revision (etcds:// for TLS, with --tls-ca)
+  zk://HOST:PORT[,HOST:PORT...][/PATH]       the leader znode's czxid
+  postgres://USER@HOST:PORT/DB               the lease row's token column
+`lease run --fence KEY` (repeatable) bumps KEY's fence on fencepost (the
+admin port) to the token before CMD starts, so every earlier holder's write
+to it is refused from then on, not only after the new leader's first write;
+a 409 there means a later holder got further: the lease is given up and
+lease run exits 1.
+
+`batch` sends the batch JSON in FILE (standard input when FILE is absent or
+"-"), at most 64 MiB, as it is: {"ops": [{"op": "put", "key": K, "value":
+BASE64} | {"op": "delete", "key": K}, ...]} as POST / to the data port with
+Fencing-Token N. Every op is applied or none is (lmdb or etcd backend); the
+results document, or a 409's problem, goes to standard output.
+
+Exit status: 0 done, 1 refused (lease held, stale token, not held, not
+found), 2 usage error or a request fencepost calls bad (400; 405 for a batch
+on a backend without batches; 413 for one over --max-body), 3 fencepost
+unreachable or failing (5xx); `lease run` exits with CMD's status (128 +
+signal when a signal ended it), 75 when the lease was lost, 126 when CMD
+cannot be executed and 127 when it is not found (both before the lease is
+taken).
+)";
+
+int Dispatch(const CommandSpec& spec, const Flags& flags) {
+  if (spec.group == "batch") return Batch(flags);
+  if (spec.group == "fence") {
+    return spec.name == "get" ? Get(flags, false) : FenceBump(flags);
+  }
+  if (spec.name == "acquire") return LeaseAcquire(flags);
+  if (spec.name == "release") return LeaseRelease(flags);
+  if (spec.name == "get") return Get(flags, true);
+  return LeaseRun(flags);
+}
+
+}  // namespace
+
+bool IsClientCommand(int argc, char** argv) {
+  return argc > 1 && (std::string_view(argv[1]) == "lease" ||
+                      std::string_view(argv[1]) == "fence" ||
+                      std::string_view(argv[1]) == "batch");
+}
+
+int RunClientCommand(int argc, char** argv) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return kUsage;
+  if (args.size() >= 2 && (args[1] == "--help" || args[1] == "-h")) {
+    std::cout << kUsageText;
+    return kSuccess;
+  }
+  const CommandSpec* spec = nullptr;
+  for (const CommandSpec& candidate : Commands()) {
+    if (args[0] == candidate.group &&
+        (candidate.name.empty() ||
+         (args.size() >= 2 && args[1] == candidate.name))) {
+      spec = &candidate;
+    }
+  }
+  try {
+    if (spec == nullptr) {
+      throw UsageError(args.size() < 2
+                           ? "'fencepost " + args[0] + "' needs a command"
+                           : "unknown command 'fencepost " + args[0] + " " +
+                                 args[1] + "'");
+    }
+    // "--help" after the command, but not in CMD's arguments.
+    for (const std::string& arg : args) {
+      if (arg == "--") break;
+      if (arg == "--help") {
+        std::cout << kUsageText;
+        return kSuccess;
+      }
+    }
+    const Flags flags = ParseFlags(
+        *spec, std::vector<std::string>(
+                   args.begin() + (spec->name.empty() ? 1 : 2), args.end()));
+    return Dispatch(*spec, flags);
+  } catch (const UsageError& e) {
+    std::cerr << "fencepost: " << e.what() << "\nRun 'fencepost "
+              << (args.empty() ? "lease" : args[0]) << " --help' for usage.\n";
+    return kUsage;
+  }
+}
+
+}  // namespace fencepost::cli

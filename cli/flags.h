@@ -1,0 +1,74 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+// The client commands' flags (SPEC "Client commands"), their exit statuses
+// and the usage error that ends a command with kUsage.
+namespace fencepost::cli {
+
+inline constexpr int kSuccess = 0;
+inline constexpr int kRefused = 1;
+inline constexpr int kUsage = 2;
+inline constexpr int kUnavailable = 3;
+inline constexpr int kLeaseLost = 75;
+inline constexpr int kCannotExecute = 126;
+inline constexpr int kNotFound = 127;
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct Flags {
+  std::string admin;
+  std::string data;
+  std::string auth_token_file;
+  std::string tls_ca;
+  std::string holder;
+  std::optional<std::chrono::milliseconds> ttl;
+  std::optional<std::chrono::milliseconds> wait;
+  std::optional<std::chrono::milliseconds> grace;
+  std::string via;
+  std::vector<std::string> fences;  // lease run --fence, repeatable
+  std::optional<std::uint64_t> token;
+  std::vector<std::string> positional;
+  std::vector<std::string> command;  // lease run: what follows "--"
+};
+
+// What one command takes besides the flags of every command.
+struct CommandSpec {
+  std::string_view group;    // "lease", "fence" or "batch"
+  std::string_view name;     // "" for a command of one word ("batch")
+  std::string_view operand;  // "NAME", "KEY" or "FILE"
+  std::set<std::string_view> flags;
+  bool takes_command = false;
+  bool operand_optional = false;
+
+  // "fencepost lease acquire", "fencepost batch".
+  std::string Title() const {
+    return "fencepost " + std::string(group) +
+           (name.empty() ? "" : " " + std::string(name));
+  }
+};
+
+// The commands there are, with what each takes.
+const std::vector<CommandSpec>& Commands();
+
+// The flags and operands of `spec` in `args` (after the command's words),
+// with the defaults of the environment. Throws UsageError.
+Flags ParseFlags(const CommandSpec& spec, const std::vector<std::string>& args);
+
+// Throws UsageError "--FLAG is required" unless `present`.
+void Require(bool present, std::string_view flag);
+
+// --ttl, required, from 100ms to 1h.
+std::chrono::milliseconds RequireTtl(const Flags& flags);
+
+}  // namespace fencepost::cli

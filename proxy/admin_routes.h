@@ -1,0 +1,61 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <boost/asio/awaitable.hpp>
+#include <string>
+#include <string_view>
+
+#include "fence/scope.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/http_types.h"
+#include "proxy/route_context.h"
+#include "storage/backend.h"
+#include "storage/fences.h"
+
+namespace fencepost::proxy {
+
+// The admin port: health, metrics, fences, the rejection journal and the
+// log level (leases are LeaseRoutes). The route table (route_table.h) has
+// checked the key, the credential and the token before these run.
+//
+// Coroutines take references: their callers co_await them at once.
+class AdminRoutes {
+ public:
+  explicit AdminRoutes(RouteContext& context);
+
+  Response Metrics(const Request& request);
+  boost::asio::awaitable<Response> Ready(const Request& request);
+  // The fence guarding `key` (or the scope named `key`).
+  boost::asio::awaitable<Response> GetFence(const Request& request,
+                                            const std::string& key);
+  // The fence of the scope that /v1/fences/NAME names (NamesScope).
+  boost::asio::awaitable<Response> GetScopeFence(const Request& request);
+  // Whether the target is /v1/fences/NAME with NAME exactly a configured
+  // --fence-scope prefix (which ends in '/' and so is not a key).
+  bool NamesScope(const Request& request) const;
+  // PUT /v1/fences/KEY: raises the fence guarding `key`.
+  boost::asio::awaitable<Response> Bump(const Request& request,
+                                        const std::string& key);
+  boost::asio::awaitable<Response> ListFences(const Request& request);
+  Response ListRejections(const Request& request);
+  Response LogLevel(const Request& request);
+
+ private:
+  // Whether `name` is exactly a configured --fence-scope prefix.
+  bool IsScope(std::string_view name) const;
+
+  RouteContext& context_;
+  // What the routes use of the context, by the names they use.
+  const Config& config_;
+  storage::Fences& fences_;
+  storage::Backend& backend_;
+  metrics::Metrics& metrics_;
+  const fence::Scopes& scopes_;
+};
+
+}  // namespace fencepost::proxy

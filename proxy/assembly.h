@@ -1,0 +1,102 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "fence/shards.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/server.h"
+#include "proxy/test_switches.h"
+#include "proxy/service.h"
+#include "storage/backend.h"
+#include "storage/etcd_fences.h"
+#include "storage/fences.h"
+
+namespace fencepost::proxy {
+
+// A serving process's parts, built in order by Build and owned together:
+// the data directory's lock, the io_context, the metrics, the fence store
+// (LMDB shards or etcd), the backend, the Service (after the start-up
+// checks of leases and scopes) and the Server listening on both ports.
+// Destroyed in the reverse order; the data directory is marked stopped
+// last, so that every return after the lock is taken is a clean stop (a
+// crash never runs it).
+class Assembly {
+ public:
+  // Why the process must not serve: the message (for stderr, after
+  // "fencepost: ") and the exit status.
+  struct Failure {
+    std::string message;
+    int exit_status = 2;
+  };
+
+  // Builds everything for `config`, or returns nullptr with *failure set.
+  static std::unique_ptr<Assembly> Build(const Config& config,
+                                         const TestSwitches& test,
+                                         Failure* failure);
+  Assembly(const Assembly&) = delete;
+  Assembly& operator=(const Assembly&) = delete;
+  ~Assembly();
+
+  boost::asio::io_context& io() { return io_; }
+  Service& service() { return *service_; }
+  Server& server() { return *server_; }
+  // nullptr unless the fences are in etcd.
+  storage::EtcdFences* etcd() { return etcd_; }
+  const boost::asio::ip::tcp::endpoint& data() const { return data_; }
+  const boost::asio::ip::tcp::endpoint& admin() const { return admin_; }
+
+  // After io().run() returned: stops the LMDB shards' threads.
+  void Stop();
+
+ private:
+  // The data directory's lock: DIR/fencepost.lock, held exclusively for the
+  // life of the process (the fs: and http:// backends order writes to a
+  // fence within one process, so two processes must never share a data
+  // directory). It holds the pid while the process runs and "stopped"
+  // after a clean exit, so the next start knows whether the last one ended
+  // mid-flight.
+  struct DataDirLock {
+    int fd = -1;
+    std::string error;     // why the lock was not taken
+    bool unclean = false;  // the last process did not stop cleanly
+    void MarkStopped() const;
+  };
+  // Marks the data directory stopped when destroyed.
+  struct StopMark {
+    const DataDirLock& lock;
+    ~StopMark() { lock.MarkStopped(); }
+  };
+
+  Assembly() = default;
+  static DataDirLock LockDataDir(const std::string& dir);
+  // Each step sets *failure and returns false when the process must stop.
+  bool OpenEtcd(const Config& config, Failure* failure);
+  // Counts and logs a lease the store noticed ran out (metrics_ set).
+  std::function<void(const std::string&, const fence::LeaseRecord&)>
+  LeaseLost();
+  bool OpenShards(const Config& config, const TestSwitches& test,
+                  Failure* failure);
+  bool MakeBackend(const Config& config, const TestSwitches& test,
+                   Failure* failure);
+  bool MakeService(const Config& config, Failure* failure);
+  bool MakeServer(const Config& config, Failure* failure);
+
+  DataDirLock lock_;
+  StopMark stop_mark_{lock_};
+  boost::asio::io_context io_{1};
+  std::unique_ptr<metrics::Metrics> metrics_;
+  std::unique_ptr<fence::Shards> shards_;
+  std::unique_ptr<storage::Fences> fences_;
+  storage::EtcdFences* etcd_ = nullptr;  // fences_, when in etcd
+  std::unique_ptr<storage::Backend> backend_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<Server> server_;
+  boost::asio::ip::tcp::endpoint data_, admin_;
+};
+
+}  // namespace fencepost::proxy

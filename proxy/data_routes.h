@@ -1,0 +1,53 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <boost/asio/awaitable.hpp>
+#include <string>
+
+#include "fence/scope.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/http_types.h"
+#include "proxy/route_context.h"
+#include "storage/backend.h"
+#include "storage/fences.h"
+
+namespace fencepost::proxy {
+
+// The data port: reads, fenced writes and batches of one key space. The
+// route table (route_table.h) has checked the key, the credential and the
+// token before these run.
+//
+// Coroutines take references: their callers co_await them at once.
+class DataRoutes {
+ public:
+  explicit DataRoutes(RouteContext& context);
+
+  // GET and HEAD of `key`.
+  boost::asio::awaitable<Response> Read(const Request& request,
+                                        const std::string& key);
+  // PUT and DELETE (and POST and PATCH where the backend takes them).
+  boost::asio::awaitable<Response> Write(const Request& request,
+                                         const std::string& key,
+                                         const std::string& client);
+  // POST /: a batch of puts and deletes applied in one transaction.
+  boost::asio::awaitable<Response> Batch(const Request& request,
+                                         const std::string& client);
+  // POST / on a backend that cannot apply several writes at once.
+  Response BatchesUnsupported(const Request& request) const;
+
+ private:
+  RouteContext& context_;
+  // What the routes use of the context, by the names they use.
+  const Config& config_;
+  storage::Fences& fences_;
+  storage::Backend& backend_;
+  metrics::Metrics& metrics_;
+  const fence::Scopes& scopes_;
+};
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,65 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <boost/asio/awaitable.hpp>
+#include <optional>
+#include <string>
+
+#include "fence/write.h"
+#include "fence/lease.h"
+#include "fence/scope.h"
+#include "metrics/metrics.h"
+#include "proxy/config.h"
+#include "proxy/http_types.h"
+#include "proxy/route_context.h"
+#include "storage/fences.h"
+
+namespace fencepost::proxy {
+
+// The admin port's leases (/v1/leases): acquire or renew, release, read,
+// list. The route table (route_table.h) has checked the name, the
+// credential and the token before these run.
+//
+// Coroutines take references: their callers co_await them at once.
+class LeaseRoutes {
+ public:
+  explicit LeaseRoutes(RouteContext& context);
+
+  boost::asio::awaitable<Response> AcquireLease(const Request& request,
+                                                const std::string& name);
+  boost::asio::awaitable<Response> ReleaseLease(const Request& request,
+                                                const std::string& name);
+  boost::asio::awaitable<Response> GetLease(const Request& request,
+                                            const std::string& name);
+  boost::asio::awaitable<Response> ListLeases(const Request& request);
+
+  // Every lease record must sit where its fence is under the current
+  // --fence-scope settings (a grant raises the fence in the same record).
+  // Returns what is wrong, or an empty string; called once at start.
+  std::string CheckLeases() const;
+
+ private:
+  // The 507 for an acquire that would make a live lease past --max-leases;
+  // nullopt for a renewal (by the holder of record) and under the limit.
+  boost::asio::awaitable<std::optional<Response>> RefuseLeaseLimit(
+      const Request& request,
+                                           const fence::LeaseOp& op);
+  // The answer to a lease operation that failed (counts a noticed expiry).
+  Response LeaseFailure(const Request& request, const std::string& name,
+                        const fence::WriteOutcome& outcome);
+  // Submits a lease operation to the committer of its fence.
+  boost::asio::awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
+
+  RouteContext& context_;
+  // What the routes use of the context, by the names they use.
+  const Config& config_;
+  storage::Fences& fences_;
+  metrics::Metrics& metrics_;
+  const fence::Scopes& scopes_;
+};
+
+}  // namespace fencepost::proxy

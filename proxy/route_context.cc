@@ -1,0 +1,177 @@
+#include "proxy/route_context.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "fence/key.h"
+#include "proxy/logging.h"
+#include "proxy/problem.h"
+#include "proxy/routes.h"
+
+namespace fencepost::proxy {
+
+namespace http = boost::beast::http;
+using metrics::RejectReason;
+using routes::Problemed;
+using routes::ReadToken;
+using routes::StaleToken;
+using routes::TokenState;
+
+namespace {
+
+std::optional<Response> RefuseToken(const Request& req, const std::string& key,
+                                    TokenState state, bool allow_missing,
+                                    metrics::Metrics& metrics) {
+  if (state == TokenState::kInvalid) {
+    metrics.WriteRejected(RejectReason::kInvalidToken);
+    Problem problem{ProblemType::kInvalidToken,
+                    "Fencing-Token must be one header of 1 to 20 decimal "
+                    "digits, at most 18446744073709551615",
+                    key};
+    problem.presented = routes::PresentedToken(req);
+    return Problemed(req, std::move(problem));
+  }
+  if (state == TokenState::kMissing && !allow_missing) {
+    metrics.WriteRejected(RejectReason::kMissingToken);
+    return Problemed(req, {ProblemType::kMissingToken,
+                           "writes and bumps must carry a Fencing-Token header",
+                           key, std::nullopt, std::nullopt});
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+RouteContext::RouteContext(const Config& config, storage::Fences& fences,
+                           storage::Backend& backend, metrics::Metrics& metrics,
+                           BearerAuth auth)
+    : config_(config),
+      fences_(fences),
+      backend_(backend),
+      auth_(std::move(auth)),
+      metrics_(metrics),
+      scopes_(config.fence_scopes) {}
+
+std::optional<Response> RouteContext::RefuseUnauthorized(
+    const Request& req, const std::string& key) {
+  if (auth_.Allows(req)) return std::nullopt;
+  const bool presented = req.count(http::field::authorization) > 0;
+  Response res = Problemed(
+      req, {ProblemType::kUnauthorized,
+            presented ? "the bearer token is not valid"
+                      : "this request needs Authorization: Bearer <token>",
+            key, std::nullopt, std::nullopt});
+  res.set(http::field::www_authenticate,
+          presented ? "Bearer realm=\"fencepost\", error=\"invalid_token\""
+                    : "Bearer realm=\"fencepost\"");
+  return res;
+}
+
+std::optional<Response> RouteContext::RefuseWrite(const Request& req,
+                                                  const std::string& key,
+                                                  bool allow_missing_token) {
+  if (auto refused = RefuseUnauthorized(req, key)) return refused;
+  fence::Token token = 0;
+  const TokenState state = ReadToken(req, &token);
+  return RefuseToken(req, key, state, allow_missing_token, metrics_);
+}
+
+std::optional<Response> RouteContext::RefuseKey(const Request& req,
+                                                std::string_view target,
+                                                std::string* key) {
+  const fence::KeyError error = fence::DecodeKey(target, key);
+  if (error == fence::KeyError::kOk) return std::nullopt;
+  return Problemed(req,
+                   {ProblemType::kBadKey, std::string(fence::Describe(error)),
+                    routes::ShownKey(target)});
+}
+
+Response RouteContext::RefuseStale(const Request& req, const std::string& key,
+                                   const std::string& fence_name,
+                                   fence::Token token,
+                                   std::optional<fence::Token> current,
+                                   const std::string& client,
+                                   std::string_view event) {
+  metrics_.StaleRejected(token, current.value_or(token));
+  journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::system_clock::now().time_since_epoch())
+                    .count(),
+                key, fence_name, token, current.value_or(0), client,
+                req.body().size(), Sha256Hex(req.body())});
+  if (log_limiter_.Admit(fence_name)) {
+    LogEvent(spdlog::level::info, event, "stale write rejected",
+             {{"key", key},
+              {"fence", fence_name},
+              {"presented_token", std::to_string(token), true},
+              {"current_token", std::to_string(current.value_or(0)), true},
+              {"client", client}});
+  }
+  return Problemed(req, StaleToken(key, token, current));
+}
+
+Response RouteContext::StorageFailure(const Request& req, std::error_code error,
+                                      const std::string& key,
+                                      std::string_view what, int retry_after,
+                                      std::string_view detail) {
+  const Problem problem = ProblemFromStorage(error, key);
+  const bool server_fault =
+      static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
+      problem.type != ProblemType::kOverloaded &&
+      problem.type != ProblemType::kFenceHeld;
+  if (problem.type == ProblemType::kOverloaded) {
+    metrics_.Overloaded();
+    retry_after = std::max(retry_after, 1);
+  }
+  if (problem.type == ProblemType::kStoreUnavailable ||
+      problem.type == ProblemType::kFenceHeld) {
+    retry_after = std::max(retry_after, 1);
+  }
+  if (problem.type == ProblemType::kOutcomeUnknown) metrics_.OutcomeUnknown();
+  if (server_fault) {
+    metrics_.BackendError();
+    const std::string message = std::string(what) + " failed";
+    const std::string code = std::string(error.category().name()) + ":" +
+                             std::to_string(error.value());
+    if (detail.empty()) {
+      LogEvent(spdlog::level::err, "backend_failed", message,
+               {{"key", key},
+                {"backend", config_.backend},
+                {"error", error.message()},
+                {"code", code}});
+    } else {
+      LogEvent(spdlog::level::err, "backend_failed", message,
+               {{"key", key},
+                {"backend", config_.backend},
+                {"error", error.message()},
+                {"code", code},
+                {"detail", std::string(detail)}});
+    }
+  }
+  Response res = Problemed(req, problem);
+  if (retry_after > 0) {
+    res.set(http::field::retry_after, std::to_string(retry_after));
+  }
+  return res;
+}
+
+void RouteContext::LeaseExpired(const std::string& name,
+                                const fence::LeaseRecord& lease) {
+  ReportLeaseLost(metrics_, name, lease);
+}
+
+void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,
+                     const fence::LeaseRecord& lease) {
+  metrics.LeasesExpired(1);
+  LogEvent(spdlog::level::warn, "lease_lost", "lease lost",
+           {{"lease", name},
+            {"holder", lease.holder},
+            {"token", std::to_string(lease.token), true},
+            {"generation", std::to_string(lease.transitions), true},
+            {"ttl_ms", std::to_string(lease.ttl_ms), true},
+            {"expires_at", routes::ExpiresAt(lease)},
+            {"reason", "no renewal within ttl_ms; it ran out"}});
+}
+
+}  // namespace fencepost::proxy

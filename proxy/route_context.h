@@ -1,0 +1,99 @@
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "fence/scope.h"
+#include "metrics/metrics.h"
+#include "proxy/auth.h"
+#include "proxy/config.h"
+#include "proxy/http_types.h"
+#include "proxy/journal.h"
+#include "proxy/logging.h"
+#include "proxy/problem.h"
+#include "storage/backend.h"
+#include "storage/fences.h"
+
+namespace fencepost::proxy {
+
+// What the data, admin and lease routes share: the stores, the counters,
+// the rejection journal and its log limit, and the refusals every route
+// answers alike. One per Service; the route units hold a reference.
+//
+// Thread safety: the server's one io thread (see Service).
+class RouteContext {
+ public:
+  // `fences` holds the fences and leases (and `backend` the values).
+  RouteContext(const Config& config, storage::Fences& fences,
+               storage::Backend& backend, metrics::Metrics& metrics,
+               BearerAuth auth);
+
+  const Config& config() const { return config_; }
+  storage::Fences& fences() { return fences_; }
+  storage::Backend& backend() { return backend_; }
+  metrics::Metrics& metrics() { return metrics_; }
+  const fence::Scopes& scopes() const { return scopes_; }
+  const Journal& journal() const { return journal_; }
+
+  bool draining() const { return draining_; }
+  void StartDraining() { draining_ = true; }
+  // Reports rejections the log rate limit held back.
+  void FlushLogSummaries() { log_limiter_.Flush(); }
+  // Whether a line about `fence_name` may be logged now (rate limited per
+  // fence).
+  bool AdmitLog(const std::string& fence_name) {
+    return log_limiter_.Admit(fence_name);
+  }
+
+  // The 400 for a target that is not a key; sets *key when it is one.
+  std::optional<Response> RefuseKey(const Request& request,
+                                    std::string_view target, std::string* key);
+  // The 401, 400 or 428 a fenced write or bump earns before its fence is
+  // looked at: a missing or wrong credential, an invalid token, or a
+  // missing one unless `allow_missing_token` (observe mode).
+  std::optional<Response> RefuseWrite(const Request& request,
+                                      const std::string& key,
+                                      bool allow_missing_token);
+  // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
+  std::optional<Response> RefuseUnauthorized(const Request& request,
+                                             const std::string& key);
+  // The 409 for a stale write (or batch, named by `event` in the log):
+  // counts it, records it in the rejection journal and logs it (rate
+  // limited per fence).
+  Response RefuseStale(const Request& request, const std::string& key,
+                       const std::string& fence_name, fence::Token token,
+                       std::optional<fence::Token> current,
+                       const std::string& client, std::string_view event);
+  // The one answer to a storage error: its problem (with Retry-After: the
+  // backend's `retry_after` seconds when it gives them, 1 when overloaded),
+  // its count (overloaded, upstream outcome unknown, backend error) and,
+  // when it is storage's fault (5xx) rather than the request's, its log
+  // line. `what` names the operation in the log line, `detail` (the
+  // backend's account of what failed, if any) is one of its fields.
+  Response StorageFailure(const Request& request, std::error_code error,
+                          const std::string& key, std::string_view what,
+                          int retry_after = 0, std::string_view detail = {});
+  // Counts and logs a lease that ran out without a release (noticed once).
+  void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
+
+ private:
+  const Config& config_;
+  storage::Fences& fences_;
+  storage::Backend& backend_;
+  BearerAuth auth_;
+  metrics::Metrics& metrics_;
+  fence::Scopes scopes_;
+  std::atomic<bool> draining_ = false;
+  Journal journal_;
+  RejectionLogLimiter log_limiter_;
+};
+
+// Counts and logs a lease that ran out without a release (each is reported
+// once, by whoever noticed it: a route, or the store on its own).
+void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,
+                     const fence::LeaseRecord& lease);
+
+}  // namespace fencepost::proxy
