@@ -110,8 +110,9 @@ struct Flag {
   std::function<void(Config&, const std::string&)> set;
 };
 
-const std::map<std::string, Flag>& Flags() {
-  static const std::map<std::string, Flag> flags = {
+// Where it listens and what it stores in.
+void ListenAndStoreFlags(std::map<std::string, Flag>* flags) {
+  flags->insert({
       {"listen",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -169,6 +170,12 @@ const std::map<std::string, Flag>& Flags() {
           CheckScope(v);
           c.fence_scopes.push_back(v);
         }}},
+  });
+}
+
+// How writes are checked and forwarded, and who may make them.
+void WriteFlags(std::map<std::string, Flag>* flags) {
+  flags->insert({
       {"max-body",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -223,6 +230,12 @@ const std::map<std::string, Flag>& Flags() {
         [](Config& c, const std::string& v) {
           c.forward_authorization = ParseSwitch("forward-authorization", v);
         }}},
+  });
+}
+
+// Limits, logging and the LMDB layout.
+void LimitFlags(std::map<std::string, Flag>* flags) {
+  flags->insert({
       {"max-connections",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -291,7 +304,17 @@ const std::map<std::string, Flag>& Flags() {
           }
           c.lmdb_shards = n;
         }}},
-  };
+  });
+}
+
+const std::map<std::string, Flag>& Flags() {
+  static const std::map<std::string, Flag> flags = [] {
+    std::map<std::string, Flag> all;
+    ListenAndStoreFlags(&all);
+    WriteFlags(&all);
+    LimitFlags(&all);
+    return all;
+  }();
   return flags;
 }
 

@@ -188,6 +188,23 @@ TEST(MessagesTest, TheAccessLogIsJsonWithTheLogAndSetByItsEnvVar) {
       << log;
 }
 
+// The store notices a lease that ran out on its own: with nobody asking
+// (no renewal, no read, no scrape), its loss is logged and counted once.
+TEST(MessagesTest, ALeaseThatRunsOutIsNoticedWithoutAnyRequest) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--log-format", "json"});
+  ASSERT_EQ(Fetch(server.admin_port(), "PUT", "/v1/leases/jobs/quiet", {},
+                  "{\"holder\":\"A\",\"ttl_ms\":100}")
+                .status,
+            200);
+  const std::string log = LogWith(server, "\"event\":\"lease_lost\"");
+  ASSERT_NE(log.find("\"event\":\"lease_lost\""), std::string::npos) << log;
+  EXPECT_NE(log.find("\"lease\":\"jobs/quiet\""), std::string::npos) << log;
+  const std::string m = Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "fencepost_lease_expirations_total"), 1) << m;
+  EXPECT_EQ(MetricValue(m, "fencepost_leases_held"), 0) << m;
+}
+
 // The leader side's production checklist: each grant, loss and release is a
 // log line with the holder, the token, the generation (the lease's
 // transitions), when it expires and why.
