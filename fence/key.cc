@@ -40,40 +40,6 @@ KeyError CheckCharacters(std::string_view part, bool query) {
 
 }  // namespace
 
-bool IsValidUtf8(std::string_view s) {
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    std::size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if (c >= 0xC2 && c <= 0xDF) {
-      len = 2;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-      len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-      len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
-    } else {
-      return false;
-    }
-    if (i + len > s.size()) return false;
-    const auto second = static_cast<unsigned char>(s[i + 1]);
-    if (second < lo || second > hi) return false;
-    for (std::size_t k = 2; k < len; ++k) {
-      const auto cont = static_cast<unsigned char>(s[i + k]);
-      if (cont < 0x80 || cont > 0xBF) return false;
-    }
-    i += len;
-  }
-  return true;
-}
-
 std::string_view QueryOf(std::string_view target) {
   const auto q = target.find('?');
   return q == std::string_view::npos ? std::string_view() : target.substr(q);
@@ -97,23 +63,6 @@ KeyError DecodeKey(std::string_view target, std::string* key) {
   // Cannot fail: CheckTarget saw every escape well-formed.
   *key = *PercentDecode(path, PercentMode::kStrict);
   return ValidateKey(*key);
-}
-
-std::string EncodeKey(std::string_view key) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(key.size());
-  for (const char c : key) {
-    if (IsUnreserved(c) || c == '/') {
-      out.push_back(c);
-    } else {
-      const auto byte = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(kHex[byte >> 4]);
-      out.push_back(kHex[byte & 15]);
-    }
-  }
-  return out;
 }
 
 KeyError ValidateKey(std::string_view key) {

@@ -2,14 +2,15 @@
 # Fails when a library folder includes a project header from a folder that is
 # not below it (README, "Layout"). The layers, bottom first:
 #
-#   http/     fence/ (for its UTF-8 check; Beast otherwise)
-#   fence/    nothing of ours (LMDB only)
+#   codec/    nothing of ours (the standard library only)
+#   http/     codec/ (JSON, base64; Beast otherwise)
+#   fence/    codec/ (UTF-8, key spelling; LMDB otherwise)
 #   metrics/  nothing of ours (prometheus-cpp only)
-#   storage/  http/, fence/
-#   proxy/    http/, fence/, storage/, metrics/; the `fencepost` executable's
+#   storage/  http/, fence/, codec/
+#   proxy/    http/, fence/, storage/, metrics/, codec/; the `fencepost` executable's
 #             own sources (main.cc, test_switches_main.cc, entry.*,
 #             client_commands.*) also client/
-#   client/   nothing of the server's (it is installed on its own)
+#   client/   codec/, nothing of the server's (it is installed on its own)
 #   examples/ client/
 #
 # tests/ may include anything. Usage: check_includes.sh REPOSITORY_ROOT
@@ -20,21 +21,22 @@ cd "$root"
 # The project folders a folder may include from, itself included.
 allowed() {
   case $1 in
-    http) echo "http fence" ;;
-    fence) echo "fence" ;;
+    codec) echo "codec" ;;
+    http) echo "http codec" ;;
+    fence) echo "fence codec" ;;
     metrics) echo "metrics" ;;
-    storage) echo "storage http fence" ;;
-    proxy) echo "proxy http fence storage metrics" ;;
-    proxy-executable) echo "proxy http fence storage metrics client" ;;
-    client) echo "client" ;;
+    storage) echo "storage http fence codec" ;;
+    proxy) echo "proxy http fence storage metrics codec" ;;
+    proxy-executable) echo "proxy http fence storage metrics codec client" ;;
+    client) echo "client codec" ;;
     examples) echo "examples client" ;;
   esac
 }
 
-projects="http fence metrics storage proxy client examples tests"
+projects="codec http fence metrics storage proxy client examples tests"
 status=0
 checked=0
-for folder in http fence metrics storage proxy client examples; do
+for folder in codec http fence metrics storage proxy client examples; do
   [ -d "$folder" ] || continue
   while IFS= read -r -d '' file; do
     layer=$folder
