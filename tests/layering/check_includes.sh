@@ -7,8 +7,8 @@
 #   fence/    codec/ (UTF-8, key spelling; LMDB otherwise)
 #   metrics/  nothing of ours (prometheus-cpp only)
 #   storage/  http/, fence/, codec/
-#   proxy/    http/, fence/, storage/, metrics/, codec/; the `fencepost` executable's
-#             own sources (main.cc, test_switches_main.cc, entry.*,
+#   proxy/    http/, fence/, storage/, metrics/, codec/; the `fencepost`
+#             executable's own sources (main.cc, test_switches_main.cc, entry.*,
 #             client_commands.*) also client/
 #   client/   codec/, nothing of the server's (it is installed on its own)
 #   examples/ client/
