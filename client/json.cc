@@ -56,8 +56,8 @@ std::optional<Json> Json::Parse(std::string_view text) {
   if (text.size() > kMaxSize) return std::nullopt;
   // Bounded by depth and size only: no count of items, members or values.
   constexpr std::size_t kAny = std::numeric_limits<std::size_t>::max();
-  const codec::JsonLimits limits{static_cast<int>(kMaxDepth), kAny, kAny,
-                                 kAny, nullptr};
+  const codec::JsonLimits limits{static_cast<int>(kMaxDepth), kAny, kAny, kAny,
+                                 nullptr};
   codec::JsonValue value;
   if (!codec::ParseJson(text, &value, limits).empty()) return std::nullopt;
   return JsonReader::From(std::move(value));

@@ -93,5 +93,4 @@ std::string ParseJson(std::string_view text, JsonValue* value,
                       const JsonLimits& limits = {},
                       JsonStats* stats = nullptr);
 
-
 }  // namespace fencepost::codec

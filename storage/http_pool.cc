@@ -55,9 +55,9 @@ constexpr int kMaxInterim = 16;
 struct Try {
   enum class Failed { kNone, kWrite, kRead };
   Failed failed = Failed::kNone;
-  std::size_t written = 0;  // bytes of the request sent
-  beast::error_code ec;     // of the failed write or read
-  std::string unexpected;   // a failed read without an error code
+  std::size_t written = 0;      // bytes of the request sent
+  beast::error_code ec;         // of the failed write or read
+  std::string unexpected;       // a failed read without an error code
   bool answer_started = false;  // an interim answer or some bytes came
   http::Response response;
   bool leftover = false;  // bytes past the answer: not to be pooled
@@ -125,8 +125,8 @@ asio::awaitable<HttpPool::Opened> HttpPool::Open() {
   std::vector<tcp::endpoint> resolved;
   if (options_.endpoints.empty()) {
     tcp::resolver resolver(io_);
-    const auto found = co_await resolver.async_resolve(options_.host,
-                                                       options_.port, token);
+    const auto found =
+        co_await resolver.async_resolve(options_.host, options_.port, token);
     if (ec) {
       out.error = "cannot resolve: " + ec.message();
       co_return out;
@@ -201,8 +201,8 @@ asio::awaitable<HttpPool::Exchange> HttpPool::RoundTrip(
       // answer means it never read it. Once more, on a new connection.
       if (reused && !tried.answer_started && IsClosed(tried.ec)) continue;
       out.sent = Sent::kUnknown;
-      out.error = "answer: " +
-                  (tried.ec ? tried.ec.message() : tried.unexpected);
+      out.error =
+          "answer: " + (tried.ec ? tried.ec.message() : tried.unexpected);
       co_return out;
     }
     out.sent = Sent::kAnswered;

@@ -34,9 +34,9 @@ TEST(Base64Test, DecodesWhatItEncodes) {
 // One encoding per value: what EncodeBase64 never writes is refused.
 TEST(Base64Test, RefusesEveryOtherSpelling) {
   std::string bytes;
-  for (const char* text :
-       {"Zg", "Zg=", "Zm9", "Zh==", "Zm9=", "Zm8/Zg==x", "Zg==Zg==", "Z===",
-        "Zm=v", "Zm9v\n", " Zm9v", "Zm9-", "Zm9_", "Zm9v====", "=Zm9"}) {
+  for (const char* text : {"Zg", "Zg=", "Zm9", "Zh==", "Zm9=", "Zm8/Zg==x",
+                           "Zg==Zg==", "Z===", "Zm=v", "Zm9v\n", " Zm9v",
+                           "Zm9-", "Zm9_", "Zm9v====", "=Zm9"}) {
     EXPECT_FALSE(DecodeBase64(text, &bytes)) << text;
   }
 }

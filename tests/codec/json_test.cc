@@ -39,7 +39,8 @@ TEST(JsonReaderTest, NestingIsBoundedByTheLimitsDepth) {
   const JsonLimits limits{3, kAny, kAny, kAny, nullptr};
   JsonValue value;
   EXPECT_EQ(ParseJson("[[[1]]]", &value, limits), "");
-  EXPECT_EQ(ParseJson("[[[[1]]]]", &value, limits), "nesting too deep at byte 3");
+  EXPECT_EQ(ParseJson("[[[[1]]]]", &value, limits),
+            "nesting too deep at byte 3");
 }
 
 }  // namespace
