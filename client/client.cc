@@ -21,6 +21,7 @@
 #include <stdexcept>
 
 #include "client/json.h"
+#include "codec/key.h"
 
 namespace fencepost::client {
 
@@ -60,10 +61,6 @@ class ClientCategory : public std::error_category {
 
 constexpr std::size_t kHeaderLimit = 64 * 1024;
 constexpr std::string_view kUserAgent = "fencepost-client";
-
-bool IsUnreserved(unsigned char c) {
-  return std::isalnum(c) != 0 || c == '-' || c == '.' || c == '_' || c == '~';
-}
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -187,22 +184,7 @@ std::string Url::ToString() const {
   return (tls ? "https://" : "http://") + HostPort(*this);
 }
 
-std::string EncodeKey(std::string_view key) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(key.size());
-  for (const char c : key) {
-    const auto u = static_cast<unsigned char>(c);
-    if (IsUnreserved(u) || c == '/') {
-      out.push_back(c);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[u >> 4]);
-      out.push_back(kHex[u & 0xF]);
-    }
-  }
-  return out;
-}
+std::string EncodeKey(std::string_view key) { return codec::EncodeKey(key); }
 
 std::string Response::header(const std::string& lower_case_name) const {
   const auto it = headers.find(lower_case_name);

@@ -69,7 +69,8 @@ std::string JsonQuote(std::string_view s);
 // Standard, padded base64 (RFC 4648 section 4), how JSON documents carry
 // bytes (fencepost's batches, etcd's keys and values).
 std::string Base64Encode(std::string_view bytes);
-// nullopt for anything but standard, padded base64.
+// nullopt for anything but what Base64Encode writes: standard, padded
+// base64 whose padding drops only zero bits.
 std::optional<std::string> Base64Decode(std::string_view text);
 
 }  // namespace fencepost::client

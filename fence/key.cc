@@ -3,7 +3,7 @@
 #include <string>
 
 #include "fence/percent.h"
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 namespace fencepost::fence {
 namespace {
@@ -66,28 +66,11 @@ KeyError DecodeKey(std::string_view target, std::string* key) {
   return ValidateKey(*key);
 }
 
-std::string EncodeKey(std::string_view key) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(key.size());
-  for (const char c : key) {
-    if (IsUnreserved(c) || c == '/') {
-      out.push_back(c);
-    } else {
-      const auto byte = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(kHex[byte >> 4]);
-      out.push_back(kHex[byte & 15]);
-    }
-  }
-  return out;
-}
-
 KeyError ValidateKey(std::string_view key) {
   if (key.empty()) return KeyError::kEmpty;
   if (key.size() > kMaxNameBytes) return KeyError::kTooLong;
   if (key.find('\0') != std::string_view::npos) return KeyError::kNul;
-  if (!text::IsValidUtf8(key)) return KeyError::kInvalidUtf8;
+  if (!codec::IsValidUtf8(key)) return KeyError::kInvalidUtf8;
 
   std::size_t start = 0;
   while (true) {

@@ -4,6 +4,9 @@
 #include <string>
 #include <string_view>
 
+#include "codec/key.h"
+#include "codec/utf8.h"
+
 namespace fencepost::fence {
 
 // The longest key (and so the longest fence name) in bytes.
@@ -41,14 +44,13 @@ KeyError CheckTarget(std::string_view target);
 // unspecified.
 KeyError DecodeKey(std::string_view target, std::string* key);
 
-// The canonical path of a valid key, without the leading '/': unreserved
-// characters (RFC 3986 section 2.3) and '/' as they are, every other byte as
-// an upper-case percent escape. DecodeKey("/" + EncodeKey(k)) == k for every
-// valid key, and a store that decodes the path once and resolves dot
+// The canonical path of a valid key, without the leading '/' (codec/key.h,
+// which the client library shares). DecodeKey("/" + EncodeKey(k)) == k for
+// every valid key, and a store that decodes the path once and resolves dot
 // segments names the same resource, so a forwarding backend sends this
 // instead of the client's spelling: the resource the store writes is then
 // exactly the key that was fenced.
-std::string EncodeKey(std::string_view key);
+using codec::EncodeKey;
 
 // The query of a target, with its '?' ("" when there is none).
 std::string_view QueryOf(std::string_view target);
@@ -61,8 +63,11 @@ std::string UpstreamTarget(std::string_view base, std::string_view key,
                            std::string_view original_target);
 
 // Checks a decoded key: 1 to kMaxNameBytes bytes of valid UTF-8
-// (text::IsValidUtf8), no NUL, no empty segment and no "." or ".." segment.
+// (codec::IsValidUtf8), no NUL, no empty segment and no "." or ".." segment.
 KeyError ValidateKey(std::string_view key);
+
+// Strict UTF-8 (RFC 3629), codec/'s: keys and JSON strings share it.
+using codec::IsValidUtf8;
 
 // A short English explanation of `error`, for problem details.
 std::string_view Describe(KeyError error);

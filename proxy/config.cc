@@ -11,7 +11,7 @@
 #include "fence/wal.h"
 #include "http/host_port.h"
 #include "proxy/logging.h"
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -96,7 +96,7 @@ std::vector<std::string> SplitList(const std::string& v) {
 
 void CheckScope(const std::string& prefix) {
   if (prefix.empty() || prefix.size() > fence::kMaxNameBytes ||
-      prefix.find('\0') != std::string::npos || !text::IsValidUtf8(prefix)) {
+      prefix.find('\0') != std::string::npos || !codec::IsValidUtf8(prefix)) {
     throw ConfigError("--fence-scope: '" + prefix +
                       "' is not a prefix of 1 to " +
                       std::to_string(fence::kMaxNameBytes) + " bytes of UTF-8");

@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "proxy/http_types.h"
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -77,7 +77,7 @@ void AppendEscaped(Out& dest, std::string_view s, bool quote) {
   };
   // Bytes that are not UTF-8 (a raw request target, say) are escaped too,
   // so a lone 0x9B cannot act as a terminal's CSI.
-  const bool utf8 = text::IsValidUtf8(s);
+  const bool utf8 = codec::IsValidUtf8(s);
   for (std::size_t i = 0; i < s.size(); ++i) {
     const char ch = s[i];
     const auto c = static_cast<unsigned char>(ch);

@@ -7,7 +7,7 @@
 #include "fence/key.h"
 #include "fence/percent.h"
 #include "fence/token.h"
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 namespace fencepost::proxy::routes {
 
@@ -55,7 +55,7 @@ std::string ShownKey(std::string_view target) {
   if (!path.empty() && path.front() == '/') path.remove_prefix(1);
   std::string shown(path);
   if (auto decoded = fence::PercentDecode(path, fence::PercentMode::kStrict);
-      decoded && text::IsValidUtf8(*decoded) &&
+      decoded && codec::IsValidUtf8(*decoded) &&
       decoded->find('\0') == std::string::npos) {
     shown = std::move(*decoded);
   }

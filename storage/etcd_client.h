@@ -7,7 +7,6 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -16,7 +15,9 @@
 #include <string_view>
 #include <vector>
 
+#include "codec/base64.h"
 #include "http/json.h"
+#include "http/message.h"
 #include "storage/etcd_spec.h"
 
 namespace boost::asio::ssl {
@@ -25,8 +26,11 @@ class context;
 
 namespace fencepost::storage {
 
+class HttpPool;
+
 // etcd's v3 API through its JSON gateway (POST /v3/kv/range, /v3/kv/txn),
-// over HTTP/1.1 keep-alive connections to one endpoint at a time; with
+// over HTTP/1.1 keep-alive connections (HttpPool) to one endpoint at a
+// time; with
 // etcds://, over TLS 1.2+ that verifies etcd's certificate for the
 // endpoint's host (or IP address), and presents a client certificate when
 // the spec names one.
@@ -69,23 +73,25 @@ class EtcdClient {
 
  private:
   struct Attempt;
-  struct Conn;
+  static std::unique_ptr<boost::asio::ssl::context> TlsContext(
+      const EtcdSpec& spec);
   boost::asio::awaitable<Attempt> Once(std::size_t endpoint,
                                        std::string_view path,
                                        const std::string& body);
+  // etcd's answer as a Reply: ok for a 200 with a JSON object.
+  static Reply Read(const std::string& name, const http::Response& response);
 
-  boost::asio::io_context& io_;
   EtcdSpec spec_;
-  std::chrono::milliseconds timeout_;
   Observer observer_;
   std::size_t current_ = 0;  // the endpoint calls start at
-  // Idle connections to endpoint `idle_endpoint_` (a move drops them).
-  std::size_t idle_endpoint_ = 0;
   std::unique_ptr<boost::asio::ssl::context> tls_;
-  std::vector<std::unique_ptr<Conn>> idle_;
+  // One per endpoint; only `idle_endpoint_`'s keeps idle connections (a
+  // move to another endpoint drops them).
+  std::vector<std::unique_ptr<HttpPool>> pools_;
+  std::size_t idle_endpoint_ = 0;
 };
 
-// base64 (RFC 4648 section 4, padded), as etcd's JSON carries bytes.
-std::string EncodeBase64(std::string_view bytes);
+// base64, as etcd's JSON carries bytes.
+using codec::EncodeBase64;
 
 }  // namespace fencepost::storage

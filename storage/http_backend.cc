@@ -1,13 +1,6 @@
 #include "storage/http_backend.h"
 
-#include <boost/asio/connect.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/use_awaitable.hpp>
-#include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/string.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/write.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <optional>
 #include <stdexcept>
 
@@ -29,9 +22,6 @@ namespace {
 
 constexpr std::size_t kMaxIdle = 64;
 constexpr std::uint64_t kMaxUpstreamBody = 64ull << 20;
-// The most of an upstream's answer held unparsed at once: its header block,
-// a chunk-size line or a trailer block longer than this fails the exchange.
-constexpr std::size_t kMaxUpstreamBuffer = 64 * 1024;
 
 // The upstream's answer made ready to relay.
 HttpResponse Relay(HttpResponse response, bool head) {
@@ -47,12 +37,12 @@ HttpResponse Relay(HttpResponse response, bool head) {
 
 }  // namespace
 
-HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
-                         Fences& fences)
-    : io_(io), options_(options), fences_(fences) {
+HttpPool::Options HttpBackend::PoolOptions(asio::io_context& io,
+                                           const Options& options) {
   const BackendSpec& url = options.upstream;
-  base_ = url.base;
-  host_header_ = fencepost::http::FormatHostPort(url.host, url.port);
+  HttpPool::Options out;
+  out.host = url.host;
+  out.port = url.port;
   tcp::resolver resolver(io);
   beast::error_code ec;
   const auto results = resolver.resolve(url.host, url.port, ec);
@@ -60,7 +50,21 @@ HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
     throw std::runtime_error("--backend: cannot resolve " + url.host + ": " +
                              ec.message());
   }
-  for (const auto& entry : results) endpoints_.push_back(entry.endpoint());
+  for (const auto& entry : results) out.endpoints.push_back(entry.endpoint());
+  out.timeout = options.timeout;
+  out.max_idle = kMaxIdle;
+  out.max_body = kMaxUpstreamBody;
+  return out;
+}
+
+HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
+                         Fences& fences)
+    : options_(options),
+      fences_(fences),
+      host_header_(fencepost::http::FormatHostPort(options.upstream.host,
+                                                   options.upstream.port)),
+      base_(options.upstream.base),
+      pool_(io, PoolOptions(io, options)) {
   if (options.hold_at_start) {
     all_held_until_ = std::chrono::steady_clock::now() + options.settle;
   }
@@ -103,88 +107,6 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original,
   return out;
 }
 
-// Coroutines here follow the project's g++ 12 rules: every co_await is a
-// statement of its own, and no temporary with a destructor lives across one.
-asio::awaitable<HttpBackend::Exchange> HttpBackend::RoundTrip(
-    const HttpRequest& request, bool idempotent) {
-  Exchange out;
-  beast::error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<beast::tcp_stream> conn;
-    bool reused = false;
-    // POST and PATCH always get a new connection: on a kept-alive one the
-    // upstream may have closed meanwhile, and they cannot be retried.
-    if (attempt == 0 && idempotent && !idle_.empty()) {
-      conn = std::move(idle_.back());
-      idle_.pop_back();
-      reused = true;
-    } else {
-      conn = std::make_unique<beast::tcp_stream>(io_);
-      conn->expires_after(options_.timeout);
-      co_await conn->async_connect(endpoints_, token);
-      if (ec) {
-        out.sent = Sent::kNotSent;
-        out.error = "connect: " + ec.message();
-        co_return out;
-      }
-      conn->socket().set_option(tcp::no_delay(true), ec);
-    }
-
-    conn->expires_after(options_.timeout);
-    const std::size_t written =
-        co_await http::async_write(*conn, request, token);
-    if (ec) {
-      if (written == 0 && reused) continue;  // it had closed; nothing sent
-      out.sent = written == 0 ? Sent::kNotSent : Sent::kUnknown;
-      out.error = "send: " + ec.message();
-      co_return out;
-    }
-
-    // The final answer: interim 1xx answers (100, 102, 103) are read past,
-    // so the answer relayed, and the connection pooled, is the request's own.
-    beast::flat_buffer buffer(kMaxUpstreamBuffer);
-    std::optional<http::response_parser<http::string_body>> parser;
-    bool interim = false;
-    std::string unexpected;
-    for (int answers = 0; !ec && unexpected.empty(); ++answers) {
-      parser.emplace();
-      parser->body_limit(kMaxUpstreamBody);
-      if (request.method() == http::verb::head) parser->skip(true);
-      co_await http::async_read(*conn, buffer, *parser, token);
-      if (ec) break;
-      const unsigned status = parser->get().result_int();
-      if (status >= 200) break;
-      interim = true;
-      if (status == 101) unexpected = "101 without an upgrade asked for";
-      if (answers == 16) unexpected = "more than 16 interim answers";
-    }
-    if (ec || !unexpected.empty()) {
-      // A kept-alive connection the upstream had already closed: it never
-      // read this request. Retry idempotent requests once, on a new one.
-      const bool closed_idle =
-          ec && reused && !interim && !parser->got_some() &&
-          (ec == http::error::end_of_stream ||
-           ec == asio::error::connection_reset || ec == asio::error::eof);
-      if (closed_idle && idempotent) continue;
-      out.sent = Sent::kUnknown;
-      out.error = "answer: " + (ec ? ec.message() : unexpected);
-      co_return out;
-    }
-    out.response = parser->release();
-    out.sent = Sent::kAnswered;
-    // Bytes past the answer would be read as the next request's: such a
-    // connection is not reused.
-    if (out.response.keep_alive() && buffer.size() == 0 &&
-        idle_.size() < kMaxIdle) {
-      conn->expires_never();
-      idle_.push_back(std::move(conn));
-    }
-    co_return out;
-  }
-  co_return out;
-}
-
 bool HttpBackend::Held(const std::string& fence, int* seconds) {
   const auto now = std::chrono::steady_clock::now();
   auto until = all_held_until_;
@@ -205,7 +127,7 @@ bool HttpBackend::Held(const std::string& fence, int* seconds) {
 asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   ReadResult result;
   const HttpRequest upstream = Upstream(*request.original, request.key);
-  Exchange exchange = co_await RoundTrip(upstream, true);
+  HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, true);
   if (exchange.sent != Sent::kAnswered) {
     result.detail = "upstream " + std::string(upstream.method_string()) + " " +
                     std::string(upstream.target()) +
@@ -252,7 +174,9 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   const HttpRequest upstream = Upstream(*request.original, request.key);
   const bool idempotent =
       request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete;
-  Exchange exchange = co_await RoundTrip(upstream, idempotent);
+  // POST and PATCH always take a new connection: on a kept-alive one the
+  // upstream may have closed meanwhile, and they cannot be sent again.
+  HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, idempotent);
   if (exchange.sent != Sent::kAnswered) {
     result.detail =
         "upstream " + std::string(upstream.method_string()) + " " +
@@ -295,7 +219,7 @@ asio::awaitable<bool> HttpBackend::Ready() {
   HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
   head.set(http::field::host, host_header_);
   head.keep_alive(true);
-  Exchange exchange = co_await RoundTrip(head, true);
+  HttpPool::Exchange exchange = co_await pool_.RoundTrip(head, true);
   co_return exchange.sent == Sent::kAnswered;
 }
 

@@ -1,18 +1,16 @@
 #pragma once
 
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "storage/backend.h"
 #include "storage/backend_spec.h"
 #include "storage/fence_locks.h"
 #include "storage/fences.h"
+#include "storage/http_pool.h"
 
 namespace fencepost::storage {
 
@@ -87,27 +85,19 @@ class HttpBackend : public Backend {
   boost::asio::awaitable<bool> Ready() override;
 
  private:
-  enum class Sent { kAnswered, kNotSent, kUnknown };
-  struct Exchange {
-    Sent sent = Sent::kNotSent;
-    HttpResponse response;
-    std::string error;
-  };
+  using Sent = HttpPool::Sent;
 
+  static HttpPool::Options PoolOptions(boost::asio::io_context& io,
+                                       const Options& options);
   HttpRequest Upstream(const HttpRequest& original, std::string_view key) const;
-  // One request and its answer on a pooled or new connection.
-  boost::asio::awaitable<Exchange> RoundTrip(const HttpRequest& request,
-                                             bool idempotent);
   // Whether `fence` is held now; sets *seconds to the time left.
   bool Held(const std::string& fence, int* seconds);
 
-  boost::asio::io_context& io_;
   Options options_;
   Fences& fences_;
   std::string host_header_;
   std::string base_;
-  std::vector<boost::asio::ip::tcp::endpoint> endpoints_;
-  std::vector<std::unique_ptr<boost::beast::tcp_stream>> idle_;
+  HttpPool pool_;
   FenceLocks locks_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point>
       held_until_;

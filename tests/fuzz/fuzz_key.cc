@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "fence/key.h"
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
                                       std::size_t size) {
@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
   std::string key;
   if (fencepost::fence::DecodeKey(target, &key) != KeyError::kOk) return 0;
   if (key.empty() || key.size() > fencepost::fence::kMaxNameBytes) std::abort();
-  if (!fencepost::text::IsValidUtf8(key)) std::abort();
+  if (!fencepost::codec::IsValidUtf8(key)) std::abort();
   if (key.find('\0') != std::string::npos) std::abort();
   if (key.front() == '/' || key.back() == '/' ||
       key.find("//") != std::string::npos) {

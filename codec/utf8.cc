@@ -1,15 +1,15 @@
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 #include <cstddef>
 
-namespace fencepost::text {
+namespace fencepost::codec {
 
 bool IsValidUtf8(std::string_view s) {
   std::size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
     std::size_t len;
-    unsigned char lo = 0x80, hi = 0xBF;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
     if (c < 0x80) {
       ++i;
       continue;
@@ -17,12 +17,12 @@ bool IsValidUtf8(std::string_view s) {
       len = 2;
     } else if (c >= 0xE0 && c <= 0xEF) {
       len = 3;
-      if (c == 0xE0) lo = 0xA0;
-      if (c == 0xED) hi = 0x9F;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
     } else if (c >= 0xF0 && c <= 0xF4) {
       len = 4;
-      if (c == 0xF0) lo = 0x90;
-      if (c == 0xF4) hi = 0x8F;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
     } else {
       return false;
     }
@@ -38,4 +38,4 @@ bool IsValidUtf8(std::string_view s) {
   return true;
 }
 
-}  // namespace fencepost::text
+}  // namespace fencepost::codec

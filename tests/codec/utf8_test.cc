@@ -1,10 +1,10 @@
-#include "text/utf8.h"
+#include "codec/utf8.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
-namespace fencepost::text {
+namespace fencepost::codec {
 namespace {
 
 TEST(Utf8Test, AcceptsAllPlanes) {
@@ -26,4 +26,4 @@ TEST(Utf8Test, RefusesWhatRfc3629Forbids) {
 }
 
 }  // namespace
-}  // namespace fencepost::text
+}  // namespace fencepost::codec

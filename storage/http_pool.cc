@@ -1,0 +1,220 @@
+#include "storage/http_pool.h"
+
+#include <openssl/ssl.h>
+
+#include <boost/asio/ip/address.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
+#include <optional>
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+namespace ssl = asio::ssl;
+using tcp = asio::ip::tcp;
+
+// One connection, plain or TLS.
+struct HttpPool::Conn {
+  Conn(asio::io_context& io, ssl::context* tls) {
+    if (tls != nullptr) {
+      secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(io, *tls);
+    } else {
+      plain = std::make_unique<beast::tcp_stream>(io);
+    }
+  }
+  beast::tcp_stream& tcp() { return secure ? secure->next_layer() : *plain; }
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
+};
+
+struct HttpPool::Opened {
+  std::unique_ptr<Conn> conn;  // null on failure
+  std::string error;
+};
+
+namespace {
+
+// The most of an answer held unparsed at once: a header block, a chunk-size
+// line or a trailer block longer than this fails the exchange.
+constexpr std::size_t kMaxBuffer = 64 * 1024;
+// Interim answers read past before the exchange fails.
+constexpr int kMaxInterim = 16;
+
+// How one request went on one connection.
+struct Try {
+  enum class Failed { kNone, kWrite, kRead };
+  Failed failed = Failed::kNone;
+  std::size_t written = 0;      // bytes of the request sent
+  beast::error_code ec;         // of the failed write or read
+  std::string unexpected;       // a failed read without an error code
+  bool answer_started = false;  // an interim answer or some bytes came
+  http::Response response;
+  bool leftover = false;  // bytes past the answer: not to be pooled
+};
+
+// Coroutines here follow the project's g++ 12 rules: every co_await is a
+// statement of its own, and no temporary with a destructor lives across one.
+template <class Stream>
+asio::awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
+                                  std::uint64_t max_body) {
+  Try out;
+  auto token = asio::redirect_error(asio::use_awaitable, out.ec);
+  out.written = co_await bhttp::async_write(stream, request, token);
+  if (out.ec) {
+    out.failed = Try::Failed::kWrite;
+    co_return out;
+  }
+  beast::flat_buffer buffer(kMaxBuffer);
+  std::optional<bhttp::response_parser<bhttp::string_body>> parser;
+  for (int answers = 0;; ++answers) {
+    parser.emplace();
+    parser->body_limit(max_body);
+    if (request.method() == bhttp::verb::head) parser->skip(true);
+    co_await bhttp::async_read(stream, buffer, *parser, token);
+    if (out.ec) {
+      out.failed = Try::Failed::kRead;
+      out.answer_started = out.answer_started || parser->got_some();
+      co_return out;
+    }
+    const unsigned status = parser->get().result_int();
+    if (status >= 200) break;
+    out.answer_started = true;
+    if (status == 101) out.unexpected = "101 without an upgrade asked for";
+    if (answers == kMaxInterim) out.unexpected = "more than 16 interim answers";
+    if (!out.unexpected.empty()) {
+      out.failed = Try::Failed::kRead;
+      co_return out;
+    }
+  }
+  out.response = parser->release();
+  out.leftover = buffer.size() != 0;
+  co_return out;
+}
+
+// How a kept-alive connection the server had closed fails a read.
+bool IsClosed(const beast::error_code& ec) {
+  return ec == bhttp::error::end_of_stream ||
+         ec == asio::error::connection_reset || ec == asio::error::eof ||
+         ec == ssl::error::stream_truncated;
+}
+
+}  // namespace
+
+HttpPool::HttpPool(asio::io_context& io, Options options)
+    : io_(io), options_(std::move(options)) {}
+
+HttpPool::~HttpPool() = default;
+
+void HttpPool::Clear() { idle_.clear(); }
+
+asio::awaitable<HttpPool::Opened> HttpPool::Open() {
+  Opened out;
+  beast::error_code ec;
+  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  std::vector<tcp::endpoint> resolved;
+  if (options_.endpoints.empty()) {
+    tcp::resolver resolver(io_);
+    const auto found =
+        co_await resolver.async_resolve(options_.host, options_.port, token);
+    if (ec) {
+      out.error = "cannot resolve: " + ec.message();
+      co_return out;
+    }
+    for (const auto& entry : found) resolved.push_back(entry.endpoint());
+  }
+  auto conn = std::make_unique<Conn>(io_, options_.tls);
+  // One deadline for connecting and the handshake.
+  conn->tcp().expires_after(options_.timeout);
+  co_await conn->tcp().async_connect(
+      options_.endpoints.empty() ? resolved : options_.endpoints, token);
+  if (ec) {
+    out.error = "connect: " + ec.message();
+    co_return out;
+  }
+  conn->tcp().socket().set_option(tcp::no_delay(true), ec);
+  if (conn->secure) {
+    beast::error_code not_ip;
+    asio::ip::make_address(options_.host, not_ip);
+    // SNI names a host; RFC 6066 leaves IP literals out.
+    if (not_ip && SSL_set_tlsext_host_name(conn->secure->native_handle(),
+                                           options_.host.c_str()) != 1) {
+      out.error = "cannot set SNI";
+      co_return out;
+    }
+    conn->secure->set_verify_callback(
+        ssl::host_name_verification(options_.host));
+    co_await conn->secure->async_handshake(ssl::stream_base::client, token);
+    if (ec) {
+      out.error = "TLS handshake: " + ec.message();
+      co_return out;
+    }
+  }
+  out.conn = std::move(conn);
+  co_return out;
+}
+
+asio::awaitable<HttpPool::Exchange> HttpPool::RoundTrip(
+    const http::Request& request, bool reuse) {
+  Exchange out;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<Conn> conn;
+    const bool reused = attempt == 0 && reuse && !idle_.empty();
+    if (reused) {
+      conn = std::move(idle_.back());
+      idle_.pop_back();
+    } else {
+      Opened opened = co_await Open();
+      if (!opened.conn) {
+        out.error = std::move(opened.error);
+        co_return out;
+      }
+      conn = std::move(opened.conn);
+    }
+    // One deadline for sending the request and reading its answer.
+    conn->tcp().expires_after(options_.timeout);
+    Try tried;
+    if (conn->secure) {
+      tried = co_await WriteAndRead(*conn->secure, request, options_.max_body);
+    } else {
+      tried = co_await WriteAndRead(*conn->plain, request, options_.max_body);
+    }
+    if (tried.failed == Try::Failed::kWrite) {
+      if (tried.written == 0 && reused) continue;  // it had closed; not sent
+      out.sent = tried.written == 0 ? Sent::kNotSent : Sent::kUnknown;
+      out.error = "send: " + tried.ec.message();
+      co_return out;
+    }
+    if (tried.failed == Try::Failed::kRead) {
+      // A kept-alive connection the server had closed before reading this
+      // request: it answers every request it reads, so no byte of an
+      // answer means it never read it. Once more, on a new connection.
+      if (reused && !tried.answer_started && IsClosed(tried.ec)) continue;
+      out.sent = Sent::kUnknown;
+      out.error =
+          "answer: " + (tried.ec ? tried.ec.message() : tried.unexpected);
+      co_return out;
+    }
+    out.sent = Sent::kAnswered;
+    out.response = std::move(tried.response);
+    if (out.response.keep_alive() && !tried.leftover &&
+        idle_.size() < options_.max_idle) {
+      conn->tcp().expires_never();
+      idle_.push_back(std::move(conn));
+    }
+    co_return out;
+  }
+  co_return out;  // not reached: the second attempt never retries
+}
+
+}  // namespace fencepost::storage
