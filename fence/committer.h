@@ -188,9 +188,10 @@ class Committer {
     std::int64_t updated_at_ns = 0;
     bool created = false;  // read from LMDB, and there is none
   };
-  // The fence as the writes before left it. Returns 0 or an LMDB error.
-  int CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
-                   FenceNow* now) const;
+  // The fence as the writes before left it; false (the LMDB error in
+  // `outcome`) when it could not be read.
+  bool CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
+                    FenceNow* now, WriteOutcome* outcome) const;
   // Whether the value `key` exists as the writes before left it.
   int ValuePresent(MDB_txn* txn, const Seen& seen, const std::string& key,
                    bool* present) const;

@@ -59,8 +59,9 @@ std::size_t Committer::PayloadBytes(const FenceWrite& write) {
   return n;
 }
 
-int Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
-                            const std::string& fence, FenceNow* now) const {
+bool Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
+                             const std::string& fence, FenceNow* now,
+                             WriteOutcome* outcome) const {
   // This group's decisions, then the logged but unapplied records, then
   // LMDB.
   if (auto it = seen.fences.find(fence); it != seen.fences.end()) {
@@ -75,7 +76,8 @@ int Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
     std::optional<FenceRecord> stored;
     if (int rc = ReadFence(txn, env_.fences(), fence, &slot, &stored);
         rc != 0) {
-      return rc;
+      outcome->error = FromLmdb(rc);
+      return false;
     }
     if (stored) {
       now->token = stored->token;
@@ -83,7 +85,7 @@ int Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
     }
     now->created = !stored;
   }
-  return 0;
+  return true;
 }
 
 int Committer::ValuePresent(MDB_txn* txn, const Seen& seen,
@@ -131,10 +133,7 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
                           std::optional<WalRecord>* record,
                           bool* fence_created) {
   FenceNow fence;
-  if (int rc = CurrentFence(txn, seen, write.fence, &fence); rc != 0) {
-    outcome->error = FromLmdb(rc);
-    return;
-  }
+  if (!CurrentFence(txn, seen, write.fence, &fence, outcome)) return;
   *fence_created = fence.created;
   *outcome = DecideWrite(write, fence.token, fence.updated_at_ns, now_ns);
   if (!Applied(*outcome)) return;
@@ -202,10 +201,7 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
                           std::optional<WalRecord>* record,
                           bool* fence_created) {
   FenceNow fence;
-  if (int rc = CurrentFence(txn, seen, op.fence, &fence); rc != 0) {
-    outcome->error = FromLmdb(rc);
-    return;
-  }
+  if (!CurrentFence(txn, seen, op.fence, &fence, outcome)) return;
   *fence_created = fence.created;
   const std::int64_t now = options_.steady_now();
   std::optional<LeaseRecord> expired;

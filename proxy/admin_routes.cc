@@ -59,13 +59,7 @@ std::optional<std::string> ScopeNamed(const Request& req) {
 
 }  // namespace
 
-AdminRoutes::AdminRoutes(RouteContext& context)
-    : context_(context),
-      config_(context.config()),
-      fences_(context.fences()),
-      backend_(context.backend()),
-      metrics_(context.metrics()),
-      scopes_(context.scopes()) {}
+AdminRoutes::AdminRoutes(RouteContext& context) : RouteUnit(context) {}
 
 Response AdminRoutes::Metrics(const Request& req) {
   const storage::Fences::Stats stats = fences_.Statistics();

@@ -24,7 +24,7 @@ namespace fencepost::proxy {
 // checked the key, the credential and the token before these run.
 //
 // Coroutines take references: their callers co_await them at once.
-class AdminRoutes {
+class AdminRoutes : private RouteUnit {
  public:
   explicit AdminRoutes(RouteContext& context);
 
@@ -48,14 +48,6 @@ class AdminRoutes {
  private:
   // Whether `name` is exactly a configured --fence-scope prefix.
   bool IsScope(std::string_view name) const;
-
-  RouteContext& context_;
-  // What the routes use of the context, by the names they use.
-  const Config& config_;
-  storage::Fences& fences_;
-  storage::Backend& backend_;
-  metrics::Metrics& metrics_;
-  const fence::Scopes& scopes_;
 };
 
 }  // namespace fencepost::proxy

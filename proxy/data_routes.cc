@@ -39,13 +39,7 @@ storage::WriteKind KindOf(http::verb verb) {
 
 }  // namespace
 
-DataRoutes::DataRoutes(RouteContext& context)
-    : context_(context),
-      config_(context.config()),
-      fences_(context.fences()),
-      backend_(context.backend()),
-      metrics_(context.metrics()),
-      scopes_(context.scopes()) {}
+DataRoutes::DataRoutes(RouteContext& context) : RouteUnit(context) {}
 
 asio::awaitable<Response> DataRoutes::Read(const Request& req,
                                            const std::string& key) {

@@ -23,7 +23,7 @@ namespace fencepost::proxy {
 // token before these run.
 //
 // Coroutines take references: their callers co_await them at once.
-class DataRoutes {
+class DataRoutes : private RouteUnit {
  public:
   explicit DataRoutes(RouteContext& context);
 
@@ -39,15 +39,6 @@ class DataRoutes {
                                          const std::string& client);
   // POST / on a backend that cannot apply several writes at once.
   Response BatchesUnsupported(const Request& request) const;
-
- private:
-  RouteContext& context_;
-  // What the routes use of the context, by the names they use.
-  const Config& config_;
-  storage::Fences& fences_;
-  storage::Backend& backend_;
-  metrics::Metrics& metrics_;
-  const fence::Scopes& scopes_;
 };
 
 }  // namespace fencepost::proxy

@@ -140,12 +140,7 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 }  // namespace
 
-LeaseRoutes::LeaseRoutes(RouteContext& context)
-    : context_(context),
-      config_(context.config()),
-      fences_(context.fences()),
-      metrics_(context.metrics()),
-      scopes_(context.scopes()) {}
+LeaseRoutes::LeaseRoutes(RouteContext& context) : RouteUnit(context) {}
 
 asio::awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     const Request& req, const fence::LeaseOp& op) {

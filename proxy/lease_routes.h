@@ -25,7 +25,7 @@ namespace fencepost::proxy {
 // credential and the token before these run.
 //
 // Coroutines take references: their callers co_await them at once.
-class LeaseRoutes {
+class LeaseRoutes : private RouteUnit {
  public:
   explicit LeaseRoutes(RouteContext& context);
 
@@ -53,13 +53,6 @@ class LeaseRoutes {
                         const fence::WriteOutcome& outcome);
   // Submits a lease operation to the committer of its fence.
   boost::asio::awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
-
-  RouteContext& context_;
-  // What the routes use of the context, by the names they use.
-  const Config& config_;
-  storage::Fences& fences_;
-  metrics::Metrics& metrics_;
-  const fence::Scopes& scopes_;
 };
 
 }  // namespace fencepost::proxy

@@ -91,6 +91,26 @@ class RouteContext {
   RejectionLogLimiter log_limiter_;
 };
 
+// What a unit of routes (DataRoutes, AdminRoutes, LeaseRoutes) uses of the
+// context, by the names the routes use.
+class RouteUnit {
+ protected:
+  explicit RouteUnit(RouteContext& context)
+      : context_(context),
+        config_(context.config()),
+        fences_(context.fences()),
+        backend_(context.backend()),
+        metrics_(context.metrics()),
+        scopes_(context.scopes()) {}
+
+  RouteContext& context_;
+  const Config& config_;
+  storage::Fences& fences_;
+  storage::Backend& backend_;
+  metrics::Metrics& metrics_;
+  const fence::Scopes& scopes_;
+};
+
 // Counts and logs a lease that ran out without a release (each is reported
 // once, by whoever noticed it: a route, or the store on its own).
 void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,

@@ -43,6 +43,13 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
       std::move(write));
 }
 
+// The default for stores without replicas: the commit alone, no turn.
+boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
+Fences::CommitInTurn(fence::FencedWrite write) {
+  fence::WriteOutcome outcome = co_await AsyncCommit(*this, std::move(write));
+  co_return std::pair{std::move(outcome), Turn{}};
+}
+
 boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
 CommitFenceInTurn(Fences& fences, const WriteRequest& request) {
   return fences.CommitInTurn(ToFencedWrite(request));
