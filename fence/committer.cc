@@ -69,8 +69,7 @@ std::string Explain(const std::string& dir, int rc) {
   if ((rc == EIO || rc == ENOSPC) && free < kFullBelowBytes) {
     return std::string("no space left on device (ENOSPC") +
            (rc == EIO ? ", reported as EIO by a short write" : "") +
-           "): the file system of " + dir +
-           " has " + std::to_string(free) +
+           "): the file system of " + dir + " has " + std::to_string(free) +
            " bytes free; the acknowledged writes are kept in its write-ahead "
            "log: free space there, then start fencepost again";
   }
@@ -305,9 +304,8 @@ void Committer::Run() {
       std::unique_lock lock(mu_);
       // Waking once a second while idle lets the engine notice the leases
       // that ran out even when nobody asks.
-      if (!cv_.wait_for(lock, std::chrono::nanoseconds(kLeaseSweepNs), [this] {
-            return stopping_ || !queue_.empty();
-          })) {
+      if (!cv_.wait_for(lock, std::chrono::nanoseconds(kLeaseSweepNs),
+                        [this] { return stopping_ || !queue_.empty(); })) {
         continue;
       }
       if (queue_.empty()) return;
@@ -397,8 +395,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   room_cv_.wait(lock, [this] { return sync_target_ >= written_seq_; });
 }
 
-void Committer::DecideGroup(std::vector<Pending>& group, Group& g,
-                            Seen& seen) {
+void Committer::DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen) {
   g.outcomes.resize(group.size());
   // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
   // missed between them (see Overlay).
@@ -412,8 +409,8 @@ void Committer::DecideGroup(std::vector<Pending>& group, Group& g,
   for (std::size_t i = 0; i < group.size(); ++i) {
     if (const auto* batch = std::get_if<Batch>(&group[i].write)) {
       std::vector<WalRecord> records;
-      if (DecideBatch(txn.get(), seen, *batch, now_ns, &g.outcomes[i],
-                      &records, &g.created)) {
+      if (DecideBatch(txn.get(), seen, *batch, now_ns, &g.outcomes[i], &records,
+                      &g.created)) {
         for (WalRecord& r : records) {
           r.seq = next_seq_ + g.records.size();
           g.records.push_back(std::move(r));

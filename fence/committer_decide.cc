@@ -19,7 +19,8 @@ namespace {
 
 // Milliseconds until `entry` runs out (rounded up), 0 when it has.
 std::int64_t ExpiresInMs(const LeaseEntry& entry, std::int64_t now) {
-  return std::max<std::int64_t>(0, (entry.deadline_ns - now + 999999) / 1000000);
+  return std::max<std::int64_t>(0,
+                                (entry.deadline_ns - now + 999999) / 1000000);
 }
 
 // Map space a write of `bytes` (fence, key and body) may take once applied:
@@ -32,8 +33,9 @@ std::size_t Committer::Reservation(const WalRecord& r) {
   return fence::Reservation(r.fence.size() + r.key.size() + r.body.size());
 }
 std::size_t Committer::Reservation(const FencedWrite& w) {
-  return fence::Reservation(w.fence.size() +
-                     (w.value ? w.value->key.size() + w.value->body.size() : 0));
+  return fence::Reservation(
+      w.fence.size() +
+      (w.value ? w.value->key.size() + w.value->body.size() : 0));
 }
 std::size_t Committer::Reservation(const FenceWrite& write) {
   if (const auto* w = std::get_if<FencedWrite>(&write)) return Reservation(*w);

@@ -63,8 +63,9 @@ LeaseDecision Refuse(LeaseOutcome lease, LeaseOutcome::Verdict verdict,
 }
 
 // The record a grant to `op` makes, over `previous` (nullopt: the first).
-LeaseRecord Granted(const LeaseOp& op, const std::optional<LeaseRecord>& previous,
-                    Token token, std::int64_t now_ns) {
+LeaseRecord Granted(const LeaseOp& op,
+                    const std::optional<LeaseRecord>& previous, Token token,
+                    std::int64_t now_ns) {
   LeaseRecord next;
   next.holder = op.holder;
   next.fence = op.fence;
@@ -126,7 +127,7 @@ LeaseDecision DecideLease(const LeaseOp& op, std::optional<Token> fence,
       lease.previous_holder = record->holder;
       lease.previous_expired =
           !record->released && !state.live && !holder_of_record;
-      lease.reason = holder_of_record    ? Reason::kFenceAbove
+      lease.reason = holder_of_record   ? Reason::kFenceAbove
                      : record->released ? Reason::kReleased
                                         : Reason::kExpired;
     }

@@ -7,11 +7,11 @@
 #include <map>
 #include <sstream>
 
+#include "codec/utf8.h"
 #include "fence/key.h"
 #include "fence/wal.h"
 #include "http/host_port.h"
 #include "proxy/logging.h"
-#include "codec/utf8.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -331,8 +331,8 @@ void CheckTogether(Config& c) {
   if (c.fence_store_cert.empty() != c.fence_store_key.empty()) {
     throw ConfigError("--fence-store-cert and --fence-store-key go together");
   }
-  const bool tls_files = !c.fence_store_ca.empty() ||
-                         !c.fence_store_cert.empty();
+  const bool tls_files =
+      !c.fence_store_ca.empty() || !c.fence_store_cert.empty();
   if (tls_files && !(c.etcd && c.etcd->tls)) {
     throw ConfigError(
         "--fence-store-ca, --fence-store-cert and --fence-store-key need "

@@ -159,12 +159,12 @@ asio::awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     co_return std::nullopt;
   }
   metrics_.LeaseLimitReached();
-  co_return Problemed(req, {ProblemType::kTooManyLeases,
-                            "--max-leases (" +
-                                std::to_string(config_.max_leases) +
-                                ") leases are live; a lease is granted again "
-                                "once one is released or runs out",
-                            op.name, std::nullopt, std::nullopt});
+  co_return Problemed(req,
+                      {ProblemType::kTooManyLeases,
+                       "--max-leases (" + std::to_string(config_.max_leases) +
+                           ") leases are live; a lease is granted again "
+                           "once one is released or runs out",
+                       op.name, std::nullopt, std::nullopt});
 }
 
 Response LeaseRoutes::LeaseFailure(const Request& req, const std::string& name,

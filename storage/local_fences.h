@@ -47,8 +47,7 @@ class LocalFences : public Fences {
   boost::asio::awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "local"; }
   boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override;
-  boost::asio::awaitable<void> RecordScopes(
-      fence::ScopeRecord record) override;
+  boost::asio::awaitable<void> RecordScopes(fence::ScopeRecord record) override;
 
  private:
   // Reports (to on_expired_) every lease that ran out and was not noticed.

@@ -6,9 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 #include "fence/committer.h"
 #include "fence/fence_store.h"
@@ -28,6 +32,7 @@ class LeaseTest : public ::testing::Test {
     env_ = std::make_unique<Env>(Env::Options{dir_.path(), 64u << 20});
     Committer::Options options;
     options.steady_now = [this] { return now_.load(); };
+    options.on_lease_expired = on_expired_;
     committer_ = std::make_unique<Committer>(*env_, options);
   }
   // A clean stop and a new process (the clock goes on).
@@ -51,7 +56,8 @@ class LeaseTest : public ::testing::Test {
   LeaseOutcome Acquire(const std::string& name, const std::string& holder,
                        std::uint64_t ttl_ms = 1000,
                        const std::string& fence = "") {
-    auto o = Lease({LeaseOp::Kind::kAcquire, name, holder, ttl_ms, 0, ""}, fence);
+    auto o =
+        Lease({LeaseOp::Kind::kAcquire, name, holder, ttl_ms, 0, ""}, fence);
     EXPECT_TRUE(o.lease.has_value());
     return o.lease.value_or(LeaseOutcome{});
   }
@@ -62,8 +68,7 @@ class LeaseTest : public ::testing::Test {
     return o.lease.value_or(LeaseOutcome{});
   }
   WriteOutcome Write(const std::string& fence, Token token) {
-    return Submit(
-        FencedWrite{fence, token, false, std::nullopt});
+    return Submit(FencedWrite{fence, token, false, std::nullopt});
   }
   std::optional<Token> FenceOf(const std::string& name) {
     std::optional<FenceRecord> fence;
@@ -74,6 +79,7 @@ class LeaseTest : public ::testing::Test {
 
   testing::TempDir dir_;
   std::atomic<std::int64_t> now_ = 1000 * kMs;
+  std::function<void(const std::string&, const LeaseRecord&)> on_expired_;
   std::unique_ptr<Env> env_;
   std::unique_ptr<Committer> committer_;
 };
@@ -243,6 +249,43 @@ TEST_F(LeaseTest, ALeaseThatRanOutBeforeARestartIsNotRenewedAtStart) {
   Restart();
   EXPECT_FALSE(IsLive(*env_->lease_table().Find("l"), now_));
   EXPECT_EQ(Acquire("l", "b").lease.token, 2u);
+}
+
+// The committer notices a lease that ran out with nobody asking (it looks
+// about once a second), reports it once, and then no decision reports it
+// again.
+TEST_F(LeaseTest, TheCommitterNoticesAnExpiryOnItsOwnAndReportsItOnce) {
+  std::mutex mu;
+  std::vector<std::pair<std::string, Token>> lost;
+  on_expired_ = [&](const std::string& name, const LeaseRecord& lease) {
+    std::lock_guard lock(mu);
+    lost.emplace_back(name, lease.token);
+  };
+  Restart();
+  const Token token = Acquire("quiet", "a", 100).lease.token;
+  Acquire("busy", "b", 60000);
+  now_ += 2000 * kMs;  // past "quiet"'s ttl and the next look
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    {
+      std::lock_guard lock(mu);
+      if (!lost.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  {
+    std::lock_guard lock(mu);
+    ASSERT_EQ(lost.size(), 1u);
+    EXPECT_EQ(lost[0].first, "quiet");
+    EXPECT_EQ(lost[0].second, token);
+  }
+  // A grant to another holder finds it already noticed.
+  const LeaseOutcome next = Acquire("quiet", "c", 1000);
+  EXPECT_EQ(next.verdict, Verdict::kGranted);
+  EXPECT_FALSE(next.expired.has_value());
+  std::lock_guard lock(mu);
+  EXPECT_EQ(lost.size(), 1u);
 }
 
 TEST_F(LeaseTest, TheTableCountsEachExpiryOnceAndLiveLeases) {

@@ -87,20 +87,24 @@ TEST(BatchRulesTest, AllOrNothingWithTheVerdictOfTheWriteThatStopsIt) {
     std::vector<Verdict> writes;
     Verdict verdict;
   } cases[] = {
-      {"all accepted", {Verdict::kAccepted, Verdict::kAccepted},
+      {"all accepted",
+       {Verdict::kAccepted, Verdict::kAccepted},
        Verdict::kAccepted},
       {"one observed makes it observed",
-       {Verdict::kAccepted, Verdict::kObserved}, Verdict::kObserved},
-      {"a stale write stops it", {Verdict::kAccepted, Verdict::kRejected},
+       {Verdict::kAccepted, Verdict::kObserved},
+       Verdict::kObserved},
+      {"a stale write stops it",
+       {Verdict::kAccepted, Verdict::kRejected},
        Verdict::kRejected},
-      {"a failed write stops it", {Verdict::kObserved, Verdict::kFailed},
+      {"a failed write stops it",
+       {Verdict::kObserved, Verdict::kFailed},
        Verdict::kFailed},
   };
   for (const Case& c : cases) {
     std::vector<WriteOutcome> outcomes;
     for (Verdict v : c.writes) outcomes.push_back(Outcome(v));
-    EXPECT_EQ(StopsBatch(outcomes.back()), c.verdict == Verdict::kRejected ||
-                                               c.verdict == Verdict::kFailed)
+    EXPECT_EQ(StopsBatch(outcomes.back()),
+              c.verdict == Verdict::kRejected || c.verdict == Verdict::kFailed)
         << c.rule;
     const WriteOutcome out = BatchOutcome(outcomes);
     EXPECT_EQ(out.verdict, c.verdict) << c.rule;
@@ -177,17 +181,17 @@ TEST(LeaseRulesTest, EveryRuleOfTheLeasesSection) {
        State(Record("a", 5), true, 900), Verdict::kRejected,
        LeaseVerdict::kDenied, 5, 5},
       {"another holder after expiry gets a grant above both", Acquire("b"), 5,
-       State(Record("a", 5), false), Verdict::kAccepted,
-       LeaseVerdict::kGranted, 6, 6},
+       State(Record("a", 5), false), Verdict::kAccepted, LeaseVerdict::kGranted,
+       6, 6},
       {"after a release, a grant", Acquire("b"), 5,
        State(Record("a", 5, true), false), Verdict::kAccepted,
        LeaseVerdict::kGranted, 6, 6},
       {"the lease's token wins over a lower fence", Acquire("b"), 2,
-       State(Record("a", 9), false), Verdict::kAccepted,
-       LeaseVerdict::kGranted, 10, 10},
+       State(Record("a", 9), false), Verdict::kAccepted, LeaseVerdict::kGranted,
+       10, 10},
       {"a bumped fence makes the holder's renewal a grant", Acquire("a"), 20,
-       State(Record("a", 5), true), Verdict::kAccepted,
-       LeaseVerdict::kGranted, 21, 21},
+       State(Record("a", 5), true), Verdict::kAccepted, LeaseVerdict::kGranted,
+       21, 21},
       {"one live lease per fence: a grant is denied", Acquire("b"), 40,
        Blocked(State(std::nullopt, false)), Verdict::kRejected,
        LeaseVerdict::kDenied, 40, 40},
@@ -195,8 +199,8 @@ TEST(LeaseRulesTest, EveryRuleOfTheLeasesSection) {
        Blocked(State(Record("a", 5), false)), Verdict::kRejected,
        LeaseVerdict::kDenied, 40, 40},
       {"release by the live holder with its token", Release("a", 5), 5,
-       State(Record("a", 5), true), Verdict::kAccepted,
-       LeaseVerdict::kReleased, 5, 5},
+       State(Record("a", 5), true), Verdict::kAccepted, LeaseVerdict::kReleased,
+       5, 5},
       {"release with a wrong token", Release("a", 4), 5,
        State(Record("a", 5), true), Verdict::kRejected, LeaseVerdict::kNotHeld,
        5, 5},
@@ -204,8 +208,8 @@ TEST(LeaseRulesTest, EveryRuleOfTheLeasesSection) {
        State(Record("a", 5), true), Verdict::kRejected, LeaseVerdict::kNotHeld,
        5, 5},
       {"release of a lease that ran out", Release("a", 5), 5,
-       State(Record("a", 5), false), Verdict::kRejected,
-       LeaseVerdict::kNotHeld, 5, 5},
+       State(Record("a", 5), false), Verdict::kRejected, LeaseVerdict::kNotHeld,
+       5, 5},
       {"release of a released lease", Release("a", 5), 5,
        State(Record("a", 5, true), false), Verdict::kRejected,
        LeaseVerdict::kNotHeld, 5, 5},
@@ -311,8 +315,8 @@ TEST(LeaseRulesTest, TheLeaseLimitRefusesOnlyNewLiveLeases) {
   EXPECT_TRUE(OverLeaseLimit(Acquire("a"), free, 10, 10));
   EXPECT_FALSE(OverLeaseLimit(Acquire("a"), free, 9, 10));
   // A renewal (also past expiry), and a lease that is live (a 409 anyway).
-  EXPECT_FALSE(OverLeaseLimit(Acquire("a"), State(Record("a", 5), false), 10,
-                              10));
+  EXPECT_FALSE(
+      OverLeaseLimit(Acquire("a"), State(Record("a", 5), false), 10, 10));
   EXPECT_FALSE(
       OverLeaseLimit(Acquire("b"), State(Record("a", 5), true), 10, 10));
   EXPECT_TRUE(

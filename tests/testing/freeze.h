@@ -33,13 +33,11 @@ inline bool Freeze(pid_t pid, std::chrono::milliseconds timeout =
                                   std::chrono::milliseconds(5000)) {
   if (::kill(pid, SIGSTOP) != 0) return false;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  const std::filesystem::path tasks =
-      "/proc/" + std::to_string(pid) + "/task";
+  const std::filesystem::path tasks = "/proc/" + std::to_string(pid) + "/task";
   while (std::chrono::steady_clock::now() < deadline) {
     bool all_stopped = true;
     std::error_code error;
-    for (const auto& task :
-         std::filesystem::directory_iterator(tasks, error)) {
+    for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
       const char state = ThreadState(task.path() / "stat");
       // T: stopped; t: traced; Z/X: a thread already gone.
       if (state != 'T' && state != 't' && state != 'Z' && state != 'X') {
