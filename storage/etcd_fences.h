@@ -79,6 +79,13 @@ namespace fencepost::storage {
 // never acknowledged), kValueTooLarge, kBatchTooLarge,
 // fence::Errc::kStorage (a record in etcd that fencepost did not write).
 //
+// Parts: the rules are fence/rules.h's; what a transaction looks like is
+// etcd_txn.h's, how an answer reads etcd_json.h's, the records above
+// etcd_records.h's, listings etcd_paging.h's. The class itself is in
+// etcd_fences.cc (the queue, batches, reads), etcd_group.cc (a group's
+// transaction), etcd_leases.cc and etcd_turns.cc. It reaches etcd through
+// EtcdApi only.
+//
 // Thread safety: every call on the io thread of `io`; `done` callbacks run
 // there too.
 class EtcdFences : public Fences {
@@ -167,7 +174,7 @@ class EtcdFences : public Fences {
   // What one attempt at a group decided, and the transaction that applies
   // it (etcd_group.cc).
   struct GroupPlan {
-    std::vector<fence::WriteOutcome> outcomes;  // one per write
+    std::vector<fence::WriteOutcome> outcomes;      // one per write
     std::map<std::string, Seen, std::less<>> view;  // fences as left
     std::map<std::string, std::size_t, std::less<>> last_value;  // key->write
     std::vector<std::string> changed;  // fences compared (and maybe put)
@@ -217,8 +224,7 @@ class EtcdFences : public Fences {
                                           bool all_or_nothing = false);
   // Decides every write of `group` in order (fence::DecideWrite) against
   // the fences as the writes before it left them.
-  GroupPlan DecideGroup(const std::vector<Pending>& group,
-                        std::int64_t now_ns);
+  GroupPlan DecideGroup(const std::vector<Pending>& group, std::int64_t now_ns);
   // Answers the writes of `group` that take a turn (the lease ran out since
   // they asked for it) and leaves the others.
   static void DropTurns(std::vector<Pending>& group);
@@ -227,8 +233,7 @@ class EtcdFences : public Fences {
   // moved, each value's last write with its previous kv, the turns;
   // failure: the fences and turns as they are. Sets the plan's response
   // orders.
-  std::string BuildGroupTxn(const std::vector<Pending>& group,
-                            GroupPlan& plan);
+  std::string BuildGroupTxn(const std::vector<Pending>& group, GroupPlan& plan);
   // After a transaction whose outcome is unknown: removes the turns it
   // would take, if etcd applies it.
   void ForgetTurns(const std::vector<Pending>& group, const GroupPlan& plan);
@@ -334,7 +339,7 @@ class EtcdFences : public Fences {
   std::unordered_map<std::string, Seen> cache_;
   std::uint64_t transactions_ = 0;
   std::int64_t scopes_revision_ = 0;  // of PREFIX/scopes, as last read
-  std::string last_error_;  // of the last etcd request that failed
+  std::string last_error_;            // of the last etcd request that failed
   // This replica's etcd lease (0: none), and until when a turn may be taken
   // under it.
   std::int64_t lease_ = 0;

@@ -2,7 +2,10 @@
 // transaction (see the class comment), and the cache of fences it is
 // decided against.
 
-#include "storage/etcd_fences.h"
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
@@ -11,6 +14,7 @@
 #include "fence/errc.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
+#include "storage/etcd_fences.h"
 #include "storage/etcd_json.h"
 #include "storage/etcd_txn.h"
 
@@ -33,7 +37,8 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
   }
   if (missing.empty()) co_return true;
   etcd::Txn reads;
-  for (const std::string& name : missing) reads.Then(etcd::RangeOp(FenceKey(name)));
+  for (const std::string& name : missing)
+    reads.Then(etcd::RangeOp(FenceKey(name)));
   // Reads only: safe to ask another member.
   EtcdApi::Reply reply = co_await Call("/v3/kv/txn", reads.Json(), true);
   if (!reply.ok) {
@@ -276,8 +281,7 @@ void EtcdFences::AnswerCommitted(std::vector<Pending>& group, GroupPlan& plan,
 }
 
 void EtcdFences::CacheFence(const std::string& name, fence::Token token,
-                            std::int64_t updated_at_ns,
-                            std::int64_t revision) {
+                            std::int64_t updated_at_ns, std::int64_t revision) {
   // Unless a group committed since (a failed compare corrects any entry
   // that is behind).
   auto it = cache_.find(name);

@@ -3,7 +3,10 @@
 // live, and each decision becomes one transaction that compares
 // everything it was decided on.
 
-#include "storage/etcd_fences.h"
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
 
 #include <algorithm>
 #include <boost/asio/co_spawn.hpp>
@@ -12,6 +15,7 @@
 #include "fence/errc.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
+#include "storage/etcd_fences.h"
 #include "storage/etcd_json.h"
 #include "storage/etcd_paging.h"
 #include "storage/etcd_txn.h"
@@ -35,7 +39,8 @@ WriteOutcome Unavailable() {
 }  // namespace
 
 asio::awaitable<std::error_code> EtcdFences::ReadLease(
-    const std::string& name, const std::string& fence_name, StoredLease* state) {
+    const std::string& name, const std::string& fence_name,
+    StoredLease* state) {
   etcd::Txn reads;
   reads.Then(etcd::RangeOp(LeaseKey(name)))
       .Then(etcd::RangeOp(HoldKey(fence_name)))
@@ -103,8 +108,8 @@ asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
     if (attempt > 0 && options_.on_retry) options_.on_retry();
     outcome = WriteOutcome();
-    settled = co_await TryLease(std::get<fence::LeaseOp>(pending.write),
-                                &outcome);
+    settled =
+        co_await TryLease(std::get<fence::LeaseOp>(pending.write), &outcome);
   }
   if (settled == Settled::kConflict) {
     outcome = WriteOutcome();
@@ -130,8 +135,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
   const fence::LeaseState rules = RulesView(op, state, now_ns);
   // The lease ran out and no replica has counted it yet: the transaction
   // that changes its record counts it (its compare makes that one).
-  const bool unnoticed = state.record && !state.record->released &&
-                         !rules.live && !state.noticed;
+  const bool unnoticed =
+      state.record && !state.record->released && !rules.live && !state.noticed;
   fence::LeaseDecision decision =
       fence::DecideLease(op, state.fence.token, rules, now_ns);
   *outcome = std::move(decision.outcome);
@@ -171,8 +176,8 @@ fence::LeaseState EtcdFences::RulesView(const fence::LeaseOp& op,
     blocking.holder = hold->holder;
     blocking.fence = op.fence;
     blocking.token = hold->token;
-    view.other = fence::LeaseState::Blocking{hold->name, std::move(blocking),
-                                             left_ms};
+    view.other =
+        fence::LeaseState::Blocking{hold->name, std::move(blocking), left_ms};
   }
   return view;
 }
@@ -199,8 +204,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
     txn.Then(etcd::DeleteOp(hold_key));
     hold.revoke = state.hold->etcd_lease;
   } else {
-    hold = co_await AttachHold(op, state, next,
-                               verdict == LeaseVerdict::kRenewed);
+    hold =
+        co_await AttachHold(op, state, next, verdict == LeaseVerdict::kRenewed);
     if (hold.settled != Settled::kDone) {
       if (hold.settled == Settled::kFailed) *outcome = Unavailable();
       co_return hold.settled;
@@ -279,7 +284,7 @@ asio::awaitable<bool> EtcdFences::NoticeExpiry(const std::string& name,
   txn.If(etcd::CompareMod(key, state.record_revision))
       .Then(etcd::PutOp(key, etcd::FormatLease(*state.record, true)));
   EtcdApi::Reply reply = co_await Call("/v3/kv/txn", txn.Json());
-  co_return reply.ok && etcd::Succeeded(reply.json);
+  co_return reply.ok&& etcd::Succeeded(reply.json);
 }
 
 fence::LeaseEntry EtcdFences::EntryOf(const StoredLease& state,
@@ -385,8 +390,7 @@ asio::awaitable<std::error_code> EtcdFences::ReadHolds(NamedLeases& leases) {
     const Json* responses = etcd::ResponsesOf(holds.json, last - first);
     if (responses == nullptr) co_return fence::Errc::kStorage;
     for (std::size_t i = first; i < last; ++i) {
-      const std::vector<Json>* found =
-          etcd::RangeKvsAt(*responses, i - first);
+      const std::vector<Json>* found = etcd::RangeKvsAt(*responses, i - first);
       if (found == nullptr || found->size() > 1) {
         co_return fence::Errc::kStorage;
       }

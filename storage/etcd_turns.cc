@@ -1,7 +1,10 @@
 // EtcdFences: turns among replicas (see the class comment), under this
 // replica's etcd lease.
 
-#include "storage/etcd_fences.h"
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -10,6 +13,7 @@
 
 #include "storage/async_commit.h"
 #include "storage/errc.h"
+#include "storage/etcd_fences.h"
 #include "storage/etcd_json.h"
 #include "storage/etcd_txn.h"
 

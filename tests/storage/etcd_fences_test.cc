@@ -320,8 +320,7 @@ TEST_F(EtcdFencesTest, AGrantAfterTheFenceWentAboveTheHolderTakesANewToken) {
   WriteOutcome again = Submit(Acquire("L", "a", 5000));
   EXPECT_EQ(again.lease->verdict, LeaseVerdict::kGranted);
   EXPECT_EQ(again.lease->lease.token, 11u);
-  EXPECT_EQ(again.lease->reason,
-            fence::LeaseOutcome::GrantReason::kFenceAbove);
+  EXPECT_EQ(again.lease->reason, fence::LeaseOutcome::GrantReason::kFenceAbove);
   EXPECT_EQ(FenceInEtcd("L"), 11u);
 }
 

@@ -97,8 +97,9 @@ FakeEtcd::Answer FakeEtcd::Txn(const Json& request) {
     if (put == nullptr && del == nullptr) continue;
     writes = true;
     if (!written.insert(BytesOf(put ? *put : *del, "key")).second) {
-      return {400, "{\"error\":\"etcdserver: duplicate key given in txn "
-                   "request\"}"};
+      return {400,
+              "{\"error\":\"etcdserver: duplicate key given in txn "
+              "request\"}"};
     }
     const std::int64_t lease = put != nullptr ? IntOf(*put, "lease") : 0;
     if (lease != 0 && !leases_.count(lease)) {
@@ -114,8 +115,8 @@ FakeEtcd::Answer FakeEtcd::Txn(const Json& request) {
     } else if (const Json* put = op.Find("request_put")) {
       responses += "{\"response_put\":" + PutAt(*put, revision) + "}";
     } else if (const Json* del = op.Find("request_delete_range")) {
-      responses += "{\"response_delete_range\":" + DeleteAt(*del, revision) +
-                   "}";
+      responses +=
+          "{\"response_delete_range\":" + DeleteAt(*del, revision) + "}";
     }
   }
   revision_ = revision;
