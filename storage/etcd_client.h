@@ -18,6 +18,7 @@
 #include "codec/base64.h"
 #include "http/json.h"
 #include "http/message.h"
+#include "storage/etcd_api.h"
 #include "storage/etcd_spec.h"
 
 namespace boost::asio::ssl {
@@ -46,16 +47,8 @@ class HttpPool;
 //
 // Thread safety: every call on the io thread of the io_context it was made
 // with.
-class EtcdClient {
+class EtcdClient : public EtcdApi {
  public:
-  struct Reply {
-    bool ok = false;  // 200 with a JSON object
-    // With !ok: whether the request may have reached etcd (its outcome is
-    // unknown), and what went wrong.
-    bool maybe_applied = false;
-    std::string error;
-    http::JsonValue json;
-  };
   // Called after every exchange with its API path and duration.
   using Observer =
       std::function<void(std::string_view path, double seconds, bool ok)>;
@@ -67,7 +60,7 @@ class EtcdClient {
 
   // POSTs `body` to `path` (e.g. "/v3/kv/txn"). Never throws.
   boost::asio::awaitable<Reply> Call(std::string_view path, std::string body,
-                                     bool idempotent = false);
+                                     bool idempotent = false) override;
 
   const EtcdSpec& spec() const { return spec_; }
 

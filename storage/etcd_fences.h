@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -14,7 +15,9 @@
 #include <vector>
 
 #include "fence/rules.h"
+#include "storage/etcd_api.h"
 #include "storage/etcd_client.h"
+#include "storage/etcd_records.h"
 #include "storage/fences.h"
 
 namespace fencepost::storage {
@@ -76,6 +79,13 @@ namespace fencepost::storage {
 // never acknowledged), kValueTooLarge, kBatchTooLarge,
 // fence::Errc::kStorage (a record in etcd that fencepost did not write).
 //
+// Parts: the rules are fence/rules.h's; what a transaction looks like is
+// etcd_txn.h's, how an answer reads etcd_json.h's, the records above
+// etcd_records.h's, listings etcd_paging.h's. The class itself is in
+// etcd_fences.cc (the queue, batches, reads), etcd_group.cc (a group's
+// transaction), etcd_leases.cc and etcd_turns.cc. It reaches etcd through
+// EtcdApi only.
+//
 // Thread safety: every call on the io thread of `io`; `done` callbacks run
 // there too.
 class EtcdFences : public Fences {
@@ -105,7 +115,12 @@ class EtcdFences : public Fences {
     std::string body;
   };
 
+  // Speaks to the cluster of `options.spec` (EtcdClient).
   EtcdFences(boost::asio::io_context& io, Options options);
+  // Speaks to `api` (tests give a fake); `options.spec` gives the prefix,
+  // and `options.timeout` and `on_request` are `api`'s business.
+  EtcdFences(boost::asio::io_context& io, Options options,
+             std::unique_ptr<EtcdApi> api);
 
   void Submit(fence::FenceWrite write, fence::WriteDone done) override;
   boost::asio::awaitable<Read> Get(std::string name) override;
@@ -137,6 +152,8 @@ class EtcdFences : public Fences {
   std::uint64_t transactions() const { return transactions_; }
 
  private:
+  using Seen = etcd::Seen;
+  using Hold = etcd::Hold;
   struct Pending {
     fence::FenceWrite write;
     fence::WriteDone done;
@@ -144,24 +161,7 @@ class EtcdFences : public Fences {
     // before `done` runs (it points into the waiting coroutine's frame).
     std::int64_t* turn = nullptr;
   };
-  // A fence as this replica last saw it in etcd.
-  struct Seen {
-    std::optional<fence::Token> token;  // nullopt: no record
-    std::int64_t updated_at_ns = 0;
-    std::int64_t mod_revision = 0;  // 0: no key
-  };
   enum class Settled { kDone, kConflict, kFailed };
-  // A lease as etcd holds it (see the class comment).
-  struct Hold {
-    fence::Token token = 0;
-    std::int64_t deadline_ns = 0;  // wall clock
-    std::string name, holder;
-    std::int64_t etcd_lease = 0;
-  };
-  // A kv of a fence or a hold as fencepost writes them; false otherwise (a
-  // hold without an etcd lease is not fencepost's).
-  static bool SeenOf(const http::JsonValue& kv, Seen* seen);
-  static bool HoldOf(const http::JsonValue& kv, Hold* hold);
   struct StoredLease {
     std::optional<fence::LeaseRecord> record;
     bool noticed = false;  // its expiry was counted
@@ -170,8 +170,48 @@ class EtcdFences : public Fences {
     std::int64_t hold_revision = 0;
     Seen fence;
   };
+  using NamedLeases = std::vector<std::pair<std::string, StoredLease>>;
+  // What one attempt at a group decided, and the transaction that applies
+  // it (etcd_group.cc).
+  struct GroupPlan {
+    std::vector<fence::WriteOutcome> outcomes;      // one per write
+    std::map<std::string, Seen, std::less<>> view;  // fences as left
+    std::map<std::string, std::size_t, std::less<>> last_value;  // key->write
+    std::vector<std::string> changed;  // fences compared (and maybe put)
+    std::vector<std::size_t> turns;    // writes that take their fence's turn
+    bool rejected = false;
+    // Set when the transaction is built, in the order of its responses.
+    std::vector<std::string> moved;       // the fences put
+    std::vector<std::string> value_keys;  // the values put or deleted
+    std::vector<std::string> turn_values;
+    std::size_t success_ops = 0, failure_ops = 0;
+  };
+  // The outcome of the etcd lease a hold is attached to (etcd_leases.cc).
+  struct HoldLease {
+    Settled settled = Settled::kDone;
+    std::int64_t id = 0;       // the hold's etcd lease
+    std::int64_t granted = 0;  // a new etcd lease for the hold
+    std::int64_t revoke = 0;   // the etcd lease the hold leaves
+  };
 
+  static constexpr std::size_t kMaxGroupFences = 64;
+  static constexpr std::size_t kMaxGroupValues = 63;
+  static constexpr std::size_t kMaxGroupBytes = 1u << 20;
+  static constexpr int kGroupAttempts = 3;
+  static constexpr int kAloneAttempts = 16;
+  static constexpr std::size_t kMaxCache = 1u << 20;
+  static constexpr int kLeaseWorkers = 16;
+
+  // The wall clock (Unix ns) that stamps fences and holds.
+  static std::int64_t WallNowNs();
+  // Whether a batch's writes fit one transaction.
+  static bool FitsOneTransaction(const fence::Batch& batch);
+
+  // --- Writes (etcd_fences.cc, etcd_group.cc) -------------------------------
   boost::asio::awaitable<void> Run();
+  // The next group of queue_: the writes one transaction can hold, or a
+  // batch alone.
+  std::vector<Pending> NextGroup();
   // Decides and commits `group`, deciding again after conflicts.
   boost::asio::awaitable<void> Settle(std::vector<Pending> group);
   // A batch: its writes decided in order and applied all together, or none.
@@ -182,10 +222,45 @@ class EtcdFences : public Fences {
   // answered with its own decision).
   boost::asio::awaitable<Settled> TryOnce(std::vector<Pending>& group,
                                           bool all_or_nothing = false);
+  // Decides every write of `group` in order (fence::DecideWrite) against
+  // the fences as the writes before it left them.
+  GroupPlan DecideGroup(const std::vector<Pending>& group, std::int64_t now_ns);
+  // Answers the writes of `group` that take a turn (the lease ran out since
+  // they asked for it) and leaves the others.
+  static void DropTurns(std::vector<Pending>& group);
+  // The transaction that applies `plan`: compare each changed fence as
+  // this replica saw it (and each turn absent); success: the fences that
+  // moved, each value's last write with its previous kv, the turns;
+  // failure: the fences and turns as they are. Sets the plan's response
+  // orders.
+  std::string BuildGroupTxn(const std::vector<Pending>& group, GroupPlan& plan);
+  // After a transaction whose outcome is unknown: removes the turns it
+  // would take, if etcd applies it.
+  void ForgetTurns(const std::vector<Pending>& group, const GroupPlan& plan);
+  // A failed compare: caches the fences as the failure branch read them
+  // and answers the writes whose turn another replica holds.
+  void TakeConflict(std::vector<Pending>& group, const GroupPlan& plan,
+                    const http::JsonValue& responses);
+  // A committed transaction: caches the fences it moved and answers every
+  // write of `group`.
+  void AnswerCommitted(std::vector<Pending>& group, GroupPlan& plan,
+                       const http::JsonValue& answer,
+                       const http::JsonValue& responses);
   // Reads the fences of `group` missing from the cache into it.
   boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
                                     std::string* error);
   void FailAll(std::vector<Pending>& group, std::error_code error);
+  // Caches a fence a transaction at `revision` wrote, unless the cache
+  // holds a later state.
+  void CacheFence(const std::string& name, fence::Token token,
+                  std::int64_t updated_at_ns, std::int64_t revision);
+  // A write of a group (never a batch or a lease operation: those are
+  // settled apart).
+  static const fence::FencedWrite& WriteOf(const Pending& pending) {
+    return std::get<fence::FencedWrite>(pending.write);
+  }
+
+  // --- Leases (etcd_leases.cc) ----------------------------------------------
   // A lease operation: decided and applied alone, again after a conflict.
   boost::asio::awaitable<void> SettleLease(Pending pending);
   // A worker: settles lease operations from leases_ until it is empty.
@@ -206,22 +281,22 @@ class EtcdFences : public Fences {
                                               const fence::LeaseRecord& next,
                                               fence::WriteOutcome* outcome,
                                               std::int64_t now_ns);
+  // The etcd lease for the hold of a renewal or grant of `next`: the live
+  // hold's own, kept alive, when its TTL stays; else a new one.
+  boost::asio::awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
+                                               const StoredLease& state,
+                                               const fence::LeaseRecord& next,
+                                               bool renewed);
   // Restarts the TTL of the etcd lease of a live hold: kConflict when it
   // ran out just now.
   boost::asio::awaitable<Settled> KeepHoldAlive(std::int64_t etcd_lease);
-  // Caches a fence a transaction at `revision` wrote, unless the cache
-  // holds a later state.
-  void CacheFence(const std::string& name, fence::Token token,
-                  std::int64_t updated_at_ns, std::int64_t revision);
-  // A write of a group (never a batch or a lease operation: those are
-  // settled apart).
-  static const fence::FencedWrite& WriteOf(const Pending& pending) {
-    return std::get<fence::FencedWrite>(pending.write);
-  }
   // Reads the record of `name`, the hold of `fence` and the fence.
   boost::asio::awaitable<std::error_code> ReadLease(const std::string& name,
                                                     const std::string& fence,
                                                     StoredLease* state);
+  // Reads the holds of the fences of `leases`, keeping each that is its
+  // lease's.
+  boost::asio::awaitable<std::error_code> ReadHolds(NamedLeases& leases);
   // Marks the expiry of the lease `name` as noticed, unless another replica
   // changed its record since `state` was read: true when this call did.
   boost::asio::awaitable<bool> NoticeExpiry(const std::string& name,
@@ -231,37 +306,40 @@ class EtcdFences : public Fences {
   void RevokeEtcdLease(std::int64_t id);
   // The lease document's entry for `state` at steady time `now`.
   fence::LeaseEntry EntryOf(const StoredLease& state, std::int64_t now) const;
-  // client_.Call, keeping the error of a failure in last_error_.
-  boost::asio::awaitable<EtcdClient::Reply> Call(std::string_view path,
-                                                 std::string body,
-                                                 bool idempotent = false);
-  void Enqueue(Pending pending);
+
+  // --- Turns (etcd_turns.cc) ------------------------------------------------
   // Makes sure this replica's lease lives for `turn_need` more (granting
   // or renewing it); false when etcd cannot say so.
   boost::asio::awaitable<bool> EnsureLease();
   boost::asio::awaitable<void> KeepAlive();
   boost::asio::awaitable<void> DeleteTurn(Turn turn);
-  // Deletes the turn key (base64) `key` if `compare` (the rest of an etcd
-  // Compare) holds, retrying until etcd answers or Shutdown.
+  // Deletes the turn key `key` if `compare` (an etcd Compare of it) holds,
+  // retrying until etcd answers or Shutdown.
   boost::asio::awaitable<void> RemoveTurn(std::string key, std::string compare);
+
+  // client_->Call, keeping the error of a failure in last_error_.
+  boost::asio::awaitable<EtcdApi::Reply> Call(std::string_view path,
+                                              std::string body,
+                                              bool idempotent = false);
+  void Enqueue(Pending pending);
   std::string FenceKey(std::string_view name) const;
   std::string TurnKey(std::string_view name) const;
   std::string LeaseKey(std::string_view name) const;
   std::string HoldKey(std::string_view fence) const;
   std::string ValueKey(std::string_view key) const;
+  std::string ScopesKey() const;
 
   boost::asio::io_context& io_;
   Options options_;
-  EtcdClient client_;
+  std::unique_ptr<EtcdApi> client_;
   std::deque<Pending> queue_;
-  static constexpr int kLeaseWorkers = 16;
   std::deque<Pending> leases_;  // lease operations waiting for a worker
   int lease_workers_ = 0;
   bool running_ = false;
   std::unordered_map<std::string, Seen> cache_;
   std::uint64_t transactions_ = 0;
   std::int64_t scopes_revision_ = 0;  // of PREFIX/scopes, as last read
-  std::string last_error_;  // of the last etcd request that failed
+  std::string last_error_;            // of the last etcd request that failed
   // This replica's etcd lease (0: none), and until when a turn may be taken
   // under it.
   std::int64_t lease_ = 0;

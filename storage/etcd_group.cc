@@ -1,0 +1,295 @@
+// EtcdFences: a group of writes decided together and applied in one etcd
+// transaction (see the class comment), and the cache of fences it is
+// decided against.
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <algorithm>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "fence/errc.h"
+#include "fence/rules.h"
+#include "storage/errc.h"
+#include "storage/etcd_fences.h"
+#include "storage/etcd_json.h"
+#include "storage/etcd_txn.h"
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+using fence::WriteOutcome;
+using Verdict = fence::WriteOutcome::Verdict;
+using Json = http::JsonValue;
+
+asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
+                                       std::string* error) {
+  std::vector<std::string> missing;
+  for (const Pending& p : group) {
+    const std::string& fence = fence::RoutingFence(p.write);
+    if (!cache_.count(fence) &&
+        std::find(missing.begin(), missing.end(), fence) == missing.end()) {
+      missing.push_back(fence);
+    }
+  }
+  if (missing.empty()) co_return true;
+  etcd::Txn reads;
+  for (const std::string& name : missing)
+    reads.Then(etcd::RangeOp(FenceKey(name)));
+  // Reads only: safe to ask another member.
+  EtcdApi::Reply reply = co_await Call("/v3/kv/txn", reads.Json(), true);
+  if (!reply.ok) {
+    *error = reply.error;
+    co_return false;
+  }
+  const Json* responses = etcd::ResponsesOf(reply.json, missing.size());
+  if (responses == nullptr) {
+    *error = "etcd answered a read of fences with something else";
+    co_return false;
+  }
+  if (cache_.size() + missing.size() > kMaxCache) cache_.clear();
+  for (std::size_t i = 0; i < missing.size(); ++i) {
+    const std::vector<Json>* kvs = etcd::RangeKvsAt(*responses, i);
+    if (kvs == nullptr || kvs->size() > 1) {
+      *error = "etcd answered a read of fences with something else";
+      co_return false;
+    }
+    Seen seen;
+    if (!kvs->empty() && !etcd::SeenOf((*kvs)[0], &seen)) {
+      *error =
+          "the fence record of '" + missing[i] + "' in etcd is not fencepost's";
+      co_return false;
+    }
+    cache_[missing[i]] = seen;
+  }
+  co_return true;
+}
+
+asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
+    std::vector<Pending>& group, bool all_or_nothing) {
+  std::string error;
+  if (!co_await Load(group, &error)) {
+    FailAll(group, Errc::kStoreUnavailable);
+    co_return Settled::kFailed;
+  }
+  GroupPlan plan = DecideGroup(group, WallNowNs());
+  if (!plan.turns.empty() && lease_ == 0) {
+    // The lease ran out since the turn was asked for: no turn without it.
+    DropTurns(group);
+    co_return Settled::kConflict;  // decide the others again
+  }
+  if (plan.changed.empty() || (all_or_nothing && plan.rejected)) {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      group[i].done(std::move(plan.outcomes[i]));
+    }
+    co_return Settled::kDone;
+  }
+  EtcdApi::Reply reply =
+      co_await Call("/v3/kv/txn", BuildGroupTxn(group, plan));
+  if (!reply.ok) {
+    ForgetTurns(group, plan);
+    FailAll(group, Errc::kStoreUnavailable);
+    co_return Settled::kFailed;
+  }
+  const bool success = etcd::Succeeded(reply.json);
+  const Json* responses = etcd::ResponsesOf(
+      reply.json, success ? plan.success_ops : plan.failure_ops);
+  if (responses == nullptr) {
+    FailAll(group, fence::Errc::kStorage);
+    co_return Settled::kFailed;
+  }
+  if (!success) {
+    TakeConflict(group, plan, *responses);
+    co_return Settled::kConflict;
+  }
+  AnswerCommitted(group, plan, reply.json, *responses);
+  co_return Settled::kDone;
+}
+
+EtcdFences::GroupPlan EtcdFences::DecideGroup(const std::vector<Pending>& group,
+                                              std::int64_t now_ns) {
+  GroupPlan plan;
+  plan.outcomes.resize(group.size());
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    const fence::FencedWrite& write = WriteOf(group[i]);
+    Seen& fence =
+        plan.view.try_emplace(write.fence, cache_[write.fence]).first->second;
+    WriteOutcome& outcome = plan.outcomes[i];
+    outcome =
+        fence::DecideWrite(write, fence.token, fence.updated_at_ns, now_ns);
+    if (!fence::Applied(outcome)) {
+      plan.rejected = true;
+      continue;
+    }
+    if (std::find(plan.changed.begin(), plan.changed.end(), write.fence) ==
+        plan.changed.end()) {
+      plan.changed.push_back(write.fence);  // compared even when observed
+    }
+    if (fence::MovesFence(outcome)) {
+      fence.token = outcome.current;
+      fence.updated_at_ns = outcome.updated_at_ns;
+    }
+    if (write.value) plan.last_value[write.value->key] = i;
+    if (group[i].turn) plan.turns.push_back(i);
+  }
+  return plan;
+}
+
+void EtcdFences::DropTurns(std::vector<Pending>& group) {
+  std::vector<Pending> without;
+  for (Pending& p : group) {
+    if (p.turn) {
+      WriteOutcome outcome;
+      outcome.error = Errc::kStoreUnavailable;
+      p.done(std::move(outcome));
+    } else {
+      without.push_back(std::move(p));
+    }
+  }
+  group = std::move(without);
+}
+
+std::string EtcdFences::BuildGroupTxn(const std::vector<Pending>& group,
+                                      GroupPlan& plan) {
+  etcd::Txn txn;
+  for (const std::string& name : plan.changed) {
+    txn.If(etcd::CompareMod(FenceKey(name), cache_[name].mod_revision));
+    txn.Else(etcd::RangeOp(FenceKey(name)));
+  }
+  for (const std::string& name : plan.changed) {
+    const Seen& now = plan.view[name];
+    if (now.token == cache_[name].token &&
+        now.updated_at_ns == cache_[name].updated_at_ns) {
+      continue;  // only observed writes: the fence stays
+    }
+    plan.moved.push_back(name);
+    txn.Then(etcd::PutOp(FenceKey(name),
+                         etcd::FormatFence(*now.token, now.updated_at_ns)));
+  }
+  for (const auto& [key, i] : plan.last_value) {
+    const fence::FencedWrite& write = WriteOf(group[i]);
+    if (write.value->kind == fence::ValueOp::Kind::kDelete) {
+      txn.Then(etcd::DeleteOp(ValueKey(key), true));
+    } else {
+      txn.Then(etcd::PutOp(ValueKey(key),
+                           etcd::FormatValue(write.token, write.value->body),
+                           {.prev_kv = true}));
+    }
+    plan.value_keys.push_back(key);
+  }
+  // Each turn's value is unique, so a turn whose transaction's outcome is
+  // unknown can be removed without touching a later one.
+  for (std::size_t i : plan.turns) {
+    const std::string key = TurnKey(WriteOf(group[i]).fence);
+    plan.turn_values.push_back(options_.replica + " #" +
+                               std::to_string(++turn_serial_));
+    txn.If(etcd::CompareCreate(key, 0));
+    txn.Then(etcd::PutOp(key, plan.turn_values.back(), {.lease = lease_}));
+    txn.Else(etcd::RangeOp(key));
+  }
+  plan.success_ops = txn.success_ops();
+  plan.failure_ops = txn.failure_ops();
+  return txn.Json();
+}
+
+void EtcdFences::ForgetTurns(const std::vector<Pending>& group,
+                             const GroupPlan& plan) {
+  // etcd may still apply it: the turns it would take must not outlive
+  // this failure (nothing is forwarded under them), or the fences would
+  // stay held while this replica's lease lives.
+  for (std::size_t t = 0; t < plan.turns.size(); ++t) {
+    const std::string key = TurnKey(WriteOf(group[plan.turns[t]]).fence);
+    asio::co_spawn(
+        io_, RemoveTurn(key, etcd::CompareValue(key, plan.turn_values[t])),
+        asio::detached);
+  }
+}
+
+void EtcdFences::TakeConflict(std::vector<Pending>& group,
+                              const GroupPlan& plan, const Json& responses) {
+  // Another replica moved a fence: take them as they are now (the failure
+  // branch read them), and decide again.
+  for (std::size_t i = 0; i < plan.changed.size(); ++i) {
+    cache_.erase(plan.changed[i]);
+    const std::vector<Json>* kvs = etcd::RangeKvsAt(responses, i);
+    if (kvs == nullptr || kvs->size() != 1) continue;  // Load reads it
+    Seen seen;
+    if (etcd::SeenOf((*kvs)[0], &seen)) cache_[plan.changed[i]] = seen;
+  }
+  // A turn another replica holds: that write waits (503, retry).
+  std::vector<bool> held(group.size(), false);
+  for (std::size_t t = 0; t < plan.turns.size(); ++t) {
+    const std::vector<Json>* kvs =
+        etcd::RangeKvsAt(responses, plan.changed.size() + t);
+    held[plan.turns[t]] = kvs == nullptr || !kvs->empty();
+  }
+  std::vector<Pending> rest;
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    if (held[i]) {
+      WriteOutcome outcome;
+      outcome.error = Errc::kFenceHeld;
+      group[i].done(std::move(outcome));
+    } else {
+      rest.push_back(std::move(group[i]));
+    }
+  }
+  group = std::move(rest);
+}
+
+void EtcdFences::AnswerCommitted(std::vector<Pending>& group, GroupPlan& plan,
+                                 const Json& answer, const Json& responses) {
+  ++transactions_;
+  const std::int64_t revision = etcd::RevisionOf(answer);
+  for (const std::string& name : plan.moved) {
+    // (A lease grant may have cached a later state meanwhile.)
+    Seen now = plan.view[name];
+    now.mod_revision = revision;
+    auto it = cache_.find(name);
+    if (it == cache_.end() || it->second.mod_revision < revision) {
+      cache_[name] = now;
+    }
+  }
+  // Whether each value existed before the transaction, from its prev_kv.
+  std::map<std::string, bool, std::less<>> present;
+  for (std::size_t v = 0; v < plan.value_keys.size(); ++v) {
+    const Json& response = responses.items[plan.moved.size() + v];
+    bool existed = false;
+    if (const Json* put = response.Find("response_put")) {
+      existed = put->Find("prev_kv") != nullptr;
+    } else if (const Json* del = response.Find("response_delete_range")) {
+      existed = etcd::Int64Of(del->Find("deleted")) > 0;
+    }
+    present[plan.value_keys[v]] = existed;
+  }
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    WriteOutcome& outcome = plan.outcomes[i];
+    const fence::FencedWrite& write = WriteOf(group[i]);
+    if (outcome.verdict != Verdict::kRejected && write.value) {
+      bool& exists = present[write.value->key];
+      const bool put = write.value->kind == fence::ValueOp::Kind::kPut;
+      outcome.created = put && !exists;
+      exists = put;
+    }
+    if (group[i].turn && outcome.verdict != Verdict::kRejected) {
+      *group[i].turn = revision;
+    }
+    group[i].done(std::move(outcome));
+  }
+}
+
+void EtcdFences::CacheFence(const std::string& name, fence::Token token,
+                            std::int64_t updated_at_ns, std::int64_t revision) {
+  // Unless a group committed since (a failed compare corrects any entry
+  // that is behind).
+  auto it = cache_.find(name);
+  if (revision <= 0) {
+    cache_.erase(name);
+  } else if (it == cache_.end() || it->second.mod_revision < revision) {
+    cache_[name] = Seen{token, updated_at_ns, revision};
+  }
+}
+
+}  // namespace fencepost::storage
