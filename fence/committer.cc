@@ -296,7 +296,10 @@ void Committer::Run() {
   std::vector<Pending> group;
   std::int64_t next_sweep = options_.steady_now();
   while (true) {
-    if (options_.on_lease_expired && options_.steady_now() >= next_sweep) {
+    // Not while a lease change is decided but not yet in the table: a
+    // renewal being synced would read as a lease that ran out.
+    if (options_.on_lease_expired && options_.steady_now() >= next_sweep &&
+        lease_groups_unanswered_ == 0) {
       NoticeExpiredLeases();
       next_sweep = options_.steady_now() + kLeaseSweepNs;
     }
@@ -360,6 +363,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   DecideGroup(group, g, seen);
   const int segment = LogGroup(g, seen);
   g.leases = std::move(seen.leases);
+  if (!g.leases.empty()) ++lease_groups_unanswered_;
   g.durable_at = next_seq_ - 1;
   g.pending = std::move(group);
   group.clear();
@@ -550,6 +554,7 @@ void Committer::Answer(Group& g) {
     for (auto& [name, entry] : g.leases) {
       env_.lease_table().Set(name, std::move(entry));
     }
+    if (!g.leases.empty()) --lease_groups_unanswered_;
     published_seq_ = g.records.back().seq;
     {
       std::lock_guard lock(mu_);

@@ -282,6 +282,8 @@ class Committer {
   std::unique_ptr<Wal::SyncFiles> committer_files_;  // its own, see Sync
   std::mutex answer_mu_;  // one thread answers at a time, in order
   std::atomic<std::uint64_t> published_seq_ = 0;
+  // Decided groups with a lease change the lease table lacks yet.
+  std::atomic<int> lease_groups_unanswered_ = 0;
   std::deque<Recent> recent_;  // the committer thread's only
 };
 

@@ -145,11 +145,14 @@ LeaseDecision DecideLease(const LeaseOp& op, std::optional<Token> fence,
   return d;
 }
 
+bool CountsAgainstLeaseLimit(const LeaseOp& op, const LeaseState& state) {
+  return op.kind == LeaseOp::Kind::kAcquire && !HolderOfRecord(op, state) &&
+         !state.live;
+}
+
 bool OverLeaseLimit(const LeaseOp& op, const LeaseState& state,
                     std::size_t held, std::size_t max_leases) {
-  if (op.kind != LeaseOp::Kind::kAcquire) return false;
-  if (HolderOfRecord(op, state) || state.live) return false;
-  return held >= max_leases;
+  return CountsAgainstLeaseLimit(op, state) && held >= max_leases;
 }
 
 const std::string& RoutingFence(const FenceWrite& write) {

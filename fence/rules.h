@@ -100,10 +100,12 @@ struct LeaseDecision {
 LeaseDecision DecideLease(const LeaseOp& op, std::optional<Token> fence,
                           const LeaseState& state, std::int64_t now_ns);
 
-// Whether `op` would make one live lease too many: an acquire, not by the
-// holder of record and not of a live lease (which is denied anyway), while
-// `held` leases are live and `max_leases` are allowed. Renewals and
-// releases never are.
+// Whether `op` counts against --max-leases: an acquire, not by the holder
+// of record and not of a live lease (which is denied anyway). Renewals and
+// releases never do.
+bool CountsAgainstLeaseLimit(const LeaseOp& op, const LeaseState& state);
+// Whether `op` would make one live lease too many while `held` leases are
+// live and `max_leases` are allowed.
 bool OverLeaseLimit(const LeaseOp& op, const LeaseState& state,
                     std::size_t held, std::size_t max_leases);
 

@@ -8,6 +8,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <cstring>
 #include <filesystem>
@@ -240,11 +241,22 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
 }
 
 std::function<void(const std::string&, const fence::LeaseRecord&)>
-Assembly::LeaseLost() {
+Assembly::LeaseLost(bool from_committer) {
   metrics::Metrics* metrics = metrics_.get();
-  return [metrics](const std::string& name, const fence::LeaseRecord& lease) {
-    ReportLeaseLost(*metrics, name, lease);
-  };
+  if (!from_committer) {
+    return [metrics](const std::string& name, const fence::LeaseRecord& lease) {
+      ReportLeaseLost(*metrics, name, lease);
+    };
+  }
+  // Counted and logged on the io thread: a slow log must not stall a
+  // committer.
+  boost::asio::io_context* io = &io_;
+  return
+      [metrics, io](const std::string& name, const fence::LeaseRecord& lease) {
+        boost::asio::post(*io, [metrics, name, lease] {
+          ReportLeaseLost(*metrics, name, lease);
+        });
+      };
 }
 
 bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
@@ -263,7 +275,7 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     }
     options.committer.sync_threads_only = test.sync_threads_only;
     // The engine notices leases that run out, whether or not anyone asks.
-    options.committer.on_lease_expired = LeaseLost();
+    options.committer.on_lease_expired = LeaseLost(true);
     if (test.answer_before_sync) {
       options.committer.answer_before_sync = true;
       spdlog::critical(
@@ -279,7 +291,7 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     spdlog::info("{} keeps the {} LMDB shards it was created with",
                  config.data_dir, shards_->size());
   }
-  fences_ = std::make_unique<storage::LocalFences>(*shards_, LeaseLost());
+  fences_ = std::make_unique<storage::LocalFences>(*shards_, LeaseLost(false));
   return true;
 }
 

@@ -10,8 +10,8 @@
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/server.h"
-#include "proxy/test_switches.h"
 #include "proxy/service.h"
+#include "proxy/test_switches.h"
 #include "storage/backend.h"
 #include "storage/etcd_fences.h"
 #include "storage/fences.h"
@@ -76,9 +76,10 @@ class Assembly {
   static DataDirLock LockDataDir(const std::string& dir);
   // Each step sets *failure and returns false when the process must stop.
   bool OpenEtcd(const Config& config, Failure* failure);
-  // Counts and logs a lease the store noticed ran out (metrics_ set).
-  std::function<void(const std::string&, const fence::LeaseRecord&)>
-  LeaseLost();
+  // Counts and logs a lease the store noticed ran out (metrics_ set): at
+  // once on the io thread, or posted to it from a committer's thread.
+  std::function<void(const std::string&, const fence::LeaseRecord&)> LeaseLost(
+      bool from_committer);
   bool OpenShards(const Config& config, const TestSwitches& test,
                   Failure* failure);
   bool MakeBackend(const Config& config, const TestSwitches& test,

@@ -144,9 +144,7 @@ LeaseRoutes::LeaseRoutes(RouteContext& context) : RouteUnit(context) {}
 
 asio::awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     const Request& req, const fence::LeaseOp& op) {
-  // nullopt: the store bounds its leases itself (etcd's quota).
-  const std::optional<std::size_t> held = fences_.HeldLeases();
-  if (!held) co_return std::nullopt;
+  if (!fences_.CountsLeases()) co_return std::nullopt;
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(op.name, op.fence);
   if (read.expired) context_.LeaseExpired(op.name, *read.expired);
@@ -155,7 +153,10 @@ asio::awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     state.record = read.entry->record;
     state.live = fence::IsLive(*read.entry, read.now_ns);
   }
-  if (!fence::OverLeaseLimit(op, state, *held, config_.max_leases)) {
+  // A renewal, or an acquire of a live lease (a 409), costs no count.
+  if (!fence::CountsAgainstLeaseLimit(op, state)) co_return std::nullopt;
+  const std::optional<std::size_t> held = fences_.HeldLeases();
+  if (!held || !fence::OverLeaseLimit(op, state, *held, config_.max_leases)) {
     co_return std::nullopt;
   }
   metrics_.LeaseLimitReached();

@@ -308,22 +308,28 @@ asio::awaitable<void> EtcdFences::RecordScopes(fence::ScopeRecord record) {
   }
 }
 
+asio::awaitable<std::optional<etcd::Page>> EtcdFences::ReadPage(
+    const std::string& base, const std::string& prefix,
+    const std::string& after, std::size_t limit, std::error_code* error) {
+  EtcdApi::Reply reply = co_await Call(
+      "/v3/kv/range", etcd::PageRange(base, prefix, after, limit), true);
+  if (!reply.ok) {
+    *error = Errc::kStoreUnavailable;
+    co_return std::nullopt;
+  }
+  std::optional<etcd::Page> page = etcd::ReadPage(reply.json, base);
+  if (!page) *error = fence::Errc::kStorage;
+  co_return page;
+}
+
 asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
                                                    std::string after,
                                                    std::size_t limit) {
   ListRead out;
   const std::string base = FenceKey("");
-  EtcdApi::Reply reply = co_await Call(
-      "/v3/kv/range", etcd::PageRange(base, prefix, after, limit), true);
-  if (!reply.ok) {
-    out.error = Errc::kStoreUnavailable;
-    co_return out;
-  }
-  std::optional<etcd::Page> page = etcd::ReadPage(reply.json, base);
-  if (!page) {
-    out.error = fence::Errc::kStorage;
-    co_return out;
-  }
+  std::optional<etcd::Page> page =
+      co_await ReadPage(base, prefix, after, limit, &out.error);
+  if (!page) co_return out;
   for (etcd::PageItem& item : page->items) {
     fence::FenceRecord record;
     if (!etcd::ParseFence(item.value, &record.token, &record.updated_at_ns)) {

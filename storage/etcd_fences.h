@@ -17,6 +17,7 @@
 #include "fence/rules.h"
 #include "storage/etcd_api.h"
 #include "storage/etcd_client.h"
+#include "storage/etcd_paging.h"
 #include "storage/etcd_records.h"
 #include "storage/fences.h"
 
@@ -317,6 +318,11 @@ class EtcdFences : public Fences {
   // retrying until etcd answers or Shutdown.
   boost::asio::awaitable<void> RemoveTurn(std::string key, std::string compare);
 
+  // One page of the keys under `base` + `prefix` after `after`; nullopt
+  // with `*error` set when etcd cannot be read or answers something else.
+  boost::asio::awaitable<std::optional<etcd::Page>> ReadPage(
+      const std::string& base, const std::string& prefix,
+      const std::string& after, std::size_t limit, std::error_code* error);
   // client_->Call, keeping the error of a failure in last_error_.
   boost::asio::awaitable<EtcdApi::Reply> Call(std::string_view path,
                                               std::string body,

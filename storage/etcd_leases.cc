@@ -330,17 +330,9 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
                                                           std::size_t limit) {
   LeaseList out;
   const std::string base = LeaseKey("");
-  EtcdApi::Reply reply = co_await Call(
-      "/v3/kv/range", etcd::PageRange(base, prefix, after, limit), true);
-  if (!reply.ok) {
-    out.error = Errc::kStoreUnavailable;
-    co_return out;
-  }
-  std::optional<etcd::Page> page = etcd::ReadPage(reply.json, base);
-  if (!page) {
-    out.error = fence::Errc::kStorage;
-    co_return out;
-  }
+  std::optional<etcd::Page> page =
+      co_await ReadPage(base, prefix, after, limit, &out.error);
+  if (!page) co_return out;
   NamedLeases leases;
   for (etcd::PageItem& item : page->items) {
     StoredLease state;

@@ -102,14 +102,16 @@ class Fences {
                                                        std::size_t limit) = 0;
   // The monotonic clock lease deadlines are on (ns).
   virtual std::int64_t SteadyNow() const { return fence::SteadyNowNs(); }
-  // Leases held now, for --max-leases (noticing expiries on the way), or
-  // nullopt when the store bounds them itself (etcd keeps its leases, not
-  // this process; its own quota bounds them).
+  // Whether this process counts the store's live leases for --max-leases
+  // (etcd keeps its leases, not this process; its own quota bounds them).
+  virtual bool CountsLeases() const { return false; }
+  // Leases held now (noticing expiries on the way), or nullopt when the
+  // store does not count them.
   virtual std::optional<std::size_t> HeldLeases() { return std::nullopt; }
   // Why `batch` cannot be applied in one step by this store, with the key
   // of the write that shows it in `*key`; nullopt when it can.
-  virtual std::optional<std::string> RefuseBatch(
-      const fence::Batch& /*batch*/, std::string* /*key*/) const {
+  virtual std::optional<std::string> RefuseBatch(const fence::Batch& /*batch*/,
+                                                 std::string* /*key*/) const {
     return std::nullopt;
   }
   // What the store tells of itself for /metrics (noticing expiries).

@@ -9,12 +9,14 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
 
 #include "fence/committer.h"
+#include "fence/errc.h"
 #include "fence/fence_store.h"
 #include "tests/testing/temp_dir.h"
 
@@ -284,8 +286,24 @@ TEST_F(LeaseTest, TheCommitterNoticesAnExpiryOnItsOwnAndReportsItOnce) {
   const LeaseOutcome next = Acquire("quiet", "c", 1000);
   EXPECT_EQ(next.verdict, Verdict::kGranted);
   EXPECT_FALSE(next.expired.has_value());
+  committer_.reset();  // no sweep after `lost` goes
   std::lock_guard lock(mu);
   EXPECT_EQ(lost.size(), 1u);
+}
+
+// An expiry a refused grant noticed is reported with the failure, also when
+// the grant failed because the fence's tokens ran out.
+TEST_F(LeaseTest, AnExpiryIsReportedWhenTokensRunOut) {
+  Acquire("t", "a", 100);
+  now_ += 1000 * kMs;
+  ASSERT_EQ(Write("t", std::numeric_limits<Token>::max()).verdict,
+            WriteOutcome::Verdict::kAccepted);
+  const WriteOutcome o =
+      Lease({LeaseOp::Kind::kAcquire, "t", "b", 1000, 0, ""});
+  EXPECT_EQ(o.error, std::error_code(Errc::kTokensExhausted));
+  ASSERT_TRUE(o.lease.has_value());
+  ASSERT_TRUE(o.lease->expired.has_value());
+  EXPECT_EQ(o.lease->expired->holder, "a");
 }
 
 TEST_F(LeaseTest, TheTableCountsEachExpiryOnceAndLiveLeases) {

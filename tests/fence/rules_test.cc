@@ -195,9 +195,21 @@ TEST(LeaseRulesTest, EveryRuleOfTheLeasesSection) {
       {"one live lease per fence: a grant is denied", Acquire("b"), 40,
        Blocked(State(std::nullopt, false)), Verdict::kRejected,
        LeaseVerdict::kDenied, 40, 40},
-      {"one live lease per fence: no renewal either", Acquire("a"), 40,
+      {"one live lease per fence: no renewal either", Acquire("a"), 5,
        Blocked(State(Record("a", 5), false)), Verdict::kRejected,
-       LeaseVerdict::kDenied, 40, 40},
+       LeaseVerdict::kDenied, 40, 5},
+      {"a bumped fence past an expired holder: a grant", Acquire("a"), 20,
+       State(Record("a", 5), false), Verdict::kAccepted, LeaseVerdict::kGranted,
+       21, 21},
+      {"the holder acquires again after its release: a grant", Acquire("a"), 5,
+       State(Record("a", 5, true), false), Verdict::kAccepted,
+       LeaseVerdict::kGranted, 6, 6},
+      {"a renewal at the largest token", Acquire("a"), kMax,
+       State(Record("a", kMax), true), Verdict::kAccepted,
+       LeaseVerdict::kRenewed, kMax, kMax},
+      {"a denial names the lease's own holder first", Acquire("b"), 5,
+       Blocked(State(Record("a", 5), true, 900)), Verdict::kRejected,
+       LeaseVerdict::kDenied, 5, 5},
       {"release by the live holder with its token", Release("a", 5), 5,
        State(Record("a", 5), true), Verdict::kAccepted, LeaseVerdict::kReleased,
        5, 5},
@@ -216,6 +228,9 @@ TEST(LeaseRulesTest, EveryRuleOfTheLeasesSection) {
       {"release of a lease never granted", Release("a", 1), std::nullopt,
        State(std::nullopt, false), Verdict::kRejected, LeaseVerdict::kNotHeld,
        0, std::nullopt},
+      {"release while another lease holds the fence", Release("a", 5), 5,
+       Blocked(State(Record("a", 5), true)), Verdict::kAccepted,
+       LeaseVerdict::kReleased, 5, 5},
   };
   for (const LeaseCase& c : cases) {
     const LeaseDecision d = DecideLease(c.op, c.fence, c.state, kNow);
@@ -252,6 +267,12 @@ TEST(LeaseRulesTest, AGrantStampsTheRecordAndSaysWhyItWasPossible) {
 
   d = DecideLease(Acquire("b"), 5, State(Record("a", 5, true), false), kNow);
   EXPECT_EQ(d.outcome.lease->reason, Reason::kReleased);
+  EXPECT_FALSE(d.outcome.lease->previous_expired);
+  d = DecideLease(Acquire("a"), 5, State(Record("a", 5, true), false), kNow);
+  EXPECT_EQ(d.outcome.lease->reason, Reason::kReleased);
+  EXPECT_EQ(d.next->transitions, 0u);  // its own lease again
+  d = DecideLease(Acquire("a"), 20, State(Record("a", 5), false), kNow);
+  EXPECT_EQ(d.outcome.lease->reason, Reason::kFenceAbove);
   EXPECT_FALSE(d.outcome.lease->previous_expired);
   d = DecideLease(Acquire("a"), 9, State(Record("a", 5), true), kNow);
   EXPECT_EQ(d.outcome.lease->reason, Reason::kFenceAbove);
@@ -322,6 +343,10 @@ TEST(LeaseRulesTest, TheLeaseLimitRefusesOnlyNewLiveLeases) {
   EXPECT_TRUE(
       OverLeaseLimit(Acquire("b"), State(Record("a", 5), false), 10, 10));
   EXPECT_FALSE(OverLeaseLimit(Release("a", 5), free, 10, 10));
+  // A holder of record whose renewal becomes a grant is not counted.
+  EXPECT_FALSE(
+      CountsAgainstLeaseLimit(Acquire("a"), State(Record("a", 5), false)));
+  EXPECT_TRUE(CountsAgainstLeaseLimit(Acquire("a"), free));
 }
 
 TEST(RoutingFenceTest, EachKindOfWriteGoesByItsFence) {
