@@ -2,8 +2,8 @@
 
 #include <string>
 
-#include "fence/percent.h"
 #include "codec/utf8.h"
+#include "fence/percent.h"
 
 namespace fencepost::fence {
 namespace {

@@ -22,8 +22,7 @@ std::string_view Scopes::FenceFor(std::string_view key) const {
 }
 
 bool Scopes::IsScope(std::string_view name) const {
-  return std::find(prefixes_.begin(), prefixes_.end(), name) !=
-         prefixes_.end();
+  return std::find(prefixes_.begin(), prefixes_.end(), name) != prefixes_.end();
 }
 
 std::string EncodeScopeRecord(const ScopeRecord& record) {
@@ -68,8 +67,8 @@ ScopePlan PlanScopes(const Scopes& configured,
                      std::to_string(*scope.fence) +
                      " but is not among the --fence-scope flags: its keys "
                      "would fall back to fences of their own, which may be "
-                     "lower; start with --fence-scope " + scope.name +
-                     " (or a shorter prefix that covers it)";
+                     "lower; start with --fence-scope " +
+                     scope.name + " (or a shorter prefix that covers it)";
     }
   }
   std::sort(plan.record.retired.begin(), plan.record.retired.end());
@@ -84,7 +83,8 @@ std::optional<std::string> CarvedFrom(const ScopeRecord& last,
   std::optional<std::string> from;
   for (const std::string& served : last.served) {
     if (served == scope) return std::nullopt;
-    if (served.size() < scope.size() && scope.substr(0, served.size()) == served &&
+    if (served.size() < scope.size() &&
+        scope.substr(0, served.size()) == served &&
         (!from || served.size() > from->size())) {
       from = served;
     }

@@ -9,9 +9,9 @@
 #include <optional>
 #include <string>
 
-#include "fence/write.h"
 #include "fence/lease.h"
 #include "fence/scope.h"
+#include "fence/write.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
@@ -46,8 +46,7 @@ class LeaseRoutes : private RouteUnit {
   // The 507 for an acquire that would make a live lease past --max-leases;
   // nullopt for a renewal (by the holder of record) and under the limit.
   boost::asio::awaitable<std::optional<Response>> RefuseLeaseLimit(
-      const Request& request,
-                                           const fence::LeaseOp& op);
+      const Request& request, const fence::LeaseOp& op);
   // The answer to a lease operation that failed (counts a noticed expiry).
   Response LeaseFailure(const Request& request, const std::string& name,
                         const fence::WriteOutcome& outcome);

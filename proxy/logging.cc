@@ -6,8 +6,8 @@
 
 #include <cstdio>
 
-#include "proxy/http_types.h"
 #include "codec/utf8.h"
+#include "proxy/http_types.h"
 
 namespace fencepost::proxy {
 namespace {

@@ -4,10 +4,10 @@
 #include <cctype>
 #include <charconv>
 
+#include "codec/utf8.h"
 #include "fence/key.h"
 #include "fence/percent.h"
 #include "fence/token.h"
-#include "codec/utf8.h"
 
 namespace fencepost::proxy::routes {
 

@@ -171,9 +171,9 @@ bool Server::MakeRoom(Listener& listener) {
   Connection* victim = nullptr;
   for (Connection& c : listener.connections) {
     if (c.shed) continue;
-    const bool stuck = c.phase == Connection::Phase::kIdle ||
-                       (c.phase == Connection::Phase::kWriting &&
-                        now - c.since >= kStalled);
+    const bool stuck =
+        c.phase == Connection::Phase::kIdle ||
+        (c.phase == Connection::Phase::kWriting && now - c.since >= kStalled);
     if (stuck && (victim == nullptr || c.since < victim->since)) victim = &c;
   }
   if (victim == nullptr) {

@@ -19,8 +19,7 @@ boost::asio::awaitable<ReadResult> EtcdBackend::Read(
 
 boost::asio::awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
   WriteResult result;
-  result.outcome =
-      co_await AsyncCommit(fences_, WithValue(std::move(request)));
+  result.outcome = co_await AsyncCommit(fences_, WithValue(std::move(request)));
   result.created = result.outcome.created;
   if (result.outcome.error) result.detail = fences_.last_error();
   co_return result;

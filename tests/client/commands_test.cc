@@ -338,10 +338,10 @@ TEST(CommandsTest, LeaseRunStopsWhatTheCommandLeftBehindBeforeReleasing) {
   ServerProcess server(dir / "data");
   Client admin(testing::AdminOptions(server));
   const std::string left = dir / "left.pid";
-  testing::CommandProcess run(
-      {"lease", "run", "jobs/h", "--holder", "runner", "--ttl", "3s", "--grace",
-       "500ms", "--admin", testing::AdminUrl(server), "--", "sh", "-c",
-       "sleep 30 & echo $! >'" + left + "'; exit 3"});
+  testing::CommandProcess run({"lease", "run", "jobs/h", "--holder", "runner",
+                               "--ttl", "3s", "--grace", "500ms", "--admin",
+                               testing::AdminUrl(server), "--", "sh", "-c",
+                               "sleep 30 & echo $! >'" + left + "'; exit 3"});
   EXPECT_EQ(run.Wait(milliseconds(10000)), 3) << run.Output();
   const std::string left_pid = PidIn(left);
   ASSERT_FALSE(left_pid.empty()) << run.Output();

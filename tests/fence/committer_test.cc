@@ -29,8 +29,7 @@ class CommitterTest : public ::testing::Test {
     return future.get();
   }
   WriteOutcome Commit(const std::string& fence, Token token) {
-    return Commit(
-        FencedWrite{fence, token, false, std::nullopt});
+    return Commit(FencedWrite{fence, token, false, std::nullopt});
   }
   std::optional<std::string> Value(const std::string& key) {
     auto lock = env_.overlay().Lock();
@@ -73,46 +72,36 @@ TEST_F(CommitterTest, AppliesTheAcceptRule) {
 }
 
 TEST_F(CommitterTest, ARejectedWriteStoresNoValue) {
-  Commit(FencedWrite{"k",
-                    10,
-                    false,
-                    ValueOp{ValueOp::Kind::kPut, "k", "new"}});
-  WriteOutcome o = Commit(FencedWrite{"k",
-                                     9,
-                                     false,
-                                     ValueOp{ValueOp::Kind::kPut, "k", "old"}});
+  Commit(FencedWrite{"k", 10, false, ValueOp{ValueOp::Kind::kPut, "k", "new"}});
+  WriteOutcome o = Commit(
+      FencedWrite{"k", 9, false, ValueOp{ValueOp::Kind::kPut, "k", "old"}});
   EXPECT_EQ(o.verdict, Verdict::kRejected);
   EXPECT_EQ(Value("k"), "new");
 }
 
 TEST_F(CommitterTest, ObserveAppliesStaleWriteButNeverLowersTheFence) {
   Commit("k", 10);
-  WriteOutcome o = Commit(FencedWrite{
-      "k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
+  WriteOutcome o =
+      Commit(FencedWrite{"k", 3, true, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
   EXPECT_EQ(o.verdict, Verdict::kObserved);
   EXPECT_EQ(Value("k"), "v");
   EXPECT_EQ(o.current, Token{10});
   EXPECT_EQ(Get("k")->token, 10u);
-  WriteOutcome missing = Commit(
-      FencedWrite{"new", std::nullopt, true, std::nullopt});
+  WriteOutcome missing =
+      Commit(FencedWrite{"new", std::nullopt, true, std::nullopt});
   EXPECT_EQ(missing.verdict, Verdict::kObserved);
   EXPECT_FALSE(Get("new")) << "a write without a token creates no fence";
 }
 
 TEST_F(CommitterTest, PutsSayWhetherTheyMadeTheValueAndDeletesRemoveIt) {
   auto put = [this](Token t) {
-    return Commit(FencedWrite{"k",
-                             t,
-                             false,
-                             ValueOp{ValueOp::Kind::kPut, "k", "v"}});
+    return Commit(
+        FencedWrite{"k", t, false, ValueOp{ValueOp::Kind::kPut, "k", "v"}});
   };
   EXPECT_TRUE(put(1).created);
   EXPECT_FALSE(put(2).created);
-  WriteOutcome gone =
-      Commit(FencedWrite{"k",
-                        3,
-                        false,
-                        ValueOp{ValueOp::Kind::kDelete, "k", ""}});
+  WriteOutcome gone = Commit(
+      FencedWrite{"k", 3, false, ValueOp{ValueOp::Kind::kDelete, "k", ""}});
   EXPECT_EQ(gone.verdict, Verdict::kAccepted);
   EXPECT_FALSE(Value("k"));
   EXPECT_TRUE(put(4).created);
@@ -128,10 +117,8 @@ TEST_F(CommitterTest,
   for (int i = 0; i < kWrites; ++i) {
     const std::string key = "v" + std::to_string(i % 100);
     committer_.Submit(
-        FencedWrite{key,
-                   Token(i),
-                   false,
-                   ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)}},
+        FencedWrite{key, Token(i), false,
+                    ValueOp{ValueOp::Kind::kPut, key, std::to_string(i)}},
         [&promises, i](WriteOutcome o) { promises[i].set_value(o); });
   }
   for (int i = 0; i < kWrites; ++i) {
@@ -162,15 +149,14 @@ TEST_F(CommitterTest, GroupCommitKeepsTheAcceptRuleUnderContention) {
       for (int i = 0; i < kPerThread; ++i) {
         const Token token = rng() % 1000;
         std::promise<void> done;
-        committer_.Submit(
-            FencedWrite{"hot", token, false, std::nullopt},
-            [&, token](WriteOutcome o) {
-              {
-                std::lock_guard lock(mu);
-                applied.emplace_back(token, o);
-              }
-              done.set_value();
-            });
+        committer_.Submit(FencedWrite{"hot", token, false, std::nullopt},
+                          [&, token](WriteOutcome o) {
+                            {
+                              std::lock_guard lock(mu);
+                              applied.emplace_back(token, o);
+                            }
+                            done.set_value();
+                          });
         done.get_future().wait();
       }
     });
@@ -198,10 +184,8 @@ TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
     auto f = p.get_future();
     const std::string key = "k" + std::to_string(i);
     committer.Submit(
-        FencedWrite{key,
-                   1,
-                   false,
-                   ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')}},
+        FencedWrite{key, 1, false,
+                    ValueOp{ValueOp::Kind::kPut, key, std::string(4000, 'v')}},
         [&p](WriteOutcome o) { p.set_value(o); });
     return f.get();
   };
@@ -233,8 +217,7 @@ TEST(CommitterQueueTest, PastTheQueueBoundWritesAreRefusedAtOnce) {
   std::latch done(kWrites);
   for (int i = 0; i < kWrites; ++i) {
     committer.Submit(
-        FencedWrite{
-            "f" + std::to_string(i), 1, false, std::nullopt},
+        FencedWrite{"f" + std::to_string(i), 1, false, std::nullopt},
         [&](WriteOutcome o) {
           if (o.error == Errc::kOverloaded) ++overloaded;
           if (o.verdict == Verdict::kAccepted) ++accepted;
@@ -273,17 +256,16 @@ TEST(EnvTest, UnusableDirectoryThrows) {
 }
 
 FencedWrite Put(const std::string& key, Token token, const std::string& body) {
-  return FencedWrite{key, token, false, ValueOp{ValueOp::Kind::kPut, key, body}};
+  return FencedWrite{key, token, false,
+                     ValueOp{ValueOp::Kind::kPut, key, body}};
 }
 
 TEST_F(CommitterTest, ABatchIsAppliedWhole) {
   Commit(Put("b", 3, "old b"));
   Batch batch;
-  batch.writes = {Put("a", 5, "new a"), Put("b", 5, "new b"),
-                 FencedWrite{"c",
-                            5,
-                            false,
-                            ValueOp{ValueOp::Kind::kDelete, "c", ""}}};
+  batch.writes = {
+      Put("a", 5, "new a"), Put("b", 5, "new b"),
+      FencedWrite{"c", 5, false, ValueOp{ValueOp::Kind::kDelete, "c", ""}}};
   WriteOutcome o = Commit(batch);
   EXPECT_EQ(o.verdict, Verdict::kAccepted);
   ASSERT_EQ(o.batch.size(), 3u);

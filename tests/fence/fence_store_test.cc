@@ -15,9 +15,8 @@ class FenceStoreTest : public ::testing::Test {
   void Put(const std::string& name, Token token) {
     std::promise<WriteOutcome> p;
     auto f = p.get_future();
-    committer_->Submit(
-        FencedWrite{name, token, false, std::nullopt},
-        [&p](WriteOutcome o) { p.set_value(o); });
+    committer_->Submit(FencedWrite{name, token, false, std::nullopt},
+                       [&p](WriteOutcome o) { p.set_value(o); });
     ASSERT_EQ(f.get().verdict, WriteOutcome::Verdict::kAccepted);
   }
   std::optional<FenceRecord> Get(const std::string& name) {

@@ -28,10 +28,8 @@ std::string Body(int i) { return std::string(4000, 'a' + i % 26); }
 WriteOutcome Put(Committer& committer, int i) {
   std::promise<WriteOutcome> promise;
   auto future = promise.get_future();
-  committer.Submit(FencedWrite{Key(i),
-                              static_cast<Token>(i + 1),
-                              false,
-                              ValueOp{ValueOp::Kind::kPut, Key(i), Body(i)}},
+  committer.Submit(FencedWrite{Key(i), static_cast<Token>(i + 1), false,
+                               ValueOp{ValueOp::Kind::kPut, Key(i), Body(i)}},
                    [&promise](WriteOutcome o) { promise.set_value(o); });
   return future.get();
 }

@@ -58,7 +58,8 @@ TEST(ScopePlanTest, EachRuleOfAScopeChange) {
   };
   for (const Case& c : cases) {
     const ScopePlan plan = PlanScopes(Scopes(c.configured), c.recorded);
-    EXPECT_EQ(!plan.refusal.empty(), c.refused) << c.what << ": " << plan.refusal;
+    EXPECT_EQ(!plan.refusal.empty(), c.refused)
+        << c.what << ": " << plan.refusal;
     EXPECT_EQ(plan.record.served, c.record.served) << c.what;
     EXPECT_EQ(plan.record.retired, c.record.retired) << c.what;
     if (c.refused) {
@@ -92,9 +93,11 @@ TEST(ScopeFloorTest, ANewScopeIsCarvedFromTheLongestServedPrefix) {
 // ScopeFloor: a scope starts at the highest fence that guarded its keys.
 TEST(ScopeFloorTest, AScopeStartsAtTheHighestFenceItGuards) {
   const Scopes scopes({"orders/", "orders/eu/"});
-  const std::vector<NamedToken> under = {
-      {"orders/", 3}, {"orders/1", 35}, {"orders/2", 7},
-      {"orders/eu/", 90}, {"orders/eu/1", 99}};
+  const std::vector<NamedToken> under = {{"orders/", 3},
+                                         {"orders/1", 35},
+                                         {"orders/2", 7},
+                                         {"orders/eu/", 90},
+                                         {"orders/eu/1", 99}};
   // orders/eu/ and what it guards are not orders/'s.
   EXPECT_EQ(ScopeFloor(scopes, "orders/", 3, under), Token{35});
   EXPECT_EQ(ScopeFloor(scopes, "orders/", std::nullopt, under), Token{35});

@@ -254,14 +254,11 @@ TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
   // New writes continue after the recovered numbers, are decided against
   // them, and a restart replays nothing more.
   std::promise<WriteOutcome> stale, fresh;
-  committer.Submit(FencedWrite{"orders/1",
-                              100 + last_of(1) - 1,
-                              false,
-                              std::nullopt},
-                   [&stale](WriteOutcome o) { stale.set_value(o); });
   committer.Submit(
-      FencedWrite{"orders/1", 1000, false, std::nullopt},
-      [&fresh](WriteOutcome o) { fresh.set_value(o); });
+      FencedWrite{"orders/1", 100 + last_of(1) - 1, false, std::nullopt},
+      [&stale](WriteOutcome o) { stale.set_value(o); });
+  committer.Submit(FencedWrite{"orders/1", 1000, false, std::nullopt},
+                   [&fresh](WriteOutcome o) { fresh.set_value(o); });
   EXPECT_EQ(stale.get_future().get().verdict, WriteOutcome::Verdict::kRejected);
   EXPECT_EQ(fresh.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
   committer.Stop();
@@ -328,11 +325,9 @@ TEST(WalRecoveryTest, RecoveredRecordsSurviveTheNextCrash) {
       for (int i = 0; i < 100; ++i) {
         const std::string fence = "f/" + std::to_string(i % 9);
         const Token token = 1000 * (round + 1) + i;
-        committer.Submit(FencedWrite{fence,
-                                    token,
-                                    false,
-                                    ValueOp{ValueOp::Kind::kPut, fence,
-                                            std::string(200, 'v')}},
+        committer.Submit(FencedWrite{fence, token, false,
+                                     ValueOp{ValueOp::Kind::kPut, fence,
+                                             std::string(200, 'v')}},
                          [fd, fence, token, &refused](WriteOutcome o) {
                            if (o.verdict != WriteOutcome::Verdict::kAccepted) {
                              refused = true;
@@ -439,11 +434,9 @@ TEST(WalRecoveryTest, SegmentsAreReusedAndEveryWriteSurvivesRestarts) {
     for (int i = 0; i < 400; ++i) {
       std::promise<WriteOutcome> p;
       const std::string key = "k" + std::to_string(i % 50);
-      committer.Submit(FencedWrite{key,
-                                  ++token,
-                                  false,
-                                  ValueOp{ValueOp::Kind::kPut, key,
-                                          std::string(100, 'a' + round)}},
+      committer.Submit(FencedWrite{key, ++token, false,
+                                   ValueOp{ValueOp::Kind::kPut, key,
+                                           std::string(100, 'a' + round)}},
                        [&p](WriteOutcome o) { p.set_value(o); });
       ASSERT_EQ(p.get_future().get().verdict, WriteOutcome::Verdict::kAccepted);
     }
@@ -480,11 +473,9 @@ TEST(WalRecoveryTest, OverlappingSyncsAcrossSegmentSwitchesLoseNothing) {
           const std::string key = "k" + std::to_string((t * 7 + i) % kKeys);
           const Token token = ++next;
           std::promise<WriteOutcome> p;
-          committer.Submit(FencedWrite{key,
-                                      token,
-                                      false,
-                                      ValueOp{ValueOp::Kind::kPut, key,
-                                              std::string(64, 'v')}},
+          committer.Submit(FencedWrite{key, token, false,
+                                       ValueOp{ValueOp::Kind::kPut, key,
+                                               std::string(64, 'v')}},
                            [&p](WriteOutcome o) { p.set_value(o); });
           const WriteOutcome o = p.get_future().get();
           std::lock_guard lock(mu);

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "fence/key.h"
 #include "codec/utf8.h"
+#include "fence/key.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data,
                                       std::size_t size) {

@@ -159,10 +159,10 @@ ServerProcess::ServerProcess(const std::string& data_dir,
     const auto data = log.find(kData);
     const auto admin = log.find(kAdmin, data);
     // The whole port: a read may catch the line half written.
-    const auto admin_end = admin == std::string::npos
-                               ? admin
-                               : log.find_first_not_of(
-                                     "0123456789", admin + kAdmin.size());
+    const auto admin_end =
+        admin == std::string::npos
+            ? admin
+            : log.find_first_not_of("0123456789", admin + kAdmin.size());
     if (data != std::string::npos && admin_end != std::string::npos) {
       data_port_ = static_cast<std::uint16_t>(
           std::stoi(log.substr(data + kData.size())));
