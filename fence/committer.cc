@@ -24,10 +24,6 @@ constexpr std::string_view kAppliedSeqKey = "applied_seq";
 // batch gather.
 constexpr std::size_t kApplyBatch = 16384;
 constexpr std::chrono::milliseconds kApplyInterval{50};
-// Sync threads: with two, one group's sync overlaps the next one's.
-constexpr int kSyncers = 2;
-// How often the committer looks for leases that ran out unnoticed.
-constexpr std::int64_t kLeaseSweepNs = 1'000'000'000;
 
 std::int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -92,17 +88,14 @@ Committer::Committer(Env& env, Options options)
       Wal::Options{env_.dir(), options_.segment_bytes, applied_seq_});
   Replay();
   LoadLeases();
-  written_seq_ = sync_target_ = durable_seq_ = next_seq_ - 1;
+  written_seq_ = durable_seq_ = next_seq_ - 1;
   published_seq_ = next_seq_ - 1;
+  for (int i = 0; i < kSyncSlots; ++i) {
+    slot_files_.push_back(std::make_unique<Wal::SyncFiles>(*wal_));
+  }
+  ring_ = std::make_unique<SyncRing>(8);
   applier_ = std::thread([this] { ApplyLoop(); });
-  for (int i = 0; i < kSyncers; ++i) {
-    sync_files_.push_back(std::make_unique<Wal::SyncFiles>(*wal_));
-  }
-  committer_files_ = std::make_unique<Wal::SyncFiles>(*wal_);
-  for (const auto& files : sync_files_) {
-    syncers_.emplace_back([this, &files = *files] { SyncLoop(files); });
-  }
-  thread_ = std::thread([this] { Run(); });
+  StartDriving();
 }
 
 Committer::~Committer() { Stop(); }
@@ -235,99 +228,30 @@ void Committer::LoadLeases() {
 }
 
 void Committer::Submit(FenceWrite write, Done done) {
+  enum { kQueued, kFirst, kOverloaded } result = kOverloaded;
   {
     std::lock_guard lock(mu_);
     if (queue_.size() < options_.max_queue_writes || stopping_) {
       queue_.push_back({std::move(write), std::move(done)});
-      // The committer waits only on an empty queue: later writes of a
-      // busy moment need no wake-up (no futex call each).
-      if (queue_.size() == 1) cv_.notify_one();
-      return;
+      // The driver takes the whole queue when it runs: only the first
+      // write of a busy moment needs to wake it.
+      result = queue_.size() == 1 ? kFirst : kQueued;
     }
   }
+  if (result == kFirst) Wake();
+  if (result != kOverloaded) return;
   WriteOutcome overloaded;
   overloaded.error = Errc::kOverloaded;
   done(std::move(overloaded));
 }
 
-void Committer::Stop() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  Drain();
-  {
-    std::lock_guard lock(sync_mu_);
-    syncers_stop_ = true;
-  }
-  sync_cv_.notify_all();
-  for (std::thread& t : syncers_) {
-    if (t.joinable()) t.join();
-  }
-  {
-    std::lock_guard lock(mu_);
-    committer_done_ = true;
-  }
-  apply_cv_.notify_all();
-  if (applier_.joinable()) {
-    applier_.join();
-    // Everything logged is in LMDB now.
-    if (int e = wal_->MarkApplied(); e != 0) {
-      Fatal("cannot mark the write-ahead log applied", e);
-    }
-  }
-}
-
-void Committer::NoticeExpiredLeases() {
-  for (const auto& [name, lease] :
-       env_.lease_table().NoticeExpired(options_.steady_now())) {
-    options_.on_lease_expired(name, lease);
-  }
-}
-
-std::uint64_t Committer::commits() const {
-  std::lock_guard lock(mu_);
-  return commits_;
-}
-
-void Committer::Run() {
-  std::vector<Pending> group;
-  std::int64_t next_sweep = options_.steady_now();
-  while (true) {
-    // Not while a lease change is decided but not yet in the table: a
-    // renewal being synced would read as a lease that ran out.
-    if (options_.on_lease_expired && options_.steady_now() >= next_sweep &&
-        lease_groups_unanswered_ == 0) {
-      NoticeExpiredLeases();
-      next_sweep = options_.steady_now() + kLeaseSweepNs;
-    }
-    {
-      std::unique_lock lock(mu_);
-      // Waking once a second while idle lets the engine notice the leases
-      // that ran out even when nobody asks.
-      if (!cv_.wait_for(lock, std::chrono::nanoseconds(kLeaseSweepNs),
-                        [this] { return stopping_ || !queue_.empty(); })) {
-        continue;
-      }
-      if (queue_.empty()) return;
-      std::size_t bytes = 0;
-      while (!queue_.empty() && group.size() < options_.max_batch_writes) {
-        const std::size_t size = PayloadBytes(queue_.front().write);
-        if (!group.empty() && bytes + size > options_.max_batch_bytes) break;
-        bytes += size;
-        group.push_back(std::move(queue_.front()));
-        queue_.pop_front();
-      }
-    }
-    CommitGroup(group);
-    group.clear();
-  }
-}
-
 template <class Ready>
 void Committer::WaitForApplier(Ready ready) {
+  {
+    std::lock_guard lock(mu_);
+    if (ready()) return;
+  }
+  Drain();
   std::unique_lock lock(mu_);
   if (ready()) return;
   committer_waiting_ = true;
@@ -354,7 +278,6 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   std::size_t need = 0;
   for (const Pending& p : group) need += Reservation(p.write);
   if (env_.used_bytes() + reserved_bytes_ + need > env_.max_map_size()) {
-    Drain();
     WaitForApplier(
         [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
   }
@@ -367,36 +290,19 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   g.durable_at = next_seq_ - 1;
   g.pending = std::move(group);
   group.clear();
-  {
-    std::lock_guard lock(sync_mu_);
-    decided_.push_back(std::move(g));
-    ++unanswered_;
-    if (segment >= 0) {
-      written_seq_ = next_seq_ - 1;
-      unsynced_segments_ |= 1u << segment;
-    }
-  }
+  decided_.push_back(std::move(g));
+  ++unanswered_;
   if (segment < 0) {
     AnswerDurable();  // nothing to sync: it may be answerable now
     return;
   }
-  // With no other write waiting and no sync in flight there is nothing to
-  // overlap: sync here, sparing the hand-off to a sync thread and back.
-  bool idle = false;
-  {
-    std::lock_guard lock(mu_);
-    idle = queue_.empty();
+  written_seq_ = next_seq_ - 1;
+  unsynced_segments_ |= 1u << segment;
+  if (options_.answer_before_sync) {
+    durable_seq_ = written_seq_;  // the broken promise, on purpose
+    AnswerDurable();
   }
-  std::unique_lock lock(sync_mu_);
-  if (idle && syncs_.empty() && unsynced_segments_ != 0 &&
-      !options_.sync_threads_only) {
-    Sync(*committer_files_, lock);
-    return;
-  }
-  sync_cv_.notify_one();
-  // Let the next group gather while every sync thread is busy: go on only
-  // once a sync has begun that covers this group.
-  room_cv_.wait(lock, [this] { return sync_target_ >= written_seq_; });
+  StartSync();
 }
 
 void Committer::DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen) {
@@ -476,75 +382,12 @@ int Committer::LogGroup(Group& g, Seen& seen) {
   return segment;
 }
 
-void Committer::SyncLoop(const Wal::SyncFiles& files) {
-  std::unique_lock lock(sync_mu_);
-  while (true) {
-    sync_cv_.wait(lock,
-                  [this] { return syncers_stop_ || unsynced_segments_ != 0; });
-    if (unsynced_segments_ == 0) return;
-    Sync(files, lock);
-  }
-}
-
-void Committer::Sync(const Wal::SyncFiles& files,
-                     std::unique_lock<std::mutex>& lock) {
-  const unsigned segments = unsynced_segments_;
-  unsynced_segments_ = 0;
-  sync_target_ = written_seq_;
-  syncs_.push_back({written_seq_, false});
-  SyncTicket& ticket = syncs_.back();  // deque: stays valid
-  room_cv_.notify_all();
-  lock.unlock();
-  const auto sync = [&] {
-    for (int i = 0; i < 2; ++i) {
-      if ((segments & (1u << i)) == 0) continue;
-      if (int e = files.Sync(i); e != 0) {
-        Fatal(
-            "the write-ahead log sync failed; the outcome of its writes is "
-            "unknown",
-            e);
-      }
-    }
-  };
-  if (!options_.answer_before_sync) sync();
-  lock.lock();
-  ticket.done = true;
-  bool advanced = false;
-  while (!syncs_.empty() && syncs_.front().done) {
-    durable_seq_ = syncs_.front().target;
-    syncs_.pop_front();
-    advanced = true;
-  }
-  if (advanced) {
-    lock.unlock();
-    AnswerDurable();
-    lock.lock();
-  }
-  if (options_.answer_before_sync) {
-    lock.unlock();
-    sync();
-    lock.lock();
-  }
-}
-
 void Committer::AnswerDurable() {
-  std::lock_guard order(answer_mu_);
-  while (true) {
-    Group g;
-    {
-      std::lock_guard lock(sync_mu_);
-      if (decided_.empty() || decided_.front().durable_at > durable_seq_) {
-        return;
-      }
-      g = std::move(decided_.front());
-      decided_.pop_front();
-    }
+  while (!decided_.empty() && decided_.front().durable_at <= durable_seq_) {
+    Group g = std::move(decided_.front());
+    decided_.pop_front();
+    --unanswered_;
     Answer(g);
-    {
-      std::lock_guard lock(sync_mu_);
-      --unanswered_;
-    }
-    room_cv_.notify_all();
   }
 }
 
@@ -573,11 +416,6 @@ void Committer::Answer(Group& g) {
   for (std::size_t i = 0; i < g.pending.size(); ++i) {
     g.pending[i].done(std::move(g.outcomes[i]));
   }
-}
-
-void Committer::Drain() {
-  std::unique_lock lock(sync_mu_);
-  room_cv_.wait(lock, [this] { return unanswered_ == 0; });
 }
 
 void Committer::ApplyLoop() {

@@ -21,6 +21,7 @@
 #include "fence/env.h"
 #include "fence/lease.h"
 #include "fence/rules.h"
+#include "fence/sync_ring.h"
 #include "fence/token.h"
 #include "fence/wal.h"
 #include "fence/write.h"
@@ -56,18 +57,24 @@ namespace fencepost::fence {
 // may have lost acknowledged data or cannot keep a promise: `on_fatal` is
 // called and the process aborts.
 //
-// The log's syncs overlap: while one group's sync is in flight the
-// committer decides and writes the next (deciding against the groups not
-// yet durable), and a second sync thread flushes it. When no other write
-// waits and no sync is in flight, the committer syncs the group itself:
-// there is nothing to overlap, and the hand-off would cost two wake-ups.
-// Answers still go out in decision order, each only after a sync that began
-// after its records were written has returned, and after every sync begun
-// before that one.
+// The log's syncs overlap without a thread of their own: the driver
+// (below) writes a group to the log and submits its data sync through
+// io_uring (SyncRing), then goes on reading and deciding; a group that
+// gathers while a sync is in flight is written and synced in turn, at most
+// kSyncSlots syncs in flight, each through its own open files (Linux
+// reports a writeback error once per open file). Answers go out in
+// decision order, each only after the completion of a sync submitted after
+// its records were written, and of every sync submitted before that one.
+//
+// Driving: with Options::loop set, the committer has no thread on the
+// answer path: the event loop that submits a write also decides it, logs
+// it, submits its sync and, when the sync's completion wakes the loop,
+// answers it. Without it, a thread of the committer's own does the same.
 //
 // Thread safety: Submit may be called from any thread. `done` callbacks run
-// on one of the committer's threads (or, for kOverloaded, on the caller's)
-// and must not block.
+// on the driver (the loop's thread, or the committer's own; for
+// kOverloaded, on the caller's) and must not block or call back into the
+// committer.
 class Committer {
  public:
   using Done = WriteDone;
@@ -89,10 +96,16 @@ class Committer {
     // its sync rather than after. Only the test build sets it (the
     // syscall-order test's negative control); never in the product.
     bool answer_before_sync = false;
-    // Every group is synced by a sync thread, never by the committer itself
-    // when idle: a test's injected sync failure then lands on a sync
-    // thread's shared group for sure. Only the test build sets it.
-    bool sync_threads_only = false;
+    // The event loop that drives the committer; unset, it runs a thread of
+    // its own.
+    struct Loop {
+      // Runs `fn` on the loop's thread soon; callable from any thread.
+      std::function<void(std::function<void()>)> post;
+      // Calls `ready` on the loop's thread each time `fd` turns readable,
+      // for as long as the loop runs.
+      std::function<void(int fd, std::function<void()> ready)> watch;
+    };
+    Loop loop;
   };
 
   // Opens the log in env's directory and replays what LMDB lacks. Throws
@@ -103,8 +116,8 @@ class Committer {
   Committer& operator=(const Committer&) = delete;
 
   void Submit(FenceWrite write, Done done);
-  // Commits and applies everything queued, then joins the threads.
-  // Idempotent.
+  // Commits and applies everything queued, then joins the threads. With a
+  // loop, call it once the loop no longer runs. Idempotent.
   void Stop();
 
   // Log syncs (groups) so far.
@@ -140,12 +153,17 @@ class Committer {
     std::uint64_t last_seq = 0;
     Seen seen;
   };
-  // A started sync: when it and every sync started before it are done, the
-  // log is durable up to `target`.
+  // A submitted sync: when it and every sync submitted before it are done,
+  // the log is durable up to `target`.
   struct SyncTicket {
+    std::uint64_t id = 0;  // its completions' tag
     std::uint64_t target = 0;
+    int slot = 0;
+    int pending = 0;  // completions not yet reaped
     bool done = false;
   };
+  // Syncs in flight at most: one group's sync overlaps the next one's.
+  static constexpr int kSyncSlots = 2;
 
   // Map space a record (or a write's records) may take once applied, and
   // the value bytes a write carries (committer_decide.cc).
@@ -154,21 +172,37 @@ class Committer {
   static std::size_t Reservation(const FenceWrite& write);
   static std::size_t PayloadBytes(const FenceWrite& write);
 
+  // Driving (committer.cc). Each step below runs under drive_mu_.
+  // Starts driving: the loop's watches, or the committer's own thread.
+  void StartDriving();
+  // The committer's own thread, when there is no loop.
   void Run();
-  void NoticeExpiredLeases();
+  // Lets the driver know the queue has writes.
+  void Wake();
+  // One turn of the driver: reaps the syncs done, answers what they made
+  // durable, commits what is queued while a sync slot is free, and looks
+  // for leases that ran out once a second.
+  void Pump();
+  void PumpLocked();
+  // Commits the next group from the queue when a sync slot is free;
+  // returns whether it did.
+  bool CommitNext();
+  int FreeSlot() const;
   void CommitGroup(std::vector<Pending>& group);
-  // A sync thread: syncs what was written since the last sync began, then
-  // answers the groups that made durable.
-  void SyncLoop(const Wal::SyncFiles& files);
-  // Syncs, through `files`, what was written since the last sync began, then
-  // answers what that made durable. `lock` holds sync_mu_ on entry and exit;
-  // there is something to sync.
-  void Sync(const Wal::SyncFiles& files, std::unique_lock<std::mutex>& lock);
+  // Submits a sync of the segments written since the last one began.
+  void StartSync();
+  // Takes the completed syncs (waiting for one with `wait`), then answers
+  // what is durable.
+  void Reap(bool wait);
+  void SweepLeases();
+  void NoticeExpiredLeases();
   // Answers, in decision order, every group the log is durable for.
   void AnswerDurable();
   void Answer(Group& group);
   // Waits until every decided group is answered.
   void Drain();
+  // Commits everything queued and waits for its answers (Stop).
+  void DrainQueue();
   // The newest entry for `key` in one of Seen's maps of the groups being
   // synced (`recent_`), or nullptr.
   template <class Map>
@@ -226,7 +260,8 @@ class Committer {
   // renewed now.
   void LoadLeases();
   // Waits, under mu_, until `ready()` holds, with the applier told to apply
-  // at once instead of gathering a batch.
+  // at once instead of gathering a batch; first answers every decided
+  // group, since the applier takes records only once they are answered.
   template <class Ready>
   void WaitForApplier(Ready ready);
   void ApplyLoop();
@@ -246,7 +281,6 @@ class Committer {
 
   mutable std::mutex mu_;
   // Each waiter has its own: a wake-up goes only to the thread it is for.
-  std::condition_variable cv_;          // the committer: the queue, stopping
   std::condition_variable apply_cv_;    // the applier: records, the committer
                                         // waiting or done
   std::condition_variable applied_cv_;  // the applier made progress
@@ -259,32 +293,32 @@ class Committer {
   bool committer_waiting_ = false;  // for the applier to catch up
   std::uint64_t commits_ = 0;
   std::thread applier_;
-  std::thread thread_;
 
-  // Overlapping syncs: the committer writes a group to the log and goes on
-  // deciding the next while sync threads flush it (syncs overlap on the
-  // device; each covers everything written before it began). Answers go
-  // out in decision order, each only once the log is durable past it.
-  mutable std::mutex sync_mu_;
-  std::condition_variable sync_cv_;  // the sync threads: something written
-  std::condition_variable room_cv_;  // the committer: a sync began, or
-                                     // groups were answered
+  // The driver's state: one driver at a time holds drive_mu_ (the loop's
+  // thread, or the committer's own; Stop at the end).
+  std::mutex drive_mu_;
+  bool stopped_ = false;
+  std::atomic<bool> pump_posted_ = false;
+  std::unique_ptr<SyncRing> ring_;
+  int timer_fd_ = -1;  // ticks once a second: the lease sweep
+  std::thread thread_;  // without a loop
+  // Guards the loop's callbacks: they do nothing once the committer is
+  // gone.
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);
+  std::vector<std::unique_ptr<Wal::SyncFiles>> slot_files_;  // one each
+  bool slot_busy_[kSyncSlots] = {};
   std::deque<Group> decided_;        // not yet answered, in order
-  std::size_t unanswered_ = 0;       // decided_ and the ones being answered
+  std::size_t unanswered_ = 0;
   std::uint64_t written_seq_ = 0;    // the last record written
-  std::uint64_t sync_target_ = 0;    // the last record a begun sync covers
   unsigned unsynced_segments_ = 0;   // bit i: segment i written since
-  std::deque<SyncTicket> syncs_;     // begun, in order
+  std::deque<SyncTicket> syncs_;     // submitted, in order
+  std::uint64_t next_ticket_ = 0;
   std::uint64_t durable_seq_ = 0;
-  bool syncers_stop_ = false;
-  std::vector<std::unique_ptr<Wal::SyncFiles>> sync_files_;  // one each
-  std::vector<std::thread> syncers_;
-  std::unique_ptr<Wal::SyncFiles> committer_files_;  // its own, see Sync
-  std::mutex answer_mu_;  // one thread answers at a time, in order
+  std::int64_t next_sweep_ = 0;
   std::atomic<std::uint64_t> published_seq_ = 0;
   // Decided groups with a lease change the lease table lacks yet.
   std::atomic<int> lease_groups_unanswered_ = 0;
-  std::deque<Recent> recent_;  // the committer thread's only
+  std::deque<Recent> recent_;
 };
 
 }  // namespace fencepost::fence

@@ -75,8 +75,8 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes);
 // a second read from the disk itself, for recovery to serve and apply. A
 // log whose runs stop short of applied_seq throws.
 //
-// Thread safety: one thread appends (Append, Write); sync threads each
-// sync through their own SyncFiles at the same time. The constructor's
+// Thread safety: one thread appends (Append, Write); syncs in flight at the
+// same time each go through their own SyncFiles. The constructor's
 // records are read before it starts.
 class Wal {
  public:
@@ -140,6 +140,9 @@ class Wal {
     // fdatasync of segment 0 or 1: everything written to it before the
     // call is durable when it returns 0; otherwise the errno.
     int Sync(int segment) const;
+    // The open file of segment 0 or 1, for a sync submitted elsewhere
+    // (io_uring) through it.
+    int fd(int segment) const { return fds_[segment]; }
 
    private:
     int fds_[2] = {-1, -1};

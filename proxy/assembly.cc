@@ -16,6 +16,7 @@
 
 #include "proxy/auth.h"
 #include "proxy/scope_start.h"
+#include "storage/commit_loop.h"
 #include "storage/etcd_backend.h"
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
@@ -240,23 +241,14 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
   return true;
 }
 
+// Counted and logged where the engine notices it: on the io thread, which
+// drives the committers too.
 std::function<void(const std::string&, const fence::LeaseRecord&)>
-Assembly::LeaseLost(bool from_committer) {
+Assembly::LeaseLost() {
   metrics::Metrics* metrics = metrics_.get();
-  if (!from_committer) {
-    return [metrics](const std::string& name, const fence::LeaseRecord& lease) {
-      ReportLeaseLost(*metrics, name, lease);
-    };
-  }
-  // Counted and logged on the io thread: a slow log must not stall a
-  // committer.
-  boost::asio::io_context* io = &io_;
-  return
-      [metrics, io](const std::string& name, const fence::LeaseRecord& lease) {
-        boost::asio::post(*io, [metrics, name, lease] {
-          ReportLeaseLost(*metrics, name, lease);
-        });
-      };
+  return [metrics](const std::string& name, const fence::LeaseRecord& lease) {
+    ReportLeaseLost(*metrics, name, lease);
+  };
 }
 
 bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
@@ -273,9 +265,11 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     if (test.max_queue_writes) {
       options.committer.max_queue_writes = *test.max_queue_writes;
     }
-    options.committer.sync_threads_only = test.sync_threads_only;
+    // The io thread decides, logs, syncs and answers: no hand-off to
+    // another thread between a request and its answer.
+    options.committer.loop = storage::CommitLoopOn(io_);
     // The engine notices leases that run out, whether or not anyone asks.
-    options.committer.on_lease_expired = LeaseLost(true);
+    options.committer.on_lease_expired = LeaseLost();
     if (test.answer_before_sync) {
       options.committer.answer_before_sync = true;
       spdlog::critical(
@@ -291,7 +285,7 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     spdlog::info("{} keeps the {} LMDB shards it was created with",
                  config.data_dir, shards_->size());
   }
-  fences_ = std::make_unique<storage::LocalFences>(*shards_, LeaseLost(false));
+  fences_ = std::make_unique<storage::LocalFences>(*shards_, LeaseLost());
   return true;
 }
 

@@ -76,10 +76,10 @@ class Assembly {
   static DataDirLock LockDataDir(const std::string& dir);
   // Each step sets *failure and returns false when the process must stop.
   bool OpenEtcd(const Config& config, Failure* failure);
-  // Counts and logs a lease the store noticed ran out (metrics_ set): at
-  // once on the io thread, or posted to it from a committer's thread.
-  std::function<void(const std::string&, const fence::LeaseRecord&)> LeaseLost(
-      bool from_committer);
+  // Counts and logs a lease the store noticed ran out (metrics_ set), on
+  // the io thread.
+  std::function<void(const std::string&, const fence::LeaseRecord&)>
+  LeaseLost();
   bool OpenShards(const Config& config, const TestSwitches& test,
                   Failure* failure);
   bool MakeBackend(const Config& config, const TestSwitches& test,

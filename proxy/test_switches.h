@@ -15,8 +15,6 @@ struct TestSwitches {
   // Answers before the log's sync: the broken promise the syscall-order
   // test must catch (its negative control).
   bool answer_before_sync = false;
-  // Every log sync on a sync thread, so an injected failure hits one.
-  bool sync_threads_only = false;
   // One fs: worker, so a per-thread syscall fault hits a chosen write.
   bool one_fs_thread = false;
   // No hold after an unknown upstream outcome, to show what it prevents.

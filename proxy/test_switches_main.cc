@@ -23,7 +23,6 @@ int main(int argc, char** argv) {
     test.max_queue_writes = std::stoul(n);
   }
   test.answer_before_sync = On("FENCEPOST_TEST_ANSWER_BEFORE_SYNC");
-  test.sync_threads_only = On("FENCEPOST_TEST_SYNC_THREADS_ONLY");
   test.one_fs_thread = On("FENCEPOST_TEST_FS_THREADS");
   test.disable_upstream_gate = On("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE");
   return fencepost::proxy::Main(argc, argv, test);

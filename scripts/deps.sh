@@ -10,7 +10,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev liblmdb-dev prometheus-cpp-dev libspdlog-dev libfmt-dev
-  libssl-dev libzookeeper-mt-dev libpq-dev libjemalloc-dev
+  libssl-dev libzookeeper-mt-dev libpq-dev libjemalloc-dev liburing-dev
 )
 if [ "${1:-}" = fuzz ]; then
   packages+=(clang-14 libclang-rt-14-dev)
