@@ -54,9 +54,9 @@ std::string Unsupported() {
 std::vector<std::string> Strace(const std::string& trace,
                                 const std::string& calls,
                                 const std::vector<std::string>& more) {
-  std::vector<std::string> argv = {"strace", "-f", "-qq",
-                                   "--timestamps=unix,ns", "-o", trace,
-                                   "-e", "trace=" + calls};
+  std::vector<std::string> argv = {
+      "strace", "-f",  "-qq", "--timestamps=unix,ns",
+      "-o",     trace, "-e",  "trace=" + calls};
   argv.insert(argv.end(), more.begin(), more.end());
   return argv;
 }
@@ -72,7 +72,8 @@ struct Call {
 // Every call begun in `trace` ("1234  1796384379.087467673 sendmsg(..."),
 // in order; the "<... resumed>" halves are left out.
 std::vector<Call> ReadTrace(const std::string& trace) {
-  static const std::regex kBegin(R"(^[0-9]+ +([0-9]+)\.([0-9]{9}) ([a-z0-9_]+)\()");
+  static const std::regex kBegin(
+      R"(^[0-9]+ +([0-9]+)\.([0-9]{9}) ([a-z0-9_]+)\()");
   std::vector<Call> calls;
   std::ifstream in(trace);
   for (std::string line; std::getline(in, line);) {
@@ -211,23 +212,30 @@ std::map<int, Logged> LoggedKeys(const PowercutFs& fs,
   return logged;
 }
 
-// The journal's lines about `file` from index `from` on, up to `until_ns`.
+// The journal's first lines about `file` from index `from` on, with a mark
+// where `at_ns` falls among them.
 std::string Excerpt(const std::vector<FsEvent>& journal,
                     const std::string& file, std::size_t from,
-                    std::int64_t until_ns) {
+                    std::int64_t at_ns) {
   static const char* const kKinds[] = {"write", "fsync-begin", "fsync-end"};
   std::string text;
-  for (std::size_t i = from; i < journal.size() && journal[i].ns <= until_ns;
-       ++i) {
+  bool marked = false;
+  int shown = 0;
+  for (std::size_t i = from; i < journal.size() && shown < 8; ++i) {
     const FsEvent& e = journal[i];
     if (e.path != file) continue;
-    text += std::to_string(i) + ": " + std::to_string(e.ns) + " " +
-            kKinds[static_cast<int>(e.kind)] +
-            (e.kind == FsEvent::Kind::kWrite
-                 ? " " + std::to_string(e.offset) + " " +
-                       std::to_string(e.length)
-                 : " " + e.result) +
-            "\n";
+    if (!marked && e.ns > at_ns) {
+      text += "   (answered, or written, at " + std::to_string(at_ns) + ")\n";
+      marked = true;
+    }
+    ++shown;
+    text +=
+        std::to_string(i) + ": " + std::to_string(e.ns) + " " +
+        kKinds[static_cast<int>(e.kind)] +
+        (e.kind == FsEvent::Kind::kWrite
+             ? " " + std::to_string(e.offset) + " " + std::to_string(e.length)
+             : " " + e.result) +
+        "\n";
   }
   return text;
 }
@@ -337,10 +345,10 @@ int WritesAheadOfTheirSync(After after, const std::vector<std::string>& args,
       ++early;
       if (!report) continue;
       ADD_FAILURE() << "token " << n
-                    << " was answered (or its value written) at "
-                    << followed_at << " with no sync of " << l.file
+                    << " was answered (or its value written) at " << followed_at
+                    << " with no sync of " << l.file
                     << " begun after its record was written (journal line "
-                    << l.written << ") and returned before:\n"
+                    << l.written << ") and returned before; the journal:\n"
                     << Excerpt(journal, l.file, l.written, followed_at);
     }
   }
@@ -358,8 +366,8 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
 TEST(DurabilityTest, TheFsBackendWritesEachValueAfterItsFencesSync) {
   TempDir store;
   EXPECT_EQ(WritesAheadOfTheirSync(After::kValueWrite,
-                                   {"--backend", "fs:" + (store / "store")},
-                                   {}, true),
+                                   {"--backend", "fs:" + (store / "store")}, {},
+                                   true),
             0);
 }
 
@@ -375,10 +383,9 @@ TEST(DurabilityTest, AnAnswerBeforeItsSyncIsCaught) {
 
 TEST(DurabilityTest, AValueWrittenBeforeItsFencesSyncIsCaught) {
   TempDir store;
-  EXPECT_GT(WritesAheadOfTheirSync(After::kValueWrite,
-                                   {"--backend", "fs:" + (store / "store")},
-                                   {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"},
-                                   false, true),
+  EXPECT_GT(WritesAheadOfTheirSync(
+                After::kValueWrite, {"--backend", "fs:" + (store / "store")},
+                {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"}, false, true),
             0);
 }
 

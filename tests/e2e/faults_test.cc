@@ -118,8 +118,7 @@ void ExpectLogSyncFailureStops(const std::string& error) {
   bool failed = false;
   for (std::size_t i = before; i < journal.size() && !failed; ++i) {
     const FsEvent& e = journal[i];
-    if (e.kind != FsEvent::Kind::kFsyncEnd ||
-        e.path != "/data/shard-0/wal-0") {
+    if (e.kind != FsEvent::Kind::kFsyncEnd || e.path != "/data/shard-0/wal-0") {
       continue;
     }
     failed = e.result == error;

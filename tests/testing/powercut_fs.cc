@@ -89,8 +89,7 @@ std::string PowercutFsUnsupported() {
   return "";
 }
 
-PowercutFs::PowercutFs(const std::string& dir,
-                       const PowercutFsOptions& options)
+PowercutFs::PowercutFs(const std::string& dir, const PowercutFsOptions& options)
     : dir_(dir) {
   std::filesystem::create_directories(dir + "/root");
   std::filesystem::create_directories(dir + "/mnt");

@@ -24,7 +24,7 @@ struct FsEvent {
   enum class Kind { kWrite, kFsyncBegin, kFsyncEnd };
   std::int64_t ns = 0;  // CLOCK_REALTIME, as strace --timestamps=unix,ns
   Kind kind = Kind::kWrite;
-  std::string path;  // from the mount's root: "/data/shard-0/wal-0"
+  std::string path;          // from the mount's root: "/data/shard-0/wal-0"
   std::uint64_t offset = 0;  // kWrite
   std::uint64_t length = 0;  // kWrite
   std::string result;        // kFsyncEnd: "0", or an errno's name ("EIO")
