@@ -1,43 +1,139 @@
-// The order of system calls behind an acknowledgement, watched with strace:
-// no 2xx to a write leaves the process before the write-ahead log's sync
-// that holds its record has returned. One client first, then many clients
-// on two shards, where each answer is tied to the pwrite of its record and
-// to a sync of that record's file that began after it.
+// The order of events behind an acknowledgement: no 2xx to a write leaves
+// the process before a sync of the write-ahead log that holds its record
+// has returned. The data directory is on powercut_fs.py, whose journal
+// records, with CLOCK_REALTIME nanoseconds, every write and every
+// fsync/fdatasync the disk was asked for, whatever issued it (a syscall or
+// an io_uring operation such as IORING_OP_FSYNC); strace records, with the
+// same clock, the answers the server sends (sendmsg) and the fs: backend's
+// value writes (write), which are syscalls. One client first, then many
+// clients on two shards, where each answer is tied to the write that put
+// its record in a log segment and to a sync of that segment that began
+// after it.
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <map>
 #include <regex>
 #include <set>
-#include <sstream>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "tests/testing/http_client.h"
+#include "tests/testing/powercut_fs.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
 namespace fencepost {
 namespace {
 
+using testing::FsEvent;
 using testing::HttpClient;
+using testing::PowercutFs;
+using testing::PowercutFsOptions;
+using testing::PowercutFsUnsupported;
 using testing::ServerProcess;
 using testing::TempDir;
 
-TEST(DurabilityTest, EveryAcknowledgementFollowsItsLogSync) {
+// Why the test cannot run here, or "".
+std::string Unsupported() {
   if (std::system("strace -V >/dev/null 2>&1") != 0) {
-    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+    return "strace is not installed; scripts/deps.sh installs it";
   }
+  return PowercutFsUnsupported();
+}
+
+// strace, its timestamps on powercut_fs.py's clock (CLOCK_REALTIME, ns),
+// writing to `trace` and tracing `calls`, then `more` of its flags.
+std::vector<std::string> Strace(const std::string& trace,
+                                const std::string& calls,
+                                const std::vector<std::string>& more) {
+  std::vector<std::string> argv = {
+      "strace", "-f",  "-qq", "--timestamps=unix,ns",
+      "-o",     trace, "-e",  "trace=" + calls};
+  argv.insert(argv.end(), more.begin(), more.end());
+  return argv;
+}
+
+// A system call strace saw begin: when (its entry, before what the call
+// does), its name, and its line.
+struct Call {
+  std::int64_t ns = 0;
+  std::string name;
+  std::string line;
+};
+
+// Every call begun in `trace` ("1234  1796384379.087467673 sendmsg(..."),
+// in order; the "<... resumed>" halves are left out.
+std::vector<Call> ReadTrace(const std::string& trace) {
+  static const std::regex kBegin(
+      R"(^[0-9]+ +([0-9]+)\.([0-9]{9}) ([a-z0-9_]+)\()");
+  std::vector<Call> calls;
+  std::ifstream in(trace);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, kBegin)) continue;
+    Call call;
+    call.ns = std::stoll(m[1]) * 1'000'000'000 + std::stoll(m[2]);
+    call.name = m[3];
+    call.line = std::move(line);
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
+bool IsLogSegment(const std::string& path) {
+  static const std::regex kSegment(R"(/wal-[0-9]+$)");
+  return std::regex_search(path, kSegment);
+}
+
+// A sync of a log segment that returned 0: the journal's index of its
+// fsync-begin, and when its fsync-end was logged (before the file system
+// replied, so before the server could learn of it).
+struct Sync {
+  std::size_t began = 0;
+  std::int64_t ended_ns = 0;
+};
+
+// The successful syncs of each log segment, by path. Syncs of one file do
+// not overlap (the kernel holds the inode's lock through a FUSE fsync); if
+// they did, pairing each end with the earliest open begin would only make
+// the check stricter.
+std::map<std::string, std::vector<Sync>> LogSyncs(
+    const std::vector<FsEvent>& journal) {
+  std::map<std::string, std::vector<Sync>> syncs;
+  std::map<std::string, std::deque<std::size_t>> open;
+  for (std::size_t i = 0; i < journal.size(); ++i) {
+    const FsEvent& e = journal[i];
+    if (!IsLogSegment(e.path)) continue;
+    if (e.kind == FsEvent::Kind::kFsyncBegin) {
+      open[e.path].push_back(i);
+    } else if (e.kind == FsEvent::Kind::kFsyncEnd && !open[e.path].empty()) {
+      const std::size_t began = open[e.path].front();
+      open[e.path].pop_front();
+      if (e.result == "0") syncs[e.path].push_back({began, e.ns});
+    }
+  }
+  return syncs;
+}
+
+TEST(DurabilityTest, EveryAcknowledgementFollowsItsLogSync) {
+  if (const std::string why = Unsupported(); !why.empty()) FAIL() << why;
   TempDir dir;
+  PowercutFsOptions options;
+  options.journal = true;
+  PowercutFs fs(dir / "fs", options);
   const std::string trace = dir / "trace";
   constexpr int kWrites = 40;
   {
-    ServerProcess server(dir / "data", {}, {},
-                         {"strace", "-f", "-qq", "-y", "-s", "24", "-o", trace,
-                          "-e", "trace=fdatasync,sendmsg"});
+    ServerProcess server(fs.mountpoint() + "/data", {}, {},
+                         Strace(trace, "sendmsg", {"-s", "24"}));
     HttpClient client(server.data_port());
     for (int token = 1; token <= kWrites; ++token) {
       // One client, one write at a time: each is its own group and sync.
@@ -48,81 +144,98 @@ TEST(DurabilityTest, EveryAcknowledgementFollowsItsLogSync) {
                 2);
     }
   }
-  // strace logs a syscall's end before anything it made possible: the
-  // answer is sent only after the committer's sync returned and handed it
-  // over. So, read in order, the n-th 2xx must come after the n-th
-  // completed sync of a log segment.
-  std::ifstream in(trace);
-  std::map<std::string, bool> pending_log_sync;  // by thread id
-  int syncs = 0, answers = 0, early = 0;
-  auto succeeded = [](const std::string& line) {
-    return line.size() >= 3 && line.compare(line.size() - 3, 3, "= 0") == 0;
-  };
-  for (std::string line; std::getline(in, line);) {
-    const std::string pid = line.substr(0, line.find(' '));
-    const bool log_file = line.find("/wal-") != std::string::npos;
-    if (line.find("fdatasync(") != std::string::npos && log_file) {
-      if (line.find("<unfinished ...>") != std::string::npos) {
-        pending_log_sync[pid] = true;
-      } else if (succeeded(line)) {
-        ++syncs;
-      }
-    } else if (line.find("<... fdatasync resumed>") != std::string::npos &&
-               pending_log_sync[pid]) {
-      pending_log_sync[pid] = false;
-      if (succeeded(line)) ++syncs;
-    } else if (line.find("sendmsg(") != std::string::npos &&
-               line.find("HTTP/1.1 20") != std::string::npos) {
-      ++answers;
-      if (syncs < answers) ++early;
+  // The n-th 2xx must be sent after the n-th successful sync of a log
+  // segment had returned.
+  std::vector<std::int64_t> synced;
+  for (const auto& [path, syncs] : LogSyncs(fs.Journal())) {
+    for (const Sync& s : syncs) synced.push_back(s.ended_ns);
+  }
+  std::sort(synced.begin(), synced.end());
+  int answers = 0, early = 0;
+  for (const Call& call : ReadTrace(trace)) {
+    if (call.name != "sendmsg" ||
+        call.line.find("HTTP/1.1 20") == std::string::npos) {
+      continue;
     }
+    ++answers;
+    const auto before = std::lower_bound(synced.begin(), synced.end(), call.ns);
+    if (before - synced.begin() < answers) ++early;
   }
   EXPECT_EQ(answers, kWrites) << "every answer was seen";
-  EXPECT_GE(syncs, kWrites);
+  EXPECT_GE(synced.size(), static_cast<std::size_t>(kWrites));
   EXPECT_EQ(early, 0) << "answers sent before their log sync returned";
 }
 
-// What the trace shows for one write: its record's pwrite, and its answer.
-struct Traced {
-  std::string file;          // the log segment its record went to
-  std::size_t written = 0;   // the line where that pwrite returned
-  std::size_t answered = 0;  // the line where its 2xx was sent
-  bool seen_write = false;
-  bool seen_answer = false;
+// Where a write's record reached the disk: the log segment, and the
+// journal's index of the last write that put bytes of the record's key
+// there.
+struct Logged {
+  std::string file;
+  std::size_t written = 0;
 };
 
-// A finished fdatasync of a log segment: the lines where it began and
-// returned.
-struct Sync {
-  std::size_t began = 0;
-  std::size_t returned = 0;
-};
-
-// The bytes strace shows in a string argument, escapes undone (with -x, a
-// string with any byte that is not ASCII is all \xNN).
-std::string Unescape(const std::string& shown) {
-  std::string bytes;
-  for (std::size_t i = 0; i < shown.size(); ++i) {
-    if (shown[i] != '\\' || i + 1 == shown.size()) {
-      bytes += shown[i];
-    } else if (shown[i + 1] == 'x' && i + 3 < shown.size()) {
-      bytes +=
-          static_cast<char>(std::stoi(shown.substr(i + 2, 2), nullptr, 16));
-      i += 3;
-    } else {
-      const char c = shown[++i];
-      bytes += c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c;
+// The records of the keys "w<N>z" in the log segments the journal names,
+// by N: each segment is read back whole through the mount, every key found
+// in it is tied to the journal's last write covering its bytes.
+std::map<int, Logged> LoggedKeys(const PowercutFs& fs,
+                                 const std::vector<FsEvent>& journal) {
+  std::map<std::string, std::vector<std::size_t>> writes;  // by segment
+  for (std::size_t i = 0; i < journal.size(); ++i) {
+    if (journal[i].kind == FsEvent::Kind::kWrite &&
+        IsLogSegment(journal[i].path)) {
+      writes[journal[i].path].push_back(i);
     }
   }
-  return bytes;
+  std::map<int, Logged> logged;
+  for (const auto& [path, indexes] : writes) {
+    const std::string bytes = testing::ReadFile(fs.mountpoint() + path);
+    auto digit = [&](std::size_t at) {
+      return at < bytes.size() && bytes[at] >= '0' && bytes[at] <= '9';
+    };
+    for (std::size_t at = bytes.find('w'); at != std::string::npos;
+         at = bytes.find('w', at + 1)) {
+      std::size_t end = at + 1;
+      while (digit(end) && end - at <= 6) ++end;
+      if (end == at + 1 || end >= bytes.size() || bytes[end] != 'z') continue;
+      ++end;
+      for (auto i = indexes.rbegin(); i != indexes.rend(); ++i) {
+        const FsEvent& w = journal[*i];
+        if (w.offset < end && w.offset + w.length > at) {
+          Logged& l = logged[std::stoi(bytes.substr(at + 1, end - at - 2))];
+          l.written = std::max(l.written, *i);
+          l.file = path;
+          break;
+        }
+      }
+    }
+  }
+  return logged;
 }
 
-// Lines [from, to] of a trace, each cut to 160 characters.
-std::string Excerpt(const std::vector<std::string>& lines, std::size_t from,
-                    std::size_t to) {
+// The journal's first lines about `file` from index `from` on, with a mark
+// where `at_ns` falls among them.
+std::string Excerpt(const std::vector<FsEvent>& journal,
+                    const std::string& file, std::size_t from,
+                    std::int64_t at_ns) {
+  static const char* const kKinds[] = {"write", "fsync-begin", "fsync-end"};
   std::string text;
-  for (std::size_t i = from; i <= to && i < lines.size(); ++i) {
-    text += std::to_string(i) + ": " + lines[i].substr(0, 160) + "\n";
+  bool marked = false;
+  int shown = 0;
+  for (std::size_t i = from; i < journal.size() && shown < 8; ++i) {
+    const FsEvent& e = journal[i];
+    if (e.path != file) continue;
+    if (!marked && e.ns > at_ns) {
+      text += "   (answered, or written, at " + std::to_string(at_ns) + ")\n";
+      marked = true;
+    }
+    ++shown;
+    text +=
+        std::to_string(i) + ": " + std::to_string(e.ns) + " " +
+        kKinds[static_cast<int>(e.kind)] +
+        (e.kind == FsEvent::Kind::kWrite
+             ? " " + std::to_string(e.offset) + " " + std::to_string(e.length)
+             : " " + e.result) +
+        "\n";
   }
   return text;
 }
@@ -133,40 +246,59 @@ enum class After {
   kValueWrite,  // the fs: backend's write of its value into the store
 };
 
+// When each write's `after` began (strace's entry), by token: the answer
+// carrying Fencing-Token N, or the write() of the body "v<N>q".
+std::map<int, std::int64_t> Followers(After after, const std::string& trace) {
+  const std::regex token(R"(Fencing-Token: ([0-9]+)\\r\\n)");
+  const std::regex value(R"(^write\([0-9]+<[^>]*>, "v([0-9]{1,6})q")");
+  std::map<int, std::int64_t> at;
+  for (const Call& call : ReadTrace(trace)) {
+    std::smatch m;
+    const std::string from_name = call.line.substr(call.line.find(call.name));
+    const bool found =
+        after == After::kAnswer
+            ? call.name == "sendmsg" &&
+                  call.line.find("HTTP/1.1 20") != std::string::npos &&
+                  std::regex_search(call.line, m, token)
+            : call.name == "write" && std::regex_search(from_name, m, value);
+    if (found) at.emplace(std::stoi(m[1]), call.ns);
+  }
+  return at;
+}
+
 // Many clients on two shards, each write to its own key "w<N>z" with token
-// N and body "v<N>q"; the trace ties each write's record (its pwrite) to
-// `after` (the answer carrying Fencing-Token N, or the write() of the body)
-// and asks for a sync of the record's log segment that began after the
-// record was written and returned before that. Returns the writes without
-// one, each reported when `report` (the negative controls expect some).
+// N and body "v<N>q"; the journal and the trace tie each write's record
+// (the write that put it in a log segment) to `after` and ask for a sync of
+// the record's log segment that began after the record was written and
+// returned before that. Returns the writes without one, each reported when
+// `report` (the negative controls expect some).
 //
-// A negative control passes `slow_syncs`: strace delays every sync by 20 ms,
-// so what the broken build sends ahead of its sync is sure to leave before
-// the sync returns.
+// A negative control passes `slow_syncs`: the file system delays every sync
+// of the log by 20 ms, so what the broken build sends ahead of its sync is
+// sure to leave before the sync returns.
 int WritesAheadOfTheirSync(After after, const std::vector<std::string>& args,
                            const std::vector<std::string>& env, bool report,
                            bool slow_syncs = false) {
-  if (std::system("strace -V >/dev/null 2>&1") != 0) {
-    ADD_FAILURE() << "strace is not installed; scripts/deps.sh installs it";
+  if (const std::string why = Unsupported(); !why.empty()) {
+    ADD_FAILURE() << why;
     return 0;
   }
   TempDir dir;
+  PowercutFsOptions options;
+  options.journal = true;
+  PowercutFs fs(dir / "fs", options);
+  if (slow_syncs) fs.Control("delay */wal-* 20\n");
   const std::string trace = dir / "trace";
   constexpr int kClients = 8;
   constexpr int kWritesEach = 30;
   {
-    // -x: bytes that are not printable appear as \xNN, so a key's
-    // characters in a record are the key's own.
     std::vector<std::string> all = {"--lmdb-shards", "2"};
     all.insert(all.end(), args.begin(), args.end());
-    std::vector<std::string> strace = {
-        "strace", "-f", "-qq", "-y", "-x", "-s", "65536", "-o", trace, "-e",
-        "trace=pwrite64,fdatasync,sendmsg,write"};
-    if (slow_syncs) {
-      strace.insert(strace.end(),
-                    {"-e", "inject=fdatasync:delay_enter=20000"});
-    }
-    ServerProcess server(dir / "data", all, env, strace);
+    // -x: bytes that are not printable appear as \xNN; -y names a write's
+    // file.
+    ServerProcess server(
+        fs.mountpoint() + "/data", all, env,
+        Strace(trace, "sendmsg,write", {"-y", "-x", "-s", "65536"}));
     std::atomic<int> next{1};
     std::vector<std::thread> clients;
     std::atomic<int> failed{0};
@@ -189,115 +321,35 @@ int WritesAheadOfTheirSync(After after, const std::vector<std::string>& args,
     EXPECT_EQ(failed, 0);
   }
 
-  std::ifstream in(trace);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  const std::regex key(R"(w([0-9]{1,6})z)");
-  const std::regex token(R"(Fencing-Token: ([0-9]+)\\r\\n)");
-  const std::regex value(R"(^[0-9]+ +write\([0-9]+<[^>]*>, "v([0-9]{1,6})q")");
-  const std::regex file(R"(<([^<>]*/wal-[0-9]+)>)");
-  std::map<int, Traced> writes;
-  std::map<std::string, std::vector<Sync>> syncs;  // by segment
-  // Calls split by another thread's: what each began, by thread id.
-  struct Pending {
-    std::string call;
-    std::string file;
-    std::string args;
-    std::size_t began = 0;
-  };
-  std::map<std::string, Pending> pending;
-  // "... = 57", "<... fdatasync resumed>)     = 0", not "= -1 EIO (...)".
-  auto ends_ok = [](const std::string& line) {
-    const auto eq = line.rfind(" = ");
-    return eq != std::string::npos && line.compare(eq + 3, 1, "-") != 0;
-  };
-  // A call that returned at line `at`, begun at line `began`.
-  auto finished = [&](const Pending& call, std::size_t at, bool ok) {
-    if (!ok || call.file.empty()) return;
-    if (call.call == "fdatasync") {
-      syncs[call.file].push_back({call.began, at});
-    } else if (call.call == "pwrite64") {
-      const std::string bytes = Unescape(call.args);
-      for (std::sregex_iterator m(bytes.begin(), bytes.end(), key), e; m != e;
-           ++m) {
-        Traced& w = writes[std::stoi((*m)[1])];
-        w.file = call.file;
-        w.written = at;
-        w.seen_write = true;
-      }
-    }
-  };
-  for (std::size_t at = 0; at < lines.size(); ++at) {
-    const std::string& line = lines[at];
-    const std::string pid = line.substr(0, line.find(' '));
-    if (const auto resumed = line.find("<... "); resumed != std::string::npos) {
-      auto it = pending.find(pid);
-      if (it == pending.end()) continue;
-      finished(it->second, at, ends_ok(line));
-      pending.erase(it);
-      continue;
-    }
-    const auto paren = line.find('(');
-    if (paren == std::string::npos) continue;
-    Pending call;
-    // strace pads the thread id: "2806  pwrite64(...".
-    const auto name = line.find_first_not_of(' ', pid.size());
-    call.call = line.substr(name, paren - name);
-    // The buffer argument: from the first quote to the last.
-    const auto open = line.find('"');
-    const auto close = line.rfind('"');
-    if (open != std::string::npos && close > open) {
-      call.args = line.substr(open + 1, close - open - 1);
-    }
-    call.began = at;
-    std::smatch m;
-    if (std::regex_search(line, m, file)) call.file = m[1];
-    if (call.call == "sendmsg" || call.call == "write") {
-      // The answer (the value) leaves during the call: its first line
-      // counts.
-      const bool found =
-          after == After::kAnswer
-              ? call.call == "sendmsg" &&
-                    line.find("HTTP/1.1 20") != std::string::npos &&
-                    std::regex_search(line, m, token)
-              : std::regex_search(line, m, value);
-      if (found) {
-        Traced& w = writes[std::stoi(m[1])];
-        w.answered = at;
-        w.seen_answer = true;
-      }
-      continue;
-    }
-    if (line.find("<unfinished ...>") != std::string::npos) {
-      pending[pid] = std::move(call);
-    } else {
-      finished(call, at, ends_ok(line));
-    }
-  }
-
+  const std::vector<FsEvent> journal = fs.Journal();
+  const auto syncs = LogSyncs(journal);
+  const auto logged = LoggedKeys(fs, journal);
   int answered = 0, early = 0;
   std::set<std::string> files;
-  for (const auto& [n, w] : writes) {
-    if (!w.seen_answer) continue;
+  for (const auto& [n, followed_at] : Followers(after, trace)) {
     ++answered;
-    if (!w.seen_write) {
-      ADD_FAILURE() << "no record of token " << n << " was written:\n"
-                    << Excerpt(lines, 0, w.answered);
+    const auto record = logged.find(n);
+    if (record == logged.end()) {
+      ADD_FAILURE() << "no record of token " << n << " reached the log";
       return 0;
     }
-    files.insert(w.file);
+    const Logged& l = record->second;
+    files.insert(l.file);
     bool synced = false;
-    for (const Sync& s : syncs[w.file]) {
-      synced |= s.began > w.written && s.returned < w.answered;
+    if (const auto it = syncs.find(l.file); it != syncs.end()) {
+      for (const Sync& s : it->second) {
+        synced |= s.began > l.written && s.ended_ns < followed_at;
+      }
     }
     if (!synced) {
       ++early;
       if (!report) continue;
-      ADD_FAILURE() << "token " << n << " was answered (or its value written) on line " << w.answered
-                    << " with no sync of " << w.file
-                    << " begun after its record was written on line "
-                    << w.written << " and returned before:\n"
-                    << Excerpt(lines, w.written, w.answered);
+      ADD_FAILURE() << "token " << n
+                    << " was answered (or its value written) at " << followed_at
+                    << " with no sync of " << l.file
+                    << " begun after its record was written (journal line "
+                    << l.written << ") and returned before; the journal:\n"
+                    << Excerpt(journal, l.file, l.written, followed_at);
     }
   }
   EXPECT_EQ(answered, kClients * kWritesEach) << "every write was seen";
@@ -314,8 +366,8 @@ TEST(DurabilityTest, UnderManyClientsEachAnswerFollowsTheSyncOfItsRecord) {
 TEST(DurabilityTest, TheFsBackendWritesEachValueAfterItsFencesSync) {
   TempDir store;
   EXPECT_EQ(WritesAheadOfTheirSync(After::kValueWrite,
-                                   {"--backend", "fs:" + (store / "store")},
-                                   {}, true),
+                                   {"--backend", "fs:" + (store / "store")}, {},
+                                   true),
             0);
 }
 
@@ -331,10 +383,9 @@ TEST(DurabilityTest, AnAnswerBeforeItsSyncIsCaught) {
 
 TEST(DurabilityTest, AValueWrittenBeforeItsFencesSyncIsCaught) {
   TempDir store;
-  EXPECT_GT(WritesAheadOfTheirSync(After::kValueWrite,
-                                   {"--backend", "fs:" + (store / "store")},
-                                   {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"},
-                                   false, true),
+  EXPECT_GT(WritesAheadOfTheirSync(
+                After::kValueWrite, {"--backend", "fs:" + (store / "store")},
+                {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"}, false, true),
             0);
 }
 

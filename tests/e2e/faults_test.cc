@@ -1,5 +1,7 @@
-// Storage faults, end to end: a map that fills up, and fsync failing with
-// EIO (injected with strace).
+// Storage faults, end to end: a map that fills up, the log's sync failing
+// with EIO or ENOSPC (injected by powercut_fs.py, under the sync whatever
+// issued it), and the fs: backend's fsync failing with ENOSPC (injected
+// with strace: that backend syncs with plain syscalls).
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "tests/testing/http_client.h"
+#include "tests/testing/powercut_fs.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -19,6 +22,10 @@ namespace fencepost {
 namespace {
 
 using testing::Fetch;
+using testing::FsEvent;
+using testing::PowercutFs;
+using testing::PowercutFsOptions;
+using testing::PowercutFsUnsupported;
 using testing::ServerProcess;
 using testing::TempDir;
 
@@ -66,29 +73,31 @@ TEST(FaultsTest, TinyMapFillsUpWith507AndRecoversWithALargerOne) {
 
 bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
 
-// The write-ahead log's sync (fdatasync of shard-0/wal-0, each group's one
-// flush) fails with `error` (EIO, or ENOSPC as ext4 can report at writeback)
-// under strace's fault injection: that write is never acknowledged and the
-// process stops instead of carrying on. strace counts `when=3` per thread
-// and the log is synced by the committer or by one of two sync threads, so
-// the test reads strace's own record of the syncs: the client, one request
-// at a time (one group, one sync each), must have seen exactly as many
-// acknowledgements as syncs returned 0 before the injected failure. After a
-// restart the fence holds the last acknowledged token, or the one whose
-// sync failed (its bytes may have reached the log: never acknowledged, it
-// may still land), never less.
+// The write-ahead log's sync (of shard-0/wal-0, each group's one flush)
+// fails with `error` (EIO, or ENOSPC as ext4 can report at writeback): the
+// data directory is on powercut_fs.py, which fails the 3rd and every later
+// sync of that file however it was issued (fdatasync, or io_uring's
+// IORING_OP_FSYNC). That write is never acknowledged and the process stops
+// instead of carrying on. The client, one request at a time (one group, one
+// sync each), must have seen exactly as many acknowledgements as the
+// journal shows syncs of the file returning 0 before the first failure.
+// After a restart the fence holds the last acknowledged token, or the one
+// whose sync failed (its bytes may have reached the log: never
+// acknowledged, it may still land), never less.
 void ExpectLogSyncFailureStops(const std::string& error) {
-  if (!HaveStrace())
-    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+  if (const std::string why = PowercutFsUnsupported(); !why.empty()) {
+    FAIL() << why;
+  }
   TempDir dir;
-  const std::string data = dir / "data";
-  const std::string trace = dir / "strace.log";
-  // Create the environment first, so the injection counts only writes.
+  PowercutFsOptions options;
+  options.journal = true;
+  PowercutFs fs(dir / "fs", options);
+  const std::string data = fs.mountpoint() + "/data";
+  // Create the environment first, so the failure counts only writes.
   { ServerProcess first(data); }
-  ServerProcess server(
-      data, {}, {},
-      {"strace", "-f", "-qq", "-o", trace, "-P", data + "/shard-0/wal-0", "-e",
-       "trace=fdatasync", "-e", "inject=fdatasync:error=" + error + ":when=3"});
+  const std::size_t before = fs.Journal().size();
+  fs.FailSyncs("*/shard-0/wal-0", 3, error);
+  ServerProcess server(data);
   int acked = 0, last = 0;
   for (int token = 1; token <= 10; ++token) {
     try {
@@ -104,22 +113,23 @@ void ExpectLogSyncFailureStops(const std::string& error) {
   const int status = server.Wait(15);
   EXPECT_NE(status, 0) << "the process must stop, not carry on";
   EXPECT_NE(server.Log().find("stopping"), std::string::npos) << server.Log();
-  std::ifstream in(trace);
-  std::string line;
+  const auto journal = fs.Journal();
   int synced = 0;
-  bool injected = false;
-  while (std::getline(in, line)) {
-    if (line.find("INJECTED") != std::string::npos) {
-      injected = true;
-      break;
+  bool failed = false;
+  for (std::size_t i = before; i < journal.size() && !failed; ++i) {
+    const FsEvent& e = journal[i];
+    if (e.kind != FsEvent::Kind::kFsyncEnd || e.path != "/data/shard-0/wal-0") {
+      continue;
     }
-    if (line.find("= 0") != std::string::npos) ++synced;
+    failed = e.result == error;
+    synced += e.result == "0";
   }
-  ASSERT_TRUE(injected) << "strace injected no failure";
+  ASSERT_TRUE(failed) << "no sync failed with " << error << ": " << fs.Log();
   EXPECT_GE(synced, 2);
   EXPECT_EQ(acked, synced) << "every acknowledgement needs its own sync, and "
                               "none may follow the failed one";
 
+  fs.Control("");
   ServerProcess restarted(data);
   auto fence = Fetch(restarted.admin_port(), "GET", "/v1/fences/eio");
   ASSERT_EQ(fence.status, 200);

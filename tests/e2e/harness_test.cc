@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "tests/testing/http_client.h"
+#include "tests/testing/powercut_fs.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -22,6 +23,8 @@ namespace fencepost {
 namespace {
 
 using testing::Fetch;
+using testing::PowercutFs;
+using testing::PowercutFsUnsupported;
 using testing::SanitizerReport;
 using testing::ServerProcess;
 using testing::TempDir;
@@ -79,20 +82,19 @@ TEST(HarnessTest, AServerThatExitedByItselfFailsItsDestruction) {
   EXPECT_NONFATAL_FAILURE(server.reset(), "exited by itself (status 0");
 }
 
-// The process aborts on its own: the log's sync fails (strace's injection)
-// and the committer stops the process, as it must. Its log's tail, with
-// the "stopping" line, is in the failure.
+// The process aborts on its own: the log's sync fails (powercut_fs.py fails
+// every sync of the log from the 2nd on with EIO) and the process stops, as
+// it must. Its log's tail, with the "stopping" line, is in the failure.
 TEST(HarnessTest, AServerThatAbortsUnderLoadFailsKill) {
-  if (std::system("strace -V >/dev/null 2>&1") != 0) {
-    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+  if (const std::string why = PowercutFsUnsupported(); !why.empty()) {
+    FAIL() << why;
   }
   TempDir dir;
-  const std::string data = dir / "data";
+  PowercutFs fs(dir / "fs");
+  const std::string data = fs.mountpoint() + "/data";
   { ServerProcess first(data); }
-  ServerProcess server(data, {}, {},
-                       {"strace", "-f", "-qq", "-o", "/dev/null", "-P",
-                        data + "/shard-0/wal-0", "-e", "trace=fdatasync", "-e",
-                        "inject=fdatasync:error=EIO:when=2"});
+  fs.FailSyncs("*/shard-0/wal-0", 2, "EIO");
+  ServerProcess server(data);
   for (int token = 1; token <= 10; ++token) {
     try {
       Fetch(server.data_port(), "PUT", "/k",

@@ -57,6 +57,7 @@
 #include "tests/reliability/history.h"
 #include "tests/reliability/load.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/powercut_fs.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 #include "tests/testing/upstreams.h"
@@ -64,7 +65,8 @@
 namespace fencepost::reliability {
 namespace {
 
-using testing::ChildProcess;
+using testing::PowercutFs;
+using testing::PowercutFsUnsupported;
 using testing::ReadFile;
 using testing::ServerProcess;
 using testing::TempDir;
@@ -99,136 +101,10 @@ std::string LyingDisk() {
   return text != nullptr ? text : "";
 }
 
-// Debian's python3-fusepy is installed for /usr/bin/python3, which may not be
-// the python3 first on PATH.
-std::string Python() {
-  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3"
-                                                 : "python3";
-}
-
-// Why the test cannot run here, or "".
-std::string Unsupported() {
-  if (::access("/dev/fuse", R_OK | W_OK) != 0) return "no usable /dev/fuse";
-  const std::string probe =
-      Python() + " -c 'from fusepy import FUSE' >/dev/null 2>&1 || " +
-      Python() + " -c 'from fuse import FUSE' >/dev/null 2>&1";
-  if (std::system(probe.c_str()) != 0) {
-    return "no fusepy for " + Python() +
-           " (apt-get install -y python3-fusepy fuse)";
-  }
-  return "";
-}
-
-bool Mounted(const std::string& mountpoint) {
-  std::ifstream in("/proc/self/mountinfo");
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string id, parent, device, root, point;
-    fields >> id >> parent >> device >> root >> point;
-    if (point == mountpoint &&
-        line.find(" - fuse.powercut ") != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
-
-// Detaches the mount when it goes out of scope, whatever state the file
-// system is in (lazily, so a process still using it cannot keep it).
-class Unmount {
- public:
-  explicit Unmount(std::string mountpoint)
-      : mountpoint_(std::move(mountpoint)) {}
-  ~Unmount() {
-    if (!Mounted(mountpoint_)) return;
-    const std::string quiet = " '" + mountpoint_ + "' >/dev/null 2>&1";
-    if (std::system(("fusermount -u -z" + quiet).c_str()) != 0) {
-      const int status = std::system(("umount -l" + quiet).c_str());
-      if (status != 0) std::cerr << "cannot unmount " << mountpoint_ << "\n";
-    }
-  }
-  Unmount(const Unmount&) = delete;
-  Unmount& operator=(const Unmount&) = delete;
-
- private:
-  std::string mountpoint_;
-};
-
-// powercut_fs.py serving `root` on `mountpoint` (an existing, canonical
-// path), its output in `log`. Unmounted, then stopped, on destruction, also
-// when the constructor throws.
-class PowercutFs {
- public:
-  PowercutFs(const std::string& root, const std::string& mountpoint,
-             const std::string& log, const std::string& lying)
-      : log_(log),
-        fs_(std::make_unique<ChildProcess>(Argv(root, mountpoint, lying), log)),
-        unmount_(mountpoint) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(15);
-    while (!Mounted(mountpoint)) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("powercut_fs.py did not mount " + mountpoint +
-                                 ": " + ReadFile(log_));
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-
-  // The power cut (SIGUSR1): every unsynced write is dropped. Returns how
-  // many were, once the file system has logged it.
-  std::uint64_t Cut() {
-    const std::string kLine = "powercut: dropped ";
-    const auto cuts = [&] {
-      const std::string log = ReadFile(log_);
-      std::size_t n = 0;
-      for (auto at = log.find(kLine); at != std::string::npos;
-           at = log.find(kLine, at + 1)) {
-        ++n;
-      }
-      return n;
-    };
-    const std::size_t before = cuts();
-    if (::kill(fs_->pid(), SIGUSR1) != 0) {
-      throw std::runtime_error("cannot signal powercut_fs.py");
-    }
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (cuts() == before) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw std::runtime_error("powercut_fs.py did not cut: " + Log());
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-    const std::string log = ReadFile(log_);
-    return std::stoull(log.substr(log.rfind(kLine) + kLine.size()));
-  }
-
-  std::string Log() const { return ReadFile(log_); }
-
- private:
-  static std::vector<std::string> Argv(const std::string& root,
-                                       const std::string& mountpoint,
-                                       const std::string& lying) {
-    std::vector<std::string> argv = {Python(),
-                                     std::string(FENCEPOST_SOURCE_DIR) +
-                                         "/tests/reliability/powercut_fs.py"};
-    if (lying == "1") argv.push_back("--ignore-sync");
-    if (lying == "log") argv.push_back("--ignore-log-syncs");
-    argv.push_back(root);
-    argv.push_back(mountpoint);
-    return argv;
-  }
-
-  std::string log_;
-  std::unique_ptr<ChildProcess> fs_;  // destroyed after unmount_
-  Unmount unmount_;
-};
-
 // The model itself: a closed but unsynced file loses its data in a cut, a
 // synced one keeps it.
-void ExpectTheCutDropsUnsyncedWrites(PowercutFs& fs, const std::string& mnt,
-                                     bool lying) {
+void ExpectTheCutDropsUnsyncedWrites(PowercutFs& fs, bool lying) {
+  const std::string& mnt = fs.mountpoint();
   const std::string synced = mnt + "/probe-synced";
   const std::string unsynced = mnt + "/probe-unsynced";
   const int fd =
@@ -259,16 +135,16 @@ struct PowerCutRun {
 std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   // Like every tool-dependent test here, it fails rather than skip:
   // scripts/deps.sh installs fusepy, and this kind of machine has /dev/fuse.
-  if (const std::string why = Unsupported(); !why.empty()) {
+  if (const std::string why = PowercutFsUnsupported(); !why.empty()) {
     ADD_FAILURE() << why;
     return {};
   }
   TempDir dir;
-  std::filesystem::create_directories(dir / "root");
-  std::filesystem::create_directories(dir / "mnt");
-  const std::string mnt = std::filesystem::canonical(dir / "mnt").string();
-  PowercutFs fs(dir / "root", mnt, dir / "powercut_fs.log", run.lying);
-  ExpectTheCutDropsUnsyncedWrites(fs, mnt, run.lying == "1");
+  testing::PowercutFsOptions options;
+  options.lying = run.lying;
+  PowercutFs fs(dir.path(), options);
+  const std::string& mnt = fs.mountpoint();
+  ExpectTheCutDropsUnsyncedWrites(fs, run.lying == "1");
   if (::testing::Test::HasFatalFailure()) return {};
 
   const std::string data = mnt + "/data";
@@ -415,35 +291,24 @@ TEST(PowerLossTest, ALogThatDoesNotSyncIsCaught) {
       << "the power cuts did not see the log's syncs missing";
 }
 
-// A failed log sync on a sync thread's shared group, not the committer's
-// own sync (FaultsTest's one client at a time finds the committer idle, and
-// the committer syncs its group itself then). The test build's
-// FENCEPOST_TEST_SYNC_THREADS_ONLY leaves every sync to the sync threads,
-// and sixteen writers keep groups overlapping; strace fails each thread's
-// 5th and later fdatasync of the log with EIO without running it, so the
-// failed group's bytes stay unsynced on this mount. The process must stop;
-// after the power cut nothing acknowledged may be missing (a group answered
-// despite its failed sync would be). strace's record shows the failed sync
-// was on a thread that never wrote the log: a sync thread.
-TEST(PowerLossTest, AFailedSyncOnASyncThreadIsNeverAcknowledged) {
-  if (const std::string why = Unsupported(); !why.empty()) FAIL() << why;
-  if (std::system("strace -V >/dev/null 2>&1") != 0) {
-    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+// A failed log sync while groups overlap: sixteen writers keep the log busy,
+// and the file system fails the 5th and every later sync of the log
+// (fsync or fdatasync, a syscall or an io_uring operation alike) with EIO
+// without syncing, so the failed groups' bytes stay unsynced on this mount.
+// The process must stop; after the power cut nothing acknowledged may be
+// missing (a group answered despite its failed sync would be).
+TEST(PowerLossTest, AFailedLogSyncIsNeverAcknowledged) {
+  if (const std::string why = PowercutFsUnsupported(); !why.empty()) {
+    FAIL() << why;
   }
   TempDir dir;
-  std::filesystem::create_directories(dir / "root");
-  std::filesystem::create_directories(dir / "mnt");
-  const std::string mnt = std::filesystem::canonical(dir / "mnt").string();
-  PowercutFs fs(dir / "root", mnt, dir / "powercut_fs.log", "");
-  const std::string data = mnt + "/data";
-  const std::string trace = dir / "strace.log";
+  PowercutFs fs(dir.path());
+  const std::string data = fs.mountpoint() + "/data";
+  { ServerProcess first(data); }  // the segments' own syncs are not counted
+  fs.FailSyncs("*/shard-0/wal-0", 5, "EIO");
   Load load(kKeys, kHot, 16);
   {
-    ServerProcess server(
-        data, {}, {"FENCEPOST_TEST_SYNC_THREADS_ONLY=1"},
-        {"strace", "-f", "-qq", "-o", trace, "-P", data + "/shard-0/wal-0",
-         "-e", "trace=pwrite64,fdatasync", "-e",
-         "inject=fdatasync:error=EIO:when=5+"});
+    ServerProcess server(data);
     load.Start(server.data_port(), server.admin_port());
     const int status = server.Wait(20);
     load.Stop();
@@ -454,7 +319,11 @@ TEST(PowerLossTest, AFailedSyncOnASyncThreadIsNeverAcknowledged) {
         << server.Log();
     if (status == -1) server.Kill();
   }
+  EXPECT_NE(fs.Log().find("wal-0 failed with EIO (injected)"),
+            std::string::npos)
+      << fs.Log();
   fs.Cut();
+  fs.Control("");
   ServerProcess restarted(data);
   Restarts restarts;
   for (const auto& v :
@@ -462,21 +331,6 @@ TEST(PowerLossTest, AFailedSyncOnASyncThreadIsNeverAcknowledged) {
     ADD_FAILURE() << v;
   }
   EXPECT_GT(load.AcknowledgedSince(0), 0u) << "the load ran";
-
-  // "1234  pwrite64(...", "1235  fdatasync(...) = -1 EIO (...) (INJECTED)".
-  std::set<std::string> writers;
-  std::string failed;
-  std::ifstream in(trace);
-  for (std::string line; std::getline(in, line);) {
-    const std::string tid = line.substr(0, line.find(' '));
-    if (line.find("pwrite64(") != std::string::npos) writers.insert(tid);
-    if (failed.empty() && line.find("INJECTED") != std::string::npos) {
-      failed = tid;
-    }
-  }
-  ASSERT_FALSE(failed.empty()) << "strace injected no failure";
-  EXPECT_EQ(writers.count(failed), 0u)
-      << "the failed sync was on thread " << failed << ", which wrote the log";
 }
 
 }  // namespace

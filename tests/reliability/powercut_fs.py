@@ -4,7 +4,8 @@
 A model of LazyFS (https://github.com/dsrhaslab/lazyfs), small enough to read
 in one sitting, for the power-cut test (tests/reliability/power_loss_test.cc).
 
-    powercut_fs.py [--ignore-sync | --ignore-log-syncs] ROOT MOUNTPOINT
+    powercut_fs.py [--ignore-sync | --ignore-log-syncs] [--journal FILE]
+                   [--control FILE] ROOT MOUNTPOINT
                                           (foreground; stop with SIGTERM)
 
 MOUNTPOINT shows ROOT's tree. What it models:
@@ -39,6 +40,38 @@ each one's first sync (the one that makes a new segment whole): the log's
 group syncs are missing and nothing else is, so what fails is the history
 check, not the start.
 
+--journal FILE appends one line per event to FILE as it happens (one
+write(2) per line, so a reader sees every line the moment its event is done):
+
+    NS write PATH OFFSET LENGTH      a write() reached this file system
+    NS fsync-begin PATH              an fsync/fdatasync of the file arrived
+    NS fsync-end PATH RESULT         ... and is answered: RESULT is 0 or an
+                                     errno's name (EIO); logged before the
+                                     reply goes back to the kernel
+
+NS is time.time_ns(), CLOCK_REALTIME in nanoseconds, the clock of
+`strace -ttt` and `strace --timestamps=unix,ns`, so the journal joins with a
+trace of the same run; lines are in the order of their NS. PATH is the
+file's path from the mount's root (/data/shard-0/wal-0; fencepost's tests
+use no spaces in names). Whatever issued the call (a syscall, an io_uring
+write or IORING_OP_FSYNC, the kernel's writeback of an mmap) is the same
+event here: the journal shows what the disk was asked for, not how.
+
+--control FILE names a file of rules, one per line, read again whenever
+FILE changes (write it elsewhere and rename it over FILE); a missing or
+empty FILE means no rule. Each (re)reading starts the rules' counts again:
+
+    fail GLOB N ERRNO    the N-th and every later fsync/fdatasync of a file
+                         whose PATH matches GLOB (fnmatch: */shard-0/wal-0)
+                         fails with ERRNO (EIO, ENOSPC) and syncs nothing,
+                         so its unsynced writes stay unsynced; each such
+                         failure is logged to stderr ("... (injected)")
+    delay GLOB MS        each fsync/fdatasync of a matching file waits MS
+                         milliseconds (after its fsync-begin) before it syncs
+
+The rules apply to fsync and fdatasync calls only, not to O_SYNC writes.
+Lines starting with # are comments.
+
 Simplifications (what a real power cut can do and this model cannot):
 
 - Metadata is durable at once: create, mkdir, rename, unlink, link,
@@ -62,10 +95,12 @@ Needs Debian's python3-fusepy (module `fusepy`; the PyPI package names it
 import bisect
 import errno
 import fcntl
+import fnmatch
 import os
 import signal
 import sys
 import threading
+import time
 
 try:
     from fusepy import FUSE, FuseOSError, Operations
@@ -147,11 +182,85 @@ class Unsynced:
         self.writes = self.bytes = 0
 
 
+class Journal:
+    """The --journal file: one line per event, in time order."""
+
+    def __init__(self, path):
+        self.lock = threading.Lock()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND
+                          | os.O_CLOEXEC, 0o644) if path else None
+
+    def add(self, *fields):
+        if self.fd is None:
+            return
+        with self.lock:  # the time is taken inside: lines keep its order
+            line = '%d %s\n' % (time.time_ns(), ' '.join(map(str, fields)))
+            os.write(self.fd, line.encode('utf-8', 'surrogateescape'))
+
+
+class Control:
+    """The --control file's rules (see the top of this file)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.lock = threading.Lock()
+        self.seen = None  # (st_ino, st_size, st_mtime_ns) of the rules read
+        self.fails = []  # [glob, from, errno, calls so far]
+        self.delays = []  # (glob, seconds)
+
+    def reload(self):
+        """Reads the rules again if the file changed. Call with lock held."""
+        try:
+            st = os.stat(self.path)
+            seen = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            seen = None
+        if seen == self.seen:
+            return
+        self.seen, self.fails, self.delays = seen, [], []
+        try:
+            with open(self.path) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            lines = []
+        for line in lines:
+            words = line.split()
+            if not words or words[0].startswith('#'):
+                continue
+            if words[0] == 'fail' and len(words) == 4:
+                self.fails.append([words[1], int(words[2]),
+                                   getattr(errno, words[3]), 0])
+            elif words[0] == 'delay' and len(words) == 3:
+                self.delays.append((words[1], int(words[2]) / 1000.0))
+            else:
+                log('powercut: ignoring control line %r' % line)
+        log('powercut: control: %d fail and %d delay rules' %
+            (len(self.fails), len(self.delays)))
+
+    def on_sync(self, path):
+        """An fsync of path: (seconds to wait, errno to fail with or 0)."""
+        if not self.path:
+            return 0, 0
+        with self.lock:
+            self.reload()
+            wait = sum(s for g, s in self.delays if fnmatch.fnmatch(path, g))
+            error = 0
+            for rule in self.fails:
+                if fnmatch.fnmatch(path, rule[0]):
+                    rule[3] += 1
+                    if not error and rule[3] >= rule[1]:
+                        error = rule[2]
+            return wait, error
+
+
 class PowercutFS(Operations):
     use_ns = True
 
-    def __init__(self, root, ignore_sync=False, ignore_log_syncs=False):
+    def __init__(self, root, ignore_sync=False, ignore_log_syncs=False,
+                 journal=None, control=None):
         self.root = os.path.realpath(root)
+        self.journal = Journal(journal)
+        self.control = Control(control)
         self.ignore_sync = ignore_sync
         self.ignore_log_syncs = ignore_log_syncs
         self.synced_logs = set()  # keys of wal-* files synced once
@@ -424,6 +533,7 @@ class PowercutFS(Operations):
         with self.table_lock:
             self.stats['writes'] += 1
             self.stats['bytes'] += len(data)
+        self.journal.add('write', path, offset, len(data))
         if flags & (os.O_SYNC | os.O_DSYNC):
             self.sync(key, fd, path)
         return len(data)
@@ -432,6 +542,24 @@ class PowercutFS(Operations):
         return 0  # close() is not a sync
 
     def fsync(self, path, datasync, fi):
+        self.journal.add('fsync-begin', path)
+        result = 0
+        try:
+            wait, error = self.control.on_sync(path)
+            if wait:
+                time.sleep(wait)
+            if error:
+                log('powercut: fsync of %s failed with %s (injected)' %
+                    (path, errno.errorcode[error]))
+                raise FuseOSError(error)
+            return self.fsync_file(path, fi)
+        except OSError as e:
+            result = errno.errorcode.get(e.errno, e.errno)
+            raise
+        finally:  # before fusepy replies to the kernel
+            self.journal.add('fsync-end', path, result)
+
+    def fsync_file(self, path, fi):
         fd = fi.fh
         key = self.handles[fd][0]
         if self.read_only(fd):
@@ -466,12 +594,19 @@ def main():
     ignore_sync = '--ignore-sync' in args
     ignore_log_syncs = '--ignore-log-syncs' in args
     args = [a for a in args if a not in ('--ignore-sync', '--ignore-log-syncs')]
+    files = {'--journal': None, '--control': None}
+    for flag in files:
+        if flag in args[:-1]:
+            at = args.index(flag)
+            files[flag] = os.path.abspath(args[at + 1])
+            del args[at:at + 2]
     if len(args) != 2:
         sys.exit('usage: powercut_fs.py [--ignore-sync | --ignore-log-syncs] '
-                 'ROOT MOUNTPOINT')
+                 '[--journal FILE] [--control FILE] ROOT MOUNTPOINT')
     root, mountpoint = args
     os.umask(0)  # the kernel has applied the caller's umask to every mode
-    fs = PowercutFS(root, ignore_sync, ignore_log_syncs)
+    fs = PowercutFS(root, ignore_sync, ignore_log_syncs, files['--journal'],
+                    files['--control'])
 
     # The power cut comes from a thread in sigwait: a Python signal handler
     # would only run on the main thread, which sits inside fuse_main. That

@@ -1,0 +1,178 @@
+#include "tests/testing/powercut_fs.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::testing {
+namespace {
+
+// Debian's python3-fusepy is installed for /usr/bin/python3, which may not be
+// the python3 first on PATH.
+std::string Python() {
+  return ::access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3"
+                                                 : "python3";
+}
+
+bool Mounted(const std::string& mountpoint) {
+  std::ifstream in("/proc/self/mountinfo");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, device, root, point;
+    fields >> id >> parent >> device >> root >> point;
+    if (point == mountpoint &&
+        line.find(" - fuse.powercut ") != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Detaches the mount whatever state the file system is in (lazily, so a
+// process still using it cannot keep it).
+void Unmount(const std::string& mountpoint) {
+  if (!Mounted(mountpoint)) return;
+  const std::string quiet = " '" + mountpoint + "' >/dev/null 2>&1";
+  if (std::system(("fusermount -u -z" + quiet).c_str()) != 0) {
+    const int status = std::system(("umount -l" + quiet).c_str());
+    if (status != 0) std::cerr << "cannot unmount " << mountpoint << "\n";
+  }
+}
+
+std::vector<std::string> Argv(const std::string& dir,
+                              const std::string& mountpoint,
+                              const PowercutFsOptions& options) {
+  std::vector<std::string> argv = {
+      Python(),
+      std::string(FENCEPOST_SOURCE_DIR) + "/tests/reliability/powercut_fs.py",
+      "--control", dir + "/control"};
+  if (options.lying == "1") argv.push_back("--ignore-sync");
+  if (options.lying == "log") argv.push_back("--ignore-log-syncs");
+  if (options.journal) {
+    argv.insert(argv.end(), {"--journal", dir + "/journal"});
+  }
+  argv.push_back(dir + "/root");
+  argv.push_back(mountpoint);
+  return argv;
+}
+
+std::size_t Count(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string PowercutFsUnsupported() {
+  if (::access("/dev/fuse", R_OK | W_OK) != 0) return "no usable /dev/fuse";
+  const std::string probe =
+      Python() + " -c 'from fusepy import FUSE' >/dev/null 2>&1 || " +
+      Python() + " -c 'from fuse import FUSE' >/dev/null 2>&1";
+  if (std::system(probe.c_str()) != 0) {
+    return "no fusepy for " + Python() +
+           " (apt-get install -y python3-fusepy fuse)";
+  }
+  return "";
+}
+
+PowercutFs::PowercutFs(const std::string& dir, const PowercutFsOptions& options)
+    : dir_(dir) {
+  std::filesystem::create_directories(dir + "/root");
+  std::filesystem::create_directories(dir + "/mnt");
+  mountpoint_ = std::filesystem::canonical(dir + "/mnt").string();
+  fs_ = std::make_unique<ChildProcess>(Argv(dir, mountpoint_, options),
+                                       dir + "/powercut_fs.log");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!Mounted(mountpoint_)) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      const std::string log = Log();
+      Unmount(mountpoint_);
+      fs_.reset();
+      throw std::runtime_error("powercut_fs.py did not mount " + mountpoint_ +
+                               ": " + log);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+PowercutFs::~PowercutFs() {
+  Unmount(mountpoint_);
+  fs_.reset();
+}
+
+std::uint64_t PowercutFs::Cut() {
+  const std::string kLine = "powercut: dropped ";
+  const std::size_t before = Count(Log(), kLine);
+  if (::kill(fs_->pid(), SIGUSR1) != 0) {
+    throw std::runtime_error("cannot signal powercut_fs.py");
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Count(Log(), kLine) == before) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      throw std::runtime_error("powercut_fs.py did not cut: " + Log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  const std::string log = Log();
+  return std::stoull(log.substr(log.rfind(kLine) + kLine.size()));
+}
+
+std::string PowercutFs::Log() const {
+  return ReadFile(dir_ + "/powercut_fs.log");
+}
+
+void PowercutFs::Control(const std::string& rules) {
+  // A new file renamed over the old one: the file system sees a new inode,
+  // never a half-written file.
+  const std::string next = dir_ + "/control.next";
+  std::ofstream(next) << rules;
+  std::filesystem::rename(next, dir_ + "/control");
+}
+
+void PowercutFs::FailSyncs(const std::string& glob, int from,
+                           const std::string& error) {
+  Control("fail " + glob + " " + std::to_string(from) + " " + error + "\n");
+}
+
+std::vector<FsEvent> PowercutFs::Journal() const {
+  std::vector<FsEvent> events;
+  std::ifstream in(dir_ + "/journal");
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    FsEvent e;
+    std::string kind;
+    fields >> e.ns >> kind >> e.path;
+    if (kind == "write") {
+      e.kind = FsEvent::Kind::kWrite;
+      fields >> e.offset >> e.length;
+    } else if (kind == "fsync-begin") {
+      e.kind = FsEvent::Kind::kFsyncBegin;
+    } else if (kind == "fsync-end") {
+      e.kind = FsEvent::Kind::kFsyncEnd;
+      fields >> e.result;
+    } else {
+      throw std::runtime_error("powercut_fs.py's journal: " + line);
+    }
+    if (!fields) throw std::runtime_error("powercut_fs.py's journal: " + line);
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+}  // namespace fencepost::testing
