@@ -300,18 +300,18 @@ class Committer {
   bool stopped_ = false;
   std::atomic<bool> pump_posted_ = false;
   std::unique_ptr<SyncRing> ring_;
-  int timer_fd_ = -1;  // ticks once a second: the lease sweep
+  int timer_fd_ = -1;   // ticks once a second: the lease sweep
   std::thread thread_;  // without a loop
   // Guards the loop's callbacks: they do nothing once the committer is
   // gone.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::vector<std::unique_ptr<Wal::SyncFiles>> slot_files_;  // one each
   bool slot_busy_[kSyncSlots] = {};
-  std::deque<Group> decided_;        // not yet answered, in order
+  std::deque<Group> decided_;  // not yet answered, in order
   std::size_t unanswered_ = 0;
-  std::uint64_t written_seq_ = 0;    // the last record written
-  unsigned unsynced_segments_ = 0;   // bit i: segment i written since
-  std::deque<SyncTicket> syncs_;     // submitted, in order
+  std::uint64_t written_seq_ = 0;   // the last record written
+  unsigned unsynced_segments_ = 0;  // bit i: segment i written since
+  std::deque<SyncTicket> syncs_;    // submitted, in order
   std::uint64_t next_ticket_ = 0;
   std::uint64_t durable_seq_ = 0;
   std::int64_t next_sweep_ = 0;

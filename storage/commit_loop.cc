@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <functional>
 #include <memory>
 #include <stdexcept>

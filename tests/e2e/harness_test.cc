@@ -125,24 +125,24 @@ TEST(HarnessTest, ServersDoNotInheritFencepostVariables) {
   } unset;
   TempDir dir;
   ServerProcess server(dir / "data");
-  ASSERT_EQ(Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "5"}},
-                  "new")
-                .status,
-            201);
-  EXPECT_EQ(Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "4"}},
-                  "stale")
-                .status,
-            409)
+  ASSERT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "5"}}, "new")
+          .status,
+      201);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "4"}}, "stale")
+          .status,
+      409)
       << "the server read FENCEPOST_MODE=observe from the tests' environment";
   // What the test gives it still reaches it.
   ServerProcess observing(dir / "other", {}, {"FENCEPOST_MODE=observe"});
-  ASSERT_EQ(Fetch(observing.data_port(), "PUT", "/k", {{"Fencing-Token", "5"}},
-                  "new")
-                .status,
-            201);
+  ASSERT_EQ(
+      Fetch(observing.data_port(), "PUT", "/k", {{"Fencing-Token", "5"}}, "new")
+          .status,
+      201);
   EXPECT_EQ(Fetch(observing.data_port(), "PUT", "/k", {{"Fencing-Token", "4"}},
                   "stale")
-                .status /
+                    .status /
                 100,
             2);
 }
