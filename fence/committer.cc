@@ -291,7 +291,6 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   g.pending = std::move(group);
   group.clear();
   decided_.push_back(std::move(g));
-  ++unanswered_;
   if (segment < 0) {
     AnswerDurable();  // nothing to sync: it may be answerable now
     return;
@@ -386,7 +385,6 @@ void Committer::AnswerDurable() {
   while (!decided_.empty() && decided_.front().durable_at <= durable_seq_) {
     Group g = std::move(decided_.front());
     decided_.pop_front();
-    --unanswered_;
     Answer(g);
   }
 }

@@ -159,8 +159,7 @@ class Committer {
     std::uint64_t id = 0;  // its completions' tag
     std::uint64_t target = 0;
     int slot = 0;
-    int pending = 0;  // completions not yet reaped
-    bool done = false;
+    int pending = 0;  // completions not yet reaped; none: done
   };
   // Syncs in flight at most: one group's sync overlaps the next one's.
   static constexpr int kSyncSlots = 2;
@@ -172,7 +171,7 @@ class Committer {
   static std::size_t Reservation(const FenceWrite& write);
   static std::size_t PayloadBytes(const FenceWrite& write);
 
-  // Driving (committer.cc). Each step below runs under drive_mu_.
+  // Driving (committer_drive.cc). Each step below runs under drive_mu_.
   // Starts driving: the loop's watches, or the committer's own thread.
   void StartDriving();
   // The committer's own thread, when there is no loop.
@@ -183,7 +182,6 @@ class Committer {
   // durable, commits what is queued while a sync slot is free, and looks
   // for leases that ran out once a second.
   void Pump();
-  void PumpLocked();
   // Commits the next group from the queue when a sync slot is free;
   // returns whether it did.
   bool CommitNext();
@@ -307,8 +305,7 @@ class Committer {
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
   std::vector<std::unique_ptr<Wal::SyncFiles>> slot_files_;  // one each
   bool slot_busy_[kSyncSlots] = {};
-  std::deque<Group> decided_;  // not yet answered, in order
-  std::size_t unanswered_ = 0;
+  std::deque<Group> decided_;       // not yet answered, in order
   std::uint64_t written_seq_ = 0;   // the last record written
   unsigned unsynced_segments_ = 0;  // bit i: segment i written since
   std::deque<SyncTicket> syncs_;    // submitted, in order

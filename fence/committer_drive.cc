@@ -47,7 +47,9 @@ void Committer::StartDriving() {
   }
   std::weak_ptr<int> alive = alive_;
   options_.loop.watch(ring_->event_fd(), [this, alive] {
-    if (alive.lock()) Pump();
+    if (!alive.lock()) return;
+    Consume(ring_->event_fd());
+    Pump();
   });
   options_.loop.watch(timer_fd_, [this, alive] {
     if (!alive.lock()) return;
@@ -66,6 +68,7 @@ void Committer::Run() {
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
       Fatal("the committer cannot wait for its syncs", errno);
     }
+    if (fds[0].revents != 0) Consume(ring_->event_fd());
     if (fds[1].revents != 0) Consume(timer_fd_);
     Pump();
   }
@@ -88,11 +91,8 @@ void Committer::Pump() {
   std::lock_guard drive(drive_mu_);
   pump_posted_ = false;
   if (stopped_) return;
-  PumpLocked();
-}
-
-void Committer::PumpLocked() {
-  ring_->Clear();
+  // Completions are peeked at without a system call, so a pump posted for
+  // new writes reaps them too; the eventfd is read only when it woke us.
   Reap(false);
   while (CommitNext()) {
   }
@@ -127,7 +127,7 @@ bool Committer::CommitNext() {
 
 void Committer::StartSync() {
   const int slot = FreeSlot();
-  SyncTicket ticket{next_ticket_++, written_seq_, slot, 0, false};
+  SyncTicket ticket{next_ticket_++, written_seq_, slot, 0};
   for (int i = 0; i < 2; ++i) {
     if ((unsynced_segments_ & (1u << i)) == 0) continue;
     if (!ring_->PrepareDataSync(slot_files_[slot]->fd(i), ticket.id)) {
@@ -152,12 +152,10 @@ void Committer::Reap(bool wait) {
           -result);
     }
     SyncTicket& ticket = syncs_[id - syncs_.front().id];
-    if (--ticket.pending > 0) return;
-    ticket.done = true;
-    slot_busy_[ticket.slot] = false;
+    if (--ticket.pending == 0) slot_busy_[ticket.slot] = false;
   });
   if (e != 0) Fatal("cannot wait for the write-ahead log's sync", e);
-  while (!syncs_.empty() && syncs_.front().done) {
+  while (!syncs_.empty() && syncs_.front().pending == 0) {
     durable_seq_ = std::max(durable_seq_, syncs_.front().target);
     syncs_.pop_front();
   }
@@ -165,7 +163,7 @@ void Committer::Reap(bool wait) {
 }
 
 void Committer::Drain() {
-  while (unanswered_ > 0 && !syncs_.empty()) Reap(true);
+  while (!decided_.empty() && !syncs_.empty()) Reap(true);
   AnswerDurable();
 }
 
@@ -179,7 +177,7 @@ void Committer::DrainQueue() {
       std::lock_guard lock(mu_);
       queued = !queue_.empty();
     }
-    if (!queued && unanswered_ == 0) return;
+    if (!queued && decided_.empty()) return;
     if (!syncs_.empty()) Reap(true);
   }
 }

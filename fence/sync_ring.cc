@@ -37,12 +37,6 @@ SyncRing::~SyncRing() {
   ::close(event_fd_);
 }
 
-void SyncRing::Clear() const {
-  std::uint64_t count = 0;
-  // Nonblocking: EAGAIN when nothing was signalled.
-  [[maybe_unused]] ssize_t n = ::read(event_fd_, &count, sizeof count);
-}
-
 bool SyncRing::PrepareDataSync(int fd, std::uint64_t tag) {
   io_uring_sqe* sqe = io_uring_get_sqe(ring_.get());
   if (sqe == nullptr) return false;

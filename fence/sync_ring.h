@@ -24,10 +24,9 @@ class SyncRing {
   SyncRing(const SyncRing&) = delete;
   SyncRing& operator=(const SyncRing&) = delete;
 
-  // Readable (an eventfd's counter) when a completion may be waiting; read
-  // it down with Clear before reaping, so no completion is missed.
+  // Readable (an eventfd's counter) when a completion may be waiting; its
+  // owner reads it down before reaping, so no completion is missed.
   int event_fd() const { return event_fd_; }
-  void Clear() const;
 
   // Queues an fdatasync of `fd` tagged `tag`; Submit sends the queued ones.
   // Returns false when the submission queue is full.
