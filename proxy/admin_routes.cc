@@ -78,7 +78,7 @@ Response AdminRoutes::Metrics(const Request& req) {
               "text/plain; version=0.0.4; charset=utf-8");
 }
 
-asio::awaitable<Response> AdminRoutes::Ready(const Request& req) {
+Awaitable<Response> AdminRoutes::Ready(const Request& req) {
   const bool draining = context_.draining();
   bool backend_ready = false;
   if (!draining) backend_ready = co_await backend_.Ready();
@@ -104,13 +104,13 @@ bool AdminRoutes::NamesScope(const Request& req) const {
   return scope && IsScope(*scope);
 }
 
-asio::awaitable<Response> AdminRoutes::GetScopeFence(const Request& req) {
+Awaitable<Response> AdminRoutes::GetScopeFence(const Request& req) {
   const std::string scope = ScopeNamed(req).value_or("");
   co_return co_await GetFence(req, scope);
 }
 
-asio::awaitable<Response> AdminRoutes::GetFence(const Request& req,
-                                                const std::string& key) {
+Awaitable<Response> AdminRoutes::GetFence(const Request& req,
+                                          const std::string& key) {
   storage::Fences::Read read =
       co_await fences_.Get(std::string(scopes_.FenceFor(key)));
   if (read.error) {
@@ -127,8 +127,8 @@ asio::awaitable<Response> AdminRoutes::GetFence(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> AdminRoutes::Bump(const Request& req,
-                                            const std::string& key) {
+Awaitable<Response> AdminRoutes::Bump(const Request& req,
+                                      const std::string& key) {
   fence::Token token = 0;
   ReadToken(req, &token);
   fence::FencedWrite write;
@@ -211,7 +211,7 @@ Response AdminRoutes::LogLevel(const Request& req) {
   return Text(req, http::status::ok, std::move(body), "application/json");
 }
 
-asio::awaitable<Response> AdminRoutes::ListFences(const Request& req) {
+Awaitable<Response> AdminRoutes::ListFences(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
   if (refused) co_return std::move(*refused);

@@ -5,11 +5,11 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <string>
 #include <string_view>
 
 #include "fence/scope.h"
+#include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
@@ -29,19 +29,17 @@ class AdminRoutes : private RouteUnit {
   explicit AdminRoutes(RouteContext& context);
 
   Response Metrics(const Request& request);
-  boost::asio::awaitable<Response> Ready(const Request& request);
+  Awaitable<Response> Ready(const Request& request);
   // The fence guarding `key` (or the scope named `key`).
-  boost::asio::awaitable<Response> GetFence(const Request& request,
-                                            const std::string& key);
+  Awaitable<Response> GetFence(const Request& request, const std::string& key);
   // The fence of the scope that /v1/fences/NAME names (NamesScope).
-  boost::asio::awaitable<Response> GetScopeFence(const Request& request);
+  Awaitable<Response> GetScopeFence(const Request& request);
   // Whether the target is /v1/fences/NAME with NAME exactly a configured
   // --fence-scope prefix (which ends in '/' and so is not a key).
   bool NamesScope(const Request& request) const;
   // PUT /v1/fences/KEY: raises the fence guarding `key`.
-  boost::asio::awaitable<Response> Bump(const Request& request,
-                                        const std::string& key);
-  boost::asio::awaitable<Response> ListFences(const Request& request);
+  Awaitable<Response> Bump(const Request& request, const std::string& key);
+  Awaitable<Response> ListFences(const Request& request);
   Response ListRejections(const Request& request);
   Response LogLevel(const Request& request);
 

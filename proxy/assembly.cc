@@ -101,7 +101,7 @@ std::string_view BackendName(storage::BackendSpec::Kind kind) {
 
 // Runs `task` on `io` until it completes, before the ports open. Returns
 // its result; what it threw goes to `*thrown`.
-std::string RunToEnd(asio::io_context& io, asio::awaitable<std::string> task,
+std::string RunToEnd(asio::io_context& io, Awaitable<std::string> task,
                      std::string* thrown) {
   std::optional<std::string> result;
   asio::co_spawn(io, std::move(task),

@@ -41,8 +41,8 @@ storage::WriteKind KindOf(http::verb verb) {
 
 DataRoutes::DataRoutes(RouteContext& context) : RouteUnit(context) {}
 
-asio::awaitable<Response> DataRoutes::Read(const Request& req,
-                                           const std::string& key) {
+Awaitable<Response> DataRoutes::Read(const Request& req,
+                                     const std::string& key) {
   const bool head = req.method() == http::verb::head;
   storage::ReadRequest request{key, std::string(scopes_.FenceFor(key)), head,
                                &req};
@@ -72,9 +72,9 @@ asio::awaitable<Response> DataRoutes::Read(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> DataRoutes::Write(const Request& req,
-                                            const std::string& key,
-                                            const std::string& client) {
+Awaitable<Response> DataRoutes::Write(const Request& req,
+                                      const std::string& key,
+                                      const std::string& client) {
   const bool observe = config_.mode == Mode::kObserve;
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
@@ -240,8 +240,8 @@ BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
 
 }  // namespace
 
-asio::awaitable<Response> DataRoutes::Batch(const Request& req,
-                                            const std::string& client) {
+Awaitable<Response> DataRoutes::Batch(const Request& req,
+                                      const std::string& client) {
   fence::Token token = 0;
   ReadToken(req, &token);
   BatchOps ops =

@@ -5,10 +5,10 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <string>
 
 #include "fence/scope.h"
+#include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
@@ -28,15 +28,12 @@ class DataRoutes : private RouteUnit {
   explicit DataRoutes(RouteContext& context);
 
   // GET and HEAD of `key`.
-  boost::asio::awaitable<Response> Read(const Request& request,
-                                        const std::string& key);
+  Awaitable<Response> Read(const Request& request, const std::string& key);
   // PUT and DELETE (and POST and PATCH where the backend takes them).
-  boost::asio::awaitable<Response> Write(const Request& request,
-                                         const std::string& key,
-                                         const std::string& client);
+  Awaitable<Response> Write(const Request& request, const std::string& key,
+                            const std::string& client);
   // POST /: a batch of puts and deletes applied in one transaction.
-  boost::asio::awaitable<Response> Batch(const Request& request,
-                                         const std::string& client);
+  Awaitable<Response> Batch(const Request& request, const std::string& client);
   // POST / on a backend that cannot apply several writes at once.
   Response BatchesUnsupported(const Request& request) const;
 };

@@ -142,7 +142,7 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 LeaseRoutes::LeaseRoutes(RouteContext& context) : RouteUnit(context) {}
 
-asio::awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
+Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     const Request& req, const fence::LeaseOp& op) {
   if (!fences_.CountsLeases()) co_return std::nullopt;
   const storage::Fences::LeaseRead read =
@@ -176,13 +176,12 @@ Response LeaseRoutes::LeaseFailure(const Request& req, const std::string& name,
   return context_.StorageFailure(req, outcome.error, name, "lease");
 }
 
-asio::awaitable<fence::WriteOutcome> LeaseRoutes::CommitLease(
-    fence::LeaseOp op) {
+Awaitable<fence::WriteOutcome> LeaseRoutes::CommitLease(fence::LeaseOp op) {
   co_return co_await storage::AsyncCommit(fences_, std::move(op));
 }
 
-asio::awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
-                                                    const std::string& name) {
+Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
+                                              const std::string& name) {
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kAcquire;
   op.name = name;
@@ -246,8 +245,8 @@ asio::awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   co_return LeaseDocument(req, name, entry, now);
 }
 
-asio::awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
-                                                    const std::string& name) {
+Awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
+                                              const std::string& name) {
   fence::LeaseOp op;
   op.kind = fence::LeaseOp::Kind::kRelease;
   op.name = name;
@@ -283,8 +282,8 @@ asio::awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
   co_return res;
 }
 
-asio::awaitable<Response> LeaseRoutes::GetLease(const Request& req,
-                                                const std::string& name) {
+Awaitable<Response> LeaseRoutes::GetLease(const Request& req,
+                                          const std::string& name) {
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(name, std::string(scopes_.FenceFor(name)));
   if (read.error)
@@ -298,7 +297,7 @@ asio::awaitable<Response> LeaseRoutes::GetLease(const Request& req,
   co_return LeaseDocument(req, name, *read.entry, read.now_ns);
 }
 
-asio::awaitable<Response> LeaseRoutes::ListLeases(const Request& req) {
+Awaitable<Response> LeaseRoutes::ListLeases(const Request& req) {
   std::optional<Response> refused;
   const std::size_t limit = LimitOf(req, &refused);
   if (refused) co_return std::move(*refused);

@@ -5,13 +5,13 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <optional>
 #include <string>
 
 #include "fence/lease.h"
 #include "fence/scope.h"
 #include "fence/write.h"
+#include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/http_types.h"
@@ -29,13 +29,12 @@ class LeaseRoutes : private RouteUnit {
  public:
   explicit LeaseRoutes(RouteContext& context);
 
-  boost::asio::awaitable<Response> AcquireLease(const Request& request,
-                                                const std::string& name);
-  boost::asio::awaitable<Response> ReleaseLease(const Request& request,
-                                                const std::string& name);
-  boost::asio::awaitable<Response> GetLease(const Request& request,
-                                            const std::string& name);
-  boost::asio::awaitable<Response> ListLeases(const Request& request);
+  Awaitable<Response> AcquireLease(const Request& request,
+                                   const std::string& name);
+  Awaitable<Response> ReleaseLease(const Request& request,
+                                   const std::string& name);
+  Awaitable<Response> GetLease(const Request& request, const std::string& name);
+  Awaitable<Response> ListLeases(const Request& request);
 
   // Every lease record must sit where its fence is under the current
   // --fence-scope settings (a grant raises the fence in the same record).
@@ -45,13 +44,13 @@ class LeaseRoutes : private RouteUnit {
  private:
   // The 507 for an acquire that would make a live lease past --max-leases;
   // nullopt for a renewal (by the holder of record) and under the limit.
-  boost::asio::awaitable<std::optional<Response>> RefuseLeaseLimit(
-      const Request& request, const fence::LeaseOp& op);
+  Awaitable<std::optional<Response>> RefuseLeaseLimit(const Request& request,
+                                                      const fence::LeaseOp& op);
   // The answer to a lease operation that failed (counts a noticed expiry).
   Response LeaseFailure(const Request& request, const std::string& name,
                         const fence::WriteOutcome& outcome);
   // Submits a lease operation to the committer of its fence.
-  boost::asio::awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
+  Awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
 };
 
 }  // namespace fencepost::proxy

@@ -67,12 +67,11 @@ const Route kRoutes[] = {
              [](const RouteUnits& u, const RouteCall& c) {
                return u.data.Batch(c.request, c.client);
              }),
-    Answered(Port::kData, Match::kExact, "/", kPost, KeyAt::kNone, kNothing,
-             nullptr,
-             [](const RouteUnits& u,
-                const RouteCall& c) -> asio::awaitable<Response> {
-               co_return u.data.BatchesUnsupported(c.request);
-             }),
+    Answered(
+        Port::kData, Match::kExact, "/", kPost, KeyAt::kNone, kNothing, nullptr,
+        [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
+          co_return u.data.BatchesUnsupported(c.request);
+        }),
     Answered(Port::kData, Match::kAny, "", kGet, KeyAt::kTarget, kKey, nullptr,
              [](const RouteUnits& u, const RouteCall& c) {
                return u.data.Read(c.request, c.key);
@@ -93,25 +92,23 @@ const Route kRoutes[] = {
                "GET, HEAD, PUT, DELETE"),
 
     // The admin port: health and metrics.
-    AdminRead("/metrics",
-              [](const RouteUnits& u,
-                 const RouteCall& c) -> asio::awaitable<Response> {
-                co_return u.admin.Metrics(c.request);
-              }),
+    AdminRead(
+        "/metrics",
+        [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
+          co_return u.admin.Metrics(c.request);
+        }),
     NotAllowed(Port::kAdmin, Match::kExact, "/metrics", KeyAt::kNone, kNothing,
                "GET, HEAD"),
-    AdminRead(
-        "/livez",
-        [](const RouteUnits&, const RouteCall& c) -> asio::awaitable<Response> {
-          co_return routes::Text(c.request, http::status::ok, "ok\n");
-        }),
+    AdminRead("/livez",
+              [](const RouteUnits&, const RouteCall& c) -> Awaitable<Response> {
+                co_return routes::Text(c.request, http::status::ok, "ok\n");
+              }),
     NotAllowed(Port::kAdmin, Match::kExact, "/livez", KeyAt::kNone, kNothing,
                "GET, HEAD"),
-    AdminRead(
-        "/healthz",
-        [](const RouteUnits&, const RouteCall& c) -> asio::awaitable<Response> {
-          co_return routes::Text(c.request, http::status::ok, "ok\n");
-        }),
+    AdminRead("/healthz",
+              [](const RouteUnits&, const RouteCall& c) -> Awaitable<Response> {
+                co_return routes::Text(c.request, http::status::ok, "ok\n");
+              }),
     NotAllowed(Port::kAdmin, Match::kExact, "/healthz", KeyAt::kNone, kNothing,
                "GET, HEAD"),
     AdminRead("/readyz",
@@ -170,25 +167,25 @@ const Route kRoutes[] = {
     NotAllowed(Port::kAdmin, Match::kUnder, kLeasesPath, KeyAt::kAfterPath,
                kKey, "GET, HEAD, PUT, DELETE"),
     // The rejection journal and the log level.
-    AdminRead("/v1/rejections",
-              [](const RouteUnits& u,
-                 const RouteCall& c) -> asio::awaitable<Response> {
-                co_return u.admin.ListRejections(c.request);
-              }),
+    AdminRead(
+        "/v1/rejections",
+        [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
+          co_return u.admin.ListRejections(c.request);
+        }),
     NotAllowed(Port::kAdmin, Match::kExact, "/v1/rejections", KeyAt::kNone,
                kNothing, "GET, HEAD"),
-    Answered(Port::kAdmin, Match::kExact, "/v1/log-level", kGet, KeyAt::kNone,
-             kNothing, nullptr,
-             [](const RouteUnits& u,
-                const RouteCall& c) -> asio::awaitable<Response> {
-               co_return u.admin.LogLevel(c.request);
-             }),
-    Answered(Port::kAdmin, Match::kExact, "/v1/log-level", kPut, KeyAt::kNone,
-             kBearer, nullptr,
-             [](const RouteUnits& u,
-                const RouteCall& c) -> asio::awaitable<Response> {
-               co_return u.admin.LogLevel(c.request);
-             }),
+    Answered(
+        Port::kAdmin, Match::kExact, "/v1/log-level", kGet, KeyAt::kNone,
+        kNothing, nullptr,
+        [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
+          co_return u.admin.LogLevel(c.request);
+        }),
+    Answered(
+        Port::kAdmin, Match::kExact, "/v1/log-level", kPut, KeyAt::kNone,
+        kBearer, nullptr,
+        [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
+          co_return u.admin.LogLevel(c.request);
+        }),
     NotAllowed(Port::kAdmin, Match::kExact, "/v1/log-level", KeyAt::kNone,
                kNothing, "GET, HEAD, PUT"),
 };

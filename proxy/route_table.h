@@ -5,12 +5,12 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/http_types.h"
 
@@ -78,8 +78,8 @@ struct Route {
     kTarget,     // the whole target (the data port)
   };
   using When = bool (*)(const RouteUnits& units, const Request& request);
-  using Answer = boost::asio::awaitable<Response> (*)(const RouteUnits& units,
-                                                      const RouteCall& call);
+  using Answer = Awaitable<Response> (*)(const RouteUnits& units,
+                                         const RouteCall& call);
 
   metrics::Port port;
   Match match;

@@ -11,8 +11,8 @@ namespace {
 
 constexpr std::size_t kPage = 1000;
 
-boost::asio::awaitable<std::optional<fence::Token>> TokenOf(
-    storage::Fences& fences, const std::string& name) {
+Awaitable<std::optional<fence::Token>> TokenOf(storage::Fences& fences,
+                                               const std::string& name) {
   const storage::Fences::Read read = co_await fences.Get(name);
   if (read.error) {
     throw std::runtime_error("cannot read the fence " + name + ": " +
@@ -23,10 +23,9 @@ boost::asio::awaitable<std::optional<fence::Token>> TokenOf(
 
 // Raises the fence of `scope` to the highest fence that guarded its keys
 // (fence::ScopeFloor), if above it.
-boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
-                                        const fence::Scopes& scopes,
-                                        const fence::ScopeRecord& last,
-                                        const std::string& scope) {
+Awaitable<void> RaiseScope(storage::Fences& fences, const fence::Scopes& scopes,
+                           const fence::ScopeRecord& last,
+                           const std::string& scope) {
   const std::optional<fence::Token> was = co_await TokenOf(fences, scope);
   std::optional<fence::Token> carved;
   if (const auto from = fence::CarvedFrom(last, scope)) {
@@ -70,8 +69,8 @@ boost::asio::awaitable<void> RaiseScope(storage::Fences& fences,
 
 }  // namespace
 
-boost::asio::awaitable<std::string> StartScopes(storage::Fences& fences,
-                                                const fence::Scopes& scopes) {
+Awaitable<std::string> StartScopes(storage::Fences& fences,
+                                   const fence::Scopes& scopes) {
   const fence::ScopeRecord last = co_await fences.RecordedScopes();
   std::vector<fence::RecordedScope> recorded;
   for (const auto* names : {&last.served, &last.retired}) {

@@ -5,10 +5,10 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <string>
 
 #include "fence/scope.h"
+#include "http/coro.h"
 #include "storage/fences.h"
 
 namespace fencepost::proxy {
@@ -19,7 +19,7 @@ namespace fencepost::proxy {
 // the highest fence it now guards (durably, through the store's own
 // commit). Returns why the store must not be served (empty when it may).
 // Throws std::runtime_error when the store cannot be read or written.
-boost::asio::awaitable<std::string> StartScopes(storage::Fences& fences,
-                                                const fence::Scopes& scopes);
+Awaitable<std::string> StartScopes(storage::Fences& fences,
+                                   const fence::Scopes& scopes);
 
 }  // namespace fencepost::proxy

@@ -102,9 +102,9 @@ tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
   const std::size_t cap = port == metrics::Port::kData
                               ? options_.max_connections
                               : options_.admin_max_connections;
-  auto listener = std::make_unique<Listener>(
-      Listener{port, cap, tcp::acceptor(io_), {}, {}, 0});
-  tcp::acceptor& acceptor = listener->acceptor;
+  auto listener =
+      std::make_unique<Listener>(Listener{port, cap, Acceptor(io_), {}, {}, 0});
+  Acceptor& acceptor = listener->acceptor;
   acceptor.open(where.protocol());
   acceptor.set_option(asio::socket_base::reuse_address(true));
   acceptor.bind(where);
@@ -126,11 +126,11 @@ void Server::Shutdown() {
   }
 }
 
-asio::awaitable<void> Server::Accept(Listener& listener) {
+Awaitable<void> Server::Accept(Listener& listener) {
   while (!shutting_down_) {
     beast::error_code ec;
-    tcp::socket socket = co_await listener.acceptor.async_accept(
-        asio::redirect_error(asio::use_awaitable, ec));
+    Socket socket = co_await listener.acceptor.async_accept(
+        asio::redirect_error(kUseAwaitable, ec));
     if (shutting_down_) co_return;
     if (ec) {
       // Out of descriptors, say: count, log at most once a second, and back
@@ -146,7 +146,7 @@ asio::awaitable<void> Server::Accept(Listener& listener) {
         listener.accept_failures = 0;
       }
       asio::steady_timer pause(io_, std::chrono::milliseconds(50));
-      co_await pause.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      co_await pause.async_wait(asio::redirect_error(kUseAwaitable, ec));
       continue;
     }
     if (listener.connections.size() >= listener.max_connections &&
@@ -197,10 +197,10 @@ bool Server::MakeRoom(Listener& listener) {
   return true;
 }
 
-asio::awaitable<void> Server::Refuse(tcp::socket socket) {
+Awaitable<void> Server::Refuse(Socket socket) {
   // The 503, then a short lingering close so the client reads it instead of
   // a reset; past 64 lingering refusals, a plain close (over TLS, always).
-  beast::tcp_stream stream(std::move(socket));
+  TcpStream stream(std::move(socket));
   beast::error_code ec;
   if (options_.tls || refusing_ >= 64) {
     stream.close();
@@ -209,13 +209,13 @@ asio::awaitable<void> Server::Refuse(tcp::socket socket) {
   ++refusing_;
   stream.expires_after(std::chrono::seconds(1));
   co_await asio::async_write(stream, asio::buffer(refusal_),
-                             asio::redirect_error(asio::use_awaitable, ec));
+                             asio::redirect_error(kUseAwaitable, ec));
   if (!ec) {
-    stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+    stream.socket().shutdown(asio::socket_base::shutdown_send, ec);
     std::array<char, 4096> sink;
     for (std::size_t drained = 0; !ec && drained < (64u << 10);) {
       drained += co_await stream.async_read_some(
-          asio::buffer(sink), asio::redirect_error(asio::use_awaitable, ec));
+          asio::buffer(sink), asio::redirect_error(kUseAwaitable, ec));
     }
   }
   stream.close();
@@ -274,7 +274,7 @@ std::optional<Problem> HeaderProblem(const Request& req, bool folded) {
 }
 
 // The peer as address:port (IPv6 in brackets), or "unknown".
-std::string ClientOf(const tcp::socket& socket) {
+std::string ClientOf(const Server::Socket& socket) {
   beast::error_code ec;
   const tcp::endpoint peer = socket.remote_endpoint(ec);
   if (ec) return "unknown";
@@ -292,8 +292,8 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // is a statement of its own (never inside a condition), and no temporary
 // with a destructor lives across one.
 template <class Stream>
-asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
-                                      Connection& self) {
+Awaitable<void> Server::Session(Stream& stream, metrics::Port port,
+                                Connection& self) {
   auto& lowest = beast::get_lowest_layer(stream);
   const std::string client = ClientOf(lowest.socket());
   beast::flat_buffer buffer(kBufferLimit);
@@ -329,26 +329,25 @@ asio::awaitable<void> Server::Session(Stream& stream, metrics::Port port,
 }
 
 template <class Stream>
-asio::awaitable<bool> Server::AwaitRequest(Stream& stream,
-                                           beast::flat_buffer& buffer,
-                                           Connection& self) {
+Awaitable<bool> Server::AwaitRequest(Stream& stream, beast::flat_buffer& buffer,
+                                     Connection& self) {
   beast::error_code ec;
   beast::get_lowest_layer(stream).expires_after(options_.idle_timeout);
   const std::size_t n = co_await stream.async_read_some(
-      buffer.prepare(Room(buffer)),
-      asio::redirect_error(asio::use_awaitable, ec));
+      buffer.prepare(Room(buffer)), asio::redirect_error(kUseAwaitable, ec));
   buffer.commit(n);
   co_return !ec && !self.shed;
 }
 
 template <class Stream>
-asio::awaitable<Server::Received> Server::ReadRequest(
-    Stream& stream, beast::flat_buffer& buffer, Parser& parser,
-    metrics::Port port) {
+Awaitable<Server::Received> Server::ReadRequest(Stream& stream,
+                                                beast::flat_buffer& buffer,
+                                                Parser& parser,
+                                                metrics::Port port) {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   auto& lowest = beast::get_lowest_layer(stream);
   beast::error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  auto token = asio::redirect_error(kUseAwaitable, ec);
   Received out;
   parser.header_limit(kHeaderLimit);
   parser.body_limit(options_.max_body);
@@ -394,10 +393,9 @@ asio::awaitable<Server::Received> Server::ReadRequest(
   co_return out;
 }
 
-asio::awaitable<Response> Server::Answer(metrics::Port port,
-                                         const Request& request,
-                                         Received& received,
-                                         const std::string& client) {
+Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
+                                   Received& received,
+                                   const std::string& client) {
   // A refusal's framing is in doubt: it is answered in HTTP/1.1 and the
   // connection closes without reading on.
   if (received.refusal) co_return MakeProblemResponse(*received.refusal, 11);
@@ -406,10 +404,9 @@ asio::awaitable<Response> Server::Answer(metrics::Port port,
 }
 
 template <class Stream>
-asio::awaitable<bool> Server::WriteResponse(Stream& stream,
-                                            const Request& request,
-                                            Response& res, bool keep_alive,
-                                            Connection& self) {
+Awaitable<bool> Server::WriteResponse(Stream& stream, const Request& request,
+                                      Response& res, bool keep_alive,
+                                      Connection& self) {
   routes::FinishHead(request, res);
   res.keep_alive(keep_alive);
   const std::string head = Head(res);
@@ -428,7 +425,7 @@ asio::awaitable<bool> Server::WriteResponse(Stream& stream,
   self.since = std::chrono::steady_clock::now();
   while (beast::buffer_bytes(rest) > 0) {
     const std::size_t n = co_await stream.async_write_some(
-        rest, asio::redirect_error(asio::use_awaitable, ec));
+        rest, asio::redirect_error(kUseAwaitable, ec));
     if (ec || self.shed) co_return false;
     rest.consume(n);
     self.since = std::chrono::steady_clock::now();
@@ -453,11 +450,11 @@ void Server::Account(metrics::Port port, const Request& request,
 }
 
 template <class Stream>
-asio::awaitable<void> Server::WindDown(Stream& stream, Connection& self) {
+Awaitable<void> Server::WindDown(Stream& stream, Connection& self) {
   auto& lowest = beast::get_lowest_layer(stream);
   beast::error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
-  if constexpr (!std::is_same_v<Stream, beast::tcp_stream>) {
+  auto token = asio::redirect_error(kUseAwaitable, ec);
+  if constexpr (!std::is_same_v<Stream, TcpStream>) {
     // TLS: send close_notify (the client need not answer it).
     lowest.expires_after(std::chrono::seconds(1));
     co_await stream.async_shutdown(token);
@@ -465,7 +462,7 @@ asio::awaitable<void> Server::WindDown(Stream& stream, Connection& self) {
   // Lingering close: after our FIN, drain what the client still sends for a
   // moment, so unread request bytes do not turn the close into a reset that
   // could destroy the response before the client reads it.
-  lowest.socket().shutdown(tcp::socket::shutdown_send, ec);
+  lowest.socket().shutdown(asio::socket_base::shutdown_send, ec);
   if (ec) co_return;
   lowest.expires_after(std::chrono::seconds(1));
   std::array<char, 4096> sink;
@@ -492,8 +489,8 @@ struct Registration {
 
 }  // namespace
 
-asio::awaitable<void> Server::Serve(tcp::socket socket, Listener& listener) {
-  beast::tcp_stream tcp(std::move(socket));
+Awaitable<void> Server::Serve(Socket socket, Listener& listener) {
+  TcpStream tcp(std::move(socket));
   metrics_.ConnectionOpened(listener.port);
   Registration<std::list<Connection>> registration{
       listener.connections,
@@ -505,14 +502,14 @@ asio::awaitable<void> Server::Serve(tcp::socket socket, Listener& listener) {
     tcp.close();
     co_return;
   }
-  beast::ssl_stream<beast::tcp_stream> tls(std::move(tcp), *options_.tls);
+  beast::ssl_stream<TcpStream> tls(std::move(tcp), *options_.tls);
   self.stream = &beast::get_lowest_layer(tls);
   beast::error_code ec;
   beast::get_lowest_layer(tls).expires_after(options_.read_timeout);
   // A client that does not speak TLS (plain HTTP, say) fails here and is
   // closed without an answer.
   co_await tls.async_handshake(ssl::stream_base::server,
-                               asio::redirect_error(asio::use_awaitable, ec));
+                               asio::redirect_error(kUseAwaitable, ec));
   if (ec) {
     spdlog::debug("TLS handshake failed: {}", ec.message());
   } else if (!self.shed) {  // shed while its handshake was completing

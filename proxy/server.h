@@ -5,7 +5,6 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
@@ -20,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/service.h"
 
@@ -63,6 +63,14 @@ class Server {
     bool access_log = false;
   };
 
+  // Sockets and streams on the io_context's concrete executor, as the
+  // coroutines that use them (http/coro.h).
+  using Socket =
+      boost::asio::basic_stream_socket<boost::asio::ip::tcp, Executor>;
+  using Acceptor =
+      boost::asio::basic_socket_acceptor<boost::asio::ip::tcp, Executor>;
+  using TcpStream = boost::beast::basic_stream<boost::asio::ip::tcp, Executor>;
+
   // The most bytes of a request held unparsed at once.
   static constexpr std::size_t kBufferLimit = 32 * 1024;
 
@@ -87,7 +95,7 @@ class Server {
       kReading,   // a request's header or body arriving: shed next
       kHandling,  // being handled: never shed
     };
-    boost::beast::tcp_stream* stream;
+    TcpStream* stream;
     Phase phase = Phase::kIdle;
     // When it last made progress: became idle, or wrote some of its answer.
     std::chrono::steady_clock::time_point since =
@@ -97,22 +105,21 @@ class Server {
   struct Listener {
     metrics::Port port;
     std::size_t max_connections;
-    boost::asio::ip::tcp::acceptor acceptor;
+    Acceptor acceptor;
     std::list<Connection> connections;  // oldest first
     // Rate-limits the accept-failure log: one line a second at most.
     std::chrono::steady_clock::time_point last_accept_log{};
     std::uint64_t accept_failures = 0;
   };
 
-  boost::asio::awaitable<void> Accept(Listener& listener);
+  Awaitable<void> Accept(Listener& listener);
   // Makes room for one more connection: closes the idle or stalled writing
   // one that made no progress for longest, else the oldest one still
   // receiving its request (a slow client cannot hold a slot). False when
   // every connection is being handled.
   bool MakeRoom(Listener& listener);
-  boost::asio::awaitable<void> Refuse(boost::asio::ip::tcp::socket socket);
-  boost::asio::awaitable<void> Serve(boost::asio::ip::tcp::socket socket,
-                                     Listener& listener);
+  Awaitable<void> Refuse(Socket socket);
+  Awaitable<void> Serve(Socket socket, Listener& listener);
   // What reading one request came to.
   struct Received {
     bool quit = false;  // the peer left or stalled: close without answering
@@ -128,33 +135,29 @@ class Server {
   // One connection's request loop, over TCP or TLS: waits for a request,
   // reads it, hands it over, writes the answer; then winds down.
   template <class Stream>
-  boost::asio::awaitable<void> Session(Stream& stream, metrics::Port port,
-                                       Connection& self);
+  Awaitable<void> Session(Stream& stream, metrics::Port port, Connection& self);
   // Waits (up to --idle-timeout) for a request's first bytes; false when the
   // connection should close.
   template <class Stream>
-  boost::asio::awaitable<bool> AwaitRequest(Stream& stream,
-                                            boost::beast::flat_buffer& buffer,
-                                            Connection& self);
+  Awaitable<bool> AwaitRequest(Stream& stream,
+                               boost::beast::flat_buffer& buffer,
+                               Connection& self);
   // Reads one request's header and, unless it is refused, its body into
   // `parser` (under --read-timeout each).
   template <class Stream>
-  boost::asio::awaitable<Received> ReadRequest(
-      Stream& stream, boost::beast::flat_buffer& buffer, Parser& parser,
-      metrics::Port port);
+  Awaitable<Received> ReadRequest(Stream& stream,
+                                  boost::beast::flat_buffer& buffer,
+                                  Parser& parser, metrics::Port port);
   // The answer: the refusal or screening's, else Service's.
-  boost::asio::awaitable<Response> Answer(metrics::Port port,
-                                          const Request& request,
-                                          Received& received,
-                                          const std::string& client);
+  Awaitable<Response> Answer(metrics::Port port, const Request& request,
+                             Received& received, const std::string& client);
   // Writes `res` (HEAD's body rule applied, Connection set) within
   // --write-timeout, noting each step of progress in `self`; false when the
   // write failed, timed out or was shed.
   template <class Stream>
-  boost::asio::awaitable<bool> WriteResponse(Stream& stream,
-                                             const Request& request,
-                                             Response& res, bool keep_alive,
-                                             Connection& self);
+  Awaitable<bool> WriteResponse(Stream& stream, const Request& request,
+                                Response& res, bool keep_alive,
+                                Connection& self);
   // Counts the request and, with --access-log, logs it.
   void Account(metrics::Port port, const Request& request, const Response& res,
                const std::string& client,
@@ -162,7 +165,7 @@ class Server {
                std::chrono::steady_clock::time_point handled);
   // TLS close_notify, then a lingering close.
   template <class Stream>
-  boost::asio::awaitable<void> WindDown(Stream& stream, Connection& self);
+  Awaitable<void> WindDown(Stream& stream, Connection& self);
 
   boost::asio::io_context& io_;
   Service& service_;

@@ -18,9 +18,8 @@ Service::Service(const Config& config, storage::Fences& fences,
       leases_(context_),
       units_{context_, data_, admin_, leases_} {}
 
-asio::awaitable<Response> Service::Handle(metrics::Port port,
-                                          const Request& request,
-                                          const std::string& client) {
+Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
+                                    const std::string& client) {
   if (auto refused = RefuseTarget(port, request)) co_return std::move(*refused);
   const Route* route = FindRoute(port, request, units_);
   if (route == nullptr) {
@@ -39,8 +38,8 @@ asio::awaitable<Response> Service::Handle(metrics::Port port,
   co_return co_await route->answer(units_, call);
 }
 
-asio::awaitable<Response> Service::Handle(metrics::Port port,
-                                          const Request& request) {
+Awaitable<Response> Service::Handle(metrics::Port port,
+                                    const Request& request) {
   static const std::string kUnknown = "unknown";
   co_return co_await Handle(port, request, kUnknown);
 }

@@ -5,10 +5,10 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <optional>
 #include <string>
 
+#include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/admin_routes.h"
 #include "proxy/auth.h"
@@ -45,11 +45,9 @@ class Service {
 
   // The response is complete (Content-Length set); the caller sets keep-alive.
   // `client` (address:port) goes into the rejection journal.
-  boost::asio::awaitable<Response> Handle(metrics::Port port,
-                                          const Request& request,
-                                          const std::string& client);
-  boost::asio::awaitable<Response> Handle(metrics::Port port,
-                                          const Request& request);
+  Awaitable<Response> Handle(metrics::Port port, const Request& request,
+                             const std::string& client);
+  Awaitable<Response> Handle(metrics::Port port, const Request& request);
 
   // The refusal `request` earns from its header alone (a bad key, a missing
   // credential or token), or nullopt when its body may be read. For

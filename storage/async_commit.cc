@@ -13,7 +13,7 @@ namespace fencepost::storage {
 namespace asio = boost::asio;
 
 // Not a coroutine itself: it returns the awaitable that async_initiate makes.
-boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
+Awaitable<fence::WriteOutcome> AsyncSubmit(
     std::function<void(fence::FenceWrite, fence::WriteDone)> submit,
     fence::FenceWrite write) {
   auto initiate = [submit = std::move(submit)](auto handler,
@@ -29,13 +29,13 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
       });
     });
   };
-  return asio::async_initiate<decltype(asio::use_awaitable),
+  return asio::async_initiate<decltype(kUseAwaitable),
                               void(fence::WriteOutcome)>(
-      std::move(initiate), asio::use_awaitable, std::move(write));
+      std::move(initiate), kUseAwaitable, std::move(write));
 }
 
-boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
-    Fences& fences, fence::FenceWrite write) {
+Awaitable<fence::WriteOutcome> AsyncCommit(Fences& fences,
+                                           fence::FenceWrite write) {
   return AsyncSubmit(
       [&fences](fence::FenceWrite w, fence::WriteDone done) {
         fences.Submit(std::move(w), std::move(done));
@@ -44,14 +44,14 @@ boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
 }
 
 // The default for stores without replicas: the commit alone, no turn.
-boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
-Fences::CommitInTurn(fence::FencedWrite write) {
+Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> Fences::CommitInTurn(
+    fence::FencedWrite write) {
   fence::WriteOutcome outcome = co_await AsyncCommit(*this, std::move(write));
   co_return std::pair{std::move(outcome), Turn{}};
 }
 
-boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
-CommitFenceInTurn(Fences& fences, const WriteRequest& request) {
+Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> CommitFenceInTurn(
+    Fences& fences, const WriteRequest& request) {
   return fences.CommitInTurn(ToFencedWrite(request));
 }
 

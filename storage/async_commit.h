@@ -5,10 +5,10 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <functional>
 
 #include "fence/write.h"
+#include "http/coro.h"
 #include "storage/backend.h"
 #include "storage/fences.h"
 
@@ -20,20 +20,20 @@ namespace fencepost::storage {
 // kAccepted, kObserved, kRejected (stale: nothing changed) or kFailed with
 // outcome.error fence::Errc::kMapFull, kStorage or kOverloaded (nothing
 // changed). Never throws.
-boost::asio::awaitable<fence::WriteOutcome> AsyncSubmit(
+Awaitable<fence::WriteOutcome> AsyncSubmit(
     std::function<void(fence::FenceWrite, fence::WriteDone)> submit,
     fence::FenceWrite write);
 // The same through `fences` (Fences::Submit).
-boost::asio::awaitable<fence::WriteOutcome> AsyncCommit(
-    Fences& fences, fence::FenceWrite write);
+Awaitable<fence::WriteOutcome> AsyncCommit(Fences& fences,
+                                           fence::FenceWrite write);
 
 // For backends that keep values outside the fence store: the fence write
 // of `request` alone (ToFencedWrite), made durable before the value is
 // written, taking the fence's turn among replicas (Fences::CommitInTurn;
 // end it with Fences::EndTurn). Outcomes and errors as AsyncCommit's, and
 // Errc::kFenceHeld. The caller keeps `request` alive until it completes.
-boost::asio::awaitable<std::pair<fence::WriteOutcome, Fences::Turn>>
-CommitFenceInTurn(Fences& fences, const WriteRequest& request);
+Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> CommitFenceInTurn(
+    Fences& fences, const WriteRequest& request);
 
 // The fence part of `request` (fence, token, observe; no value): the one
 // place a WriteRequest becomes a fence write. Cannot fail.

@@ -5,7 +5,6 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +12,7 @@
 
 #include "fence/committer.h"
 #include "fence/token.h"
+#include "http/coro.h"
 #include "http/message.h"
 
 namespace fencepost::storage {
@@ -88,16 +88,15 @@ class Backend {
   // The value of `request.key`: found false when there is none. Errors in
   // ReadResult::error (see above and the implementation). The caller keeps
   // `request` (and its `original`) alive until the awaitable completes.
-  virtual boost::asio::awaitable<ReadResult> Read(
-      const ReadRequest& request) = 0;
+  virtual Awaitable<ReadResult> Read(const ReadRequest& request) = 0;
   // Checks the fence, advances it and stores (or deletes) the value: the
   // verdict in WriteResult::outcome (kAccepted, kObserved, kRejected when
   // stale, kFailed with outcome.error on any error; see above and the
   // implementation). Takes `request` by value: pass it with std::move. Its
   // `original`, when set, must outlive the awaitable.
-  virtual boost::asio::awaitable<WriteResult> Write(WriteRequest request) = 0;
+  virtual Awaitable<WriteResult> Write(WriteRequest request) = 0;
   // Whether the backend can serve now (for /readyz). Never fails.
-  virtual boost::asio::awaitable<bool> Ready() = 0;
+  virtual Awaitable<bool> Ready() = 0;
 };
 
 }  // namespace fencepost::storage

@@ -6,12 +6,13 @@
 // clang-format on
 
 #include <boost/asio/async_result.hpp>
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <memory>
+
+#include "http/coro.h"
 
 namespace fencepost::storage {
 
@@ -20,7 +21,7 @@ namespace fencepost::storage {
 // awaitable async_initiate makes, so the caller must co_await it at once
 // (then `f` may refer to the caller's locals).
 template <class R, class F>
-boost::asio::awaitable<R> RunBlocking(boost::asio::thread_pool& pool, F f) {
+Awaitable<R> RunBlocking(boost::asio::thread_pool& pool, F f) {
   namespace asio = boost::asio;
   auto initiate = [&pool](auto handler, F f) {
     using Handler = decltype(handler);
@@ -34,8 +35,8 @@ boost::asio::awaitable<R> RunBlocking(boost::asio::thread_pool& pool, F f) {
                  });
     });
   };
-  return asio::async_initiate<decltype(asio::use_awaitable), void(R)>(
-      initiate, asio::use_awaitable, std::move(f));
+  return asio::async_initiate<decltype(kUseAwaitable), void(R)>(
+      initiate, kUseAwaitable, std::move(f));
 }
 
 }  // namespace fencepost::storage

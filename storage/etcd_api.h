@@ -5,10 +5,10 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <string>
 #include <string_view>
 
+#include "http/coro.h"
 #include "http/json.h"
 
 namespace fencepost::storage {
@@ -36,9 +36,8 @@ class EtcdApi {
   // POSTs `body` to `path`. `idempotent`: the request only reads, so it may
   // be sent again (to another member) after a failure once sent. Never
   // throws.
-  virtual boost::asio::awaitable<Reply> Call(std::string_view path,
-                                             std::string body,
-                                             bool idempotent) = 0;
+  virtual Awaitable<Reply> Call(std::string_view path, std::string body,
+                                bool idempotent) = 0;
 };
 
 }  // namespace fencepost::storage

@@ -4,8 +4,7 @@
 
 namespace fencepost::storage {
 
-boost::asio::awaitable<ReadResult> EtcdBackend::Read(
-    const ReadRequest& request) {
+Awaitable<ReadResult> EtcdBackend::Read(const ReadRequest& request) {
   EtcdFences::ValueRead value = co_await fences_.GetValue(request.key);
   ReadResult result;
   result.error = value.error;
@@ -17,7 +16,7 @@ boost::asio::awaitable<ReadResult> EtcdBackend::Read(
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
+Awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
   WriteResult result;
   result.outcome = co_await AsyncCommit(fences_, WithValue(std::move(request)));
   result.created = result.outcome.created;
@@ -25,8 +24,6 @@ boost::asio::awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
   co_return result;
 }
 
-boost::asio::awaitable<bool> EtcdBackend::Ready() {
-  co_return co_await fences_.Ready();
-}
+Awaitable<bool> EtcdBackend::Ready() { co_return co_await fences_.Ready(); }
 
 }  // namespace fencepost::storage

@@ -21,9 +21,9 @@ class EtcdBackend : public Backend {
   std::string_view name() const override { return "etcd"; }
   bool supports_post_patch() const override { return false; }
   bool supports_batches() const override { return true; }
-  boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
-  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
-  boost::asio::awaitable<bool> Ready() override;
+  Awaitable<ReadResult> Read(const ReadRequest& request) override;
+  Awaitable<WriteResult> Write(WriteRequest request) override;
+  Awaitable<bool> Ready() override;
 
  private:
   EtcdFences& fences_;

@@ -113,9 +113,9 @@ std::unique_ptr<ssl::context> EtcdClient::TlsContext(const EtcdSpec& spec) {
 
 EtcdClient::~EtcdClient() = default;
 
-asio::awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
-                                                    std::string body,
-                                                    bool idempotent) {
+Awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
+                                              std::string body,
+                                              bool idempotent) {
   const auto start = std::chrono::steady_clock::now();
   Reply reply;
   const std::size_t count = spec_.endpoints.size();
@@ -137,9 +137,9 @@ asio::awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
   co_return reply;
 }
 
-asio::awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
-                                                      std::string_view path,
-                                                      const std::string& body) {
+Awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
+                                                std::string_view path,
+                                                const std::string& body) {
   if (idle_endpoint_ != endpoint) {
     pools_[idle_endpoint_]->Clear();
     idle_endpoint_ = endpoint;

@@ -5,7 +5,6 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdint>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "codec/base64.h"
+#include "http/coro.h"
 #include "http/json.h"
 #include "http/message.h"
 #include "storage/etcd_api.h"
@@ -59,8 +59,8 @@ class EtcdClient : public EtcdApi {
   ~EtcdClient();
 
   // POSTs `body` to `path` (e.g. "/v3/kv/txn"). Never throws.
-  boost::asio::awaitable<Reply> Call(std::string_view path, std::string body,
-                                     bool idempotent = false) override;
+  Awaitable<Reply> Call(std::string_view path, std::string body,
+                        bool idempotent = false) override;
 
   const EtcdSpec& spec() const { return spec_; }
 
@@ -68,9 +68,8 @@ class EtcdClient : public EtcdApi {
   struct Attempt;
   static std::unique_ptr<boost::asio::ssl::context> TlsContext(
       const EtcdSpec& spec);
-  boost::asio::awaitable<Attempt> Once(std::size_t endpoint,
-                                       std::string_view path,
-                                       const std::string& body);
+  Awaitable<Attempt> Once(std::size_t endpoint, std::string_view path,
+                          const std::string& body);
   // etcd's answer as a Reply: ok for a 200 with a JSON object.
   static Reply Read(const std::string& name, const http::Response& response);
 

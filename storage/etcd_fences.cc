@@ -44,9 +44,8 @@ bool EtcdFences::FitsOneTransaction(const fence::Batch& batch) {
          bytes <= kMaxGroupBytes;
 }
 
-asio::awaitable<EtcdApi::Reply> EtcdFences::Call(std::string_view path,
-                                                 std::string body,
-                                                 bool idempotent) {
+Awaitable<EtcdApi::Reply> EtcdFences::Call(std::string_view path,
+                                           std::string body, bool idempotent) {
   EtcdApi::Reply reply =
       co_await client_->Call(path, std::move(body), idempotent);
   if (!reply.ok) last_error_ = reply.error;
@@ -127,7 +126,7 @@ void EtcdFences::Enqueue(Pending pending) {
   }
 }
 
-asio::awaitable<void> EtcdFences::Run() {
+Awaitable<void> EtcdFences::Run() {
   while (!queue_.empty()) co_await Settle(NextGroup());
   running_ = false;
 }
@@ -175,7 +174,7 @@ std::vector<EtcdFences::Pending> EtcdFences::NextGroup() {
   return group;
 }
 
-asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
+Awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
   if (group.size() == 1 &&
       std::holds_alternative<fence::Batch>(group.front().write)) {
     co_await SettleBatch(std::move(group.front()));
@@ -202,7 +201,7 @@ asio::awaitable<void> EtcdFences::Settle(std::vector<Pending> group) {
   }
 }
 
-asio::awaitable<void> EtcdFences::SettleBatch(Pending batch) {
+Awaitable<void> EtcdFences::SettleBatch(Pending batch) {
   std::vector<fence::FencedWrite>& writes =
       std::get<fence::Batch>(batch.write).writes;
   const std::size_t n = writes.size();
@@ -246,7 +245,7 @@ void EtcdFences::FailAll(std::vector<Pending>& group, std::error_code error) {
 
 // Reads.
 
-asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
+Awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   Read out;
   EtcdApi::Reply reply =
       co_await Call("/v3/kv/range", etcd::RangeOne(FenceKey(name)), true);
@@ -271,7 +270,7 @@ asio::awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   co_return out;
 }
 
-asio::awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
+Awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
   const std::string key = ScopesKey();
   EtcdApi::Reply reply =
       co_await Call("/v3/kv/range", etcd::RangeOne(key), true);
@@ -291,7 +290,7 @@ asio::awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
   co_return *record;
 }
 
-asio::awaitable<void> EtcdFences::RecordScopes(fence::ScopeRecord record) {
+Awaitable<void> EtcdFences::RecordScopes(fence::ScopeRecord record) {
   const std::string key = ScopesKey();
   // Unchanged since RecordedScopes read it, or another replica's start
   // decided on other scopes in between.
@@ -308,7 +307,7 @@ asio::awaitable<void> EtcdFences::RecordScopes(fence::ScopeRecord record) {
   }
 }
 
-asio::awaitable<std::optional<etcd::Page>> EtcdFences::ReadPage(
+Awaitable<std::optional<etcd::Page>> EtcdFences::ReadPage(
     const std::string& base, const std::string& prefix,
     const std::string& after, std::size_t limit, std::error_code* error) {
   EtcdApi::Reply reply = co_await Call(
@@ -322,9 +321,9 @@ asio::awaitable<std::optional<etcd::Page>> EtcdFences::ReadPage(
   co_return page;
 }
 
-asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
-                                                   std::string after,
-                                                   std::size_t limit) {
+Awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
+                                             std::string after,
+                                             std::size_t limit) {
   ListRead out;
   const std::string base = FenceKey("");
   std::optional<etcd::Page> page =
@@ -345,14 +344,14 @@ asio::awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
   co_return out;
 }
 
-asio::awaitable<bool> EtcdFences::Ready() {
+Awaitable<bool> EtcdFences::Ready() {
   // A linearizable read needs etcd's quorum, as every write does.
   EtcdApi::Reply reply =
       co_await Call("/v3/kv/range", etcd::CountOne(FenceKey("")), true);
   co_return reply.ok;
 }
 
-asio::awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
+Awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
   ValueRead out;
   EtcdApi::Reply reply =
       co_await Call("/v3/kv/range", etcd::RangeOne(ValueKey(key)), true);

@@ -124,22 +124,20 @@ class EtcdFences : public Fences {
              std::unique_ptr<EtcdApi> api);
 
   void Submit(fence::FenceWrite write, fence::WriteDone done) override;
-  boost::asio::awaitable<Read> Get(std::string name) override;
-  boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
-                                        std::size_t limit) override;
-  boost::asio::awaitable<LeaseRead> GetLease(std::string name,
-                                             std::string fence) override;
-  boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
-                                               std::string after,
-                                               std::size_t limit) override;
+  Awaitable<Read> Get(std::string name) override;
+  Awaitable<ListRead> List(std::string prefix, std::string after,
+                           std::size_t limit) override;
+  Awaitable<LeaseRead> GetLease(std::string name, std::string fence) override;
+  Awaitable<LeaseList> ListLeases(std::string prefix, std::string after,
+                                  std::size_t limit) override;
   std::optional<std::uint64_t> Count() override { return std::nullopt; }
-  boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override;
-  boost::asio::awaitable<void> RecordScopes(fence::ScopeRecord record) override;
-  boost::asio::awaitable<bool> Ready() override;
+  Awaitable<fence::ScopeRecord> RecordedScopes() override;
+  Awaitable<void> RecordScopes(fence::ScopeRecord record) override;
+  Awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }
   std::string last_error() const override { return last_error_; }
 
-  boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>> CommitInTurn(
+  Awaitable<std::pair<fence::WriteOutcome, Turn>> CommitInTurn(
       fence::FencedWrite write) override;
   void EndTurn(Turn turn, std::chrono::milliseconds hold) override;
   // Stops the lease keep-alive and pending turn holds, so the io_context can
@@ -147,7 +145,7 @@ class EtcdFences : public Fences {
   void Shutdown();
 
   // The value stored under `key` (etcd backend), read linearizably.
-  boost::asio::awaitable<ValueRead> GetValue(std::string key);
+  Awaitable<ValueRead> GetValue(std::string key);
 
   // Transactions committed, and groups decided again after a failed compare.
   std::uint64_t transactions() const { return transactions_; }
@@ -209,20 +207,20 @@ class EtcdFences : public Fences {
   static bool FitsOneTransaction(const fence::Batch& batch);
 
   // --- Writes (etcd_fences.cc, etcd_group.cc) -------------------------------
-  boost::asio::awaitable<void> Run();
+  Awaitable<void> Run();
   // The next group of queue_: the writes one transaction can hold, or a
   // batch alone.
   std::vector<Pending> NextGroup();
   // Decides and commits `group`, deciding again after conflicts.
-  boost::asio::awaitable<void> Settle(std::vector<Pending> group);
+  Awaitable<void> Settle(std::vector<Pending> group);
   // A batch: its writes decided in order and applied all together, or none.
-  boost::asio::awaitable<void> SettleBatch(Pending batch);
+  Awaitable<void> SettleBatch(Pending batch);
   // One attempt: kConflict when a compare failed (the cache now holds the
   // fences as they are); every write is answered otherwise.
   // With `all_or_nothing`, one rejection applies nothing (each write is
   // answered with its own decision).
-  boost::asio::awaitable<Settled> TryOnce(std::vector<Pending>& group,
-                                          bool all_or_nothing = false);
+  Awaitable<Settled> TryOnce(std::vector<Pending>& group,
+                             bool all_or_nothing = false);
   // Decides every write of `group` in order (fence::DecideWrite) against
   // the fences as the writes before it left them.
   GroupPlan DecideGroup(const std::vector<Pending>& group, std::int64_t now_ns);
@@ -248,8 +246,7 @@ class EtcdFences : public Fences {
                        const http::JsonValue& answer,
                        const http::JsonValue& responses);
   // Reads the fences of `group` missing from the cache into it.
-  boost::asio::awaitable<bool> Load(const std::vector<Pending>& group,
-                                    std::string* error);
+  Awaitable<bool> Load(const std::vector<Pending>& group, std::string* error);
   void FailAll(std::vector<Pending>& group, std::error_code error);
   // Caches a fence a transaction at `revision` wrote, unless the cache
   // holds a later state.
@@ -263,12 +260,12 @@ class EtcdFences : public Fences {
 
   // --- Leases (etcd_leases.cc) ----------------------------------------------
   // A lease operation: decided and applied alone, again after a conflict.
-  boost::asio::awaitable<void> SettleLease(Pending pending);
+  Awaitable<void> SettleLease(Pending pending);
   // A worker: settles lease operations from leases_ until it is empty.
-  boost::asio::awaitable<void> SettleLeases();
+  Awaitable<void> SettleLeases();
   // Reads, decides (fence::DecideLease) and commits one lease operation.
-  boost::asio::awaitable<Settled> TryLease(const fence::LeaseOp& op,
-                                           fence::WriteOutcome* outcome);
+  Awaitable<Settled> TryLease(const fence::LeaseOp& op,
+                              fence::WriteOutcome* outcome);
   // What the rules need to know of the lease, from etcd's state: live
   // while its hold exists with its token.
   static fence::LeaseState RulesView(const fence::LeaseOp& op,
@@ -277,33 +274,32 @@ class EtcdFences : public Fences {
   // Persists a lease decision (`next`, the verdict in `outcome`) in one
   // transaction comparing what it was decided on; on failure resets
   // `outcome` to the error.
-  boost::asio::awaitable<Settled> CommitLease(const fence::LeaseOp& op,
-                                              const StoredLease& state,
-                                              const fence::LeaseRecord& next,
-                                              fence::WriteOutcome* outcome,
-                                              std::int64_t now_ns);
+  Awaitable<Settled> CommitLease(const fence::LeaseOp& op,
+                                 const StoredLease& state,
+                                 const fence::LeaseRecord& next,
+                                 fence::WriteOutcome* outcome,
+                                 std::int64_t now_ns);
   // The etcd lease for the hold of a renewal or grant of `next`: the live
   // hold's own, kept alive, when its TTL stays; else a new one.
-  boost::asio::awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
-                                               const StoredLease& state,
-                                               const fence::LeaseRecord& next,
-                                               bool renewed);
+  Awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
+                                  const StoredLease& state,
+                                  const fence::LeaseRecord& next, bool renewed);
   // Restarts the TTL of the etcd lease of a live hold: kConflict when it
   // ran out just now.
-  boost::asio::awaitable<Settled> KeepHoldAlive(std::int64_t etcd_lease);
+  Awaitable<Settled> KeepHoldAlive(std::int64_t etcd_lease);
   // Reads the record of `name`, the hold of `fence` and the fence.
-  boost::asio::awaitable<std::error_code> ReadLease(const std::string& name,
-                                                    const std::string& fence,
-                                                    StoredLease* state);
+  Awaitable<std::error_code> ReadLease(const std::string& name,
+                                       const std::string& fence,
+                                       StoredLease* state);
   // Reads the holds of the fences of `leases`, keeping each that is its
   // lease's.
-  boost::asio::awaitable<std::error_code> ReadHolds(NamedLeases& leases);
+  Awaitable<std::error_code> ReadHolds(NamedLeases& leases);
   // Marks the expiry of the lease `name` as noticed, unless another replica
   // changed its record since `state` was read: true when this call did.
-  boost::asio::awaitable<bool> NoticeExpiry(const std::string& name,
-                                            const StoredLease& state);
+  Awaitable<bool> NoticeExpiry(const std::string& name,
+                               const StoredLease& state);
   // An etcd lease of `ttl_ms` rounded up to seconds (0: none granted).
-  boost::asio::awaitable<std::int64_t> GrantEtcdLease(std::uint64_t ttl_ms);
+  Awaitable<std::int64_t> GrantEtcdLease(std::uint64_t ttl_ms);
   void RevokeEtcdLease(std::int64_t id);
   // The lease document's entry for `state` at steady time `now`.
   fence::LeaseEntry EntryOf(const StoredLease& state, std::int64_t now) const;
@@ -311,22 +307,23 @@ class EtcdFences : public Fences {
   // --- Turns (etcd_turns.cc) ------------------------------------------------
   // Makes sure this replica's lease lives for `turn_need` more (granting
   // or renewing it); false when etcd cannot say so.
-  boost::asio::awaitable<bool> EnsureLease();
-  boost::asio::awaitable<void> KeepAlive();
-  boost::asio::awaitable<void> DeleteTurn(Turn turn);
+  Awaitable<bool> EnsureLease();
+  Awaitable<void> KeepAlive();
+  Awaitable<void> DeleteTurn(Turn turn);
   // Deletes the turn key `key` if `compare` (an etcd Compare of it) holds,
   // retrying until etcd answers or Shutdown.
-  boost::asio::awaitable<void> RemoveTurn(std::string key, std::string compare);
+  Awaitable<void> RemoveTurn(std::string key, std::string compare);
 
   // One page of the keys under `base` + `prefix` after `after`; nullopt
   // with `*error` set when etcd cannot be read or answers something else.
-  boost::asio::awaitable<std::optional<etcd::Page>> ReadPage(
-      const std::string& base, const std::string& prefix,
-      const std::string& after, std::size_t limit, std::error_code* error);
+  Awaitable<std::optional<etcd::Page>> ReadPage(const std::string& base,
+                                                const std::string& prefix,
+                                                const std::string& after,
+                                                std::size_t limit,
+                                                std::error_code* error);
   // client_->Call, keeping the error of a failure in last_error_.
-  boost::asio::awaitable<EtcdApi::Reply> Call(std::string_view path,
-                                              std::string body,
-                                              bool idempotent = false);
+  Awaitable<EtcdApi::Reply> Call(std::string_view path, std::string body,
+                                 bool idempotent = false);
   void Enqueue(Pending pending);
   std::string FenceKey(std::string_view name) const;
   std::string TurnKey(std::string_view name) const;

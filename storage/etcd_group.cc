@@ -25,8 +25,8 @@ using fence::WriteOutcome;
 using Verdict = fence::WriteOutcome::Verdict;
 using Json = http::JsonValue;
 
-asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
-                                       std::string* error) {
+Awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
+                                 std::string* error) {
   std::vector<std::string> missing;
   for (const Pending& p : group) {
     const std::string& fence = fence::RoutingFence(p.write);
@@ -68,8 +68,8 @@ asio::awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
   co_return true;
 }
 
-asio::awaitable<EtcdFences::Settled> EtcdFences::TryOnce(
-    std::vector<Pending>& group, bool all_or_nothing) {
+Awaitable<EtcdFences::Settled> EtcdFences::TryOnce(std::vector<Pending>& group,
+                                                   bool all_or_nothing) {
   std::string error;
   if (!co_await Load(group, &error)) {
     FailAll(group, Errc::kStoreUnavailable);

@@ -38,9 +38,9 @@ WriteOutcome Unavailable() {
 
 }  // namespace
 
-asio::awaitable<std::error_code> EtcdFences::ReadLease(
-    const std::string& name, const std::string& fence_name,
-    StoredLease* state) {
+Awaitable<std::error_code> EtcdFences::ReadLease(const std::string& name,
+                                                 const std::string& fence_name,
+                                                 StoredLease* state) {
   etcd::Txn reads;
   reads.Then(etcd::RangeOp(LeaseKey(name)))
       .Then(etcd::RangeOp(HoldKey(fence_name)))
@@ -77,7 +77,7 @@ asio::awaitable<std::error_code> EtcdFences::ReadLease(
   co_return std::error_code();
 }
 
-asio::awaitable<std::int64_t> EtcdFences::GrantEtcdLease(std::uint64_t ttl_ms) {
+Awaitable<std::int64_t> EtcdFences::GrantEtcdLease(std::uint64_t ttl_ms) {
   EtcdApi::Reply reply = co_await Call(
       "/v3/lease/grant", etcd::LeaseTtl(etcd::EtcdSeconds(ttl_ms)));
   if (!reply.ok) co_return 0;
@@ -92,7 +92,7 @@ void EtcdFences::RevokeEtcdLease(std::int64_t id) {
                  asio::detached);
 }
 
-asio::awaitable<void> EtcdFences::SettleLeases() {
+Awaitable<void> EtcdFences::SettleLeases() {
   while (!leases_.empty()) {
     Pending pending = std::move(leases_.front());
     leases_.pop_front();
@@ -101,7 +101,7 @@ asio::awaitable<void> EtcdFences::SettleLeases() {
   --lease_workers_;
 }
 
-asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
+Awaitable<void> EtcdFences::SettleLease(Pending pending) {
   WriteOutcome outcome;
   Settled settled = Settled::kConflict;
   for (int attempt = 0;
@@ -118,8 +118,8 @@ asio::awaitable<void> EtcdFences::SettleLease(Pending pending) {
   pending.done(std::move(outcome));
 }
 
-asio::awaitable<EtcdFences::Settled> EtcdFences::TryLease(
-    const fence::LeaseOp& op, WriteOutcome* outcome) {
+Awaitable<EtcdFences::Settled> EtcdFences::TryLease(const fence::LeaseOp& op,
+                                                    WriteOutcome* outcome) {
   StoredLease state;
   if (std::error_code error = co_await ReadLease(op.name, op.fence, &state)) {
     outcome->error = error;
@@ -182,7 +182,7 @@ fence::LeaseState EtcdFences::RulesView(const fence::LeaseOp& op,
   return view;
 }
 
-asio::awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
+Awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
     const fence::LeaseOp& op, const StoredLease& state,
     const fence::LeaseRecord& next, WriteOutcome* outcome,
     std::int64_t now_ns) {
@@ -239,7 +239,7 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
   co_return Settled::kDone;
 }
 
-asio::awaitable<EtcdFences::HoldLease> EtcdFences::AttachHold(
+Awaitable<EtcdFences::HoldLease> EtcdFences::AttachHold(
     const fence::LeaseOp& op, const StoredLease& state,
     const fence::LeaseRecord& next, bool renewed) {
   const Hold* hold = state.hold ? &*state.hold : nullptr;
@@ -265,7 +265,7 @@ asio::awaitable<EtcdFences::HoldLease> EtcdFences::AttachHold(
   co_return out;
 }
 
-asio::awaitable<EtcdFences::Settled> EtcdFences::KeepHoldAlive(
+Awaitable<EtcdFences::Settled> EtcdFences::KeepHoldAlive(
     std::int64_t etcd_lease) {
   EtcdApi::Reply reply =
       co_await Call("/v3/lease/keepalive", etcd::LeaseId(etcd_lease));
@@ -277,8 +277,8 @@ asio::awaitable<EtcdFences::Settled> EtcdFences::KeepHoldAlive(
   co_return Settled::kDone;
 }
 
-asio::awaitable<bool> EtcdFences::NoticeExpiry(const std::string& name,
-                                               const StoredLease& state) {
+Awaitable<bool> EtcdFences::NoticeExpiry(const std::string& name,
+                                         const StoredLease& state) {
   const std::string key = LeaseKey(name);
   etcd::Txn txn;
   txn.If(etcd::CompareMod(key, state.record_revision))
@@ -303,8 +303,8 @@ fence::LeaseEntry EtcdFences::EntryOf(const StoredLease& state,
   return entry;
 }
 
-asio::awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
-                                                        std::string fence) {
+Awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
+                                                  std::string fence) {
   LeaseRead out;
   StoredLease state;
   out.error = co_await ReadLease(name, fence, &state);
@@ -325,9 +325,9 @@ asio::awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
   co_return out;
 }
 
-asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
-                                                          std::string after,
-                                                          std::size_t limit) {
+Awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
+                                                    std::string after,
+                                                    std::size_t limit) {
   LeaseList out;
   const std::string base = LeaseKey("");
   std::optional<etcd::Page> page =
@@ -369,7 +369,7 @@ asio::awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
   co_return out;
 }
 
-asio::awaitable<std::error_code> EtcdFences::ReadHolds(NamedLeases& leases) {
+Awaitable<std::error_code> EtcdFences::ReadHolds(NamedLeases& leases) {
   // 64 reads to a transaction.
   for (std::size_t first = 0; first < leases.size(); first += 64) {
     const std::size_t last = std::min(leases.size(), first + 64);

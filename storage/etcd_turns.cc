@@ -23,7 +23,7 @@ namespace asio = boost::asio;
 using fence::WriteOutcome;
 using Json = http::JsonValue;
 
-asio::awaitable<std::pair<WriteOutcome, Fences::Turn>> EtcdFences::CommitInTurn(
+Awaitable<std::pair<WriteOutcome, Fences::Turn>> EtcdFences::CommitInTurn(
     fence::FencedWrite write) {
   Turn turn{write.fence, 0};
   if (!co_await EnsureLease()) {
@@ -61,14 +61,13 @@ void EtcdFences::EndTurn(Turn turn, std::chrono::milliseconds hold) {
   });
 }
 
-asio::awaitable<void> EtcdFences::DeleteTurn(Turn turn) {
+Awaitable<void> EtcdFences::DeleteTurn(Turn turn) {
   // Only this turn: the key as this replica created it.
   const std::string key = TurnKey(turn.fence);
   co_await RemoveTurn(key, etcd::CompareCreate(key, turn.revision));
 }
 
-asio::awaitable<void> EtcdFences::RemoveTurn(std::string key,
-                                             std::string compare) {
+Awaitable<void> EtcdFences::RemoveTurn(std::string key, std::string compare) {
   etcd::Txn txn;
   txn.If(std::move(compare)).Then(etcd::DeleteOp(key));
   const std::string body = txn.Json();
@@ -77,16 +76,16 @@ asio::awaitable<void> EtcdFences::RemoveTurn(std::string key,
   auto wait = std::chrono::milliseconds(100);
   while (!(co_await Call("/v3/kv/txn", body)).ok && !stopped_) {
     asio::steady_timer timer(io_, wait);
-    co_await timer.async_wait(asio::use_awaitable);
+    co_await timer.async_wait(kUseAwaitable);
     wait =
         std::min<std::chrono::milliseconds>(wait * 2, std::chrono::seconds(5));
   }
 }
 
-asio::awaitable<bool> EtcdFences::EnsureLease() {
+Awaitable<bool> EtcdFences::EnsureLease() {
   while (lease_busy_) {
     asio::steady_timer wait(io_, std::chrono::milliseconds(5));
-    co_await wait.async_wait(asio::use_awaitable);
+    co_await wait.async_wait(kUseAwaitable);
   }
   const auto now = std::chrono::steady_clock::now();
   if (lease_ != 0 && now < lease_fresh_until_) co_return true;
@@ -121,13 +120,13 @@ asio::awaitable<bool> EtcdFences::EnsureLease() {
   co_return fresh;
 }
 
-asio::awaitable<void> EtcdFences::KeepAlive() {
+Awaitable<void> EtcdFences::KeepAlive() {
   keepalive_timer_ = std::make_unique<asio::steady_timer>(io_);
   while (!stopped_) {
     keepalive_timer_->expires_after(options_.turn_ttl / 3);
     boost::system::error_code ec;
     co_await keepalive_timer_->async_wait(
-        asio::redirect_error(asio::use_awaitable, ec));
+        asio::redirect_error(kUseAwaitable, ec));
     if (ec || stopped_) break;
     lease_fresh_until_ = {};  // renew now
     co_await EnsureLease();

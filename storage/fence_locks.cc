@@ -8,15 +8,14 @@ namespace fencepost::storage {
 
 namespace asio = boost::asio;
 
-asio::awaitable<FenceLocks::Guard> FenceLocks::Acquire(
-    const std::string& fence) {
+Awaitable<FenceLocks::Guard> FenceLocks::Acquire(const std::string& fence) {
   auto [it, free] = waiters_.try_emplace(fence);
   if (!free) {
     const auto executor = co_await asio::this_coro::executor;
     asio::steady_timer turn(executor, asio::steady_timer::time_point::max());
     it->second.push_back(&turn);
     boost::system::error_code ec;
-    co_await turn.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await turn.async_wait(asio::redirect_error(kUseAwaitable, ec));
   }
   co_return Guard(this, fence);
 }

@@ -5,11 +5,12 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
 #include <string>
 #include <unordered_map>
+
+#include "http/coro.h"
 
 namespace fencepost::storage {
 
@@ -42,7 +43,7 @@ class FenceLocks {
   // Waits for the fence's turn; the turn lasts as long as the Guard, which
   // must not outlive this FenceLocks. Never fails. A waiting coroutine must
   // not be destroyed before its turn comes: its timer stays queued.
-  boost::asio::awaitable<Guard> Acquire(const std::string& fence);
+  Awaitable<Guard> Acquire(const std::string& fence);
 
  private:
   void Release(const std::string& fence);

@@ -5,7 +5,6 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,6 +18,7 @@
 #include "fence/lease.h"
 #include "fence/scope.h"
 #include "fence/write.h"
+#include "http/coro.h"
 
 namespace fencepost::storage {
 
@@ -81,25 +81,23 @@ class Fences {
   // replica writes under that fence until EndTurn. The caller holds the
   // fence's local turn (FenceLocks) until then. Outcomes as Submit's, and
   // storage::Errc::kFenceHeld when another replica holds the turn.
-  virtual boost::asio::awaitable<std::pair<fence::WriteOutcome, Turn>>
-  CommitInTurn(fence::FencedWrite write);
+  virtual Awaitable<std::pair<fence::WriteOutcome, Turn>> CommitInTurn(
+      fence::FencedWrite write);
   // Ends `turn` after `hold` (zero: now); a no-op for an empty turn. A
   // replica that dies holding a turn holds it until its etcd lease runs out.
   virtual void EndTurn(Turn /*turn*/, std::chrono::milliseconds /*hold*/) {}
   // The fence named `name`.
-  virtual boost::asio::awaitable<Read> Get(std::string name) = 0;
+  virtual Awaitable<Read> Get(std::string name) = 0;
   // Up to `limit` fences whose names start with `prefix`, after `after`.
-  virtual boost::asio::awaitable<ListRead> List(std::string prefix,
-                                                std::string after,
-                                                std::size_t limit) = 0;
+  virtual Awaitable<ListRead> List(std::string prefix, std::string after,
+                                   std::size_t limit) = 0;
   // The lease `name`, whose fence is `fence`.
-  virtual boost::asio::awaitable<LeaseRead> GetLease(std::string name,
-                                                     std::string fence) = 0;
+  virtual Awaitable<LeaseRead> GetLease(std::string name,
+                                        std::string fence) = 0;
   // Up to `limit` leases whose names start with `prefix`, after `after`,
   // in name order.
-  virtual boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
-                                                       std::string after,
-                                                       std::size_t limit) = 0;
+  virtual Awaitable<LeaseList> ListLeases(std::string prefix, std::string after,
+                                          std::size_t limit) = 0;
   // The monotonic clock lease deadlines are on (ns).
   virtual std::int64_t SteadyNow() const { return fence::SteadyNowNs(); }
   // Whether this process counts the store's live leases for --max-leases
@@ -132,7 +130,7 @@ class Fences {
   // How many fences there are, when that is cheap to know.
   virtual std::optional<std::uint64_t> Count() = 0;
   // Whether writes can be decided now (for /readyz). Never fails.
-  virtual boost::asio::awaitable<bool> Ready() = 0;
+  virtual Awaitable<bool> Ready() = 0;
   // What a read sees, for the `consistency` of fence documents: "local"
   // (this process's durable state) or "linearizable" (every replica's).
   virtual std::string_view consistency() const = 0;
@@ -142,9 +140,8 @@ class Fences {
   // The --fence-scope prefixes the store has been served with, as recorded
   // (fence::PlanScopes), and their durable replacement. For start-up only:
   // they throw std::runtime_error with a readable message on failure.
-  virtual boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() = 0;
-  virtual boost::asio::awaitable<void> RecordScopes(
-      fence::ScopeRecord record) = 0;
+  virtual Awaitable<fence::ScopeRecord> RecordedScopes() = 0;
+  virtual Awaitable<void> RecordScopes(fence::ScopeRecord record) = 0;
 };
 
 }  // namespace fencepost::storage

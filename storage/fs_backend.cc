@@ -12,7 +12,7 @@ FsBackend::FsBackend(const std::string& dir, Fences& fences,
 
 FsBackend::~FsBackend() { pool_.join(); }
 
-boost::asio::awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
+Awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
   FsValue value;
   const std::error_code error =
       co_await RunBlocking<std::error_code>(pool_, [this, &request, &value] {
@@ -27,7 +27,7 @@ boost::asio::awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
+Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   WriteResult result;
   const bool remove = request.kind == WriteKind::kDelete;
   FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
@@ -61,7 +61,7 @@ boost::asio::awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   co_return result;
 }
 
-boost::asio::awaitable<bool> FsBackend::Ready() {
+Awaitable<bool> FsBackend::Ready() {
   if (!co_await fences_.Ready()) co_return false;
   // On the pool: a hung file system must not stall the io thread.
   co_return co_await RunBlocking<bool>(pool_,

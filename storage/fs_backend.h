@@ -43,9 +43,9 @@ class FsBackend : public Backend {
 
   std::string_view name() const override { return "fs"; }
   bool supports_post_patch() const override { return false; }
-  boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
-  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
-  boost::asio::awaitable<bool> Ready() override;
+  Awaitable<ReadResult> Read(const ReadRequest& request) override;
+  Awaitable<WriteResult> Write(WriteRequest request) override;
+  Awaitable<bool> Ready() override;
 
  private:
   FsTree tree_;

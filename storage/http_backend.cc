@@ -124,7 +124,7 @@ bool HttpBackend::Held(const std::string& fence, int* seconds) {
   return true;
 }
 
-asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
+Awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   ReadResult result;
   const HttpRequest upstream = Upstream(*request.original, request.key);
   HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, true);
@@ -140,7 +140,7 @@ asio::awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   co_return result;
 }
 
-asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
+Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   WriteResult result;
   FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
 
@@ -214,7 +214,7 @@ asio::awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   co_return result;
 }
 
-asio::awaitable<bool> HttpBackend::Ready() {
+Awaitable<bool> HttpBackend::Ready() {
   if (!co_await fences_.Ready()) co_return false;
   HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
   head.set(http::field::host, host_header_);

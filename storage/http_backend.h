@@ -80,9 +80,9 @@ class HttpBackend : public Backend {
 
   std::string_view name() const override { return "http"; }
   bool supports_post_patch() const override { return true; }
-  boost::asio::awaitable<ReadResult> Read(const ReadRequest& request) override;
-  boost::asio::awaitable<WriteResult> Write(WriteRequest request) override;
-  boost::asio::awaitable<bool> Ready() override;
+  Awaitable<ReadResult> Read(const ReadRequest& request) override;
+  Awaitable<WriteResult> Write(WriteRequest request) override;
+  Awaitable<bool> Ready() override;
 
  private:
   using Sent = HttpPool::Sent;

@@ -66,10 +66,10 @@ struct Try {
 // Coroutines here follow the project's g++ 12 rules: every co_await is a
 // statement of its own, and no temporary with a destructor lives across one.
 template <class Stream>
-asio::awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
-                                  std::uint64_t max_body) {
+Awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
+                            std::uint64_t max_body) {
   Try out;
-  auto token = asio::redirect_error(asio::use_awaitable, out.ec);
+  auto token = asio::redirect_error(kUseAwaitable, out.ec);
   out.written = co_await bhttp::async_write(stream, request, token);
   if (out.ec) {
     out.failed = Try::Failed::kWrite;
@@ -118,10 +118,10 @@ HttpPool::~HttpPool() = default;
 
 void HttpPool::Clear() { idle_.clear(); }
 
-asio::awaitable<HttpPool::Opened> HttpPool::Open() {
+Awaitable<HttpPool::Opened> HttpPool::Open() {
   Opened out;
   beast::error_code ec;
-  auto token = asio::redirect_error(asio::use_awaitable, ec);
+  auto token = asio::redirect_error(kUseAwaitable, ec);
   std::vector<tcp::endpoint> resolved;
   if (options_.endpoints.empty()) {
     tcp::resolver resolver(io_);
@@ -164,8 +164,8 @@ asio::awaitable<HttpPool::Opened> HttpPool::Open() {
   co_return out;
 }
 
-asio::awaitable<HttpPool::Exchange> HttpPool::RoundTrip(
-    const http::Request& request, bool reuse) {
+Awaitable<HttpPool::Exchange> HttpPool::RoundTrip(const http::Request& request,
+                                                  bool reuse) {
   Exchange out;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Conn> conn;

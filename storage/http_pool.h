@@ -5,7 +5,6 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "http/coro.h"
 #include "http/message.h"
 
 namespace boost::asio::ssl {
@@ -79,8 +79,7 @@ class HttpPool {
 
   // Sends `request` as it is (Host included) and reads its final answer.
   // Never throws.
-  boost::asio::awaitable<Exchange> RoundTrip(const http::Request& request,
-                                             bool reuse);
+  Awaitable<Exchange> RoundTrip(const http::Request& request, bool reuse);
 
   // Closes the idle connections.
   void Clear();
@@ -88,7 +87,7 @@ class HttpPool {
  private:
   struct Conn;
   struct Opened;
-  boost::asio::awaitable<Opened> Open();
+  Awaitable<Opened> Open();
 
   boost::asio::io_context& io_;
   Options options_;

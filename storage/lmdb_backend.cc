@@ -9,8 +9,7 @@
 
 namespace fencepost::storage {
 
-boost::asio::awaitable<ReadResult> LmdbBackend::Read(
-    const ReadRequest& request) {
+Awaitable<ReadResult> LmdbBackend::Read(const ReadRequest& request) {
   ReadResult result;
   const fence::Env& env = shards_.env(shards_.IndexOf(request.fence));
   // A value logged but not yet in LMDB first, then a snapshot begun under
@@ -45,7 +44,7 @@ boost::asio::awaitable<ReadResult> LmdbBackend::Read(
   co_return result;
 }
 
-boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
+Awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
   fence::FencedWrite write = WithValue(std::move(request));
   fence::Committer& committer = shards_.CommitterOf(write.fence);
   WriteResult result;
@@ -58,8 +57,6 @@ boost::asio::awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
   co_return result;
 }
 
-boost::asio::awaitable<bool> LmdbBackend::Ready() {
-  co_return shards_.Readable();
-}
+Awaitable<bool> LmdbBackend::Ready() { co_return shards_.Readable(); }
 
 }  // namespace fencepost::storage

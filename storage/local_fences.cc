@@ -88,32 +88,31 @@ std::string LocalFences::CheckLeases(const fence::Scopes& scopes) const {
   return {};
 }
 
-boost::asio::awaitable<fence::ScopeRecord> LocalFences::RecordedScopes() {
+Awaitable<fence::ScopeRecord> LocalFences::RecordedScopes() {
   co_return shards_.RecordedScopes();
 }
 
-boost::asio::awaitable<void> LocalFences::RecordScopes(
-    fence::ScopeRecord record) {
+Awaitable<void> LocalFences::RecordScopes(fence::ScopeRecord record) {
   shards_.RecordScopes(record);
   co_return;
 }
 
-boost::asio::awaitable<Fences::Read> LocalFences::Get(std::string name) {
+Awaitable<Fences::Read> LocalFences::Get(std::string name) {
   Read out;
   out.error = store_.Get(name, &out.fence);
   co_return out;
 }
 
-boost::asio::awaitable<Fences::ListRead> LocalFences::List(std::string prefix,
-                                                           std::string after,
-                                                           std::size_t limit) {
+Awaitable<Fences::ListRead> LocalFences::List(std::string prefix,
+                                              std::string after,
+                                              std::size_t limit) {
   ListRead out;
   out.error = store_.List(prefix, after, limit, &out.list);
   co_return out;
 }
 
-boost::asio::awaitable<Fences::LeaseRead> LocalFences::GetLease(
-    std::string name, std::string fence) {
+Awaitable<Fences::LeaseRead> LocalFences::GetLease(std::string name,
+                                                   std::string fence) {
   LeaseRead out;
   fence::LeaseTable& table = shards_.LeasesOf(fence);
   out.now_ns = shards_.SteadyNow();
@@ -122,8 +121,9 @@ boost::asio::awaitable<Fences::LeaseRead> LocalFences::GetLease(
   co_return out;
 }
 
-boost::asio::awaitable<Fences::LeaseList> LocalFences::ListLeases(
-    std::string prefix, std::string after, std::size_t limit) {
+Awaitable<Fences::LeaseList> LocalFences::ListLeases(std::string prefix,
+                                                     std::string after,
+                                                     std::size_t limit) {
   LeaseList out;
   out.now_ns = shards_.SteadyNow();
   for (std::size_t i = 0; i < shards_.size(); ++i) {
@@ -148,8 +148,6 @@ std::optional<std::uint64_t> LocalFences::Count() {
   return count;
 }
 
-boost::asio::awaitable<bool> LocalFences::Ready() {
-  co_return shards_.Readable();
-}
+Awaitable<bool> LocalFences::Ready() { co_return shards_.Readable(); }
 
 }  // namespace fencepost::storage

@@ -5,12 +5,12 @@
 #include <utility>
 // clang-format on
 
-#include <boost/asio/awaitable.hpp>
 #include <functional>
 #include <string>
 
 #include "fence/fence_store.h"
 #include "fence/shards.h"
+#include "http/coro.h"
 #include "storage/fences.h"
 
 namespace fencepost::storage {
@@ -29,14 +29,12 @@ class LocalFences : public Fences {
   // refuses one whose fences live in different shards); a lease operation
   // to its fence's.
   void Submit(fence::FenceWrite write, fence::WriteDone done) override;
-  boost::asio::awaitable<Read> Get(std::string name) override;
-  boost::asio::awaitable<ListRead> List(std::string prefix, std::string after,
-                                        std::size_t limit) override;
-  boost::asio::awaitable<LeaseRead> GetLease(std::string name,
-                                             std::string fence) override;
-  boost::asio::awaitable<LeaseList> ListLeases(std::string prefix,
-                                               std::string after,
-                                               std::size_t limit) override;
+  Awaitable<Read> Get(std::string name) override;
+  Awaitable<ListRead> List(std::string prefix, std::string after,
+                           std::size_t limit) override;
+  Awaitable<LeaseRead> GetLease(std::string name, std::string fence) override;
+  Awaitable<LeaseList> ListLeases(std::string prefix, std::string after,
+                                  std::size_t limit) override;
   std::int64_t SteadyNow() const override;
   bool CountsLeases() const override { return true; }
   std::optional<std::size_t> HeldLeases() override;
@@ -45,10 +43,10 @@ class LocalFences : public Fences {
   Stats Statistics() override;
   std::string CheckLeases(const fence::Scopes& scopes) const override;
   std::optional<std::uint64_t> Count() override;
-  boost::asio::awaitable<bool> Ready() override;
+  Awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "local"; }
-  boost::asio::awaitable<fence::ScopeRecord> RecordedScopes() override;
-  boost::asio::awaitable<void> RecordScopes(fence::ScopeRecord record) override;
+  Awaitable<fence::ScopeRecord> RecordedScopes() override;
+  Awaitable<void> RecordScopes(fence::ScopeRecord record) override;
 
  private:
   // Reports (to on_expired_) every lease that ran out and was not noticed.

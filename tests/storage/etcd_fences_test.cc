@@ -103,7 +103,7 @@ class EtcdFencesTest : public ::testing::Test {
   }
 
   template <typename T>
-  T Await(asio::awaitable<T> awaitable) {
+  T Await(Awaitable<T> awaitable) {
     std::optional<T> out;
     std::exception_ptr error;
     asio::co_spawn(io_, std::move(awaitable),
@@ -116,7 +116,7 @@ class EtcdFencesTest : public ::testing::Test {
     if (error) std::rethrow_exception(error);
     return std::move(*out);
   }
-  void Await(asio::awaitable<void> awaitable) {
+  void Await(Awaitable<void> awaitable) {
     std::exception_ptr error;
     asio::co_spawn(io_, std::move(awaitable),
                    [&](std::exception_ptr e) { error = e; });

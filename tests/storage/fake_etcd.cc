@@ -48,8 +48,9 @@ const std::vector<Json>& Branch(const Json& request, std::string_view name) {
 
 }  // namespace
 
-boost::asio::awaitable<storage::EtcdApi::Reply> FakeEtcd::Call(
-    std::string_view path, std::string body, bool /*idempotent*/) {
+Awaitable<storage::EtcdApi::Reply> FakeEtcd::Call(std::string_view path,
+                                                  std::string body,
+                                                  bool /*idempotent*/) {
   calls_.push_back({std::string(path), body});
   if (auto it = before_.find(calls_.size()); it != before_.end()) {
     auto change = std::move(it->second);

@@ -42,8 +42,8 @@ class FakeEtcd : public storage::EtcdApi {
     std::string body;
   };
 
-  boost::asio::awaitable<Reply> Call(std::string_view path, std::string body,
-                                     bool idempotent) override;
+  Awaitable<Reply> Call(std::string_view path, std::string body,
+                        bool idempotent) override;
 
   // Moves the etcd leases' clock on, and lets those that ran out go.
   void Advance(std::chrono::milliseconds by);

@@ -28,13 +28,12 @@ using Log = std::vector<std::string>;
 
 // Takes `fence`'s turn, logs "NAME in", holds the turn until `gate` opens,
 // logs "NAME out" and releases.
-asio::awaitable<void> Hold(FenceLocks& locks, std::string fence,
-                           std::string name, asio::steady_timer& gate,
-                           Log& log) {
+Awaitable<void> Hold(FenceLocks& locks, std::string fence, std::string name,
+                     asio::steady_timer& gate, Log& log) {
   FenceLocks::Guard guard = co_await locks.Acquire(fence);
   log.push_back(name + " in");
   boost::system::error_code ec;
-  co_await gate.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_await gate.async_wait(asio::redirect_error(kUseAwaitable, ec));
   log.push_back(name + " out");
 }
 
