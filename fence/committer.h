@@ -124,6 +124,9 @@ class Committer {
   std::uint64_t commits() const;
   // Records LMDB lacked at construction (recovered from the log).
   std::uint64_t replayed() const { return replayed_; }
+  // Why the log's syncs run on the driving thread instead of through
+  // io_uring (SyncRing); empty when they go through io_uring.
+  const std::string& sync_fallback() const;
 
  private:
   struct Pending {

@@ -237,4 +237,8 @@ std::uint64_t Committer::commits() const {
   return commits_;
 }
 
+const std::string& Committer::sync_fallback() const {
+  return ring_->fallback();
+}
+
 }  // namespace fencepost::fence

@@ -3,6 +3,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 struct io_uring;
 
@@ -14,11 +17,15 @@ namespace fencepost::fence {
 // an eventfd, which the owner watches from its event loop, and are then
 // reaped without blocking.
 //
+// Where io_uring cannot be set up (a kernel without it, or a sandbox that
+// forbids it, as Docker's default seccomp profile does), Submit runs each
+// fdatasync itself before it returns, as a single-threaded server would,
+// and its completions are reaped the same way: slower, never less durable.
+//
 // Thread safety: one thread at a time (the committer's driver).
 class SyncRing {
  public:
-  // Throws std::runtime_error when io_uring cannot be set up (a kernel
-  // without it, or a sandbox that forbids it).
+  // Throws std::runtime_error when no eventfd can be had.
   explicit SyncRing(unsigned entries);
   ~SyncRing();
   SyncRing(const SyncRing&) = delete;
@@ -38,9 +45,19 @@ class SyncRing {
   // errno of a failed wait.
   int Reap(bool wait, const std::function<void(std::uint64_t, int)>& done);
 
+  // Why the syncs run in Submit instead of through io_uring; empty when
+  // they go through io_uring.
+  const std::string& fallback() const { return fallback_; }
+
  private:
   std::unique_ptr<io_uring> ring_;
   int event_fd_ = -1;
+  // Without io_uring: the syncs queued, and those done, as (fd or tag,
+  // result).
+  std::string fallback_;
+  unsigned entries_ = 0;
+  std::vector<std::pair<int, std::uint64_t>> queued_;
+  std::vector<std::pair<std::uint64_t, int>> completed_;
 };
 
 }  // namespace fencepost::fence

@@ -281,6 +281,13 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     *failure = {e.what()};
     return false;
   }
+  if (const std::string& why = shards_->committer(0).sync_fallback();
+      !why.empty()) {
+    spdlog::warn(
+        "io_uring is not available ({}): the log's syncs run on the event "
+        "loop, which waits for each one",
+        why);
+  }
   if (shards_->size() != config.lmdb_shards) {
     spdlog::info("{} keeps the {} LMDB shards it was created with",
                  config.data_dir, shards_->size());

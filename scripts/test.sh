@@ -29,11 +29,13 @@ configure() {
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" -DFENCEPOST_WERROR=ON \
     -DFENCEPOST_BUILD_BENCH="$3" ${2:+-DFENCEPOST_SANITIZE=$2} >/dev/null
 }
-# run BUILD_DIR [ctest args...]: the long tests are scheduled first (COST).
+# run BUILD_DIR JOBS [ctest args...]: the long tests are scheduled first
+# (COST). Most tests wait on servers, timeouts and kills rather than
+# compute, so more run at once than there are cores.
 run() {
-  local build=$1
-  shift
-  (cd "$build" && ctest --output-on-failure -j3 --timeout 300 "$@")
+  local build=$1 jobs=$2
+  shift 2
+  (cd "$build" && ctest --output-on-failure -j"$jobs" --timeout 300 "$@")
 }
 # background_build BUILD_DIR SANITIZE [TARGET...]: configures and builds at
 # the lowest priority, its output in BUILD_DIR.log; `wait_build` joins it.
@@ -61,7 +63,7 @@ if [ -n "${FENCEPOST_SANITIZE:-}" ]; then
   build=${FENCEPOST_BUILD_DIR:-build-test-san}
   configure "$build" "$FENCEPOST_SANITIZE" OFF
   cmake --build "$build"
-  run "$build"
+  run "$build" 3
   exit 0
 fi
 
@@ -77,7 +79,7 @@ if [ "$sanitizers" != 0 ]; then
   background_build "$build-asan" address,undefined
 fi
 phase "optimized: every test"
-run "$build" -E '^CrashLoopTest\.LmdbBackendNeverLosesAFence$'
+run "$build" 3 -E '^CrashLoopTest\.LmdbBackendNeverLosesAFence$'
 phase "benchmark smoke run"
 BENCH_PREBUILT="$build" tests/bench/run.sh --smoke
 
@@ -86,10 +88,12 @@ if [ "$sanitizers" != 0 ]; then
   phase "TSan: build the concurrent unit tests, in the background"
   background_build "$build-tsan" thread fence_test proxy_test client_test
   phase "ASan+UBSan: every test, the fuzz corpora replayed"
-  run "$build-asan" -E 'LmdbBackend500Cycles'
+  # Four at once: the sanitized tests spend their time waiting like the
+  # optimized ones, and this pass is the longest of the command.
+  run "$build-asan" 4 -E 'LmdbBackend500Cycles'
   wait_build
   phase "TSan: the concurrent unit tests"
-  run "$build-tsan" -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector' \
+  run "$build-tsan" 3 -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector' \
     -E 'ZooKeeperLeasesTest|PostgresLeasesTest'
 fi
 phase "done"
