@@ -265,13 +265,6 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   while (!recent_.empty() && recent_.front().last_seq <= published_seq_) {
     recent_.pop_front();
   }
-  // Lease decisions read the lease table, which groups update when they
-  // are answered: let the earlier ones be answered first.
-  if (std::any_of(group.begin(), group.end(), [](const Pending& p) {
-        return std::holds_alternative<LeaseOp>(p.write);
-      })) {
-    Drain();
-  }
   // Near --max-map-size the reservations of unapplied records would refuse
   // writes that fit: let the applier drain first, so a 507 is decided on
   // the map as it is (and stays 507 while nothing frees space).

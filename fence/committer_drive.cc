@@ -113,6 +113,14 @@ bool Committer::CommitNext() {
     std::lock_guard lock(mu_);
     std::size_t bytes = 0;
     while (!queue_.empty() && group.size() < options_.max_batch_writes) {
+      // Lease decisions read the lease table, which groups update when
+      // they are answered: a lease operation joins a group only once every
+      // group before is answered. Meanwhile it waits in the queue, not on
+      // the loop: the completion that answers the last one pumps again.
+      if (std::holds_alternative<LeaseOp>(queue_.front().write) &&
+          !decided_.empty()) {
+        break;
+      }
       const std::size_t size = PayloadBytes(queue_.front().write);
       if (!group.empty() && bytes + size > options_.max_batch_bytes) break;
       bytes += size;

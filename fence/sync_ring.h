@@ -52,10 +52,10 @@ class SyncRing {
  private:
   std::unique_ptr<io_uring> ring_;
   int event_fd_ = -1;
-  // Without io_uring: the syncs queued, and those done, as (fd or tag,
-  // result).
   std::string fallback_;
   unsigned entries_ = 0;
+  // Without io_uring: the syncs queued, as (fd, tag), and those done, as
+  // (tag, result).
   std::vector<std::pair<int, std::uint64_t>> queued_;
   std::vector<std::pair<std::uint64_t, int>> completed_;
 };

@@ -307,7 +307,8 @@ null_run() {
   kill "$pid"
   wait "$pid" 2>/dev/null || true
   read -r ops p50 p99 <<<"$(wrk_stats "$WORK/wrk.out")"
-  row "null HTTP server" "does nothing (ceiling)" "$1" "$ops" "$p50" "$p99" - -
+  row "null HTTP server" "${2:-does nothing (ceiling)}" "$1" "$ops" "$p50" "$p99" - -
+  echo "$p99" >"$WORK/last_null"
 }
 
 raw_lmdb_run() {  # BATCH
@@ -513,7 +514,9 @@ if ((PEERS)); then
 fi
 # A/B rounds: fencepost and Redis back to back, BENCH_ROUNDS times at each
 # of BENCH_AB_CLIENTS, so a noisy neighbour hits both alike; the ratio of
-# each pair and the median ratio are printed under the table.
+# each pair and the median ratio are printed under the table. Each round
+# also loads the null server with fencepost's client: the p99 of a server
+# that does nothing, the floor of fencepost's (Redis has its own client).
 AB=$WORK/ab
 : >"$AB"
 if ((PEERS)); then
@@ -524,7 +527,9 @@ if ((PEERS)); then
       read -r fops fp99 fcpu <"$WORK/last_fp"
       redis_run "$c" $((SECS * fops))
       read -r rops rp99 rcpu <"$WORK/last_redis"
-      echo "$c $r $fops $fp99 $rops $rp99 $fcpu $rcpu" >>"$AB"
+      null_run "$c" "A/B round $r (wrk's own p99)"
+      read -r np99 <"$WORK/last_null"
+      echo "$c $r $fops $fp99 $rops $rp99 $fcpu $rcpu $np99" >>"$AB"
     done
   done
 fi
@@ -558,10 +563,10 @@ if [[ -s $AB ]]; then
   echo
   echo "A/B rounds against Redis (AOF fsync always), back to back:"
   echo
-  echo "| clients | round | fencepost ops/s | fencepost p99 ms | Redis ops/s | Redis p99 ms | ops ratio | p99 ratio | server CPU µs per request, fencepost / Redis |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  awk '{ printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× | %s / %s |\n",
-         $1, $2, $3, $4, $5, $6, ($5 > 0 ? $3 / $5 : 0), ($6 > 0 ? $4 / $6 : 0), $7, $8 }' "$AB"
+  echo "| clients | round | fencepost ops/s | fencepost p99 ms | Redis ops/s | Redis p99 ms | ops ratio | p99 ratio | server CPU µs per request, fencepost / Redis | p99 ms of the null server with fencepost's client |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  awk '{ printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× | %s / %s | %s |\n",
+         $1, $2, $3, $4, $5, $6, ($5 > 0 ? $3 / $5 : 0), ($6 > 0 ? $4 / $6 : 0), $7, $8, $9 }' "$AB"
   # The median of the values read on stdin, labelled: median LABEL
   median() {
     sort -g | awk -v what="$1" '{ v[NR] = $1 }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "tests/testing/http_client.h"
 #include "tests/testing/powercut_fs.h"
@@ -83,8 +84,10 @@ bool HaveStrace() { return std::system("strace -V >/dev/null 2>&1") == 0; }
 // journal shows syncs of the file returning 0 before the first failure.
 // After a restart the fence holds the last acknowledged token, or the one
 // whose sync failed (its bytes may have reached the log: never
-// acknowledged, it may still land), never less.
-void ExpectLogSyncFailureStops(const std::string& error) {
+// acknowledged, it may still land), never less. `wrapper` runs the server
+// (without_io_uring: the loop's own fdatasync instead of io_uring's).
+void ExpectLogSyncFailureStops(const std::string& error,
+                               const std::vector<std::string>& wrapper = {}) {
   if (const std::string why = PowercutFsUnsupported(); !why.empty()) {
     FAIL() << why;
   }
@@ -97,7 +100,7 @@ void ExpectLogSyncFailureStops(const std::string& error) {
   { ServerProcess first(data); }
   const std::size_t before = fs.Journal().size();
   fs.FailSyncs("*/shard-0/wal-0", 3, error);
-  ServerProcess server(data);
+  ServerProcess server(data, {}, {}, wrapper);
   int acked = 0, last = 0;
   for (int token = 1; token <= 10; ++token) {
     try {
@@ -148,6 +151,11 @@ TEST(FaultsTest, FsyncEioIsNeverAcknowledgedAndStopsTheProcess) {
 
 TEST(FaultsTest, FsyncEnospcIsNeverAcknowledgedAndStopsTheProcess) {
   ExpectLogSyncFailureStops("ENOSPC");
+}
+
+// Where io_uring is forbidden, the loop's own fdatasync fails the same way.
+TEST(FaultsTest, FsyncEioWithoutIoUringIsNeverAcknowledged) {
+  ExpectLogSyncFailureStops("EIO", {FENCEPOST_WITHOUT_IO_URING});
 }
 
 // The fs: backend's disk fills up: the file's fsync fails with ENOSPC (as
