@@ -308,15 +308,13 @@ void Committer::DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen) {
     return;
   }
   const std::int64_t now_ns = NowNs();
+  deciding_seq_ = next_seq_;
   for (std::size_t i = 0; i < group.size(); ++i) {
     if (const auto* batch = std::get_if<Batch>(&group[i].write)) {
       std::vector<WalRecord> records;
       if (DecideBatch(txn.get(), seen, *batch, now_ns, &g.outcomes[i], &records,
                       &g.created)) {
-        for (WalRecord& r : records) {
-          r.seq = next_seq_ + g.records.size();
-          g.records.push_back(std::move(r));
-        }
+        for (WalRecord& r : records) g.records.push_back(std::move(r));
       }
       continue;
     }
@@ -331,7 +329,6 @@ void Committer::DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen) {
         },
         group[i].write);
     if (!record) continue;
-    record->seq = next_seq_ + g.records.size();
     g.records.push_back(std::move(*record));
     g.created.push_back(fence_created);
   }
@@ -467,7 +464,8 @@ int Committer::Apply(const std::vector<WalRecord>& records) {
       if (rc == 0 && r.op == WalRecord::Op::kLease) {
         rc = PutValue(txn, env_.leases(), r.key, r.body, std::nullopt);
       } else if (rc == 0 && r.op == WalRecord::Op::kPut) {
-        rc = PutValue(txn, env_.values(), r.key, r.body, r.value_token);
+        rc = PutValue(txn, env_.values(), r.key, r.body, r.value_token, r.seq,
+                      r.content_type);
       } else if (rc == 0 && r.op == WalRecord::Op::kDelete) {
         rc = DeleteValue(txn, env_.values(), r.key);
       }

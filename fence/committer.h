@@ -136,7 +136,9 @@ class Committer {
   // What a group's decisions have done to a fence, value or lease so far.
   struct Seen {
     std::map<std::string, std::optional<Token>, std::less<>> fences;
-    std::map<std::string, bool, std::less<>> values;  // present?
+    // The sequence number of the record that wrote the value (its tag),
+    // or nullopt when it was deleted.
+    std::map<std::string, std::optional<std::uint64_t>, std::less<>> values;
     std::map<std::string, LeaseEntry, std::less<>> leases;
   };
 
@@ -227,9 +229,10 @@ class Committer {
   // `outcome`) when it could not be read.
   bool CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
                     FenceNow* now, WriteOutcome* outcome) const;
-  // Whether the value `key` exists as the writes before left it.
-  int ValuePresent(MDB_txn* txn, const Seen& seen, const std::string& key,
-                   bool* present) const;
+  // The value `key` as the writes before left it: whether it exists, and
+  // its tag. Returns 0 or an LMDB error code.
+  int CurrentValue(MDB_txn* txn, const Seen& seen, const std::string& key,
+                   ValueNow* now) const;
   // The lease `op` names as the group and the table have it, noticing its
   // expiry (once) into `*expired`.
   LeaseState ReadLease(const Seen& seen, const LeaseOp& op, std::int64_t now,
@@ -276,6 +279,8 @@ class Committer {
   Options options_;
   std::unique_ptr<Wal> wal_;
   std::uint64_t next_seq_ = 1;
+  // While a group is decided: the number its next record gets.
+  std::uint64_t deciding_seq_ = 1;
   std::uint64_t replayed_ = 0;
   // Map space promised to records not yet applied.
   std::atomic<std::size_t> reserved_bytes_ = 0;

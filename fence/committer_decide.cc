@@ -90,21 +90,24 @@ bool Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
   return true;
 }
 
-int Committer::ValuePresent(MDB_txn* txn, const Seen& seen,
-                            const std::string& key, bool* present) const {
+int Committer::CurrentValue(MDB_txn* txn, const Seen& seen,
+                            const std::string& key, ValueNow* now) const {
+  std::optional<std::uint64_t> seq;
   if (auto it = seen.values.find(key); it != seen.values.end()) {
-    *present = it->second;
-  } else if (const bool* recent = FindRecent(&Seen::values, key)) {
-    *present = *recent;
+    seq = it->second;
+  } else if (const auto* recent = FindRecent(&Seen::values, key)) {
+    seq = *recent;
   } else if (const Overlay::Value* v = env_.overlay().FindValue(key)) {
-    *present = v->present;
+    if (v->present) seq = v->seq;
   } else {
     StoredValue stored;
     if (int rc = ReadValue(txn, env_.values(), key, &stored); rc != 0) {
       return rc;
     }
-    *present = stored.found;
+    if (stored.found) seq = stored.seq;
   }
+  now->exists = seq.has_value();
+  if (seq) now->tag = TagOf(*seq);
   return 0;
 }
 
@@ -124,8 +127,10 @@ bool Committer::Admit(Seen& seen, const WalRecord& r, WriteOutcome* outcome) {
   }
   reserved_bytes_ += need;
   if (r.fence_token) seen.fences[r.fence] = r.fence_token;
-  if (r.op == WalRecord::Op::kPut || r.op == WalRecord::Op::kDelete) {
-    seen.values[r.key] = r.op == WalRecord::Op::kPut;
+  if (r.op == WalRecord::Op::kPut) {
+    seen.values[r.key] = r.seq;
+  } else if (r.op == WalRecord::Op::kDelete) {
+    seen.values[r.key] = std::nullopt;
   }
   return true;
 }
@@ -137,30 +142,41 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
   FenceNow fence;
   if (!CurrentFence(txn, seen, write.fence, &fence, outcome)) return;
   *fence_created = fence.created;
-  *outcome = DecideWrite(write, fence.token, fence.updated_at_ns, now_ns);
+  // The value it replaces, for its precondition and `created`.
+  ValueNow value;
+  if (write.value_now) {
+    value = *write.value_now;
+  } else if (write.value) {
+    if (int rc = CurrentValue(txn, seen, write.value->key, &value); rc != 0) {
+      outcome->error = FromLmdb(rc);
+      return;
+    }
+  }
+  *outcome =
+      DecideWrite(write, fence.token, fence.updated_at_ns, now_ns, value);
   if (!Applied(*outcome)) return;
   WalRecord r;
+  r.seq = deciding_seq_;
   r.fence = write.fence;
   if (MovesFence(*outcome)) {
     r.fence_token = outcome->current;
     r.updated_at_ns = outcome->updated_at_ns;
   }
   if (write.value) {
-    const ValueOp& value = *write.value;
-    bool present = false;
-    if (int rc = ValuePresent(txn, seen, value.key, &present); rc != 0) {
-      *outcome = WriteOutcome{};
-      outcome->error = FromLmdb(rc);
-      return;
-    }
-    r.op = value.kind == ValueOp::Kind::kPut ? WalRecord::Op::kPut
-                                             : WalRecord::Op::kDelete;
-    r.key = value.key;
-    r.body = value.body;
+    const ValueOp& op = *write.value;
+    const bool put = op.kind == ValueOp::Kind::kPut;
+    r.op = put ? WalRecord::Op::kPut : WalRecord::Op::kDelete;
+    r.key = op.key;
+    r.body = op.body;
     r.value_token = write.token;
-    outcome->created = value.kind == ValueOp::Kind::kPut && !present;
+    if (put) r.content_type = op.content_type.substr(0, kMaxContentTypeBytes);
+    outcome->created = put && !value.exists;
+    if (put) outcome->etag = TagOf(r.seq);
   }
-  if (Admit(seen, r, outcome)) *record = std::move(r);
+  if (Admit(seen, r, outcome)) {
+    ++deciding_seq_;
+    *record = std::move(r);
+  }
 }
 
 LeaseState Committer::ReadLease(const Seen& seen, const LeaseOp& op,
@@ -224,9 +240,11 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
     r.updated_at_ns = now_ns;
   }
   r.op = WalRecord::Op::kLease;
+  r.seq = deciding_seq_;
   r.key = op.name;
   r.body = EncodeLease(*decision.next);
   if (!Admit(seen, r, outcome)) return;
+  ++deciding_seq_;
   LeaseEntry& next = seen.leases[op.name];
   next.record = std::move(*decision.next);
   next.deadline_ns =
@@ -242,26 +260,40 @@ bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const Batch& batch,
                             std::vector<WalRecord>* records,
                             std::vector<bool>* created) {
   Seen trial = seen;
+  const std::uint64_t first_seq = deciding_seq_;
   std::size_t reserved = 0;  // by this batch's records
   std::vector<WalRecord> decided;
   std::vector<bool> fences_created;
   std::vector<WriteOutcome> outcomes;
+  bool applied = true;
   for (const FencedWrite& write : batch.writes) {
     WriteOutcome& one = outcomes.emplace_back();
     std::optional<WalRecord> record;
     bool fence_created = false;
     DecideOne(txn, trial, write, now_ns, &one, &record, &fence_created);
+    if (StopsBatch(one)) {
+      applied = false;
+      break;
+    }
     if (!record) {
-      // Nothing of the batch is applied: undo its reservations (its own
-      // only: the applier may have released others' meanwhile).
-      reserved_bytes_ -= reserved;
-      *outcome = BatchOutcome(std::move(outcomes));
-      return false;
+      // Its precondition failed: the batch is not applied, but the writes
+      // after it are still decided, since a stale token among them is the
+      // batch's answer (fence/rules.h).
+      applied = false;
+      continue;
     }
     record->batch_continues = true;
     reserved += Reservation(*record);
     decided.push_back(std::move(*record));
     fences_created.push_back(fence_created);
+  }
+  if (!applied) {
+    // Nothing of the batch is applied: undo its reservations (its own
+    // only: the applier may have released others' meanwhile) and numbers.
+    reserved_bytes_ -= reserved;
+    deciding_seq_ = first_seq;
+    *outcome = BatchOutcome(std::move(outcomes));
+    return false;
   }
   if (!decided.empty()) decided.back().batch_continues = false;
   *outcome = BatchOutcome(std::move(outcomes));

@@ -4,13 +4,44 @@
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <system_error>
+
+#include "fence/big_endian.h"
 
 namespace fencepost::fence {
 namespace {
 
 std::runtime_error LmdbFailure(const std::string& what, int rc) {
   return std::runtime_error(what + ": " + mdb_strerror(rc));
+}
+
+constexpr std::string_view kFormatKey = "format";
+
+// Checks the environment's format in `meta` and records kFormat when it
+// has none (a new environment, or one written before formats were
+// recorded: format 1, whose records this release reads as they are).
+// Returns the format found (1 for none); 0 with *rc set on an LMDB error.
+std::uint64_t CheckFormat(MDB_txn* txn, MDB_dbi meta, MDB_dbi fences, int* rc) {
+  MDB_val key{kFormatKey.size(), const_cast<char*>(kFormatKey.data())};
+  MDB_val data;
+  *rc = mdb_get(txn, meta, &key, &data);
+  if (*rc == 0 && data.mv_size == 8) {
+    *rc = 0;
+    return LoadBigEndian(static_cast<const char*>(data.mv_data), 8);
+  }
+  if (*rc != MDB_NOTFOUND) {
+    if (*rc == 0) *rc = MDB_CORRUPTED;
+    return 0;
+  }
+  MDB_stat stat;
+  if ((*rc = mdb_stat(txn, fences, &stat)) != 0) return 0;
+  char version[8];
+  StoreBigEndian(version, Env::kFormat, 8);
+  data = {8, version};
+  if ((*rc = mdb_put(txn, meta, &key, &data, 0)) != 0) return 0;
+  return stat.ms_entries > 0 ? 1 : Env::kFormat;
 }
 
 }  // namespace
@@ -51,6 +82,16 @@ Env::Env(const Options& options)
     if (rc == 0) rc = mdb_dbi_open(txn, "values", MDB_CREATE, &values_);
     if (rc == 0) rc = mdb_dbi_open(txn, "meta", MDB_CREATE, &meta_);
     if (rc == 0) rc = mdb_dbi_open(txn, "leases", MDB_CREATE, &leases_);
+    if (rc == 0) format_found_ = CheckFormat(txn, meta_, fences_, &rc);
+    if (rc == 0 && format_found_ > kFormat) {
+      mdb_txn_abort(txn);
+      throw std::runtime_error(
+          "the LMDB environment in " + options.dir +
+          " was written by a newer release of fencepost (data format " +
+          std::to_string(format_found_) + "; this release reads formats 1 to " +
+          std::to_string(kFormat) +
+          "): serve it with that release or a later one");
+    }
     if (rc == 0) {
       rc = mdb_txn_commit(txn);
     } else {

@@ -33,6 +33,13 @@ namespace fencepost::fence {
 // thread (see Committer).
 class Env {
  public:
+  // The data format this release writes: 2 has entity tags and
+  // Content-Types in its value records and log (fence/values.h, wal.h).
+  // Format 1 (no format recorded) is upgraded in place at open: its records
+  // stay as they are, readable, and the format is recorded. A newer format
+  // is refused.
+  static constexpr std::uint64_t kFormat = 2;
+
   struct Options {
     std::string dir;
     std::uint64_t max_map_size = 64ull << 30;
@@ -70,6 +77,9 @@ class Env {
   std::uint64_t used_bytes_in_txn() const;
   // The flags the environment was opened with (mdb_env_get_flags).
   unsigned flags() const;
+  // The data format found at open: kFormat, or 1 when this open upgraded a
+  // format-1 environment.
+  std::uint64_t format_found() const { return format_found_; }
 
   // Doubles the map size, capped at max_map_size. Returns false when it is
   // already at the cap or LMDB refused. Only the writer thread calls this,
@@ -104,6 +114,7 @@ class Env {
   mutable Overlay overlay_;
   std::atomic<std::uint64_t> map_size_ = 0;
   std::uint64_t max_map_size_ = 0;
+  std::uint64_t format_found_ = kFormat;
   mutable std::shared_mutex resize_mutex_;
 };
 

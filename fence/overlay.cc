@@ -17,7 +17,7 @@ void Overlay::Publish(const std::vector<WalRecord>& records,
     }
     if (r.op == WalRecord::Op::kPut || r.op == WalRecord::Op::kDelete) {
       values_[r.key] = {r.op == WalRecord::Op::kPut, r.body, r.value_token,
-                        r.seq};
+                        r.seq, r.content_type};
     }
   }
 }

@@ -40,7 +40,8 @@ class Overlay {
     bool present = false;  // false: deleted
     std::string body;
     std::optional<Token> token;
-    std::uint64_t seq = 0;
+    std::uint64_t seq = 0;  // of the record that wrote it: its tag (TagOf)
+    std::string content_type;
   };
 
   // Makes `records` visible (after their log sync, before their answers).

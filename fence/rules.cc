@@ -11,21 +11,60 @@ namespace fencepost::fence {
 using Verdict = WriteOutcome::Verdict;
 
 WriteOutcome DecideWrite(const FencedWrite& write, std::optional<Token> fence,
-                         std::int64_t fence_updated_at_ns,
-                         std::int64_t now_ns) {
+                         std::int64_t fence_updated_at_ns, std::int64_t now_ns,
+                         const ValueNow& value) {
   WriteOutcome out;
   out.previous = fence;
   out.current = fence;
   out.updated_at_ns = fence_updated_at_ns;
   if (write.token) out.decision = Decide(fence, *write.token);
+  if (!out.decision.accepted && !write.observe) {
+    out.verdict = Verdict::kRejected;
+    return out;
+  }
+  if (!PreconditionHolds(write.precondition, value)) {
+    out.verdict = Verdict::kPreconditionFailed;
+    out.decision.advances = false;
+    if (value.exists) out.etag = value.tag;
+    return out;
+  }
   if (out.decision.accepted) {
     out.verdict = Verdict::kAccepted;
     out.current = *write.token;
     out.updated_at_ns = now_ns;
   } else {
-    out.verdict = write.observe ? Verdict::kObserved : Verdict::kRejected;
+    out.verdict = Verdict::kObserved;
   }
   return out;
+}
+
+namespace {
+
+bool Listed(const std::vector<std::string>& tags, const std::string& tag) {
+  return std::find(tags.begin(), tags.end(), tag) != tags.end();
+}
+
+}  // namespace
+
+bool PreconditionHolds(const Precondition& precondition,
+                       const ValueNow& value) {
+  if (precondition.has_match &&
+      !(value.exists &&
+        (precondition.match_any || Listed(precondition.match, value.tag)))) {
+    return false;
+  }
+  if (precondition.has_none_match && value.exists &&
+      (precondition.none_match_any ||
+       Listed(precondition.none_match, value.tag))) {
+    return false;
+  }
+  return true;
+}
+
+bool NotModified(const Precondition& precondition, const ValueNow& value) {
+  return precondition.has_none_match && value.exists &&
+         (precondition.none_match_any ||
+          Listed(precondition.none_match, value.tag));
 }
 
 WriteOutcome BatchOutcome(std::vector<WriteOutcome> outcomes) {
@@ -37,10 +76,26 @@ WriteOutcome BatchOutcome(std::vector<WriteOutcome> outcomes) {
       out.error = one.error;
       break;
     }
-    if (one.verdict == Verdict::kObserved) out.verdict = Verdict::kObserved;
+    if (one.verdict == Verdict::kPreconditionFailed) {
+      out.verdict = one.verdict;
+    } else if (one.verdict == Verdict::kObserved &&
+               out.verdict == Verdict::kAccepted) {
+      out.verdict = Verdict::kObserved;
+    }
   }
   out.batch = std::move(outcomes);
   return out;
+}
+
+std::size_t FirstNotApplied(const WriteOutcome& outcome) {
+  if (outcome.verdict == Verdict::kRejected ||
+      outcome.verdict == Verdict::kFailed) {
+    return outcome.batch.empty() ? 0 : outcome.batch.size() - 1;
+  }
+  for (std::size_t i = 0; i < outcome.batch.size(); ++i) {
+    if (!Applied(outcome.batch[i])) return i;
+  }
+  return outcome.batch.size();
 }
 
 namespace {

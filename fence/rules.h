@@ -22,13 +22,29 @@ namespace fencepost::fence {
 
 // The verdict on `write` against its fence: `fence` is the fence's highest
 // accepted token (nullopt: no fence yet), last moved at `fence_updated_at_ns`
-// (Unix ns). Enforce mode: accepted when token >= fence (fence::Decide),
-// else rejected. Observe mode: a write the rule would reject is still
-// applied (kObserved). An accepted write sets the fence to its token at
+// (Unix ns). The token first: enforce mode accepts when token >= fence
+// (fence::Decide), else rejects; observe mode still applies a write the
+// rule would reject (kObserved). Then the write's precondition, over
+// `value` (the value it replaces, as the engine read it; read it only when
+// the precondition is not empty): when it does not hold, the verdict is
+// kPreconditionFailed with the value's tag in `etag`, whatever the mode,
+// and nothing is applied. A stale token is therefore kRejected whatever
+// the precondition. An accepted write sets the fence to its token at
 // `now_ns`; nothing else moves a fence, so a fence never goes down. Fills
-// verdict, decision, previous, current and updated_at_ns.
+// verdict, decision, previous, current, updated_at_ns (and etag).
 WriteOutcome DecideWrite(const FencedWrite& write, std::optional<Token> fence,
-                         std::int64_t fence_updated_at_ns, std::int64_t now_ns);
+                         std::int64_t fence_updated_at_ns, std::int64_t now_ns,
+                         const ValueNow& value = {});
+
+// Whether `precondition` holds over `value` (RFC 9110 13.1.1 and 13.1.2,
+// strong comparison): If-Match needs a value whose tag is listed (any, for
+// `*`); If-None-Match needs no value (`*`) or one whose tag is not listed.
+bool PreconditionHolds(const Precondition& precondition, const ValueNow& value);
+
+// Whether a GET's If-None-Match (its tags, or `*`) matches the value's tag,
+// so the answer is 304 Not Modified (RFC 9110 13.1.2: weak comparison,
+// which for fencepost's strong tags is the same).
+bool NotModified(const Precondition& precondition, const ValueNow& value);
 
 // Whether the write of `outcome` is applied: its value stored and, when
 // accepted, its fence record rewritten (accepted, or observed).
@@ -47,15 +63,25 @@ inline bool MovesFence(const WriteOutcome& outcome) {
 // --- Batches ----------------------------------------------------------------
 
 // A batch is decided write by write with DecideWrite, each against the fence
-// as the writes before it left it, and stops at the first write that is not
-// applied (rejected or failed): then nothing of it is applied.
-inline bool StopsBatch(const WriteOutcome& one) { return !Applied(one); }
+// as the writes before it left it. A rejected or failed write stops it; a
+// write whose precondition fails does not, so that a stale token later in
+// the batch is still the answer (the token is checked first). Unless every
+// write is applied, nothing of the batch is.
+inline bool StopsBatch(const WriteOutcome& one) {
+  return one.verdict == WriteOutcome::Verdict::kRejected ||
+         one.verdict == WriteOutcome::Verdict::kFailed;
+}
 
 // The batch's outcome from its writes' outcomes, in order, up to and
 // including the one that stopped it, if any: that one's verdict and error
-// when it stopped; else kObserved when a write was only observed, else
-// kAccepted.
+// when it stopped; else kPreconditionFailed when a write's precondition
+// failed (the first such write is the batch's answer); else kObserved when
+// a write was only observed, else kAccepted.
 WriteOutcome BatchOutcome(std::vector<WriteOutcome> outcomes);
+
+// The first write of a batch outcome that is not applied (the one a 409,
+// 412 or failure names), or outcome.batch.size() when every one is.
+std::size_t FirstNotApplied(const WriteOutcome& outcome);
 
 // --- Leases -----------------------------------------------------------------
 

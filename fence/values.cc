@@ -1,5 +1,6 @@
 #include "fence/values.h"
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -9,56 +10,102 @@
 namespace fencepost::fence {
 namespace {
 
-// Record layout: flags (bit 0: a token follows), token (8 bytes,
-// big-endian), the length of the stored name (2 bytes: 0 unless the key is
-// long), the name, then the body.
-constexpr std::size_t kHeader = 11;
+// Record layout. Format 1 (before entity tags): flags (bit 0: a token
+// follows), token (8 bytes, big-endian), the length of the stored name (2
+// bytes: 0 unless the key is long), the name, then the body. Format 2 sets
+// flag bit 1 and puts, after the name's length, the sequence number of the
+// record that wrote it (8 bytes) and the Content-Type's length (1 byte);
+// then the name, the Content-Type and the body.
+constexpr std::size_t kHeader1 = 11;
+constexpr std::size_t kHeader2 = 20;
+constexpr char kHasToken = 1;
+constexpr char kTagged = 2;
 
-std::string_view ValueNameOf(MDB_val data) {
-  if (data.mv_size < kHeader) return {};
+struct Layout {
+  std::size_t name_at = 0, name_length = 0;
+  std::size_t type_at = 0, type_length = 0;
+  std::size_t body_at = 0;
+};
+
+// Where the parts of the record at `data` are; false when it is too short.
+bool LayoutOf(MDB_val data, Layout* layout) {
   const auto* p = static_cast<const char*>(data.mv_data);
-  const std::size_t length = LoadBigEndian(p + 9, 2);
-  return View(data).substr(kHeader, length);
+  if (data.mv_size < kHeader1) return false;
+  const bool tagged = p[0] & kTagged;
+  const std::size_t header = tagged ? kHeader2 : kHeader1;
+  if (data.mv_size < header) return false;
+  layout->name_at = header;
+  layout->name_length = LoadBigEndian(p + 9, 2);
+  layout->type_at = header + layout->name_length;
+  layout->type_length =
+      tagged ? static_cast<unsigned char>(p[kHeader2 - 1]) : 0;
+  layout->body_at = layout->type_at + layout->type_length;
+  return layout->body_at <= data.mv_size;
 }
 
-// The value in a record found at `data` (at least kHeader bytes).
-StoredValue Decode(MDB_val data) {
+std::string_view ValueNameOf(MDB_val data) {
+  Layout layout;
+  if (!LayoutOf(data, &layout)) return {};
+  return View(data).substr(layout.name_at, layout.name_length);
+}
+
+// The value in a record found at `data`, laid out as `layout` says.
+StoredValue Decode(MDB_val data, const Layout& layout) {
   const auto* p = static_cast<const char*>(data.mv_data);
   StoredValue value;
   value.found = true;
-  if (p[0] & 1) value.token = LoadBigEndian(p + 1, 8);
-  value.body = View(data).substr(kHeader + LoadBigEndian(p + 9, 2));
+  if (p[0] & kHasToken) value.token = LoadBigEndian(p + 1, 8);
+  if (p[0] & kTagged) value.seq = LoadBigEndian(p + 11, 8);
+  value.content_type = View(data).substr(layout.type_at, layout.type_length);
+  value.body = View(data).substr(layout.body_at);
   return value;
 }
 
 }  // namespace
+
+std::string TagOf(std::uint64_t seq) {
+  char text[17];
+  const int n = std::snprintf(text, sizeof text, "%llx",
+                              static_cast<unsigned long long>(seq));
+  return std::string(text, static_cast<std::size_t>(n));
+}
 
 int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
               StoredValue* value) {
   *value = {};
   Slot slot;
   if (int rc = FindSlot(txn, dbi, key, ValueNameOf, &slot); rc != 0) return rc;
-  if (!slot.found || slot.data.mv_size < kHeader) return 0;
-  *value = Decode(slot.data);
+  Layout layout;
+  if (!slot.found || !LayoutOf(slot.data, &layout)) return 0;
+  *value = Decode(slot.data, layout);
   return 0;
 }
 
 int PutValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
-             std::string_view body, std::optional<Token> token) {
+             std::string_view body, std::optional<Token> token,
+             std::uint64_t seq, std::string_view content_type) {
   Slot slot;
   if (int rc = FindSlot(txn, dbi, key, ValueNameOf, &slot); rc != 0) return rc;
   MDB_val db_key = Val(slot.db_key);
   const std::size_t name_length = IsLongKey(slot.db_key) ? key.size() : 0;
-  MDB_val data{kHeader + name_length + body.size(), nullptr};
+  content_type = content_type.substr(0, kMaxContentTypeBytes);
+  MDB_val data{kHeader2 + name_length + content_type.size() + body.size(),
+               nullptr};
   if (int rc = mdb_put(txn, dbi, &db_key, &data, MDB_RESERVE); rc != 0) {
     return rc;
   }
   auto* p = static_cast<char*>(data.mv_data);
-  p[0] = token ? 1 : 0;
+  p[0] = static_cast<char>(kTagged | (token ? kHasToken : 0));
   StoreBigEndian(p + 1, token.value_or(0), 8);
   StoreBigEndian(p + 9, name_length, 2);
-  std::memcpy(p + kHeader, key.data(), name_length);
-  std::memcpy(p + kHeader + name_length, body.data(), body.size());
+  StoreBigEndian(p + 11, seq, 8);
+  p[kHeader2 - 1] = static_cast<char>(content_type.size());
+  char* at = p + kHeader2;
+  std::memcpy(at, key.data(), name_length);
+  at += name_length;
+  std::memcpy(at, content_type.data(), content_type.size());
+  at += content_type.size();
+  std::memcpy(at, body.data(), body.size());
   return 0;
 }
 
@@ -78,8 +125,9 @@ int ForEachValue(
   MDB_val key, data;
   int rc = mdb_cursor_get(cursor, &key, &data, MDB_FIRST);
   for (; rc == 0; rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
-    if (data.mv_size < kHeader) continue;
-    fn(NameOfEntry(key, data, ValueNameOf), Decode(data));
+    Layout layout;
+    if (!LayoutOf(data, &layout)) continue;
+    fn(NameOfEntry(key, data, ValueNameOf), Decode(data, layout));
   }
   mdb_cursor_close(cursor);
   return rc == MDB_NOTFOUND ? 0 : rc;

@@ -2,8 +2,11 @@
 
 #include <lmdb.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "fence/token.h"
@@ -11,19 +14,34 @@
 namespace fencepost::fence {
 
 // The embedded backend's values, in an environment's values database: the
-// body with the token of the write that stored it (for long keys, the full
-// key too; see long_keys.h).
+// body with the token of the write that stored it, its entity tag and its
+// Content-Type (for long keys, the full key too; see long_keys.h).
 struct StoredValue {
   bool found = false;
   std::optional<Token> token;
-  std::string_view body;  // valid for the transaction
+  // The log sequence number of the write that stored it (TagOf); 0 for a
+  // record written before entity tags (format 1), which has none.
+  std::uint64_t seq = 0;
+  std::string_view content_type;  // empty: none was sent
+  std::string_view body;          // valid for the transaction
 };
+
+// The entity tag of a value stored by the log record numbered `seq`: every
+// accepted write of a key is a new record with a higher number, so its tag
+// changes with every write and never comes back. A value written before
+// entity tags (seq 0) has the tag "0" until it is next written.
+std::string TagOf(std::uint64_t seq);
+
+// The longest Content-Type a value keeps.
+inline constexpr std::size_t kMaxContentTypeBytes = 255;
 
 // Each returns 0 or an LMDB error code.
 int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
               StoredValue* value);
+// `content_type` at most kMaxContentTypeBytes (longer is cut there).
 int PutValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
-             std::string_view body, std::optional<Token> token);
+             std::string_view body, std::optional<Token> token,
+             std::uint64_t seq = 0, std::string_view content_type = {});
 // A missing value is not an error.
 int DeleteValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key);
 // Calls `fn(key, value)` for every value in `dbi`, in database order.

@@ -19,13 +19,17 @@ constexpr std::size_t kFrame = 8;
 // The payload's fixed fields: seq, flags, fence token, updated_at, fence
 // length, op, value token, key length, body length.
 constexpr std::size_t kFixedPayload = 8 + 1 + 8 + 8 + 2 + 1 + 8 + 2 + 4;
-static_assert(kMaxValueBytes + kFixedPayload + 2 * kMaxNameBytes ==
+// The Content-Type with its length, at most.
+constexpr std::size_t kMaxContentTypeField = 1 + 255;
+static_assert(kMaxValueBytes + kFixedPayload + kMaxContentTypeField +
+                  2 * kMaxNameBytes ==
               kMaxRecordPayload);
 
 enum Flags : std::uint8_t {
   kFenceSet = 1,
   kValueToken = 2,
   kBatchContinues = 4,
+  kContentType = 8,
 };
 
 const std::array<std::uint32_t, 256>& CrcTable() {
@@ -125,6 +129,7 @@ std::optional<WalRecord> DecodePayload(std::string_view payload) {
   const Token value_token = in.Int(8);
   r.key = in.Bytes(in.Int(2));
   r.body = in.Bytes(in.Int(4));
+  if (flags & kContentType) r.content_type = in.Bytes(in.Int(1));
   if (in.bad || !in.rest.empty() || r.op > WalRecord::Op::kLease) {
     return std::nullopt;
   }
@@ -163,7 +168,8 @@ void EncodeRecord(const WalRecord& r, std::string* out) {
   Put(out, r.seq, 8);
   Put(out,
       (r.fence_token ? kFenceSet : 0) | (r.value_token ? kValueToken : 0) |
-          (r.batch_continues ? kBatchContinues : 0),
+          (r.batch_continues ? kBatchContinues : 0) |
+          (r.content_type.empty() ? 0 : kContentType),
       1);
   Put(out, r.fence_token.value_or(0), 8);
   Put(out, static_cast<std::uint64_t>(r.updated_at_ns), 8);
@@ -175,6 +181,10 @@ void EncodeRecord(const WalRecord& r, std::string* out) {
   *out += r.key;
   Put(out, r.body.size(), 4);
   *out += r.body;
+  if (!r.content_type.empty()) {
+    Put(out, r.content_type.size(), 1);
+    *out += r.content_type;
+  }
   const std::string_view payload = std::string_view(*out).substr(at + kFrame);
   StoreBigEndian(out->data() + at, payload.size(), 4);
   StoreBigEndian(out->data() + at + 4, Crc32c(payload), 4);

@@ -28,6 +28,9 @@ struct WalRecord {
   std::string key;
   std::string body;
   std::optional<Token> value_token;  // stored with a put's value
+  // A put's Content-Type, at most kMaxContentTypeBytes (fence/values.h);
+  // empty: none. The value's entity tag is `seq` (TagOf).
+  std::string content_type;
   // More records of the same batch follow this one. A batch's records are
   // logged together in one group; recovery drops a batch whose last record
   // is missing (a torn group), so a batch is applied whole or not at all.
@@ -41,16 +44,19 @@ inline constexpr std::size_t kMaxRecordPayload = 256u << 20;
 // kMaxNameBytes each: no request body the embedded backend accepts may be
 // larger, or its acknowledged write would be lost at recovery.
 inline constexpr std::size_t kMaxValueBytes =
-    kMaxRecordPayload - 42 - 2 * kMaxNameBytes;
+    kMaxRecordPayload - 42 - 256 - 2 * kMaxNameBytes;
 
 // CRC-32C (Castagnoli) of `data`, with SSE 4.2 when the CPU has it.
 std::uint32_t Crc32c(std::string_view data);
 
 // Appends `record` in the log's format: the payload's length and CRC-32C
 // (4 bytes each, big-endian), then the payload: sequence number, flags
-// (fence set, value token present, batch continues), fence token, update
-// time, fence name, operation, value token, key and body, every field of the
-// record. 42 bytes of it are fixed; kMaxValueBytes leaves room for them.
+// (fence set, value token present, batch continues, Content-Type present),
+// fence token, update time, fence name, operation, value token, key, body
+// and, when the flag says so, the Content-Type (1-byte length): every field
+// of the record. 42 bytes of it are fixed, and the Content-Type takes at
+// most 256; kMaxValueBytes leaves room for them. A record written before
+// Content-Types (format 1) is the same without that flag and field.
 void EncodeRecord(const WalRecord& record, std::string* out);
 
 // Decodes the records at the start of `bytes`: the longest prefix of intact

@@ -17,12 +17,38 @@
 
 namespace fencepost::fence {
 
+// What a write asks of the value it replaces (RFC 9110's If-Match and
+// If-None-Match; SPEC "Conditional writes"), by entity tag: the opaque tag
+// between the quotes. Tags are strong and compared byte for byte.
+struct Precondition {
+  // If-Match: only when a value exists and (unless `match_any`, `*`) its
+  // tag is one of `match`.
+  bool has_match = false;
+  bool match_any = false;
+  std::vector<std::string> match;
+  // If-None-Match: only when no value exists (`none_match_any`, `*`) or
+  // its tag is none of `none_match`.
+  bool has_none_match = false;
+  bool none_match_any = false;
+  std::vector<std::string> none_match;
+
+  bool empty() const { return !has_match && !has_none_match; }
+};
+
+// The value a write replaces, as its engine read it: whether there is one,
+// and its entity tag.
+struct ValueNow {
+  bool exists = false;
+  std::string tag;
+};
+
 // The value a write stores with its fence (embedded and etcd backends).
 struct ValueOp {
   enum class Kind { kPut, kDelete };
   Kind kind = Kind::kPut;
   std::string key;
   std::string body;
+  std::string content_type;  // as sent with a put; empty: none
 };
 
 // A token presented to a fence, with the value it writes, if any (none: a
@@ -37,6 +63,11 @@ struct FencedWrite {
   // Stored atomically with the fence when the write is applied; a put's
   // value carries the write's token.
   std::optional<ValueOp> value;
+  // Checked against the value after the token (fence/rules.h). A backend
+  // that keeps values elsewhere (fs:) reads the value's tag itself, under
+  // the key's turn, into `value_now`; the others' engines read it.
+  Precondition precondition;
+  std::optional<ValueNow> value_now;
 };
 
 // Fenced writes decided in order, each against the fence as the ones before
@@ -58,6 +89,10 @@ struct WriteOutcome {
     kRejected,  // stale: nothing changed
     kObserved,  // observe mode applied a write enforce would have rejected
     kFailed,    // nothing changed; see `error`
+    // The token was accepted (or observed) but the write's precondition
+    // does not hold: nothing changed; `etag` is the value's tag (empty:
+    // no value).
+    kPreconditionFailed,
   };
   Verdict verdict = Verdict::kFailed;
   Decision decision;
@@ -65,6 +100,9 @@ struct WriteOutcome {
   std::optional<Token> current;   // the fence after it
   std::int64_t updated_at_ns = 0;
   bool created = false;  // a put that made a value where there was none
+  // The value's entity tag after an applied put (empty when the engine
+  // keeps no tags), or its current one with kPreconditionFailed.
+  std::string etag;
   std::error_code error;
   // For a lease operation: kAccepted when granted, renewed or released,
   // kRejected when denied or not held; the details are here.

@@ -77,7 +77,8 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                        .Register(r);
   rejected_ = {&rejected.Add({{"reason", "stale_token"}}),
                &rejected.Add({{"reason", "missing_token"}}),
-               &rejected.Add({{"reason", "invalid_token"}})};
+               &rejected.Add({{"reason", "invalid_token"}}),
+               &rejected.Add({{"reason", "precondition_failed"}})};
   advances_ = &BuildCounter()
                    .Name("fencepost_token_advances_total")
                    .Help(

@@ -15,7 +15,12 @@
 
 namespace fencepost::metrics {
 
-enum class RejectReason { kStaleToken, kMissingToken, kInvalidToken };
+enum class RejectReason {
+  kStaleToken,
+  kMissingToken,
+  kInvalidToken,
+  kPreconditionFailed,
+};
 enum class Port { kData, kAdmin };
 
 // Owns the Prometheus registry and every metric family fencepost exports
@@ -72,7 +77,7 @@ class Metrics {
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Counter* accepted_;
-  std::array<prometheus::Counter*, 3> rejected_;
+  std::array<prometheus::Counter*, 4> rejected_;
   prometheus::Counter* advances_;
   prometheus::Gauge* fences_;
   prometheus::Counter* lease_grants_;

@@ -155,6 +155,7 @@ Awaitable<Response> AdminRoutes::Bump(const Request& req,
       metrics_.StaleRejected(token, outcome.current.value_or(token));
       co_return Problemed(req, StaleToken(key, token, outcome.current));
     case fence::WriteOutcome::Verdict::kFailed:
+    case fence::WriteOutcome::Verdict::kPreconditionFailed:  // bumps have none
       break;
   }
   co_return context_.StorageFailure(req, outcome.error, key, "bump", 0,
@@ -183,6 +184,16 @@ Response AdminRoutes::ListRejections(const Request& req) {
     body += ",\"body_length\":" + std::to_string(r.body_length);
     body += ",\"body_sha256\":";
     AppendJsonString(&body, r.body_sha256);
+    body += ",\"reason\":";
+    AppendJsonString(&body, r.reason);
+    if (r.reason == "precondition_failed") {
+      body += ",\"current_etag\":";
+      if (r.current_etag) {
+        AppendJsonString(&body, *r.current_etag);
+      } else {
+        body += "null";
+      }
+    }
     body += "}";
   }
   body += "]}\n";

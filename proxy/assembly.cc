@@ -288,6 +288,14 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
         "loop, which waits for each one",
         why);
   }
+  for (const fence::Env* env : shards_->envs()) {
+    if (env->format_found() != fence::Env::kFormat) {
+      spdlog::info(
+          "{}: upgraded in place from data format {} to {} (entity tags); "
+          "its values keep the tag \"0\" until they are next written",
+          env->dir(), env->format_found(), fence::Env::kFormat);
+    }
+  }
   if (shards_->size() != config.lmdb_shards) {
     spdlog::info("{} keeps the {} LMDB shards it was created with",
                  config.data_dir, shards_->size());

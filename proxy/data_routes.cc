@@ -6,7 +6,10 @@
 
 #include "fence/errc.h"
 #include "fence/key.h"
+#include "fence/rules.h"
+#include "fence/values.h"
 #include "http/json.h"
+#include "proxy/conditional.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
 #include "storage/async_commit.h"
@@ -44,6 +47,13 @@ DataRoutes::DataRoutes(RouteContext& context) : RouteUnit(context) {}
 Awaitable<Response> DataRoutes::Read(const Request& req,
                                      const std::string& key) {
   const bool head = req.method() == http::verb::head;
+  // A forwarding backend's upstream decides the preconditions it is sent.
+  fence::Precondition pre;
+  if (!backend_.forwards_preconditions()) {
+    if (std::string e = ReadPreconditions(req, &pre); !e.empty()) {
+      co_return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
+    }
+  }
   storage::ReadRequest request{key, std::string(scopes_.FenceFor(key)), head,
                                &req};
   storage::ReadResult read = co_await backend_.Read(request);
@@ -55,12 +65,33 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
     read.upstream->version(req.version());
     co_return std::move(*read.upstream);
   }
+  // If-Match first, then If-None-Match (RFC 9110 13.2.2).
+  const fence::ValueNow now{read.found, read.etag};
+  fence::Precondition if_match = pre;
+  if_match.has_none_match = false;
+  if (!fence::PreconditionHolds(if_match, now)) {
+    Problem problem(ProblemType::kPreconditionFailed,
+                    "the value's entity tag does not meet If-Match", key);
+    problem.with_current_etag = true;
+    if (read.found) problem.current_etag = QuoteTag(read.etag);
+    co_return Problemed(req, std::move(problem));
+  }
+  if (fence::NotModified(pre, now)) {
+    // No body; Content-Length is the value's, as RFC 9110 8.6 allows.
+    Response res(http::status::not_modified, req.version());
+    res.set(http::field::etag, QuoteTag(read.etag));
+    res.set(http::field::content_length, std::to_string(read.size));
+    co_return res;
+  }
   if (!read.found) {
     co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
                               key, std::nullopt, std::nullopt});
   }
   Response res(http::status::ok, req.version());
-  res.set(http::field::content_type, "application/octet-stream");
+  res.set(http::field::content_type, read.content_type.empty()
+                                         ? "application/octet-stream"
+                                         : read.content_type);
+  if (!read.etag.empty()) res.set(http::field::etag, QuoteTag(read.etag));
   if (read.token) res.set(kTokenHeader, std::to_string(*read.token));
   if (head) {
     // The backend did not read the value: only its size.
@@ -85,11 +116,29 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   write.key = key;
   if (state == TokenState::kOk) write.token = token;
   write.observe = observe;
+  if (!backend_.forwards_preconditions()) {
+    if (std::string e = ReadPreconditions(req, &write.precondition);
+        !e.empty()) {
+      co_return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
+    }
+    const std::string_view type = req[http::field::content_type];
+    if (type.size() > fence::kMaxContentTypeBytes) {
+      co_return Problemed(
+          req, {ProblemType::kBadRequest,
+                "Content-Type is longer than " +
+                    std::to_string(fence::kMaxContentTypeBytes) + " bytes",
+                key});
+    }
+    if (write.kind == storage::WriteKind::kPut) write.content_type = type;
+  }
   write.body = req.body();
   write.original = &req;
   const std::string fence_name = write.fence;
   storage::WriteResult result = co_await backend_.Write(std::move(write));
   const fence::WriteOutcome& outcome = result.outcome;
+  const bool upstream_refused =
+      result.upstream &&
+      result.upstream->result() == http::status::precondition_failed;
 
   using Verdict = fence::WriteOutcome::Verdict;
   switch (outcome.verdict) {
@@ -100,6 +149,12 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
       co_return context_.RefuseStale(req, key, fence_name, token,
                                      outcome.current, client,
                                      "stale_write_rejected");
+    case Verdict::kPreconditionFailed:
+      co_return context_.RefusePrecondition(
+          req, key, fence_name, token,
+          outcome.etag.empty() ? std::nullopt : std::optional(outcome.etag),
+          client,
+          "the value's entity tag does not meet If-Match / If-None-Match");
     case Verdict::kObserved:
       metrics_.WouldReject();
       if (context_.AdmitLog(fence_name)) {
@@ -117,10 +172,15 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
       }
       break;
     case Verdict::kAccepted:
-      metrics_.WriteAccepted(outcome.decision.advances);
+      // An upstream's 412 is counted as what it is, not as a write.
+      if (!upstream_refused) metrics_.WriteAccepted(outcome.decision.advances);
       break;
   }
   if (result.upstream) {
+    if (upstream_refused) {
+      context_.RecordPreconditionFailed(req, key, fence_name, token,
+                                        std::nullopt, client);
+    }
     // The upstream's answer, with the fence's token.
     Response res = std::move(*result.upstream);
     res.version(req.version());
@@ -139,6 +199,7 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   }
   Response res(status, req.version());
   if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
+  if (!outcome.etag.empty()) res.set(http::field::etag, QuoteTag(outcome.etag));
   if (status != http::status::no_content) res.prepare_payload();
   co_return res;
 }
@@ -197,17 +258,24 @@ BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
     const JsonValue* kind = op.Find("op");
     const JsonValue* key = op.Find("key");
     const JsonValue* value = op.Find("value");
+    const JsonValue* if_match = op.Find("if_match");
+    const JsonValue* if_none_match = op.Find("if_none_match");
     const bool put =
         kind && kind->kind == JsonValue::Kind::kString && kind->text == "put";
     const bool del = kind && kind->kind == JsonValue::Kind::kString &&
                      kind->text == "delete";
+    const std::size_t members =
+        2 + (put ? 1 : 0) + (if_match ? 1 : 0) + (if_none_match ? 1 : 0);
     if (op.kind != JsonValue::Kind::kObject || !(put || del) || !key ||
-        key->kind != JsonValue::Kind::kString ||
-        op.members.size() != (put ? 3u : 2u) || (put && !value) ||
-        (value && value->kind != JsonValue::Kind::kString)) {
+        key->kind != JsonValue::Kind::kString || op.members.size() != members ||
+        (put && !value) || (value && value->kind != JsonValue::Kind::kString) ||
+        (if_match && if_match->kind != JsonValue::Kind::kString) ||
+        (if_none_match && (if_none_match->kind != JsonValue::Kind::kString ||
+                           if_none_match->text != "*"))) {
       out.error = at +
                   "each op is {\"op\": \"put\", \"key\": K, \"value\": "
-                  "base64} or {\"op\": \"delete\", \"key\": K}";
+                  "base64} or {\"op\": \"delete\", \"key\": K}, with "
+                  "\"if_match\": TAG or \"if_none_match\": \"*\" if wanted";
       return out;
     }
     if (fence::KeyError e = fence::ValidateKey(key->text);
@@ -228,7 +296,12 @@ BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
     write.observe = observe;
     write.value = fence::ValueOp{
         put ? fence::ValueOp::Kind::kPut : fence::ValueOp::Kind::kDelete,
-        key->text, ""};
+        key->text, "", ""};
+    if (if_match) BatchIfMatch(if_match->text, &write.precondition);
+    if (if_none_match) {
+      write.precondition.has_none_match = true;
+      write.precondition.none_match_any = true;
+    }
     if (put && !DecodeBase64(value->text, &write.value->body)) {
       out.error = at + "value is not standard, padded base64";
       out.key = key->text;
@@ -269,6 +342,15 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
       co_await storage::AsyncCommit(fences_, std::move(batch));
 
   using Verdict = fence::WriteOutcome::Verdict;
+  if (outcome.verdict == Verdict::kPreconditionFailed) {
+    const std::size_t at = fence::FirstNotApplied(outcome);
+    const fence::WriteOutcome& failed = outcome.batch[at];
+    co_return context_.RefusePrecondition(
+        req, keys[at], std::string(scopes_.FenceFor(keys[at])), token,
+        failed.etag.empty() ? std::nullopt : std::optional(failed.etag), client,
+        "op " + std::to_string(at) +
+            ": the value's entity tag does not meet if_match / if_none_match");
+  }
   if (outcome.verdict == Verdict::kRejected) {
     const std::size_t at = outcome.batch.size() - 1;
     const fence::WriteOutcome& stale = outcome.batch.back();
@@ -293,7 +375,12 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
     if (i > 0) body += ",";
     body += "{\"key\":";
     AppendJsonString(&body, keys[i]);
-    body += ",\"status\":" + std::to_string(status) + "}";
+    body += ",\"status\":" + std::to_string(status);
+    if (!one.etag.empty()) {
+      body += ",\"etag\":";
+      AppendJsonString(&body, QuoteTag(one.etag));
+    }
+    body += "}";
   }
   body += "]}\n";
   Response res =

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,7 +13,8 @@
 
 namespace fencepost::proxy {
 
-// One refused stale write, for the incident review: what the zombie tried.
+// One refused write, for the incident review: what a zombie tried (a stale
+// token), or a write whose precondition did not hold.
 struct Rejection {
   std::int64_t time_ns = 0;  // Unix time
   std::string key;
@@ -22,6 +24,10 @@ struct Rejection {
   std::string client;  // address:port
   std::size_t body_length = 0;
   std::string body_sha256;  // lower-case hex
+  // "stale_token", or "precondition_failed" with the value's entity tag as
+  // ETag spells it (nullopt: no value).
+  std::string reason = "stale_token";
+  std::optional<std::string> current_etag;
 };
 
 // The most recent rejected writes in a bounded in-memory ring

@@ -91,6 +91,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kTooManyLeases:
       return {http::status::insufficient_storage, "too-many-leases",
               "Too many live leases"};
+    case ProblemType::kPreconditionFailed:
+      return {http::status::precondition_failed, "precondition-failed",
+              "The value's entity tag does not meet the precondition"};
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }
@@ -169,6 +172,14 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
   if (problem.holder) {
     body += ",\"holder\":";
     AppendJsonString(&body, *problem.holder);
+  }
+  if (problem.with_current_etag) {
+    body += ",\"current_etag\":";
+    if (problem.current_etag) {
+      AppendJsonString(&body, *problem.current_etag);
+    } else {
+      body += "null";
+    }
   }
   if (problem.expires_in_ms) {
     body += ",\"expires_in_ms\":" + std::to_string(*problem.expires_in_ms);

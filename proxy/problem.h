@@ -37,7 +37,8 @@ enum class ProblemType {
   kStoreUnavailable,    // --fence-store etcd://: etcd down or without quorum
   kTokensExhausted,     // a grant on a fence at the largest token
   kTooManyLeases,       // a grant past --max-leases live leases
-  kLast = kTooManyLeases,
+  kPreconditionFailed,  // If-Match / If-None-Match does not hold
+  kLast = kPreconditionFailed,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,
@@ -63,6 +64,10 @@ struct Problem {
   // Leases: the live holder and how long its lease has left.
   std::optional<std::string> holder;
   std::optional<std::int64_t> expires_in_ms;
+  // precondition-failed: the value's entity tag as ETag spells it (quoted),
+  // or null when there is no value.
+  bool with_current_etag = false;
+  std::optional<std::string> current_etag;
 };
 
 // The one mapping from an error case to its HTTP status.

@@ -99,7 +99,8 @@ Response RouteContext::RefuseStale(const Request& req, const std::string& key,
                     std::chrono::system_clock::now().time_since_epoch())
                     .count(),
                 key, fence_name, token, current.value_or(0), client,
-                req.body().size(), Sha256Hex(req.body())});
+                req.body().size(), Sha256Hex(req.body()), "stale_token",
+                std::nullopt});
   if (log_limiter_.Admit(fence_name)) {
     LogEvent(spdlog::level::info, event, "stale write rejected",
              {{"key", key},
@@ -109,6 +110,49 @@ Response RouteContext::RefuseStale(const Request& req, const std::string& key,
               {"client", client}});
   }
   return Problemed(req, StaleToken(key, token, current));
+}
+
+void RouteContext::RecordPreconditionFailed(
+    const Request& req, const std::string& key, const std::string& fence_name,
+    fence::Token token, const std::optional<std::string>& current_tag,
+    const std::string& client) {
+  metrics_.WriteRejected(RejectReason::kPreconditionFailed);
+  Rejection entry{std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count(),
+                  key,
+                  fence_name,
+                  token,
+                  token,
+                  client,
+                  req.body().size(),
+                  Sha256Hex(req.body()),
+                  "precondition_failed",
+                  std::nullopt};
+  if (current_tag) entry.current_etag = QuoteTag(*current_tag);
+  journal_.Add(std::move(entry));
+  if (log_limiter_.Admit(fence_name)) {
+    LogEvent(spdlog::level::info, "precondition_failed",
+             "write refused: its precondition does not hold",
+             {{"key", key},
+              {"fence", fence_name},
+              {"presented_token", std::to_string(token), true},
+              {"current_etag", current_tag ? QuoteTag(*current_tag) : "null"},
+              {"client", client}});
+  }
+}
+
+Response RouteContext::RefusePrecondition(
+    const Request& req, const std::string& key, const std::string& fence_name,
+    fence::Token token, const std::optional<std::string>& current_tag,
+    const std::string& client, std::string detail) {
+  RecordPreconditionFailed(req, key, fence_name, token, current_tag, client);
+  Problem problem(ProblemType::kPreconditionFailed, std::move(detail), key);
+  problem.with_current_etag = true;
+  if (current_tag) problem.current_etag = QuoteTag(*current_tag);
+  Response res = Problemed(req, std::move(problem));
+  if (current_tag) res.set(http::field::etag, QuoteTag(*current_tag));
+  return res;
 }
 
 Response RouteContext::StorageFailure(const Request& req, std::error_code error,

@@ -67,6 +67,21 @@ class RouteContext {
                        const std::string& fence_name, fence::Token token,
                        std::optional<fence::Token> current,
                        const std::string& client, std::string_view event);
+  // A write (or batch op) whose If-Match / If-None-Match did not hold,
+  // after its token was accepted: counts it, records it in the journal and
+  // logs it as RefuseStale does (RecordPreconditionFailed alone, for an
+  // upstream's 412 that is relayed as it is). `current_tag` is the value's
+  // entity tag, unquoted (nullopt: no value or not known). Returns the 412
+  // with `detail`, `current_etag` and ETag.
+  void RecordPreconditionFailed(const Request& request, const std::string& key,
+                                const std::string& fence_name,
+                                fence::Token token,
+                                const std::optional<std::string>& current_tag,
+                                const std::string& client);
+  Response RefusePrecondition(const Request& request, const std::string& key,
+                              const std::string& fence_name, fence::Token token,
+                              const std::optional<std::string>& current_tag,
+                              const std::string& client, std::string detail);
   // The one answer to a storage error: its problem (with Retry-After: the
   // backend's `retry_after` seconds when it gives them, 1 when overloaded),
   // its count (overloaded, upstream outcome unknown, backend error) and,

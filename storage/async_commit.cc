@@ -60,6 +60,7 @@ fence::FencedWrite ToFencedWrite(const WriteRequest& request) {
   write.fence = request.fence;
   write.token = request.token;
   write.observe = request.observe;
+  write.precondition = request.precondition;
   return write;
 }
 
@@ -68,7 +69,8 @@ fence::FencedWrite WithValue(WriteRequest request) {
   write.value = fence::ValueOp{request.kind == WriteKind::kDelete
                                    ? fence::ValueOp::Kind::kDelete
                                    : fence::ValueOp::Kind::kPut,
-                               std::move(request.key), std::move(request.body)};
+                               std::move(request.key), std::move(request.body),
+                               std::move(request.content_type)};
   return write;
 }
 

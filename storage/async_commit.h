@@ -35,7 +35,8 @@ Awaitable<fence::WriteOutcome> AsyncCommit(Fences& fences,
 Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> CommitFenceInTurn(
     Fences& fences, const WriteRequest& request);
 
-// The fence part of `request` (fence, token, observe; no value): the one
+// The fence part of `request` (fence, token, observe, precondition; no
+// value): the one
 // place a WriteRequest becomes a fence write. Cannot fail.
 fence::FencedWrite ToFencedWrite(const WriteRequest& request);
 // The same with its value (a put's body, or a delete), for the engines that

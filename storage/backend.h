@@ -38,6 +38,10 @@ struct WriteRequest {
   std::optional<fence::Token> token;  // nullopt only in observe mode
   bool observe = false;
   std::string body;
+  std::string content_type;  // as sent; empty: none
+  // If-Match / If-None-Match, checked after the token by the engine (a
+  // forwarding backend sends them upstream in `original` instead).
+  fence::Precondition precondition;
   const HttpRequest* original = nullptr;  // for backends that forward it
 };
 
@@ -58,6 +62,8 @@ struct ReadResult {
   std::string body;
   std::optional<fence::Token> token;  // the token of the write that stored it
   std::size_t size = 0;               // the value's size, also for HEAD
+  std::string etag;          // its entity tag (empty: the backend has none)
+  std::string content_type;  // as stored; empty: none was sent
   std::error_code error;
   std::optional<HttpResponse> upstream;  // a forwarding backend's answer
   std::string detail;  // with an error: what failed, for the log line
@@ -85,15 +91,21 @@ class Backend {
   // Whether values live with their fences (LMDB, or etcd), so a batch of
   // writes can be applied atomically (POST /).
   virtual bool supports_batches() const { return false; }
+  // Whether If-Match, If-None-Match and Content-Type go to another store
+  // with the request (`original`), which decides them; else the backend
+  // keeps entity tags and checks preconditions itself.
+  virtual bool forwards_preconditions() const { return false; }
   // The value of `request.key`: found false when there is none. Errors in
   // ReadResult::error (see above and the implementation). The caller keeps
   // `request` (and its `original`) alive until the awaitable completes.
   virtual Awaitable<ReadResult> Read(const ReadRequest& request) = 0;
-  // Checks the fence, advances it and stores (or deletes) the value: the
-  // verdict in WriteResult::outcome (kAccepted, kObserved, kRejected when
-  // stale, kFailed with outcome.error on any error; see above and the
-  // implementation). Takes `request` by value: pass it with std::move. Its
-  // `original`, when set, must outlive the awaitable.
+  // Checks the fence, then the precondition, advances the fence and stores
+  // (or deletes) the value: the verdict in WriteResult::outcome (kAccepted,
+  // kObserved, kRejected when stale, kPreconditionFailed with the current
+  // tag in outcome.etag, kFailed with outcome.error on any error; see above
+  // and the implementation); an applied put's new tag in outcome.etag. Takes
+  // `request` by value: pass it with std::move. Its `original`, when set, must
+  // outlive the awaitable.
   virtual Awaitable<WriteResult> Write(WriteRequest request) = 0;
   // Whether the backend can serve now (for /readyz). Never fails.
   virtual Awaitable<bool> Ready() = 0;

@@ -80,6 +80,7 @@ class HttpBackend : public Backend {
 
   std::string_view name() const override { return "http"; }
   bool supports_post_patch() const override { return true; }
+  bool forwards_preconditions() const override { return true; }
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;

@@ -20,6 +20,8 @@ Awaitable<ReadResult> LmdbBackend::Read(const ReadRequest& request) {
     result.found = logged->present;
     if (logged->present) {
       result.token = logged->token;
+      result.etag = fence::TagOf(logged->seq);
+      result.content_type = logged->content_type;
       result.size = logged->body.size();
       if (!request.head) result.body = logged->body;
     }
@@ -39,6 +41,8 @@ Awaitable<ReadResult> LmdbBackend::Read(const ReadRequest& request) {
   }
   result.found = stored.found;
   result.token = stored.token;
+  if (stored.found) result.etag = fence::TagOf(stored.seq);
+  result.content_type.assign(stored.content_type);
   result.size = stored.body.size();
   if (!request.head) result.body.assign(stored.body);
   co_return result;
