@@ -24,6 +24,8 @@ Awaitable<ReadResult> FsBackend::Read(const ReadRequest& request) {
   result.body = std::move(value.body);
   result.size = value.size;
   result.token = value.token;
+  result.etag = std::move(value.etag);
+  result.content_type = std::move(value.content_type);
   co_return result;
 }
 
@@ -32,30 +34,54 @@ Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   const bool remove = request.kind == WriteKind::kDelete;
   FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
 
+  fence::FencedWrite write = ToFencedWrite(request);
+  const bool conditional = !write.precondition.empty();
+  fence::ValueNow before;
   const std::error_code refused = co_await RunBlocking<std::error_code>(
-      pool_,
-      [this, &request, remove] { return tree_.Check(request.key, remove); });
+      pool_, [this, &request, remove, conditional, &before] {
+        std::error_code e = tree_.Check(request.key, remove);
+        if (!e && conditional) e = tree_.Current(request.key, &before);
+        return e;
+      });
   if (refused) {
     result.outcome.error = refused;
     co_return result;
   }
-
-  auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
+  // The rulebook decides the precondition over the file as read under the
+  // key's turn, after the token.
+  write.value_now = before;
+  auto [outcome, shared_turn] = co_await fences_.CommitInTurn(std::move(write));
   result.outcome = std::move(outcome);
   if (!fence::Applied(result.outcome)) co_return result;
 
   bool created = false;
-  const std::error_code failed = co_await RunBlocking<std::error_code>(
-      pool_, [this, &request, remove, &created] {
+  bool changed = false;  // since it was read: by another replica, say
+  std::string etag;
+  const std::error_code failed =
+      co_await RunBlocking<std::error_code>(pool_, [&] {
+        if (conditional) {
+          fence::ValueNow now;
+          if (auto e = tree_.Current(request.key, &now)) return e;
+          if (now.exists != before.exists || now.tag != before.tag) {
+            changed = true;
+            result.outcome.etag = now.tag;
+            return std::error_code{};
+          }
+        }
         return remove ? tree_.Remove(request.key)
                       : tree_.Write(request.key, request.body, request.token,
-                                    &created);
+                                    request.content_type, &created, &etag);
       });
   // The file is written (or the write failed without touching it).
   fences_.EndTurn(std::move(shared_turn), std::chrono::milliseconds(0));
   if (failed) {
     result.outcome.verdict = fence::WriteOutcome::Verdict::kFailed;
     result.outcome.error = failed;
+  } else if (changed) {
+    // The fence has moved to this write's token, which is always safe.
+    result.outcome.verdict = fence::WriteOutcome::Verdict::kPreconditionFailed;
+  } else if (!remove) {
+    result.outcome.etag = std::move(etag);
   }
   result.created = created;
   co_return result;

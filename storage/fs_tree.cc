@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -20,6 +21,10 @@ namespace {
 
 constexpr std::string_view kTempPrefix = ".fencepost-tmp.";
 constexpr const char* kTokenXattr = "user.fencepost.token";
+constexpr const char* kTagXattr = "user.fencepost.etag";
+constexpr const char* kTypeXattr = "user.fencepost.content-type";
+constexpr const char* kFormatXattr = "user.fencepost.format";
+constexpr int kFormat = 2;
 constexpr std::size_t kMaxSegment = 255;
 
 // An owned file descriptor.
@@ -137,6 +142,44 @@ std::string TempName() {
   return name;
 }
 
+// An attribute of the open file `fd`, of at most 255 bytes; empty when it
+// has none.
+std::string Attribute(int fd, const char* name) {
+  char text[256];
+  const ssize_t n = ::fgetxattr(fd, name, text, sizeof text);
+  return n > 0 ? std::string(text, static_cast<std::size_t>(n)) : "";
+}
+
+// Sets an attribute of the open file `fd`; 0 (also where the file system
+// keeps no user attributes) or the errno.
+int SetAttribute(int fd, const char* name, std::string_view value) {
+  if (::fsetxattr(fd, name, value.data(), value.size(), 0) == 0) return 0;
+  return errno == ENOTSUP ? 0 : errno;
+}
+
+// The entity tag of the open file `fd` (see FsTree).
+std::string TagOfFile(int fd, const struct stat& st) {
+  std::string tag = Attribute(fd, kTagXattr);
+  if (!tag.empty()) return tag;
+  char text[64];
+  const int n = std::snprintf(
+      text, sizeof text, "s%llx-%llx-%llx",
+      static_cast<unsigned long long>(st.st_ino),
+      static_cast<unsigned long long>(st.st_mtim.tv_sec) * 1000000000ull +
+          static_cast<unsigned long long>(st.st_mtim.tv_nsec),
+      static_cast<unsigned long long>(st.st_size));
+  return std::string(text, static_cast<std::size_t>(n));
+}
+
+// A new random tag: 16 hex digits.
+std::string NewTag() {
+  thread_local std::mt19937_64 random{std::random_device{}()};
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(random()));
+  return text;
+}
+
 bool WriteAll(int fd, std::string_view data) {
   while (!data.empty()) {
     const ssize_t n = ::write(fd, data.data(), data.size());
@@ -164,6 +207,12 @@ FsTree::FsTree(const std::string& dir, bool exclusive) {
     throw std::runtime_error("fs: backend directory " + dir +
                              " is not writable: " + std::strerror(error));
   }
+  try {
+    CheckFormat(dir);
+  } catch (...) {
+    ::close(dir_fd_);
+    throw;
+  }
   // One process per directory, whatever its data directory: writes to a
   // fence are ordered within a process only (unless replicas share turns).
   // The lock is on the directory itself, so nothing is added to it.
@@ -180,6 +229,27 @@ FsTree::FsTree(const std::string& dir, bool exclusive) {
 
 FsTree::~FsTree() {
   if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+void FsTree::CheckFormat(const std::string& dir) const {
+  const std::string found = Attribute(dir_fd_, kFormatXattr);
+  if (found.empty()) {
+    if (const int e =
+            SetAttribute(dir_fd_, kFormatXattr, std::to_string(kFormat));
+        e != 0) {
+      throw std::runtime_error(
+          "fs: backend directory " + dir +
+          ": cannot record its format: " + std::strerror(e));
+    }
+    return;
+  }
+  if (found != std::to_string(kFormat)) {
+    throw std::runtime_error(
+        "fs: backend directory " + dir +
+        " was written by another release of fencepost (format " + found +
+        "; this release reads formats 1 and " + std::to_string(kFormat) +
+        "): serve it with that release or a later one");
+  }
 }
 
 int FsTree::ProbeWrite() const {
@@ -253,17 +323,42 @@ std::error_code FsTree::Read(std::string_view key, bool head,
     value->body.resize(done);
     value->size = done;
   }
-  char token[32];
-  const ssize_t n = ::fgetxattr(file.get(), kTokenXattr, token, sizeof token);
-  if (n > 0) {
-    value->token = fence::ParseToken(std::string_view(token, n));
+  if (const std::string token = Attribute(file.get(), kTokenXattr);
+      !token.empty()) {
+    value->token = fence::ParseToken(token);
   }
+  value->etag = TagOfFile(file.get(), st);
+  value->content_type = Attribute(file.get(), kTypeXattr);
+  return {};
+}
+
+std::error_code FsTree::Current(std::string_view key,
+                                fence::ValueNow* now) const {
+  *now = fence::ValueNow{};
+  std::vector<std::string> segments;
+  if (auto error = Split(key, &segments)) return error;
+  Fd parent;
+  bool missing = false;
+  auto error = OpenParent(dir_fd_, segments, false, &parent, &missing);
+  if (error == Errc::kCollision) return {};  // a file where a directory is
+  if (error || missing) return error;
+  Fd file(::openat(parent.get(), segments.back().c_str(),
+                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (file.get() < 0) {
+    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
+  }
+  struct stat st;
+  if (::fstat(file.get(), &st) != 0) return FromErrno(errno);
+  if (!S_ISREG(st.st_mode)) return {};  // a directory: no value
+  now->exists = true;
+  now->tag = TagOfFile(file.get(), st);
   return {};
 }
 
 std::error_code FsTree::Write(std::string_view key, std::string_view body,
                               std::optional<fence::Token> token,
-                              bool* created) const {
+                              std::string_view content_type, bool* created,
+                              std::string* etag) const {
   std::vector<std::string> segments;
   if (auto error = Split(key, &segments)) return error;
   Fd parent;
@@ -299,15 +394,18 @@ std::error_code FsTree::Write(std::string_view key, std::string_view body,
     return FromErrno(e);
   };
   if (!WriteAll(file.get(), body)) return fail(errno);
-  if (token) {
-    const std::string text = std::to_string(*token);
-    if (::fsetxattr(file.get(), kTokenXattr, text.data(), text.size(), 0) !=
-            0 &&
-        errno != ENOTSUP) {
-      return fail(errno);
-    }
+  *etag = NewTag();
+  int e =
+      token ? SetAttribute(file.get(), kTokenXattr, std::to_string(*token)) : 0;
+  if (e == 0) e = SetAttribute(file.get(), kTagXattr, *etag);
+  if (e == 0 && !content_type.empty()) {
+    e = SetAttribute(file.get(), kTypeXattr, content_type);
   }
+  if (e != 0) return fail(e);
   if (::fsync(file.get()) != 0) return fail(errno);
+  // Where the file system keeps no attributes, the tag is the stat one.
+  if (::fstat(file.get(), &st) != 0) return fail(errno);
+  *etag = TagOfFile(file.get(), st);
   file.Reset(-1);
   if (::renameat(parent.get(), temp.c_str(), parent.get(), leaf.c_str()) != 0) {
     return fail(errno);

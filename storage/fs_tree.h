@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "fence/token.h"
+#include "fence/write.h"
 
 namespace fencepost::storage {
 
@@ -15,6 +16,8 @@ struct FsValue {
   std::string body;  // empty for a HEAD
   std::size_t size = 0;
   std::optional<fence::Token> token;  // from the user.fencepost.token xattr
+  std::string etag;                   // see FsTree (Entity tags)
+  std::string content_type;  // user.fencepost.content-type; empty: none
 };
 
 // The files of the fs: backend: key "a/b/c" is the file DIR/a/b/c, so other
@@ -35,6 +38,15 @@ struct FsValue {
 // directories are fsynced into their parents. Keys whose last segment starts
 // with `.fencepost-tmp.` are refused (400).
 //
+// Entity tags: each write stores a new random 64-bit tag in the file's
+// user.fencepost.etag attribute (and the Content-Type in
+// user.fencepost.content-type). A file without one (written by another
+// program, or before entity tags) has a tag made from its inode number,
+// modification time and size, which a write by fencepost replaces. The
+// directory's user.fencepost.format attribute records the format (2); a
+// directory without one (format 1) is marked at open, its files kept as
+// they are; a newer format is refused.
+//
 // Thread safety: all methods may run concurrently; callers serialize writes
 // to one key (the backend holds the key's fence).
 class FsTree {
@@ -54,8 +66,13 @@ class FsTree {
   // it was.
   std::error_code Check(std::string_view key, bool remove) const;
   std::error_code Read(std::string_view key, bool head, FsValue* value) const;
+  // Whether `key` has a value now, and its tag.
+  std::error_code Current(std::string_view key, fence::ValueNow* now) const;
+  // Writes the value with a new tag (into `*etag`).
   std::error_code Write(std::string_view key, std::string_view body,
-                        std::optional<fence::Token> token, bool* created) const;
+                        std::optional<fence::Token> token,
+                        std::string_view content_type, bool* created,
+                        std::string* etag) const;
   // Removes the file; a missing file (or a directory) is not an error.
   std::error_code Remove(std::string_view key) const;
   // Whether DIR is still there and a file can still be made in it.
@@ -64,6 +81,8 @@ class FsTree {
  private:
   // Creates and removes a reserved file in DIR; 0 or the errno.
   int ProbeWrite() const;
+  // Checks and records DIR's format (see Entity tags); throws when newer.
+  void CheckFormat(const std::string& dir) const;
 
   int dir_fd_ = -1;
 };

@@ -76,7 +76,7 @@ void BM_CommitBatch(benchmark::State& state) {
       FencedWrite write;
       write.fence = "/bench/" + std::to_string(key++ % 10000);
       write.token = ++token;
-      write.value = ValueOp{ValueOp::Kind::kPut, write.fence, body};
+      write.value = ValueOp{ValueOp::Kind::kPut, write.fence, body, ""};
       committer.Submit(std::move(write),
                        [&done](WriteOutcome) { done.count_down(); });
     }

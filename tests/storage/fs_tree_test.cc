@@ -1,6 +1,7 @@
 #include "storage/fs_tree.h"
 
 #include <gtest/gtest.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -24,7 +25,8 @@ class FsTreeTest : public ::testing::Test {
   std::error_code Put(const std::string& key, const std::string& body,
                       std::optional<fence::Token> token = 1) {
     bool created = false;
-    return tree_.Write(key, body, token, &created);
+    std::string etag;
+    return tree_.Write(key, body, token, "", &created, &etag);
   }
   // Nothing but `secret` is ever in the directory beside the store.
   void ExpectOutsideUntouched() {
@@ -52,9 +54,10 @@ class FsTreeTest : public ::testing::Test {
 
 TEST_F(FsTreeTest, RoundTripWithTokenAndAtomicReplace) {
   bool created = false;
-  ASSERT_FALSE(tree_.Write("orders/1", "from A", 33, &created));
+  std::string etag;
+  ASSERT_FALSE(tree_.Write("orders/1", "from A", 33, "", &created, &etag));
   EXPECT_TRUE(created);
-  ASSERT_FALSE(tree_.Write("orders/1", "from B", 34, &created));
+  ASSERT_FALSE(tree_.Write("orders/1", "from B", 34, "", &created, &etag));
   EXPECT_FALSE(created);
   EXPECT_EQ(testing::ReadFile(root_ / "orders/1"), "from B");
 
@@ -129,6 +132,56 @@ TEST_F(FsTreeTest, EmptyBodyAndNoToken) {
   EXPECT_TRUE(value.found);
   EXPECT_EQ(value.size, 0u);
   EXPECT_FALSE(value.token);
+}
+
+TEST_F(FsTreeTest, EachWriteHasANewTagKeptWithTheFileAndItsContentType) {
+  bool created = false;
+  std::string first, second;
+  ASSERT_FALSE(tree_.Write("doc", "same", 7, "text/plain", &created, &first));
+  ASSERT_FALSE(tree_.Write("doc", "same", 7, "text/csv", &created, &second));
+  EXPECT_FALSE(first.empty());
+  EXPECT_NE(first, second);  // the same body and token: still a new tag
+  FsValue value;
+  ASSERT_FALSE(tree_.Read("doc", false, &value));
+  EXPECT_EQ(value.etag, second);
+  EXPECT_EQ(value.content_type, "text/csv");
+  fence::ValueNow now;
+  ASSERT_FALSE(tree_.Current("doc", &now));
+  EXPECT_TRUE(now.exists);
+  EXPECT_EQ(now.tag, second);
+  ASSERT_FALSE(tree_.Current("nothing/here", &now));
+  EXPECT_FALSE(now.exists);
+}
+
+TEST_F(FsTreeTest, AFileWrittenByAnotherProgramHasATagFromItsStat) {
+  std::ofstream(root_ / "foreign") << "written elsewhere";
+  fence::ValueNow before;
+  ASSERT_FALSE(tree_.Current("foreign", &before));
+  ASSERT_TRUE(before.exists);
+  EXPECT_EQ(before.tag.front(), 's');
+  FsValue value;
+  ASSERT_FALSE(tree_.Read("foreign", true, &value));
+  EXPECT_EQ(value.etag, before.tag);  // stable while the file is
+  ASSERT_FALSE(Put("foreign", "rewritten"));
+  fence::ValueNow after;
+  ASSERT_FALSE(tree_.Current("foreign", &after));
+  EXPECT_NE(after.tag, before.tag);
+}
+
+TEST_F(FsTreeTest, ADirectoryOfANewerFormatIsRefused) {
+  const fs::path dir = root_.parent_path() / "newer";
+  fs::create_directories(dir);
+  ASSERT_EQ(::setxattr(dir.c_str(), "user.fencepost.format", "3", 1, 0), 0);
+  EXPECT_THROW(FsTree{dir.string()}, std::runtime_error);
+  // One of the previous release (no format recorded) is marked as 2.
+  const fs::path old = root_.parent_path() / "older";
+  fs::create_directories(old);
+  { FsTree tree{old.string()}; }
+  char format[8] = {};
+  ASSERT_EQ(
+      ::getxattr(old.c_str(), "user.fencepost.format", format, sizeof format),
+      1);
+  EXPECT_EQ(std::string(format), "2");
 }
 
 }  // namespace
