@@ -535,6 +535,30 @@ Result Client::Delete(std::string_view key, std::uint64_t token) {
   return Send("DELETE", "/" + EncodeKey(key), TokenHeader(token));
 }
 
+namespace {
+
+Headers WithCondition(Headers headers, const Condition& condition) {
+  if (!condition.if_match.empty()) {
+    headers.emplace_back("If-Match", condition.if_match);
+  }
+  if (condition.if_none_match) headers.emplace_back("If-None-Match", "*");
+  return headers;
+}
+
+}  // namespace
+
+Result Client::Put(std::string_view key, std::uint64_t token, std::string body,
+                   const Condition& condition) {
+  return Send("PUT", "/" + EncodeKey(key),
+              WithCondition(TokenHeader(token), condition), std::move(body));
+}
+
+Result Client::Delete(std::string_view key, std::uint64_t token,
+                      const Condition& condition) {
+  return Send("DELETE", "/" + EncodeKey(key),
+              WithCondition(TokenHeader(token), condition));
+}
+
 Result Client::Get(std::string_view key) {
   return Send("GET", "/" + EncodeKey(key));
 }
@@ -558,6 +582,10 @@ Result Client::Batch(std::uint64_t token, const std::vector<BatchOp>& ops) {
       body += Base64Encode(op.value);
       body += '"';
     }
+    if (!op.condition.if_match.empty()) {
+      body += ",\"if_match\":" + JsonQuote(op.condition.if_match);
+    }
+    if (op.condition.if_none_match) body += ",\"if_none_match\":\"*\"";
     body += '}';
   }
   body += "]}";

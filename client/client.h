@@ -71,13 +71,26 @@ struct Result {
 
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
+// What a write asks of the value it replaces (SPEC "Conditional writes"),
+// checked by the server after the token: 412 precondition-failed when it
+// does not hold, and nothing changes.
+struct Condition {
+  // If-Match: an entity tag as the server spells it in ETag, quotes and
+  // all (Get's response.header("etag")), or "*" for "a value exists"; ""
+  // for none.
+  std::string if_match;
+  // If-None-Match: *: only when there is no value (create-only).
+  bool if_none_match = false;
+};
+
 // One write of a batch (SPEC "Batches"): a PUT of `value` to `key`, or a
-// DELETE of `key` (its `value` is not sent).
+// DELETE of `key` (its `value` is not sent), with its condition, if any.
 struct BatchOp {
   enum class Kind { kPut, kDelete };
   Kind kind = Kind::kPut;
   std::string key;    // as it is, not percent-encoded; valid UTF-8
   std::string value;  // kPut: the bytes to store, any bytes (even none)
+  Condition condition;
 };
 
 // A blocking HTTP/1.1 client for one fencepost port: one base URL, one
@@ -126,17 +139,24 @@ class Client {
   // Data port. `token` goes in the Fencing-Token field.
   Result Put(std::string_view key, std::uint64_t token, std::string body);
   Result Delete(std::string_view key, std::uint64_t token);
+  // The same with a precondition: 412 (with current_etag) when it does not
+  // hold. A read-modify-write reads with Get, keeps its ETag and writes
+  // with Condition{etag}, again from the read after a 412.
+  Result Put(std::string_view key, std::uint64_t token, std::string body,
+             const Condition& condition);
+  Result Delete(std::string_view key, std::uint64_t token,
+                const Condition& condition);
   Result Get(std::string_view key);
   // POST / with Fencing-Token and {"ops": [...]}: every op of `ops`, in
   // order, applied in one transaction or none (SPEC "Batches"; lmdb or
-  // etcd backend). Values go base64-encoded; keys as JSON strings (a key that is
-  // not UTF-8 makes a body the server refuses). Nothing is checked here:
-  // the server answers 200 with the results document (ParseBatchResults),
-  // 409 stale-token naming the first stale op's key and current_token
-  // (nothing was applied), 400 for a bad body, op or key, no ops, more than
-  // 1000, a key named twice or keys of different --lmdb-shards shards, 413
-  // for a body over its --max-body, and 405 with fs: or http:// backends.
-  // Like a PUT, a batch whose answer was lost is never resent.
+  // etcd backend). Values go base64-encoded; keys as JSON strings (a key that
+  // is not UTF-8 makes a body the server refuses). Nothing is checked here: the
+  // server answers 200 with the results document (ParseBatchResults), 409
+  // stale-token naming the first stale op's key and current_token (nothing was
+  // applied), 400 for a bad body, op or key, no ops, more than 1000, a key
+  // named twice or keys of different --lmdb-shards shards, 413 for a body over
+  // its --max-body, and 405 with fs: or http:// backends. Like a PUT, a batch
+  // whose answer was lost is never resent.
   Result Batch(std::uint64_t token, const std::vector<BatchOp>& ops);
 
   // Admin port. Bodies are the documents of client/documents.h.

@@ -39,12 +39,13 @@ struct WalRecord {
 
 // The largest record payload the log writes and recovery reads back; a
 // longer length in a frame is a torn or stale frame.
-inline constexpr std::size_t kMaxRecordPayload = 256u << 20;
+inline constexpr std::size_t kMaxRecordPayload = (256u << 20) + 256;
 // The largest value a record holds with a key and fence name of up to
 // kMaxNameBytes each: no request body the embedded backend accepts may be
 // larger, or its acknowledged write would be lost at recovery.
 inline constexpr std::size_t kMaxValueBytes =
     kMaxRecordPayload - 42 - 256 - 2 * kMaxNameBytes;
+static_assert(kMaxValueBytes == 268433366);  // --max-body's documented cap
 
 // CRC-32C (Castagnoli) of `data`, with SSE 4.2 when the CPU has it.
 std::uint32_t Crc32c(std::string_view data);

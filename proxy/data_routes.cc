@@ -116,20 +116,8 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   write.key = key;
   if (state == TokenState::kOk) write.token = token;
   write.observe = observe;
-  if (!backend_.forwards_preconditions()) {
-    if (std::string e = ReadPreconditions(req, &write.precondition);
-        !e.empty()) {
-      co_return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
-    }
-    const std::string_view type = req[http::field::content_type];
-    if (type.size() > fence::kMaxContentTypeBytes) {
-      co_return Problemed(
-          req, {ProblemType::kBadRequest,
-                "Content-Type is longer than " +
-                    std::to_string(fence::kMaxContentTypeBytes) + " bytes",
-                key});
-    }
-    if (write.kind == storage::WriteKind::kPut) write.content_type = type;
+  if (std::optional<Response> bad = TakeConditions(req, key, write)) {
+    co_return std::move(*bad);
   }
   write.body = req.body();
   write.original = &req;
@@ -176,8 +164,36 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
       if (!upstream_refused) metrics_.WriteAccepted(outcome.decision.advances);
       break;
   }
+  co_return Answer(req, key, fence_name, token, client, result);
+}
+
+std::optional<Response> DataRoutes::TakeConditions(
+    const Request& req, const std::string& key,
+    storage::WriteRequest& write) const {
+  // A forwarding backend's upstream gets them with the request.
+  if (backend_.forwards_preconditions()) return std::nullopt;
+  if (std::string e = ReadPreconditions(req, &write.precondition); !e.empty()) {
+    return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
+  }
+  const std::string_view type = req[http::field::content_type];
+  if (type.size() > fence::kMaxContentTypeBytes) {
+    return Problemed(
+        req, {ProblemType::kBadRequest,
+              "Content-Type is longer than " +
+                  std::to_string(fence::kMaxContentTypeBytes) + " bytes",
+              key});
+  }
+  if (write.kind == storage::WriteKind::kPut) write.content_type = type;
+  return std::nullopt;
+}
+
+Response DataRoutes::Answer(const Request& req, const std::string& key,
+                            const std::string& fence_name, fence::Token token,
+                            const std::string& client,
+                            storage::WriteResult& result) {
+  const fence::WriteOutcome& outcome = result.outcome;
   if (result.upstream) {
-    if (upstream_refused) {
+    if (result.upstream->result() == http::status::precondition_failed) {
       context_.RecordPreconditionFailed(req, key, fence_name, token,
                                         std::nullopt, client);
     }
@@ -187,7 +203,7 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
     if (outcome.current) {
       res.set(kTokenHeader, std::to_string(*outcome.current));
     }
-    co_return res;
+    return res;
   }
   // PUT: 201 when it made the value, else 200 with an empty body. DELETE:
   // 204, which RFC 9110 forbids to carry Content-Length.
@@ -201,7 +217,7 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
   if (!outcome.etag.empty()) res.set(http::field::etag, QuoteTag(outcome.etag));
   if (status != http::status::no_content) res.prepare_payload();
-  co_return res;
+  return res;
 }
 
 namespace {

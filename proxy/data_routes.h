@@ -5,6 +5,7 @@
 #include <utility>
 // clang-format on
 
+#include <optional>
 #include <string>
 
 #include "fence/scope.h"
@@ -36,6 +37,17 @@ class DataRoutes : private RouteUnit {
   Awaitable<Response> Batch(const Request& request, const std::string& client);
   // POST / on a backend that cannot apply several writes at once.
   Response BatchesUnsupported(const Request& request) const;
+
+ private:
+  // The preconditions and Content-Type of `request` into `write`, or the
+  // 400 that refuses them (nothing, for a backend that forwards them).
+  std::optional<Response> TakeConditions(const Request& request,
+                                         const std::string& key,
+                                         storage::WriteRequest& write) const;
+  // The answer to an applied write: the upstream's, or 201, 200 or 204.
+  Response Answer(const Request& request, const std::string& key,
+                  const std::string& fence_name, fence::Token token,
+                  const std::string& client, storage::WriteResult& result);
 };
 
 }  // namespace fencepost::proxy

@@ -475,11 +475,11 @@ TEST_F(BatchServiceTest, AppliesEveryOpAtOneToken) {
       Post(R"({"ops":[)" + PutOp("job/state", "cnVubmluZw==") + "," +
            PutOp("job/ckpt", "") + R"(,{"op":"delete","key":"job/old"}]})");
   EXPECT_EQ(r.result_int(), 200) << r.body();
-  EXPECT_EQ(
-      r.body(),
-      R"({"results":[{"key":"job/state","status":201},)"
-      R"({"key":"job/ckpt","status":201},{"key":"job/old","status":204}]})"
-      "\n");
+  EXPECT_EQ(r.body(),
+            R"({"results":[{"key":"job/state","status":201,"etag":"\"1\""},)"
+            R"({"key":"job/ckpt","status":201,"etag":"\"2\""},)"
+            R"({"key":"job/old","status":204}]})"
+            "\n");
   EXPECT_EQ(r["Fencing-Token"], "5");
   EXPECT_EQ(Data(http::verb::get, "/job/state").body(), "running");
   EXPECT_EQ(Data(http::verb::get, "/job/ckpt").result_int(), 200);

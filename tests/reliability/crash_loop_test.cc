@@ -24,6 +24,7 @@
 #include <random>
 #include <thread>
 
+#include "tests/reliability/cas_load.h"
 #include "tests/reliability/history.h"
 #include "tests/reliability/load.h"
 #include "tests/testing/http_client.h"
@@ -83,6 +84,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   args.insert(args.end(), {"--fence-scope", "pair/", "--fence-scope", kScope});
   const bool batches = store == Store::kLmdb;
   const bool http = store == Store::kHttp;
+  const bool tags = !http;  // the store keeps entity tags: a CasLoad runs
   const int cycles = Cycles();
   Load load(Keys(), 4, kWriters);
   if (http) {
@@ -93,6 +95,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   // --fence-scope over them, each lease shares its key's fence.
   LeaseLoad leases({"lease/a", "lease/b", "hot-lease", "hot/a", "many/0"});
   BatchLoad batch_load;
+  CasLoad cas_load;
   Restarts restarts;
   restarts.Scope(kScope);
   std::size_t grants_added = 0;  // handed to restarts
@@ -111,6 +114,7 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     load.Start(server->data_port(), server->admin_port());
     leases.Start(server->admin_port());
     if (batches) batch_load.Start(server->data_port());
+    if (tags) cas_load.Start(server->data_port());
     // The kill lands at a random moment after the cycle's first
     // acknowledgement: a restarted server's first answers can take longer
     // than the shortest pause on a loaded machine, and a cycle that is
@@ -132,9 +136,11 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     load.Stop();
     leases.Stop();
     batch_load.Stop();
+    cas_load.Stop();
     // No load thread lost its connection before the kill.
-    for (const auto* lost : {&load.disconnects(), &leases.disconnects(),
-                             &batch_load.disconnects()}) {
+    for (const auto* lost :
+         {&load.disconnects(), &leases.disconnects(), &batch_load.disconnects(),
+          &cas_load.disconnects()}) {
       for (const auto& line : DisconnectsWhileAlive(*lost, started, killed)) {
         ADD_FAILURE() << "cycle " << cycle << ": " << line;
       }
@@ -175,6 +181,11 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     for (auto& v : batch_load.Check(server->data_port())) {
       lease_found.push_back(std::move(v));
     }
+    if (tags) {
+      for (auto& v : cas_load.Check(server->data_port())) {
+        lease_found.push_back(std::move(v));
+      }
+    }
     if (auto problem = KeeperProblems(*server, keeper_token);
         !problem.empty()) {
       lease_found.push_back(problem);
@@ -196,11 +207,17 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
             << " bumps, " << load.refused() << " refused on a held fence), "
             << leases.grants().size() << " lease grants (" << leases.recovered()
             << " applied unanswered at a kill), " << batch_load.acknowledged()
-            << " batches acknowledged, " << violations << " violations\n";
+            << " batches acknowledged, " << cas_load.acknowledged()
+            << " conditional increments acknowledged (" << cas_load.refused()
+            << " refused with 412), " << violations << " violations\n";
   if (batches) {
     EXPECT_GT(batch_load.acknowledged(), static_cast<std::size_t>(cycles));
   }
   EXPECT_GT(leases.grants().size(), static_cast<std::size_t>(cycles));
+  if (tags) {
+    EXPECT_GT(cas_load.acknowledged(), static_cast<std::size_t>(cycles));
+    EXPECT_GT(cas_load.refused(), 0u);  // the increments did race
+  }
   EXPECT_GT(acked, static_cast<std::size_t>(cycles)) << "the load ran";
   EXPECT_GT(deletes, 0u);
   EXPECT_GT(bumps, 0u);
@@ -261,6 +278,42 @@ TEST(CrashLoopTest, AServerThatDiesBeforeTheKillIsCaught) {
   load.Stop();
   const auto lost = DisconnectsWhileAlive(load.disconnects(), started, killed);
   EXPECT_EQ(lost.size(), static_cast<std::size_t>(kWriters));
+}
+
+// The conditional writes' check, seen failing: a write that was answered
+// 412 planted as the value, then an acknowledged increment undone.
+TEST(CrashLoopTest, TheConditionalWritesCheckCatchesPlantedViolations) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  CasLoad cas;
+  cas.Start(server.data_port());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((cas.refused() == 0 || cas.acknowledged() < 10) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  cas.Stop();
+  ASSERT_GT(cas.refused(), 0u);
+  EXPECT_TRUE(cas.Check(server.data_port()).empty());
+  auto plant = [&](const std::pair<std::string, std::string>& write) {
+    ASSERT_FALSE(write.first.empty());
+    ASSERT_EQ(testing::Fetch(server.data_port(), "PUT", write.first,
+                             {{"Fencing-Token", "1"}}, write.second)
+                  .status,
+              200);
+  };
+  plant(cas.RefusedWrite());
+  auto found = cas.Check(server.data_port());
+  ASSERT_FALSE(found.empty());
+  EXPECT_NE(found.front().find("answered 412"), std::string::npos)
+      << found.front();
+  plant(cas.LostIncrement());
+  found = cas.Check(server.data_port());
+  ASSERT_FALSE(found.empty());
+  bool lost = false;
+  for (const auto& v : found) lost |= v.find("lost acknowledged") != v.npos;
+  EXPECT_TRUE(lost) << found.front();
 }
 
 }  // namespace
