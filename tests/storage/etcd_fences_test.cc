@@ -36,7 +36,7 @@ FencedWrite Write(std::string fence, fence::Token token, std::string key = "",
   write.token = token;
   if (!key.empty()) {
     write.value = fence::ValueOp{fence::ValueOp::Kind::kPut, std::move(key),
-                                 std::move(body)};
+                                 std::move(body), ""};
   }
   return write;
 }
@@ -97,7 +97,7 @@ class EtcdFencesTest : public ::testing::Test {
     EXPECT_TRUE(answer.has_value()) << "the write was never answered";
     return answer ? std::move(*answer) : WriteOutcome{};
   }
-  void Start(FenceWrite write, std::optional<WriteOutcome>* answer) {
+  void Start(FenceWrite&& write, std::optional<WriteOutcome>* answer) {
     fences_->Submit(std::move(write),
                     [answer](WriteOutcome o) { *answer = std::move(o); });
   }
