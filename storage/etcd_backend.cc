@@ -11,6 +11,8 @@ Awaitable<ReadResult> EtcdBackend::Read(const ReadRequest& request) {
   if (value.error) result.detail = fences_.last_error();
   result.found = value.found;
   result.token = value.token;
+  result.etag = std::move(value.etag);
+  result.content_type = std::move(value.content_type);
   result.size = value.body.size();
   if (!request.head) result.body = std::move(value.body);
   co_return result;

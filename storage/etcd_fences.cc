@@ -366,12 +366,16 @@ Awaitable<EtcdFences::ValueRead> EtcdFences::GetValue(std::string key) {
   }
   if (kvs->empty()) co_return out;
   std::string record;
+  const std::int64_t mod_revision =
+      etcd::Int64Of((*kvs)[0].Find("mod_revision"));
   if (!etcd::BytesOf((*kvs)[0], "value", &record) ||
-      !etcd::ParseValue(record, &out.token, &out.body)) {
+      !etcd::ParseValue(record, &out.token, &out.content_type, &out.body) ||
+      mod_revision <= 0) {
     out.error = fence::Errc::kStorage;
     co_return out;
   }
   out.found = true;
+  out.etag = etcd::TagOf(mod_revision);
   co_return out;
 }
 

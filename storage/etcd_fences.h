@@ -29,7 +29,9 @@ namespace fencepost::storage {
 //
 // Keys (PREFIX is "fencepost" by default):
 //   PREFIX/fences/NAME  "TOKEN UPDATED_AT_NS"  (decimal)
-//   PREFIX/values/KEY   "TOKEN\n" then the body ("-\n" for no token)
+//   PREFIX/values/KEY   "TOKEN CONTENT-TYPE\n" then the body (see
+//                       etcd::FormatValue); its entity tag is the key's
+//                       mod_revision
 //   PREFIX/scopes       fence::EncodeScopeRecord of the scopes the replicas
 //                       were served with (fence::PlanScopes)
 //
@@ -41,6 +43,21 @@ namespace fencepost::storage {
 // failure branch reads them back, and the group is decided again (three
 // times at most, then each write alone). A rejection needs no compare: a
 // fence never goes down, so a token below one seen once stays below it.
+//
+// Conditional writes (If-Match, If-None-Match): a write whose precondition
+// is not empty is decided against its value's mod_revision and its fence,
+// both read afresh before the group is decided (in one read transaction
+// with the fences missing from the cache), so that a 412, which needs no
+// transaction, is answered against the fence as it is, not as cached. When
+// such a write is applied, the transaction also compares the value's
+// mod_revision with the one read (0: none): if another replica wrote the
+// value in between, the compare fails and the group is decided again. In a
+// group, a write sees the writes before it: after a put its value exists,
+// with a tag not known until the transaction commits (its revision), so
+// no If-Match names it; after a delete there is none. A write that carries
+// the value's state (FencedWrite::value_now, the fs: backend) is decided
+// against that. An applied put's tag is the transaction's revision; a put
+// that a later put of the same group replaced has none.
 //
 // Turns (for fs: and http://, whose values live outside etcd): a write that
 // must be the only one under its fence among all replicas until its value
@@ -113,6 +130,8 @@ class EtcdFences : public Fences {
     std::error_code error;
     bool found = false;
     std::optional<fence::Token> token;
+    std::string etag;          // the key's mod_revision (etcd::TagOf)
+    std::string content_type;  // as stored; empty: none
     std::string body;
   };
 
@@ -176,6 +195,13 @@ class EtcdFences : public Fences {
     std::vector<fence::WriteOutcome> outcomes;      // one per write
     std::map<std::string, Seen, std::less<>> view;  // fences as left
     std::map<std::string, std::size_t, std::less<>> last_value;  // key->write
+    // The values as the applied writes so far left them, and the ones whose
+    // precondition was decided from etcd's read: key -> mod_revision read.
+    std::map<std::string, fence::ValueNow, std::less<>> values;
+    std::map<std::string, std::int64_t, std::less<>> value_compares;
+    // Writes refused (412) over a value put earlier in the group, whose tag
+    // is the transaction's revision.
+    std::vector<std::size_t> unknown_tags;
     std::vector<std::string> changed;  // fences compared (and maybe put)
     std::vector<std::size_t> turns;    // writes that take their fence's turn
     bool rejected = false;
@@ -217,13 +243,25 @@ class EtcdFences : public Fences {
   Awaitable<void> SettleBatch(Pending batch);
   // One attempt: kConflict when a compare failed (the cache now holds the
   // fences as they are); every write is answered otherwise.
-  // With `all_or_nothing`, one rejection applies nothing (each write is
-  // answered with its own decision).
+  // With `all_or_nothing`, one write not applied (a rejection, or a
+  // precondition that fails) applies nothing (each write is answered with
+  // its own decision).
   Awaitable<Settled> TryOnce(std::vector<Pending>& group,
                              bool all_or_nothing = false);
+  // The mod_revision of each value key read for a precondition (0: none).
+  using ValuesRead = std::map<std::string, std::int64_t, std::less<>>;
   // Decides every write of `group` in order (fence::DecideWrite) against
-  // the fences as the writes before it left them.
-  GroupPlan DecideGroup(const std::vector<Pending>& group, std::int64_t now_ns);
+  // the fences and values as the writes before it left them, and the
+  // values of `read`.
+  GroupPlan DecideGroup(const std::vector<Pending>& group, std::int64_t now_ns,
+                        const ValuesRead& read);
+  // The value `write` replaces, for its precondition: its value_now, or
+  // as the writes before it in `plan` left it, or as `read` has it (then
+  // `*revision` is the mod_revision read). None when it has no precondition.
+  static fence::ValueNow ValueBefore(const fence::FencedWrite& write,
+                                     const ValuesRead& read,
+                                     const GroupPlan& plan,
+                                     std::optional<std::int64_t>* revision);
   // Answers the writes of `group` that take a turn (the lease ran out since
   // they asked for it) and leaves the others.
   static void DropTurns(std::vector<Pending>& group);
@@ -245,8 +283,19 @@ class EtcdFences : public Fences {
   void AnswerCommitted(std::vector<Pending>& group, GroupPlan& plan,
                        const http::JsonValue& answer,
                        const http::JsonValue& responses);
-  // Reads the fences of `group` missing from the cache into it.
-  Awaitable<bool> Load(const std::vector<Pending>& group, std::string* error);
+  // What Load reads: fences (by name) and values (by key).
+  struct Reads {
+    std::vector<std::string> fences, values;
+  };
+  Reads ReadsOf(const std::vector<Pending>& group, bool all_or_nothing) const;
+  // Reads into the cache the fences of `group` missing from it, and those
+  // of the writes with a precondition (every fence of a batch that has
+  // one), and into `*values` the mod_revision of the values those writes
+  // replace (unless they carry it, value_now).
+  Awaitable<bool> Load(const std::vector<Pending>& group, bool all_or_nothing,
+                       ValuesRead* values, std::string* error);
+  // Caches a fence as a read found it, unless the cache holds a later one.
+  void CacheRead(const std::string& name, const Seen& seen);
   void FailAll(std::vector<Pending>& group, std::error_code error);
   // Caches a fence a transaction at `revision` wrote, unless the cache
   // holds a later state.

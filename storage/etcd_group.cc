@@ -25,45 +25,104 @@ using fence::WriteOutcome;
 using Verdict = fence::WriteOutcome::Verdict;
 using Json = http::JsonValue;
 
-Awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
-                                 std::string* error) {
-  std::vector<std::string> missing;
+namespace {
+
+// The tag of a value put earlier in the group: the transaction's revision,
+// not known until it commits. No tag a request names matches it: a '"' is
+// never inside the tags of If-Match and If-None-Match, and a batch names
+// each key once.
+const std::string kTagNotKnownYet = "\"written in this transaction\"";
+
+// Whether `write` is decided against its value as etcd holds it.
+bool ReadsValue(const fence::FencedWrite& write) {
+  return write.value && !write.value_now && !write.precondition.empty();
+}
+
+void AddOnce(std::vector<std::string>& list, const std::string& item) {
+  if (std::find(list.begin(), list.end(), item) == list.end()) {
+    list.push_back(item);
+  }
+}
+
+}  // namespace
+
+EtcdFences::Reads EtcdFences::ReadsOf(const std::vector<Pending>& group,
+                                      bool all_or_nothing) const {
+  // A 412 is answered without a transaction, so the token it passed must
+  // pass against the fence as it is: the fences of the writes with a
+  // precondition are read afresh (for a batch, whose answer is its first
+  // stale write if any, every fence of it).
+  Reads reads;
+  bool every_fence = false;
+  for (const Pending& p : group) {
+    const auto* write = std::get_if<fence::FencedWrite>(&p.write);
+    if (write == nullptr || write->precondition.empty()) continue;
+    AddOnce(reads.fences, write->fence);
+    if (ReadsValue(*write)) AddOnce(reads.values, write->value->key);
+    every_fence = all_or_nothing;
+  }
   for (const Pending& p : group) {
     const std::string& fence = fence::RoutingFence(p.write);
-    if (!cache_.count(fence) &&
-        std::find(missing.begin(), missing.end(), fence) == missing.end()) {
-      missing.push_back(fence);
-    }
+    if (every_fence || !cache_.count(fence)) AddOnce(reads.fences, fence);
   }
-  if (missing.empty()) co_return true;
+  return reads;
+}
+
+void EtcdFences::CacheRead(const std::string& name, const Seen& seen) {
+  auto it = cache_.find(name);
+  if (it == cache_.end() || it->second.mod_revision <= seen.mod_revision) {
+    cache_[name] = seen;
+  }
+}
+
+Awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
+                                 bool all_or_nothing, ValuesRead* values,
+                                 std::string* error) {
+  const Reads want = ReadsOf(group, all_or_nothing);
+  if (want.fences.empty() && want.values.empty()) co_return true;
   etcd::Txn reads;
-  for (const std::string& name : missing)
+  for (const std::string& name : want.fences) {
     reads.Then(etcd::RangeOp(FenceKey(name)));
+  }
+  for (const std::string& key : want.values) {
+    reads.Then(etcd::RangeOp(ValueKey(key), true));
+  }
   // Reads only: safe to ask another member.
   EtcdApi::Reply reply = co_await Call("/v3/kv/txn", reads.Json(), true);
   if (!reply.ok) {
     *error = reply.error;
     co_return false;
   }
-  const Json* responses = etcd::ResponsesOf(reply.json, missing.size());
+  const std::size_t n = want.fences.size();
+  const Json* responses = etcd::ResponsesOf(reply.json, n + want.values.size());
   if (responses == nullptr) {
     *error = "etcd answered a read of fences with something else";
     co_return false;
   }
-  if (cache_.size() + missing.size() > kMaxCache) cache_.clear();
-  for (std::size_t i = 0; i < missing.size(); ++i) {
+  if (cache_.size() + n > kMaxCache) cache_.clear();
+  for (std::size_t i = 0; i < n + want.values.size(); ++i) {
     const std::vector<Json>* kvs = etcd::RangeKvsAt(*responses, i);
     if (kvs == nullptr || kvs->size() > 1) {
       *error = "etcd answered a read of fences with something else";
       co_return false;
     }
+    if (i >= n) {
+      const std::int64_t revision =
+          kvs->empty() ? 0 : etcd::Int64Of((*kvs)[0].Find("mod_revision"));
+      if (revision < 0 || (!kvs->empty() && revision == 0)) {
+        *error = "etcd answered a read of values with something else";
+        co_return false;
+      }
+      (*values)[want.values[i - n]] = revision;
+      continue;
+    }
     Seen seen;
     if (!kvs->empty() && !etcd::SeenOf((*kvs)[0], &seen)) {
-      *error =
-          "the fence record of '" + missing[i] + "' in etcd is not fencepost's";
+      *error = "the fence record of '" + want.fences[i] +
+               "' in etcd is not fencepost's";
       co_return false;
     }
-    cache_[missing[i]] = seen;
+    CacheRead(want.fences[i], seen);
   }
   co_return true;
 }
@@ -71,17 +130,20 @@ Awaitable<bool> EtcdFences::Load(const std::vector<Pending>& group,
 Awaitable<EtcdFences::Settled> EtcdFences::TryOnce(std::vector<Pending>& group,
                                                    bool all_or_nothing) {
   std::string error;
-  if (!co_await Load(group, &error)) {
+  ValuesRead values;
+  if (!co_await Load(group, all_or_nothing, &values, &error)) {
     FailAll(group, Errc::kStoreUnavailable);
     co_return Settled::kFailed;
   }
-  GroupPlan plan = DecideGroup(group, WallNowNs());
+  GroupPlan plan = DecideGroup(group, WallNowNs(), values);
   if (!plan.turns.empty() && lease_ == 0) {
     // The lease ran out since the turn was asked for: no turn without it.
     DropTurns(group);
     co_return Settled::kConflict;  // decide the others again
   }
   if (plan.changed.empty() || (all_or_nothing && plan.rejected)) {
+    // Nothing applied (a batch names each key once: no tag to learn).
+    for (std::size_t i : plan.unknown_tags) plan.outcomes[i].etag.clear();
     for (std::size_t i = 0; i < group.size(); ++i) {
       group[i].done(std::move(plan.outcomes[i]));
     }
@@ -109,18 +171,43 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryOnce(std::vector<Pending>& group,
   co_return Settled::kDone;
 }
 
+fence::ValueNow EtcdFences::ValueBefore(const fence::FencedWrite& write,
+                                        const ValuesRead& read,
+                                        const GroupPlan& plan,
+                                        std::optional<std::int64_t>* revision) {
+  if (write.value_now) return *write.value_now;
+  if (!ReadsValue(write)) return {};
+  const std::string& key = write.value->key;
+  if (auto it = plan.values.find(key); it != plan.values.end()) {
+    return it->second;
+  }
+  // Load read every key of a write that ReadsValue.
+  const std::int64_t mod_revision = read.at(key);
+  *revision = mod_revision;
+  if (mod_revision == 0) return {};
+  return fence::ValueNow{true, etcd::TagOf(mod_revision)};
+}
+
 EtcdFences::GroupPlan EtcdFences::DecideGroup(const std::vector<Pending>& group,
-                                              std::int64_t now_ns) {
+                                              std::int64_t now_ns,
+                                              const ValuesRead& read) {
   GroupPlan plan;
   plan.outcomes.resize(group.size());
   for (std::size_t i = 0; i < group.size(); ++i) {
     const fence::FencedWrite& write = WriteOf(group[i]);
     Seen& fence =
         plan.view.try_emplace(write.fence, cache_[write.fence]).first->second;
+    std::optional<std::int64_t> revision_read;
+    const fence::ValueNow value =
+        ValueBefore(write, read, plan, &revision_read);
     WriteOutcome& outcome = plan.outcomes[i];
-    outcome =
-        fence::DecideWrite(write, fence.token, fence.updated_at_ns, now_ns);
+    outcome = fence::DecideWrite(write, fence.token, fence.updated_at_ns,
+                                 now_ns, value);
     if (!fence::Applied(outcome)) {
+      if (outcome.verdict == Verdict::kPreconditionFailed &&
+          outcome.etag == kTagNotKnownYet) {
+        plan.unknown_tags.push_back(i);
+      }
       plan.rejected = true;
       continue;
     }
@@ -132,7 +219,14 @@ EtcdFences::GroupPlan EtcdFences::DecideGroup(const std::vector<Pending>& group,
       fence.token = outcome.current;
       fence.updated_at_ns = outcome.updated_at_ns;
     }
-    if (write.value) plan.last_value[write.value->key] = i;
+    if (write.value) {
+      const std::string& key = write.value->key;
+      if (revision_read) plan.value_compares.try_emplace(key, *revision_read);
+      plan.values[key] = write.value->kind == fence::ValueOp::Kind::kPut
+                             ? fence::ValueNow{true, kTagNotKnownYet}
+                             : fence::ValueNow{};
+      plan.last_value[key] = i;
+    }
     if (group[i].turn) plan.turns.push_back(i);
   }
   return plan;
@@ -159,6 +253,10 @@ std::string EtcdFences::BuildGroupTxn(const std::vector<Pending>& group,
     txn.If(etcd::CompareMod(FenceKey(name), cache_[name].mod_revision));
     txn.Else(etcd::RangeOp(FenceKey(name)));
   }
+  // The values preconditions were decided on, as read (0: none).
+  for (const auto& [key, revision] : plan.value_compares) {
+    txn.If(etcd::CompareMod(ValueKey(key), revision));
+  }
   for (const std::string& name : plan.changed) {
     const Seen& now = plan.view[name];
     if (now.token == cache_[name].token &&
@@ -174,9 +272,11 @@ std::string EtcdFences::BuildGroupTxn(const std::vector<Pending>& group,
     if (write.value->kind == fence::ValueOp::Kind::kDelete) {
       txn.Then(etcd::DeleteOp(ValueKey(key), true));
     } else {
-      txn.Then(etcd::PutOp(ValueKey(key),
-                           etcd::FormatValue(write.token, write.value->body),
-                           {.prev_kv = true}));
+      txn.Then(
+          etcd::PutOp(ValueKey(key),
+                      etcd::FormatValue(write.token, write.value->content_type,
+                                        write.value->body),
+                      {.prev_kv = true}));
     }
     plan.value_keys.push_back(key);
   }
@@ -264,18 +364,28 @@ void EtcdFences::AnswerCommitted(std::vector<Pending>& group, GroupPlan& plan,
     }
     present[plan.value_keys[v]] = existed;
   }
+  // The transaction's revision is the tag of every value it put.
+  for (std::size_t i : plan.unknown_tags) {
+    const std::size_t last = plan.last_value.at(WriteOf(group[i]).value->key);
+    const bool put =
+        WriteOf(group[last]).value->kind == fence::ValueOp::Kind::kPut;
+    plan.outcomes[i].etag = put ? etcd::TagOf(revision) : "";
+  }
   for (std::size_t i = 0; i < group.size(); ++i) {
     WriteOutcome& outcome = plan.outcomes[i];
     const fence::FencedWrite& write = WriteOf(group[i]);
-    if (outcome.verdict != Verdict::kRejected && write.value) {
+    const bool applied = fence::Applied(outcome);
+    if (applied && write.value) {
       bool& exists = present[write.value->key];
       const bool put = write.value->kind == fence::ValueOp::Kind::kPut;
       outcome.created = put && !exists;
       exists = put;
+      // A put replaced by a later one of the group has no tag.
+      if (put && plan.last_value.at(write.value->key) == i) {
+        outcome.etag = etcd::TagOf(revision);
+      }
     }
-    if (group[i].turn && outcome.verdict != Verdict::kRejected) {
-      *group[i].turn = revision;
-    }
+    if (group[i].turn && applied) *group[i].turn = revision;
     group[i].done(std::move(outcome));
   }
 }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "fence/values.h"
+
 namespace fencepost::storage::etcd {
 
 std::string FormatFence(fence::Token token, std::int64_t updated_at_ns) {
@@ -60,16 +62,30 @@ bool ParseLease(std::string_view text, fence::LeaseRecord* record,
 }
 
 std::string FormatValue(std::optional<fence::Token> token,
-                        std::string_view body) {
-  return (token ? std::to_string(*token) : std::string("-")) + "\n" +
-         std::string(body);
+                        std::string_view content_type, std::string_view body) {
+  content_type = content_type.substr(0, content_type.find_first_of("\r\n"));
+  content_type = content_type.substr(0, fence::kMaxContentTypeBytes);
+  std::string out = token ? std::to_string(*token) : std::string("-");
+  if (!content_type.empty()) {
+    out += ' ';
+    out += content_type;
+  }
+  out += '\n';
+  out += body;
+  return out;
 }
 
 bool ParseValue(std::string_view text, std::optional<fence::Token>* token,
-                std::string* body) {
+                std::string* content_type, std::string* body) {
   const std::size_t newline = text.find('\n');
   if (newline == std::string_view::npos) return false;
-  const std::string_view spelled = text.substr(0, newline);
+  std::string_view spelled = text.substr(0, newline);
+  content_type->clear();
+  if (const std::size_t space = spelled.find(' ');
+      space != std::string_view::npos) {
+    *content_type = std::string(spelled.substr(space + 1));
+    spelled = spelled.substr(0, space);
+  }
   token->reset();
   if (spelled != "-") {
     fence::Token t = 0;
@@ -82,6 +98,10 @@ bool ParseValue(std::string_view text, std::optional<fence::Token>* token,
   }
   *body = std::string(text.substr(newline + 1));
   return true;
+}
+
+std::string TagOf(std::int64_t mod_revision) {
+  return std::to_string(mod_revision);
 }
 
 std::int64_t EtcdSeconds(std::uint64_t ttl_ms) {

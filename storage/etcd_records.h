@@ -33,11 +33,21 @@ std::string FormatLease(const fence::LeaseRecord& record, bool noticed);
 bool ParseLease(std::string_view text, fence::LeaseRecord* record,
                 bool* noticed);
 
-// A value: "TOKEN\n" then the body ("-\n" for a write without a token).
+// A value: "TOKEN CONTENT-TYPE\n" then the body; "TOKEN\n" when it has no
+// Content-Type (as every value was before Content-Types were kept, so the
+// records of that release read as they are), "-" for a write without a
+// token. A token has no space and a Content-Type no line break:
+// FormatValue keeps the Content-Type up to its first CR or LF, and at most
+// fence::kMaxContentTypeBytes of it.
 std::string FormatValue(std::optional<fence::Token> token,
-                        std::string_view body);
+                        std::string_view content_type, std::string_view body);
 bool ParseValue(std::string_view text, std::optional<fence::Token>* token,
-                std::string* body);
+                std::string* content_type, std::string* body);
+
+// The entity tag of a value: its key's mod_revision, in decimal. Every
+// transaction that puts the key gives it a new, higher one (also one that
+// stores the same bytes), and etcd keeps it across restarts.
+std::string TagOf(std::int64_t mod_revision);
 
 // etcd counts lease TTLs in whole seconds: `ttl_ms` rounded up, at least 1.
 std::int64_t EtcdSeconds(std::uint64_t ttl_ms);

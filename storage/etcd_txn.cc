@@ -59,7 +59,11 @@ std::string DeleteOp(std::string_view key, bool prev_kv) {
          (prev_kv ? ",\"prev_kv\":true}}" : "}}");
 }
 
-std::string RangeOp(std::string_view key) {
+std::string RangeOp(std::string_view key, bool keys_only) {
+  if (keys_only) {
+    return "{\"request_range\":{\"key\":" + Bytes(key) +
+           ",\"keys_only\":true}}";
+  }
   return "{\"request_range\":" + RangeOne(key) + "}";
 }
 

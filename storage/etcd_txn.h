@@ -31,7 +31,8 @@ struct PutOptions {
 std::string PutOp(std::string_view key, std::string_view value,
                   PutOptions options = {});
 std::string DeleteOp(std::string_view key, bool prev_kv = false);
-std::string RangeOp(std::string_view key);
+// `keys_only`: the kv without its value (its revisions only).
+std::string RangeOp(std::string_view key, bool keys_only = false);
 
 // A transaction: if every compare holds, the success ops, else the failure
 // ops; its responses are those of the branch taken, in order.

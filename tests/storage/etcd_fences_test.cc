@@ -12,6 +12,8 @@
 #include <exception>
 #include <optional>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "fence/errc.h"
 #include "storage/etcd_records.h"
@@ -38,6 +40,30 @@ FencedWrite Write(std::string fence, fence::Token token, std::string key = "",
     write.value = fence::ValueOp{fence::ValueOp::Kind::kPut, std::move(key),
                                  std::move(body), ""};
   }
+  return write;
+}
+
+// `write` with If-Match `tags` (`*` alone: any).
+FencedWrite IfMatch(FencedWrite write, std::vector<std::string> tags) {
+  write.precondition.has_match = true;
+  if (tags == std::vector<std::string>{"*"}) {
+    write.precondition.match_any = true;
+  } else {
+    write.precondition.match = std::move(tags);
+  }
+  return write;
+}
+
+FencedWrite IfNoneMatchAny(FencedWrite write) {
+  write.precondition.has_none_match = true;
+  write.precondition.none_match_any = true;
+  return write;
+}
+
+FencedWrite Delete(std::string fence, fence::Token token, std::string key) {
+  FencedWrite write = Write(std::move(fence), token);
+  write.value =
+      fence::ValueOp{fence::ValueOp::Kind::kDelete, std::move(key), "", ""};
   return write;
 }
 
@@ -358,6 +384,197 @@ TEST_F(EtcdFencesTest, ListingsComeInPages) {
   EXPECT_EQ(leases.leases[0].first, "l1");
   EXPECT_TRUE(fence::IsLive(leases.leases[0].second, leases.now_ns));
   EXPECT_EQ(leases.next, "l1");
+}
+
+// --- Conditional writes ----------------------------------------------------
+
+TEST_F(EtcdFencesTest, AValuesTagIsItsModRevisionAndChangesOnEveryWrite) {
+  FencedWrite put = Write("f", 5, "k", "same");
+  put.value->content_type = "text/plain; charset=utf-8";
+  WriteOutcome first = Submit(put);
+  ASSERT_EQ(first.verdict, Verdict::kAccepted);
+  EXPECT_EQ(first.etag,
+            std::to_string(etcd_->Find("fp/values/k")->mod_revision));
+  EXPECT_EQ(ValueInEtcd("k"), "5 text/plain; charset=utf-8\nsame");
+  EtcdFences::ValueRead read = Await(fences_->GetValue("k"));
+  EXPECT_EQ(read.etag, first.etag);
+  EXPECT_EQ(read.content_type, "text/plain; charset=utf-8");
+  EXPECT_EQ(read.body, "same");
+
+  // The same body and token again: a new tag.
+  WriteOutcome again = Submit(Write("f", 5, "k", "same"));
+  EXPECT_NE(again.etag, first.etag);
+  read = Await(fences_->GetValue("k"));
+  EXPECT_EQ(read.etag, again.etag);
+  EXPECT_EQ(read.content_type, "");  // none sent this time
+  EXPECT_EQ(ValueInEtcd("k"), "5\nsame");
+}
+
+TEST_F(EtcdFencesTest, AValueInThePreviousReleasesFormatStillReads) {
+  etcd_->Put("fp/values/old", "7\nwritten before tags");
+  etcd_->Put("fp/values/none", "-\n");
+  EtcdFences::ValueRead old = Await(fences_->GetValue("old"));
+  ASSERT_TRUE(old.found);
+  EXPECT_EQ(old.token, 7u);
+  EXPECT_EQ(old.body, "written before tags");
+  EXPECT_EQ(old.content_type, "");
+  EXPECT_EQ(old.etag,
+            std::to_string(etcd_->Find("fp/values/old")->mod_revision));
+  EtcdFences::ValueRead none = Await(fences_->GetValue("none"));
+  ASSERT_TRUE(none.found);
+  EXPECT_EQ(none.token, std::nullopt);
+  EXPECT_EQ(none.body, "");
+  // And its tag is good for If-Match.
+  WriteOutcome cas = Submit(IfMatch(Write("old", 7, "old", "new"), {old.etag}));
+  EXPECT_EQ(cas.verdict, Verdict::kAccepted);
+}
+
+TEST_F(EtcdFencesTest, APreconditionIsCheckedAfterTheTokenAndRefusesWithNoTxn) {
+  const std::string tag = Submit(Write("f", 5, "k", "v1")).etag;
+  const std::size_t before = Transactions();
+  WriteOutcome wrong = Submit(IfMatch(Write("f", 6, "k", "v2"), {"12345"}));
+  EXPECT_EQ(wrong.verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(wrong.etag, tag);
+  WriteOutcome create = Submit(IfNoneMatchAny(Write("f", 6, "k", "v2")));
+  EXPECT_EQ(create.verdict, Verdict::kPreconditionFailed);
+  // The token first: a stale one is rejected whatever the precondition.
+  WriteOutcome stale = Submit(IfMatch(Write("f", 4, "k", "v2"), {"12345"}));
+  EXPECT_EQ(stale.verdict, Verdict::kRejected);
+  // Nothing changed: no transaction, the fence and the value as they were.
+  EXPECT_EQ(Transactions(), before);
+  EXPECT_EQ(FenceInEtcd("f"), 5u);
+  EXPECT_EQ(ValueInEtcd("k"), "5\nv1");
+
+  WriteOutcome right = Submit(IfMatch(Write("f", 6, "k", "v2"), {"1", tag}));
+  EXPECT_EQ(right.verdict, Verdict::kAccepted);
+  EXPECT_FALSE(right.created);
+  EXPECT_EQ(FenceInEtcd("f"), 6u);
+  WriteOutcome any = Submit(IfMatch(Write("f", 6, "k", "v3"), {"*"}));
+  EXPECT_EQ(any.verdict, Verdict::kAccepted);
+  EXPECT_EQ(Submit(IfMatch(Delete("f", 6, "k"), {right.etag})).verdict,
+            Verdict::kPreconditionFailed);
+  EXPECT_EQ(Submit(IfMatch(Delete("f", 6, "k"), {any.etag})).verdict,
+            Verdict::kAccepted);
+  EXPECT_EQ(Submit(IfMatch(Write("f", 6, "k", "v4"), {"*"})).verdict,
+            Verdict::kPreconditionFailed);
+  WriteOutcome created = Submit(IfNoneMatchAny(Write("f", 6, "k", "v4")));
+  EXPECT_EQ(created.verdict, Verdict::kAccepted);
+  EXPECT_TRUE(created.created);
+}
+
+// Another replica writes the value (and not the fence: an observed write,
+// say) after this one read its tag and before its transaction: the
+// value's compare fails, and the write is decided again against it.
+TEST_F(EtcdFencesTest, AValueWrittenBetweenReadAndCommitIsDecidedAgain) {
+  const std::string tag = Submit(Write("f", 5, "k", "v1")).etag;
+  // Call 1 reads the fence and the value, call 2 is the transaction.
+  etcd_->BeforeCall(2, [this] { etcd_->Put("fp/values/k", "5\nother"); });
+  WriteOutcome lost = Submit(IfMatch(Write("f", 5, "k", "mine"), {tag}));
+  EXPECT_EQ(lost.verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(lost.etag,
+            std::to_string(etcd_->Find("fp/values/k")->mod_revision));
+  EXPECT_EQ(retries_, 1);
+  EXPECT_EQ(ValueInEtcd("k"), "5\nother");
+
+  // A value created meanwhile fails a create-only write the same way.
+  etcd_->BeforeCall(2, [this] { etcd_->Put("fp/values/new", "5\nfirst"); });
+  EXPECT_EQ(Submit(IfNoneMatchAny(Write("f", 5, "new", "second"))).verdict,
+            Verdict::kPreconditionFailed);
+  EXPECT_EQ(ValueInEtcd("new"), "5\nfirst");
+}
+
+// A replica whose cache has the fence below another replica's write
+// answers a stale token with a wrong If-Match 409, not 412: the fence of a
+// write with a precondition is read afresh.
+TEST_F(EtcdFencesTest, APreconditionWriteIsDecidedOnTheFenceAsItIs) {
+  Submit(Write("f", 5, "k", "v1"));  // cached at 5
+  etcd_->Put("fp/fences/f", "9 1");
+  WriteOutcome stale = Submit(IfMatch(Write("f", 5, "k", "v2"), {"1"}));
+  EXPECT_EQ(stale.verdict, Verdict::kRejected);
+  EXPECT_EQ(stale.current, 9u);
+}
+
+TEST_F(EtcdFencesTest, AWriteSeesTheWritesBeforeItInItsGroup) {
+  const std::string tag = Submit(Write("f", 5, "k", "v1")).etag;
+  Submit(Write("f", 5, "gone", "x"));
+  std::vector<WriteOutcome> out = SubmitAll(
+      {IfMatch(Write("f", 5, "k", "a"), {tag}),
+       IfMatch(Write("f", 5, "k", "b"), {tag}),  // the tag is a's now
+       IfNoneMatchAny(Write("f", 5, "k", "c")),
+       IfMatch(Write("f", 5, "k", "d"), {"*"}), Delete("f", 5, "gone"),
+       IfMatch(Write("f", 5, "gone", "e"), {"*"}), Write("f", 5, "twice", "1"),
+       Write("f", 5, "twice", "2")});
+  ASSERT_EQ(out.size(), 8u);
+  EXPECT_EQ(Transactions(), 3u);
+  EXPECT_EQ(out[0].verdict, Verdict::kAccepted);
+  EXPECT_EQ(out[1].verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(out[2].verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(out[3].verdict, Verdict::kAccepted);
+  EXPECT_EQ(out[4].verdict, Verdict::kAccepted);
+  EXPECT_EQ(out[5].verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(out[5].etag, "");  // no value
+  const std::string revision = std::to_string(etcd_->revision());
+  // The value is d's; the 412s name its tag, the transaction's revision.
+  EXPECT_EQ(ValueInEtcd("k"), "5\nd");
+  EXPECT_EQ(out[1].etag, revision);
+  EXPECT_EQ(out[2].etag, revision);
+  EXPECT_EQ(out[3].etag, revision);
+  EXPECT_EQ(out[0].etag, "");  // replaced by d in the same transaction
+  EXPECT_EQ(out[6].etag, "");
+  EXPECT_EQ(out[7].etag, revision);
+  EXPECT_EQ(ValueInEtcd("gone"), "");
+}
+
+TEST_F(EtcdFencesTest, ABatchWithAFailingPreconditionAppliesNothing) {
+  const std::string tag = Submit(Write("a", 5, "x", "x1")).etag;
+  Submit(Write("b", 7));
+  const std::size_t before = Transactions();
+  fence::Batch failing;
+  failing.writes = {Write("a", 5, "y", "y1"),
+                    IfMatch(Write("a", 5, "x", "x2"), {"999999"}),
+                    Write("c", 5, "z", "z1")};
+  WriteOutcome refused = Submit(failing);
+  EXPECT_EQ(refused.verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(fence::FirstNotApplied(refused), 1u);
+  EXPECT_EQ(refused.batch[1].etag, tag);
+  EXPECT_EQ(Transactions(), before);
+  EXPECT_EQ(ValueInEtcd("y"), "");
+  EXPECT_EQ(FenceInEtcd("c"), std::nullopt);
+
+  // A stale write after the failing precondition is the batch's answer.
+  fence::Batch stale = failing;
+  stale.writes[2] = Write("b", 5, "z", "z1");
+  WriteOutcome rejected = Submit(stale);
+  EXPECT_EQ(rejected.verdict, Verdict::kRejected);
+  EXPECT_EQ(rejected.batch.size(), 3u);
+  EXPECT_EQ(Transactions(), before);
+
+  fence::Batch whole;
+  whole.writes = {IfNoneMatchAny(Write("a", 5, "y", "y1")),
+                  IfMatch(Write("a", 5, "x", "x2"), {tag})};
+  WriteOutcome applied = Submit(whole);
+  EXPECT_EQ(applied.verdict, Verdict::kAccepted);
+  ASSERT_EQ(applied.batch.size(), 2u);
+  const std::string revision = std::to_string(etcd_->revision());
+  EXPECT_EQ(applied.batch[0].etag, revision);
+  EXPECT_EQ(applied.batch[1].etag, revision);
+  EXPECT_EQ(ValueInEtcd("x"), "5\nx2");
+}
+
+// The fs: backend reads its file's tag itself: the write carries it, and
+// etcd's values are not read.
+TEST_F(EtcdFencesTest, AWriteThatCarriesItsValuesStateIsDecidedOnIt) {
+  FencedWrite write = IfMatch(Write("f", 5), {"file-tag"});
+  write.value_now = fence::ValueNow{true, "other-tag"};
+  const std::size_t calls = etcd_->calls().size();
+  WriteOutcome refused = Submit(write);
+  EXPECT_EQ(refused.verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(refused.etag, "other-tag");
+  write.value_now->tag = "file-tag";
+  EXPECT_EQ(Submit(write).verdict, Verdict::kAccepted);
+  for (std::size_t i = calls; i < etcd_->calls().size(); ++i) {
+    EXPECT_EQ(etcd_->calls()[i].body.find("keys_only"), std::string::npos);
+  }
 }
 
 }  // namespace

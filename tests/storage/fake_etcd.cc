@@ -184,7 +184,9 @@ std::string FakeEtcd::Range(const Json& request) const {
         limit > 0 ? std::min<std::size_t>(keys.size(), limit) : keys.size();
     for (std::size_t i = 0; i < shown; ++i) {
       if (i > 0) out += ",";
-      out += KvJson(keys[i], kvs_.at(keys[i]));
+      Kv kv = kvs_.at(keys[i]);
+      if (TrueOf(request, "keys_only")) kv.value.clear();
+      out += KvJson(keys[i], kv);
     }
     out += "]";
   }

@@ -19,9 +19,9 @@ namespace fencepost::testing {
 // create_revision, mod_revision, version and etcd lease; one revision per
 // transaction that writes; compares on MOD, CREATE, VERSION and VALUE (a
 // VALUE compare on a missing key fails, as in etcd); ranges with range_end,
-// limit and count_only; puts and deletes with prev_kv; etcd leases granted,
-// kept alive and revoked, that run out on the fake's own clock (moved by
-// Advance) and delete their keys when they do.
+// limit, count_only and keys_only; puts and deletes with prev_kv; etcd leases
+// granted, kept alive and revoked, that run out on the fake's own clock (moved
+// by Advance) and delete their keys when they do.
 //
 // Tests reach in as another replica would: Put and Delete change a key
 // outside any call, and BeforeCall runs a change just before a later call
