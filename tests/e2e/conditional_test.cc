@@ -302,5 +302,52 @@ TEST(ConditionalBatchTest, OneFailingPreconditionRefusesTheWholeBatch) {
       400);
 }
 
+// http://: the preconditions go upstream unchanged and the upstream decides
+// (here a second fencepost, which keeps tags); its 412 is relayed as it is,
+// and counted.
+TEST(ConditionalHttpTest, PreconditionsGoUpstreamAndItsAnswerIsRelayed) {
+  TempDir dir;
+  ServerProcess upstream(dir / "upstream");
+  ServerProcess front(
+      dir / "front",
+      {"--backend", "http://127.0.0.1:" + std::to_string(upstream.data_port()),
+       "--forward-token"});
+  const auto port = front.data_port();
+  HttpResponse created =
+      Put(port, "k", "v1", "3", {{"Content-Type", "text/plain"}});
+  ASSERT_EQ(created.status, 201);
+  const std::string tag = created.header("etag");  // the upstream's
+  ASSERT_FALSE(tag.empty());
+  EXPECT_EQ(Fetch(upstream.data_port(), "GET", "/k").header("etag"), tag);
+  EXPECT_EQ(Fetch(upstream.data_port(), "GET", "/k").header("content-type"),
+            "text/plain");
+
+  HttpResponse refused = Put(port, "k", "v2", "3", {{"If-Match", "\"nope\""}});
+  EXPECT_EQ(refused.status, 412);
+  EXPECT_NE(refused.body.find("\"current_etag\":"), std::string::npos)
+      << "the upstream's own problem document, relayed";
+  EXPECT_EQ(Fetch(upstream.data_port(), "GET", "/k").body, "v1");
+  EXPECT_EQ(Put(port, "k", "v2", "3", {{"If-None-Match", "*"}}).status, 412);
+  HttpResponse applied = Put(port, "k", "v2", "3", {{"If-Match", tag}});
+  EXPECT_EQ(applied.status, 200);
+  EXPECT_EQ(Fetch(upstream.data_port(), "GET", "/k").body, "v2");
+  EXPECT_EQ(
+      Fetch(port, "GET", "/k", {{"If-None-Match", applied.header("etag")}})
+          .status,
+      304);
+
+  const std::string metrics = Fetch(front.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(
+      testing::MetricValue(
+          metrics,
+          "fencepost_writes_rejected_total{reason=\"precondition_failed\"}"),
+      2);
+  EXPECT_EQ(testing::MetricValue(metrics, "fencepost_writes_accepted_total"),
+            2);
+  EXPECT_NE(Fetch(front.admin_port(), "GET", "/v1/rejections")
+                .body.find("\"reason\":\"precondition_failed\""),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace fencepost
