@@ -63,6 +63,24 @@ StoredValue Decode(MDB_val data, const Layout& layout) {
 
 }  // namespace
 
+bool ValidContentType(std::string_view type) {
+  if (type.size() > kMaxContentTypeBytes) return false;
+  for (const char c : type) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f) return false;
+  }
+  return true;
+}
+
+bool ValidTag(std::string_view tag) {
+  if (tag.empty() || tag.size() > 255) return false;
+  for (const char c : tag) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x21 || u == '"' || u == 0x7f) return false;
+  }
+  return true;
+}
+
 std::string TagOf(std::uint64_t seq) {
   char text[17];
   const int n = std::snprintf(text, sizeof text, "%llx",

@@ -35,6 +35,14 @@ std::string TagOf(std::uint64_t seq);
 // The longest Content-Type a value keeps.
 inline constexpr std::size_t kMaxContentTypeBytes = 255;
 
+// Whether `type` may be kept as a value's Content-Type and sent back in a
+// header: at most kMaxContentTypeBytes of visible characters, spaces and
+// tabs (no control character: it could end the header early).
+bool ValidContentType(std::string_view type);
+// Whether `tag` may be an entity tag between quotes: 1 to 255 of RFC 9110's
+// etagc (no quote, space or control character).
+bool ValidTag(std::string_view tag);
+
 // Each returns 0 or an LMDB error code.
 int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
               StoredValue* value);

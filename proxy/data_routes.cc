@@ -176,12 +176,12 @@ std::optional<Response> DataRoutes::TakeConditions(
     return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
   }
   const std::string_view type = req[http::field::content_type];
-  if (type.size() > fence::kMaxContentTypeBytes) {
-    return Problemed(
-        req, {ProblemType::kBadRequest,
-              "Content-Type is longer than " +
-                  std::to_string(fence::kMaxContentTypeBytes) + " bytes",
-              key});
+  if (!fence::ValidContentType(type)) {
+    return Problemed(req, {ProblemType::kBadRequest,
+                           "Content-Type must be at most " +
+                               std::to_string(fence::kMaxContentTypeBytes) +
+                               " bytes without control characters",
+                           key});
   }
   if (write.kind == storage::WriteKind::kPut) write.content_type = type;
   return std::nullopt;

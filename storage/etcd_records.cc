@@ -85,6 +85,9 @@ bool ParseValue(std::string_view text, std::optional<fence::Token>* token,
       space != std::string_view::npos) {
     *content_type = std::string(spelled.substr(space + 1));
     spelled = spelled.substr(0, space);
+    // Whoever can write to etcd could set anything: none goes into a header
+    // that could end it early.
+    if (!fence::ValidContentType(*content_type)) content_type->clear();
   }
   token->reset();
   if (spelled != "-") {

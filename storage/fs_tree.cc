@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "fence/values.h"
 #include "storage/errc.h"
 
 namespace fencepost::storage {
@@ -159,8 +160,9 @@ int SetAttribute(int fd, const char* name, std::string_view value) {
 
 // The entity tag of the open file `fd` (see FsTree).
 std::string TagOfFile(int fd, const struct stat& st) {
+  // Another program may have set it to anything: only a well-formed tag.
   std::string tag = Attribute(fd, kTagXattr);
-  if (!tag.empty()) return tag;
+  if (fence::ValidTag(tag)) return tag;
   char text[64];
   const int n = std::snprintf(
       text, sizeof text, "s%llx-%llx-%llx",
@@ -329,6 +331,9 @@ std::error_code FsTree::Read(std::string_view key, bool head,
   }
   value->etag = TagOfFile(file.get(), st);
   value->content_type = Attribute(file.get(), kTypeXattr);
+  if (!fence::ValidContentType(value->content_type)) {
+    value->content_type.clear();  // set by another program: not sent on
+  }
   return {};
 }
 

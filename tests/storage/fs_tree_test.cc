@@ -168,6 +168,26 @@ TEST_F(FsTreeTest, AFileWrittenByAnotherProgramHasATagFromItsStat) {
   EXPECT_NE(after.tag, before.tag);
 }
 
+// Attributes another program set are never sent on as they are: a tag or
+// Content-Type with a CR LF would end the answer's header early.
+TEST_F(FsTreeTest, AttributesThatCouldSplitAHeaderAreNotSentOn) {
+  ASSERT_FALSE(Put("doc", "body"));
+  const std::string path = (root_ / "doc").string();
+  const std::string evil = "x\r\nSet-Cookie: a=b";
+  ASSERT_EQ(::setxattr(path.c_str(), "user.fencepost.etag", evil.data(),
+                       evil.size(), 0),
+            0);
+  ASSERT_EQ(::setxattr(path.c_str(), "user.fencepost.content-type", evil.data(),
+                       evil.size(), 0),
+            0);
+  FsValue value;
+  ASSERT_FALSE(tree_.Read("doc", false, &value));
+  EXPECT_EQ(value.etag.find_first_of("\r\n\" "), std::string::npos)
+      << value.etag;
+  EXPECT_EQ(value.etag.front(), 's');  // the one made from its stat
+  EXPECT_EQ(value.content_type, "");
+}
+
 TEST_F(FsTreeTest, ADirectoryOfANewerFormatIsRefused) {
   const fs::path dir = root_.parent_path() / "newer";
   fs::create_directories(dir);
