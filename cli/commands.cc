@@ -7,6 +7,7 @@
 
 #include "cli/flags.h"
 #include "cli/lease_run.h"
+#include "cli/probe.h"
 #include "cli/requests.h"
 
 namespace fencepost::cli {
@@ -22,6 +23,7 @@ constexpr std::string_view kUsageText =
   fencepost fence get KEY
   fencepost fence bump KEY --token N
   fencepost batch --token N [FILE]
+  fencepost probe URL [--token N]
 
 Flags of every command:
   --admin URL             the admin port (env FENCEPOST_ADMIN,
@@ -57,6 +59,15 @@ BASE64} | {"op": "delete", "key": K}, ...]} as POST / to the data port with
 Fencing-Token N. Every op is applied or none is (lmdb or etcd backend); the
 results document, or a 409's problem, goes to standard output.
 
+`probe` tells whether the HTTP store at URL (http://HOST[:PORT][/BASE])
+honours If-Match and If-None-Match: under a scratch key below URL it
+writes a value, then sends a PUT with a wrong If-Match, a PUT with
+If-None-Match: * over the value and a DELETE with a wrong If-Match; each
+must be 412 and leave the value as it was. It removes the scratch key and
+prints a verdict per check; with --token N every write carries
+Fencing-Token N (to probe through a fencepost data port). Exit 0 when every
+check holds, 1 when one does not, 3 when the store is unreachable.
+
 Exit status: 0 done, 1 refused (lease held, stale token, not held, not
 found), 2 usage error or a request fencepost calls bad (400; 405 for a batch
 on a backend without batches; 413 for one over --max-body), 3 fencepost
@@ -68,6 +79,7 @@ taken).
 
 int Dispatch(const CommandSpec& spec, const Flags& flags) {
   if (spec.group == "batch") return Batch(flags);
+  if (spec.group == "probe") return Probe(flags);
   if (spec.group == "fence") {
     return spec.name == "get" ? Get(flags, false) : FenceBump(flags);
   }
@@ -82,7 +94,8 @@ int Dispatch(const CommandSpec& spec, const Flags& flags) {
 bool IsClientCommand(int argc, char** argv) {
   return argc > 1 && (std::string_view(argv[1]) == "lease" ||
                       std::string_view(argv[1]) == "fence" ||
-                      std::string_view(argv[1]) == "batch");
+                      std::string_view(argv[1]) == "batch" ||
+                      std::string_view(argv[1]) == "probe");
 }
 
 int RunClientCommand(int argc, char** argv) {

@@ -54,6 +54,7 @@ const std::vector<CommandSpec>& Commands() {
       {"fence", "get", "KEY", {}},
       {"fence", "bump", "KEY", {"token"}},
       {"batch", "", "FILE", {"token"}, false, true},
+      {"probe", "", "URL", {"token"}},
   };
   return kCommands;
 }

@@ -44,9 +44,9 @@ struct Flags {
 
 // What one command takes besides the flags of every command.
 struct CommandSpec {
-  std::string_view group;    // "lease", "fence" or "batch"
+  std::string_view group;    // "lease", "fence", "batch" or "probe"
   std::string_view name;     // "" for a command of one word ("batch")
-  std::string_view operand;  // "NAME", "KEY" or "FILE"
+  std::string_view operand;  // "NAME", "KEY", "FILE" or "URL"
   std::set<std::string_view> flags;
   bool takes_command = false;
   bool operand_optional = false;

@@ -457,6 +457,7 @@ Usage:
   fencepost lease acquire|release|get|run ...   (fencepost lease --help)
   fencepost fence get|bump ...                  (fencepost fence --help)
   fencepost batch --token N [FILE]              (fencepost batch --help)
+  fencepost probe URL [--token N]               (fencepost probe --help)
   fencepost --help | --version
 
 Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
