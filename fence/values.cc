@@ -119,11 +119,12 @@ int PutValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
   StoreBigEndian(p + 11, seq, 8);
   p[kHeader2 - 1] = static_cast<char>(content_type.size());
   char* at = p + kHeader2;
-  std::memcpy(at, key.data(), name_length);
-  at += name_length;
-  std::memcpy(at, content_type.data(), content_type.size());
-  at += content_type.size();
-  std::memcpy(at, body.data(), body.size());
+  // (An empty view may have no data at all: memcpy must not see it.)
+  for (const std::string_view part :
+       {key.substr(0, name_length), content_type, body}) {
+    if (!part.empty()) std::memcpy(at, part.data(), part.size());
+    at += part.size();
+  }
   return 0;
 }
 
