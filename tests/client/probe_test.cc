@@ -193,6 +193,32 @@ TEST(ProbeTest, ThroughFencepostInFrontOfNginxNginxIsJudged) {
   EXPECT_TRUE(fs::is_empty(root + "/store/jobs")) << probe.output;
 }
 
+// A check holds only when the value is also as it was: a store that
+// answers 412 but writes anyway is caught by the GET after it.
+TEST(ProbeTest, A412ThatChangedTheValueDoesNotHold) {
+  fencepost::testing::FakeUpstream store;
+  const std::string url = "http://127.0.0.1:" + std::to_string(store.port());
+  auto probe = RunFencepost({"probe", url + "/lies"});
+  EXPECT_EQ(probe.exit_status, 1) << probe.output;
+  EXPECT_TRUE(Has(probe.output, "the store answered no ETag on GET"))
+      << probe.output;
+  EXPECT_EQ(Count(probe.output, "DOES NOT HOLD (HTTP 412, value overwritten)"),
+            2u)
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "DELETE with a wrong If-Match: DOES NOT HOLD "
+                  "(HTTP 412, value deleted)"))
+      << probe.output;
+
+  // The same store elsewhere ignores the preconditions outright.
+  probe = RunFencepost({"probe", url + "/plain"});
+  EXPECT_EQ(probe.exit_status, 1) << probe.output;
+  EXPECT_EQ(Count(probe.output, "DOES NOT HOLD (HTTP 204"), 3u) << probe.output;
+  for (const auto& request : store.Requests()) {
+    EXPECT_EQ(store.Value(request.target), "") << request.target;
+  }
+}
+
 TEST(ProbeTest, AStoreThatRefusesOrFailsIs3) {
   testing::RefusingPort refusing;
   const std::string down =
