@@ -59,14 +59,17 @@ BASE64} | {"op": "delete", "key": K}, ...]} as POST / to the data port with
 Fencing-Token N. Every op is applied or none is (lmdb or etcd backend); the
 results document, or a 409's problem, goes to standard output.
 
-`probe` tells whether the HTTP store at URL (http://HOST[:PORT][/BASE])
-honours If-Match and If-None-Match: under a scratch key below URL it
-writes a value, then sends a PUT with a wrong If-Match, a PUT with
-If-None-Match: * over the value and a DELETE with a wrong If-Match; each
-must be 412 and leave the value as it was. It removes the scratch key and
-prints a verdict per check; with --token N every write carries
-Fencing-Token N (to probe through a fencepost data port). Exit 0 when every
-check holds, 1 when one does not, 3 when the store is unreachable.
+`probe` tells whether the HTTP store at URL (http://HOST[:PORT][/BASE] or
+https://...) honours If-Match and If-None-Match: under a scratch
+key fencepost-probe-<random> below URL it writes a value and reads it back,
+then sends a PUT with a wrong If-Match, a PUT with If-None-Match: * over
+the value and a DELETE with a wrong If-Match; each must be 412 and leave
+the value as it was (a GET after each one checks). It removes the scratch
+key and prints a verdict per check and one for the store; with --token N
+every write carries Fencing-Token N (to probe through a fencepost data
+port). Exit 0 when every check holds, 1 when one does not (or the store
+refuses the first write, or does not read back what it stores), 3 when the
+store is unreachable, times out (10s a request) or answers 5xx.
 
 Exit status: 0 done, 1 refused (lease held, stale token, not held, not
 found), 2 usage error or a request fencepost calls bad (400; 405 for a batch

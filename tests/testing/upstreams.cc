@@ -168,6 +168,9 @@ void FakeUpstream::Serve(int fd) {
     }
     http::response<http::string_body> res(http::status::ok, req.version());
     const std::string target(req.target());
+    const bool lies = target.rfind("/lies/", 0) == 0 &&
+                      (req.count(http::field::if_match) > 0 ||
+                       req.count(http::field::if_none_match) > 0);
     if (req.method() == http::verb::put || req.method() == http::verb::post ||
         req.method() == http::verb::patch) {
       const bool stalled = req.body().rfind("stall:", 0) == 0;
@@ -204,6 +207,7 @@ void FakeUpstream::Serve(int fd) {
         res.body() = it->second;
       }
     }
+    if (lies) res.result(http::status::precondition_failed);
     if (res.result() != http::status::no_content) res.prepare_payload();
     res.keep_alive(req.keep_alive());
     http::write(socket, res, ec);

@@ -30,8 +30,10 @@ std::uint16_t FreePort();
 // applied even when the client has given up meanwhile (the delayed-write
 // hazard); one whose body starts with "early:" is answered 100 and 103
 // first; one whose body starts with "jitter:" waits 0-15 ms (set by its
-// bytes) before it is applied. Every request is recorded as it arrives, and
-// every write again as it is applied.
+// bytes) before it is applied. It answers no ETag and ignores If-Match and
+// If-None-Match, except below /lies/, where a write that carries either is
+// applied all the same and answered 412. Every request is recorded as it
+// arrives, and every write again as it is applied.
 class FakeUpstream {
  public:
   struct Seen {
