@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "fence/values.h"
+
 namespace fencepost::proxy {
 
 namespace http = boost::beast::http;
@@ -63,7 +65,11 @@ std::string ReadField(const Request& req, http::field name, bool strong,
   for (auto it = first; it != last; ++it) {
     const auto& field = *it;
     *present = true;
-    if (!ParseList(field.value(), any, &tags)) {
+    const std::size_t before = tags.size();
+    const bool was_any = *any;
+    // `*` alone, or at least one tag; never both across fields.
+    if (!ParseList(field.value(), any, &tags) ||
+        (*any == was_any && tags.size() == before) || (*any && !tags.empty())) {
       return std::string(http::to_string(name)) +
              " must be * or a list of quoted entity tags";
     }
@@ -95,16 +101,18 @@ std::string ReadPreconditions(const Request& req, fence::Precondition* out) {
   return error;
 }
 
-void BatchIfMatch(std::string_view value, fence::Precondition* out) {
+bool BatchIfMatch(std::string_view value, fence::Precondition* out) {
   out->has_match = true;
   if (value == "*") {
     out->match_any = true;
-    return;
+    return true;
   }
   if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
     value = value.substr(1, value.size() - 2);
   }
+  if (!fence::ValidTag(value)) return false;
   out->match.emplace_back(value);
+  return true;
 }
 
 }  // namespace fencepost::proxy

@@ -22,7 +22,8 @@ std::string QuoteTag(std::string_view tag);
 // 400's detail); `*out` is then unspecified.
 std::string ReadPreconditions(const Request& req, fence::Precondition* out);
 
-// A batch op's "if_match" member: "*", or one tag, quoted or bare.
-void BatchIfMatch(std::string_view value, fence::Precondition* out);
+// A batch op's "if_match" member: "*", or one tag, quoted or bare; false
+// when it is neither (empty, or a character a tag cannot hold).
+bool BatchIfMatch(std::string_view value, fence::Precondition* out);
 
 }  // namespace fencepost::proxy

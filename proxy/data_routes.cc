@@ -65,11 +65,12 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
     read.upstream->version(req.version());
     co_return std::move(*read.upstream);
   }
-  // If-Match first, then If-None-Match (RFC 9110 13.2.2).
+  // If-Match first, then If-None-Match (RFC 9110 13.2.2); none for what
+  // would be a 404 anyway (13.2.1).
   const fence::ValueNow now{read.found, read.etag};
   fence::Precondition if_match = pre;
   if_match.has_none_match = false;
-  if (!fence::PreconditionHolds(if_match, now)) {
+  if (read.found && !fence::PreconditionHolds(if_match, now)) {
     Problem problem(ProblemType::kPreconditionFailed,
                     "the value's entity tag does not meet If-Match", key);
     problem.with_current_etag = true;
@@ -313,7 +314,11 @@ BatchOps ReadBatch(std::string_view body, fence::Token token, bool observe,
     write.value = fence::ValueOp{
         put ? fence::ValueOp::Kind::kPut : fence::ValueOp::Kind::kDelete,
         key->text, "", ""};
-    if (if_match) BatchIfMatch(if_match->text, &write.precondition);
+    if (if_match && !BatchIfMatch(if_match->text, &write.precondition)) {
+      out.error = at + "if_match is \"*\" or an entity tag";
+      out.key = key->text;
+      return out;
+    }
     if (if_none_match) {
       write.precondition.has_none_match = true;
       write.precondition.none_match_any = true;

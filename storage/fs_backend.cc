@@ -48,8 +48,12 @@ Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
     co_return result;
   }
   // The rulebook decides the precondition over the file as read under the
-  // key's turn, after the token.
+  // key's turn, after the token; and again over the file as it is once the
+  // turn among replicas is taken too (another replica sharing DIR may have
+  // written it in between: then the fence has moved, which is safe, but
+  // the file is not written).
   write.value_now = before;
+  const fence::Precondition precondition = write.precondition;
   auto [outcome, shared_turn] = co_await fences_.CommitInTurn(std::move(write));
   result.outcome = std::move(outcome);
   if (!fence::Applied(result.outcome)) co_return result;
@@ -62,7 +66,7 @@ Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
         if (conditional) {
           fence::ValueNow now;
           if (auto e = tree_.Current(request.key, &now)) return e;
-          if (now.exists != before.exists || now.tag != before.tag) {
+          if (!fence::PreconditionHolds(precondition, now)) {
             changed = true;
             result.outcome.etag = now.tag;
             return std::error_code{};

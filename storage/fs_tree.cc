@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -159,26 +160,51 @@ int SetAttribute(int fd, const char* name, std::string_view value) {
 }
 
 // The entity tag of the open file `fd` (see FsTree).
-std::string TagOfFile(int fd, const struct stat& st) {
-  // Another program may have set it to anything: only a well-formed tag.
-  std::string tag = Attribute(fd, kTagXattr);
-  if (fence::ValidTag(tag)) return tag;
+unsigned long long Nanoseconds(const struct timespec& t) {
+  return static_cast<unsigned long long>(t.tv_sec) * 1000000000ull +
+         static_cast<unsigned long long>(t.tv_nsec);
+}
+
+// What the contents of the file `st` describes are known by: its inode,
+// size and modification time. A write in place by another program changes
+// them (the time at the clock's tick); setting an attribute does not.
+std::string Identity(const struct stat& st) {
   char text[64];
-  const int n = std::snprintf(
-      text, sizeof text, "s%llx-%llx-%llx",
-      static_cast<unsigned long long>(st.st_ino),
-      static_cast<unsigned long long>(st.st_mtim.tv_sec) * 1000000000ull +
-          static_cast<unsigned long long>(st.st_mtim.tv_nsec),
-      static_cast<unsigned long long>(st.st_size));
+  const int n = std::snprintf(text, sizeof text, "%llx-%llx-%llx",
+                              static_cast<unsigned long long>(st.st_ino),
+                              static_cast<unsigned long long>(st.st_size),
+                              Nanoseconds(st.st_mtim));
   return std::string(text, static_cast<std::size_t>(n));
 }
 
-// A new random tag: 16 hex digits.
+// The entity tag of the open file `fd`, which fstat described as `st`: the
+// tag fencepost stored with its write ("TAG IDENTITY"), while the file is
+// still the one written; else (another program wrote it, or set the
+// attribute to anything) one made from everything fstat says of it.
+std::string TagOfFile(int fd, const struct stat& st) {
+  const std::string stored = Attribute(fd, kTagXattr);
+  const std::size_t space = stored.find(' ');
+  if (space != std::string::npos && stored.substr(space + 1) == Identity(st)) {
+    std::string tag = stored.substr(0, space);
+    if (fence::ValidTag(tag)) return tag;
+  }
+  char text[128];
+  const int n = std::snprintf(text, sizeof text, "s%llx-%s-%llx",
+                              static_cast<unsigned long long>(st.st_dev),
+                              Identity(st).c_str(), Nanoseconds(st.st_ctim));
+  return std::string(text, static_cast<std::size_t>(n));
+}
+
+// A new random tag: 16 hex digits from the kernel's random source.
 std::string NewTag() {
-  thread_local std::mt19937_64 random{std::random_device{}()};
+  std::uint64_t bits = 0;
+  if (::getrandom(&bits, sizeof bits, 0) != sizeof bits) {
+    thread_local std::mt19937_64 fallback{std::random_device{}()};
+    bits = fallback();
+  }
   char text[17];
   std::snprintf(text, sizeof text, "%016llx",
-                static_cast<unsigned long long>(random()));
+                static_cast<unsigned long long>(bits));
   return text;
 }
 
@@ -246,9 +272,14 @@ void FsTree::CheckFormat(const std::string& dir) const {
     return;
   }
   if (found != std::to_string(kFormat)) {
+    // Another program may have set it to anything: digits only in the log.
+    const bool digits =
+        found.size() <= 8 &&
+        found.find_first_not_of("0123456789") == std::string::npos;
     throw std::runtime_error(
         "fs: backend directory " + dir +
-        " was written by another release of fencepost (format " + found +
+        " was written by another release of fencepost (format " +
+        (digits ? found : std::string("unknown")) +
         "; this release reads formats 1 and " + std::to_string(kFormat) +
         "): serve it with that release or a later one");
   }
@@ -399,10 +430,11 @@ std::error_code FsTree::Write(std::string_view key, std::string_view body,
     return FromErrno(e);
   };
   if (!WriteAll(file.get(), body)) return fail(errno);
-  *etag = NewTag();
+  if (::fstat(file.get(), &st) != 0) return fail(errno);
   int e =
       token ? SetAttribute(file.get(), kTokenXattr, std::to_string(*token)) : 0;
-  if (e == 0) e = SetAttribute(file.get(), kTagXattr, *etag);
+  if (e == 0)
+    e = SetAttribute(file.get(), kTagXattr, NewTag() + " " + Identity(st));
   if (e == 0 && !content_type.empty()) {
     e = SetAttribute(file.get(), kTypeXattr, content_type);
   }

@@ -172,8 +172,14 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   using Verdict = fence::WriteOutcome::Verdict;
 
   const HttpRequest upstream = Upstream(*request.original, request.key);
+  // A conditional PUT or DELETE is not sent twice either: if the first
+  // landed, the second would be refused (412) and the client, told its
+  // write failed, would read its own write and apply its change again.
+  const bool conditional = upstream.count(http::field::if_match) > 0 ||
+                           upstream.count(http::field::if_none_match) > 0;
   const bool idempotent =
-      request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete;
+      (request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete) &&
+      !conditional;
   // POST and PATCH always take a new connection: on a kept-alive one the
   // upstream may have closed meanwhile, and they cannot be sent again.
   HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, idempotent);

@@ -1,8 +1,11 @@
 #include "fence/committer.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <future>
 #include <latch>
 #include <map>
@@ -320,6 +323,79 @@ TEST_F(CommitterTest, BatchesAndSingleWritesInOneGroupSeeEachOther) {
   }
   EXPECT_EQ(Value("x"), "x298");
   EXPECT_EQ(Value("y"), "y298");
+}
+
+// A loop the test turns by hand: everything submitted before the first
+// turn is one group.
+class HandLoop {
+ public:
+  Committer::Options::Loop loop() {
+    return {[this](std::function<void()> fn) { posted_.push_back(fn); },
+            [this](int fd, std::function<void()> ready) {
+              watched_.emplace_back(fd, std::move(ready));
+            }};
+  }
+  // Runs what was posted and what the watched descriptors wake, until
+  // `done` holds (at most 10 s).
+  template <class Done>
+  void RunUntil(Done done) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      std::vector<std::function<void()>> now;
+      now.swap(posted_);
+      for (auto& fn : now) fn();
+      for (auto& [fd, ready] : watched_) {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 1) == 1) ready();
+      }
+    }
+  }
+
+ private:
+  std::vector<std::function<void()>> posted_;
+  std::vector<std::pair<int, std::function<void()>>> watched_;
+};
+
+// A batch refused for a precondition takes no record numbers, also when
+// writes after it are decided in the same group: the log stays without a
+// gap (recovery stops at one), and the tags (the numbers) run on.
+TEST(CommitterGroupTest, ARefusedBatchLeavesNoGapInItsGroup) {
+  testing::TempDir dir;
+  Env env{{dir.path(), 64u << 20}};
+  HandLoop hand;
+  Committer::Options options;
+  options.loop = hand.loop();
+  Committer committer(env, options);
+  auto put = [](const std::string& key, const std::string& body) {
+    return FencedWrite{key, 1, false, ValueOp{ValueOp::Kind::kPut, key, body}};
+  };
+  std::vector<WriteOutcome> outcomes(4);
+  std::atomic<int> answered = 0;
+  auto submit = [&](FenceWrite w, int i) {
+    committer.Submit(std::move(w), [&, i](WriteOutcome o) {
+      outcomes[i] = std::move(o);
+      ++answered;
+    });
+  };
+  submit(put("a", "a0"), 0);
+  hand.RunUntil([&] { return answered == 1; });
+  ASSERT_EQ(outcomes[0].etag, "1");
+
+  Batch batch;
+  batch.writes.push_back(put("x", "x0"));
+  batch.writes.push_back(put("a", "a1"));
+  batch.writes.back().precondition.has_match = true;
+  batch.writes.back().precondition.match = {"nope"};
+  submit(std::move(batch), 1);
+  submit(put("b", "b0"), 2);
+  submit(put("c", "c0"), 3);
+  hand.RunUntil([&] { return answered == 4; });
+  ASSERT_EQ(answered, 4);
+  EXPECT_EQ(outcomes[1].verdict, Verdict::kPreconditionFailed);
+  EXPECT_EQ(outcomes[2].etag, "2");
+  EXPECT_EQ(outcomes[3].etag, "3");
+  committer.Stop();
 }
 
 }  // namespace

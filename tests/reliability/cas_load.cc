@@ -37,6 +37,7 @@ void CasLoad::Answered(std::uint64_t id, int status, const std::string& etag) {
   std::lock_guard lock(mu_);
   Attempt& a = attempts_[id];
   if (status == 200 || status == 201) {
+    if (!acked_values_[a.counter].emplace(a.value, id).second) ++duplicates_;
     a.outcome = Attempt::Outcome::kAcked;
     a.etag = etag;
     highest_acked_[a.counter] = std::max(highest_acked_[a.counter], a.value);
@@ -57,8 +58,8 @@ void CasLoad::Run(std::uint16_t data_port, int counter) {
       std::uint64_t value = 1;
       if (read.status == 200) {
         value = std::stoull(read.body) + 1;
-        headers.emplace_back("If-Match", read.header("etag"));
-      } else {
+        if (conditional_) headers.emplace_back("If-Match", read.header("etag"));
+      } else if (conditional_) {
         headers.emplace_back("If-None-Match", "*");
       }
       const std::uint64_t id = next_id_++;
@@ -102,6 +103,11 @@ std::vector<std::string> CasLoad::Check(std::uint16_t data_port) {
   using Outcome = Attempt::Outcome;
   std::vector<std::string> violations;
   std::lock_guard lock(mu_);
+  if (duplicates_ > 0) {
+    violations.push_back(std::to_string(duplicates_) +
+                         " increments were acknowledged with a value another "
+                         "was acknowledged with: lost updates");
+  }
   for (int counter = 0; counter < kCounters; ++counter) {
     const std::string key = KeyOf(counter);
     const auto read = testing::Fetch(data_port, "GET", key);
@@ -143,6 +149,9 @@ std::vector<std::string> CasLoad::Check(std::uint16_t data_port) {
     for (auto& [id, a] : attempts_) {
       if (a.counter != counter || a.outcome != Outcome::kUnknown) continue;
       if (id == landed) {
+        if (!acked_values_[counter].emplace(a.value, id).second) {
+          ++duplicates_;
+        }
         a.outcome = Outcome::kAcked;
         a.etag = read.header("etag");
         highest_acked_[counter] = std::max(highest_acked_[counter], a.value);

@@ -24,11 +24,17 @@ namespace fencepost::reliability {
 class CasLoad {
  public:
   static constexpr int kCounters = 2;
+  // `conditional` false: the same load without If-Match (the negative
+  // control of the check's lost-update rule).
+  explicit CasLoad(bool conditional = true) : conditional_(conditional) {}
   ~CasLoad() { Stop(); }
   void Start(std::uint16_t data_port);
   void Stop();
   std::size_t acknowledged() const { return acked_; }
   std::size_t refused() const { return refused_; }
+  // Increments acknowledged with a value another was acknowledged with:
+  // two writers each told their increment landed, one of them lost.
+  std::size_t duplicates() const { return duplicates_; }
   const std::vector<Disconnect>& disconnects() const { return disconnects_; }
   std::vector<std::string> Check(std::uint16_t data_port);
   // For the check's negative controls: the key and body of a write that
@@ -53,7 +59,10 @@ class CasLoad {
   void Sent(std::uint64_t id, int counter, std::uint64_t value);
   void Answered(std::uint64_t id, int status, const std::string& etag);
 
+  const bool conditional_;
   std::atomic<bool> stop_ = false;
+  std::atomic<std::size_t> duplicates_ = 0;
+  std::map<int, std::map<std::uint64_t, std::uint64_t>> acked_values_;
   std::atomic<std::uint64_t> next_id_{1};
   std::atomic<std::size_t> acked_ = 0, refused_ = 0;
   std::mutex mu_;

@@ -316,5 +316,27 @@ TEST(CrashLoopTest, TheConditionalWritesCheckCatchesPlantedViolations) {
   EXPECT_TRUE(lost) << found.front();
 }
 
+// The same load without If-Match loses updates, and the check says so: the
+// lost-update rule's negative control (two writers are told the same value
+// landed). Bounded: the race shows within a second or two here.
+TEST(CrashLoopTest, TheConditionalWritesCheckCatchesLostUpdates) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  CasLoad blind(false);
+  blind.Start(server.data_port());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (blind.duplicates() == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  blind.Stop();
+  ASSERT_GT(blind.duplicates(), 0u) << "no lost update in 30 s";
+  const auto found = blind.Check(server.data_port());
+  ASSERT_FALSE(found.empty());
+  EXPECT_NE(found.front().find("lost updates"), std::string::npos)
+      << found.front();
+}
+
 }  // namespace
 }  // namespace fencepost::reliability

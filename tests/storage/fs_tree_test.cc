@@ -1,12 +1,16 @@
 #include "storage/fs_tree.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "storage/errc.h"
 #include "tests/testing/temp_dir.h"
@@ -168,14 +172,45 @@ TEST_F(FsTreeTest, AFileWrittenByAnotherProgramHasATagFromItsStat) {
   EXPECT_NE(after.tag, before.tag);
 }
 
+// The identity fencepost stores beside a tag: inode, size, mtime (hex).
+std::string IdentityOf(const std::string& path) {
+  struct stat st;
+  EXPECT_EQ(::stat(path.c_str(), &st), 0);
+  char text[64];
+  std::snprintf(
+      text, sizeof text, "%llx-%llx-%llx",
+      static_cast<unsigned long long>(st.st_ino),
+      static_cast<unsigned long long>(st.st_size),
+      static_cast<unsigned long long>(st.st_mtim.tv_sec) * 1000000000ull +
+          static_cast<unsigned long long>(st.st_mtim.tv_nsec));
+  return text;
+}
+
+// A file another program rewrites in place keeps its attributes, fencepost's
+// tag among them: that tag must not stand for the new contents.
+TEST_F(FsTreeTest, AFileRewrittenInPlaceByAnotherProgramHasANewTag) {
+  ASSERT_FALSE(Put("doc", "aaaa"));
+  FsValue before;
+  ASSERT_FALSE(tree_.Read("doc", true, &before));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(root_ / "doc", std::ios::trunc) << "bbbb";  // same size
+  FsValue after;
+  ASSERT_FALSE(tree_.Read("doc", false, &after));
+  EXPECT_EQ(after.body, "bbbb");
+  EXPECT_NE(after.etag, before.etag);
+  EXPECT_EQ(after.etag.front(), 's');
+}
+
 // Attributes another program set are never sent on as they are: a tag or
 // Content-Type with a CR LF would end the answer's header early.
 TEST_F(FsTreeTest, AttributesThatCouldSplitAHeaderAreNotSentOn) {
   ASSERT_FALSE(Put("doc", "body"));
   const std::string path = (root_ / "doc").string();
   const std::string evil = "x\r\nSet-Cookie: a=b";
-  ASSERT_EQ(::setxattr(path.c_str(), "user.fencepost.etag", evil.data(),
-                       evil.size(), 0),
+  // With the file's identity, as fencepost stores its own tags.
+  const std::string tag = evil + " " + IdentityOf(path);
+  ASSERT_EQ(::setxattr(path.c_str(), "user.fencepost.etag", tag.data(),
+                       tag.size(), 0),
             0);
   ASSERT_EQ(::setxattr(path.c_str(), "user.fencepost.content-type", evil.data(),
                        evil.size(), 0),
