@@ -71,6 +71,9 @@ Awaitable<void> RaiseScope(storage::Fences& fences, const fence::Scopes& scopes,
 
 Awaitable<std::string> StartScopes(storage::Fences& fences,
                                    const fence::Scopes& scopes) {
+  if (std::string refusal = co_await fences.CheckFormat(); !refusal.empty()) {
+    co_return refusal;
+  }
   const fence::ScopeRecord last = co_await fences.RecordedScopes();
   std::vector<fence::RecordedScope> recorded;
   for (const auto* names : {&last.served, &last.retired}) {

@@ -151,6 +151,9 @@ class EtcdFences : public Fences {
                                   std::size_t limit) override;
   std::optional<std::uint64_t> Count() override { return std::nullopt; }
   Awaitable<fence::ScopeRecord> RecordedScopes() override;
+  // PREFIX/format: "2" since values carry Content-Types (the previous
+  // release wrote none, and reads no value that has one).
+  Awaitable<std::string> CheckFormat() override;
   Awaitable<void> RecordScopes(fence::ScopeRecord record) override;
   Awaitable<bool> Ready() override;
   std::string_view consistency() const override { return "linearizable"; }

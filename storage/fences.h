@@ -141,6 +141,12 @@ class Fences {
   // (fence::PlanScopes), and their durable replacement. For start-up only:
   // they throw std::runtime_error with a readable message on failure.
   virtual Awaitable<fence::ScopeRecord> RecordedScopes() = 0;
+  // Checks the format of the records the store holds, recording this
+  // release's where none is recorded: "" when this release can serve them,
+  // else why not (the start stops with exit 2). Throws std::runtime_error
+  // when the store cannot be read. (A data directory's LMDB environments
+  // check their own when they open: fence::Env.)
+  virtual Awaitable<std::string> CheckFormat() { co_return std::string(); }
   virtual Awaitable<void> RecordScopes(fence::ScopeRecord record) = 0;
 };
 

@@ -218,6 +218,26 @@ TEST_F(EtcdConditionalTest, ABatchWithAFailingIfMatchIs412AndAppliesNothing) {
   EXPECT_EQ(Fetch(port, "GET", "/b/y").body, "y1");
 }
 
+// The prefix records its format at the first start ("2"); one written by
+// a newer release is refused with exit 2.
+TEST_F(EtcdConditionalTest, ThePrefixsFormatIsRecordedAndANewerOneRefused) {
+  { auto replica = Replica("formats"); }
+  EXPECT_EQ(Shell("ETCDCTL_API=3 etcdctl --endpoints=" + Endpoint() +
+                  " get --print-value-only formats/format"),
+            "2\n");
+  ASSERT_EQ(Shell("ETCDCTL_API=3 etcdctl --endpoints=" + Endpoint() +
+                  " put newer/format 3 >/dev/null; echo $?"),
+            "0\n");
+  const auto refused = testing::RunFencepost(
+      {"--fence-store", url_ + "/newer", "--backend", "etcd", "--listen",
+       "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(refused.exit_status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("written by another release of fencepost "
+                                "(format 3"),
+            std::string::npos)
+      << refused.output;
+}
+
 TEST_F(EtcdConditionalTest, AValueOfThePreviousReleaseReadsAndTakesATag) {
   // Written as the release before Content-Types stored values.
   ASSERT_EQ(Shell("printf '7\\nfrom before' | ETCDCTL_API=3 etcdctl "
