@@ -220,6 +220,28 @@ bool WriteAll(int fd, std::string_view data) {
   return true;
 }
 
+// The file of `key`'s value under `root`, opened for reading, with its
+// fstat: `*file` stays closed (and no error) when there is no value (no
+// file, a directory, or a file where a directory is on the way).
+std::error_code OpenValue(int root, std::string_view key, Fd* file,
+                          struct stat* st) {
+  std::vector<std::string> segments;
+  if (auto error = Split(key, &segments)) return error;
+  Fd parent;
+  bool missing = false;
+  auto error = OpenParent(root, segments, false, &parent, &missing);
+  if (error == Errc::kCollision) return {};  // a file where a directory is
+  if (error || missing) return error;
+  Fd opened(::openat(parent.get(), segments.back().c_str(),
+                     O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (opened.get() < 0) {
+    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
+  }
+  if (::fstat(opened.get(), st) != 0) return FromErrno(errno);
+  if (S_ISREG(st->st_mode)) *file = std::move(opened);  // else a directory
+  return {};
+}
+
 }  // namespace
 
 FsTree::FsTree(const std::string& dir, bool exclusive) {
@@ -325,21 +347,10 @@ std::error_code FsTree::Check(std::string_view key, bool remove) const {
 std::error_code FsTree::Read(std::string_view key, bool head,
                              FsValue* value) const {
   *value = FsValue{};
-  std::vector<std::string> segments;
-  if (auto error = Split(key, &segments)) return error;
-  Fd parent;
-  bool missing = false;
-  auto error = OpenParent(dir_fd_, segments, false, &parent, &missing);
-  if (error == Errc::kCollision) return {};  // a file where a directory is
-  if (error || missing) return error;
-  Fd file(::openat(parent.get(), segments.back().c_str(),
-                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (file.get() < 0) {
-    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
-  }
+  Fd file;
   struct stat st;
-  if (::fstat(file.get(), &st) != 0) return FromErrno(errno);
-  if (!S_ISREG(st.st_mode)) return {};  // a directory: no value
+  if (auto error = OpenValue(dir_fd_, key, &file, &st)) return error;
+  if (file.get() < 0) return {};
   value->found = true;
   value->size = static_cast<std::size_t>(st.st_size);
   if (!head) {
@@ -371,21 +382,10 @@ std::error_code FsTree::Read(std::string_view key, bool head,
 std::error_code FsTree::Current(std::string_view key,
                                 fence::ValueNow* now) const {
   *now = fence::ValueNow{};
-  std::vector<std::string> segments;
-  if (auto error = Split(key, &segments)) return error;
-  Fd parent;
-  bool missing = false;
-  auto error = OpenParent(dir_fd_, segments, false, &parent, &missing);
-  if (error == Errc::kCollision) return {};  // a file where a directory is
-  if (error || missing) return error;
-  Fd file(::openat(parent.get(), segments.back().c_str(),
-                   O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (file.get() < 0) {
-    return errno == ENOENT ? std::error_code{} : FromErrno(errno);
-  }
+  Fd file;
   struct stat st;
-  if (::fstat(file.get(), &st) != 0) return FromErrno(errno);
-  if (!S_ISREG(st.st_mode)) return {};  // a directory: no value
+  if (auto error = OpenValue(dir_fd_, key, &file, &st)) return error;
+  if (file.get() < 0) return {};
   now->exists = true;
   now->tag = TagOfFile(file.get(), st);
   return {};
