@@ -230,9 +230,10 @@ class Committer {
   bool CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
                     FenceNow* now, WriteOutcome* outcome) const;
   // The value `key` as the writes before left it: whether it exists, and
-  // its tag. Returns 0 or an LMDB error code.
+  // (`with_tag`: for a precondition) its tag. Returns 0 or an LMDB error
+  // code.
   int CurrentValue(MDB_txn* txn, const Seen& seen, const std::string& key,
-                   ValueNow* now) const;
+                   bool with_tag, ValueNow* now) const;
   // The lease `op` names as the group and the table have it, noticing its
   // expiry (once) into `*expired`.
   LeaseState ReadLease(const Seen& seen, const LeaseOp& op, std::int64_t now,

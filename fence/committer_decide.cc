@@ -91,7 +91,8 @@ bool Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
 }
 
 int Committer::CurrentValue(MDB_txn* txn, const Seen& seen,
-                            const std::string& key, ValueNow* now) const {
+                            const std::string& key, bool with_tag,
+                            ValueNow* now) const {
   std::optional<std::uint64_t> seq;
   if (auto it = seen.values.find(key); it != seen.values.end()) {
     seq = it->second;
@@ -107,7 +108,7 @@ int Committer::CurrentValue(MDB_txn* txn, const Seen& seen,
     if (stored.found) seq = stored.seq;
   }
   now->exists = seq.has_value();
-  if (seq) now->tag = TagOf(*seq);
+  if (seq && with_tag) now->tag = TagOf(*seq);
   return 0;
 }
 
@@ -147,7 +148,9 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
   if (write.value_now) {
     value = *write.value_now;
   } else if (write.value) {
-    if (int rc = CurrentValue(txn, seen, write.value->key, &value); rc != 0) {
+    if (int rc = CurrentValue(txn, seen, write.value->key,
+                              !write.precondition.empty(), &value);
+        rc != 0) {
       outcome->error = FromLmdb(rc);
       return;
     }

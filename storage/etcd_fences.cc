@@ -270,20 +270,29 @@ Awaitable<Fences::Read> EtcdFences::Get(std::string name) {
   co_return out;
 }
 
-Awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
-  const std::string key = ScopesKey();
+Awaitable<EtcdFences::StartRead> EtcdFences::ReadAtStart(
+    const std::string& key) {
   EtcdApi::Reply reply =
       co_await Call("/v3/kv/range", etcd::RangeOne(key), true);
   const std::vector<Json>* kvs = reply.ok ? etcd::KvsOf(reply.json) : nullptr;
-  std::string text;
+  StartRead out;
   if (kvs == nullptr || kvs->size() > 1 ||
-      (kvs->size() == 1 && !etcd::BytesOf((*kvs)[0], "value", &text))) {
+      (kvs->size() == 1 && !etcd::BytesOf((*kvs)[0], "value", &out.value))) {
     throw std::runtime_error("cannot read " + key + " from etcd" +
                              (reply.ok ? "" : ": " + reply.error));
   }
-  scopes_revision_ =
-      kvs->empty() ? 0 : etcd::Int64Of((*kvs)[0].Find("mod_revision"));
-  std::optional<fence::ScopeRecord> record = fence::DecodeScopeRecord(text);
+  if (!kvs->empty()) {
+    out.mod_revision = etcd::Int64Of((*kvs)[0].Find("mod_revision"));
+  }
+  co_return out;
+}
+
+Awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
+  const std::string key = ScopesKey();
+  const StartRead read = co_await ReadAtStart(key);
+  scopes_revision_ = read.mod_revision;
+  std::optional<fence::ScopeRecord> record =
+      fence::DecodeScopeRecord(read.value);
   if (!record) {
     throw std::runtime_error(key + " in etcd does not hold a scope record");
   }
@@ -293,35 +302,28 @@ Awaitable<fence::ScopeRecord> EtcdFences::RecordedScopes() {
 Awaitable<std::string> EtcdFences::CheckFormat() {
   constexpr std::string_view kFormat = "2";
   const std::string key = options_.spec.prefix + "/format";
-  EtcdApi::Reply reply =
-      co_await Call("/v3/kv/range", etcd::RangeOne(key), true);
-  const std::vector<Json>* kvs = reply.ok ? etcd::KvsOf(reply.json) : nullptr;
-  std::string found;
-  if (kvs == nullptr || kvs->size() > 1 ||
-      (kvs->size() == 1 && !etcd::BytesOf((*kvs)[0], "value", &found))) {
-    throw std::runtime_error("cannot read " + key + " from etcd" +
-                             (reply.ok ? "" : ": " + reply.error));
-  }
-  if (kvs->empty()) {
+  const StartRead read = co_await ReadAtStart(key);
+  const std::string& found = read.value;
+  if (read.mod_revision == 0) {
     // The first start of this release on the prefix (another replica's
     // may record it at the same moment: the same value).
     etcd::Txn txn;
     txn.If(etcd::CompareCreate(key, 0)).Then(etcd::PutOp(key, kFormat));
     EtcdApi::Reply put = co_await Call("/v3/kv/txn", txn.Json());
     if (!put.ok) {
-      throw std::runtime_error("cannot record " + key + " in etcd: " +
-                               put.error);
+      throw std::runtime_error("cannot record " + key +
+                               " in etcd: " + put.error);
     }
     co_return std::string();
   }
   if (found == kFormat) co_return std::string();
-  const bool digits = !found.empty() && found.size() <= 8 &&
-                      found.find_first_not_of("0123456789") == std::string::npos;
+  const bool digits =
+      !found.empty() && found.size() <= 8 &&
+      found.find_first_not_of("0123456789") == std::string::npos;
   co_return "the records under " + options_.spec.prefix +
       " in etcd were written by another release of fencepost (format " +
       (digits ? found : std::string("unknown")) + "; this release writes " +
-      std::string(kFormat) +
-      "): serve them with that release or a later one";
+      std::string(kFormat) + "): serve them with that release or a later one";
 }
 
 Awaitable<void> EtcdFences::RecordScopes(fence::ScopeRecord record) {

@@ -383,6 +383,14 @@ class EtcdFences : public Fences {
   std::string HoldKey(std::string_view fence) const;
   std::string ValueKey(std::string_view key) const;
   std::string ScopesKey() const;
+  // One key read at start (the scopes, the format): its value and
+  // mod_revision (0: no key). Throws std::runtime_error when etcd cannot
+  // be read or answers something else.
+  struct StartRead {
+    std::string value;
+    std::int64_t mod_revision = 0;
+  };
+  Awaitable<StartRead> ReadAtStart(const std::string& key);
 
   boost::asio::io_context& io_;
   Options options_;
