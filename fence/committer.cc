@@ -452,24 +452,7 @@ int Committer::Apply(const std::vector<WalRecord>& records) {
     }
     if (rc != 0) return rc;
     for (const WalRecord& r : records) {
-      if (r.fence_token) {
-        Slot slot;
-        std::optional<FenceRecord> ignored;
-        rc = ReadFence(txn, env_.fences(), r.fence, &slot, &ignored);
-        if (rc == 0) {
-          rc = WriteFence(txn, env_.fences(), slot, r.fence, *r.fence_token,
-                          r.updated_at_ns);
-        }
-      }
-      if (rc == 0 && r.op == WalRecord::Op::kLease) {
-        rc = PutValue(txn, env_.leases(), r.key, r.body, std::nullopt);
-      } else if (rc == 0 && r.op == WalRecord::Op::kPut) {
-        rc = PutValue(txn, env_.values(), r.key, r.body, r.value_token, r.seq,
-                      r.content_type);
-      } else if (rc == 0 && r.op == WalRecord::Op::kDelete) {
-        rc = DeleteValue(txn, env_.values(), r.key);
-      }
-      if (rc != 0) break;
+      if ((rc = ApplyRecord(txn, r)) != 0) break;
     }
     if (rc == 0) {
       char seq[8];
@@ -485,6 +468,53 @@ int Committer::Apply(const std::vector<WalRecord>& records) {
     if ((rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) && env_.Grow()) continue;
     return rc;
   }
+}
+
+int Committer::ApplyRecord(MDB_txn* txn, const WalRecord& r) {
+  // A put of a key that is its own fence keeps the fence in its value
+  // record (KeptFence): once the fence has a record in the fences database,
+  // the write changes one record instead of two.
+  const bool keeps_fence =
+      r.op == WalRecord::Op::kPut && r.fence_token && r.key == r.fence;
+  int rc = 0;
+  if (r.fence_token) {
+    Slot slot;
+    std::optional<FenceRecord> stored;
+    rc = ReadFence(txn, env_.fences(), r.fence, &slot, &stored);
+    if (rc == 0 && !(keeps_fence && stored)) {
+      rc = WriteFence(txn, env_.fences(), slot, r.fence, *r.fence_token,
+                      r.updated_at_ns);
+    }
+  }
+  if (rc != 0 || r.op == WalRecord::Op::kNone) return rc;
+  if (r.op == WalRecord::Op::kLease) {
+    return PutValue(txn, env_.leases(), r.key, r.body, std::nullopt);
+  }
+  // The record replaced may keep the fence named after the key: another
+  // put keeps it on, a delete gives it to the fences database.
+  std::optional<KeptFence> kept;
+  if (keeps_fence) {
+    kept = KeptFence{*r.fence_token, r.updated_at_ns};
+  } else {
+    StoredValue old;
+    if ((rc = ReadValue(txn, env_.values(), r.key, &old)) != 0) return rc;
+    kept = old.fence;
+  }
+  if (r.op == WalRecord::Op::kPut) {
+    return PutValue(txn, env_.values(), r.key, r.body, r.value_token, r.seq,
+                    r.content_type, kept);
+  }
+  if (kept) {
+    Slot slot;
+    std::optional<FenceRecord> stored;
+    rc = ReadFence(txn, env_.fences(), r.key, &slot, &stored);
+    if (rc == 0 && (!stored || KeptIsAhead(*kept, *stored))) {
+      rc = WriteFence(txn, env_.fences(), slot, r.key, kept->token,
+                      kept->updated_at_ns);
+    }
+    if (rc != 0) return rc;
+  }
+  return DeleteValue(txn, env_.values(), r.key);
 }
 
 void Committer::Fatal(const std::string& what, int rc) {

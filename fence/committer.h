@@ -273,6 +273,7 @@ class Committer {
   // Writes `records` into LMDB in one durable transaction (growing the map
   // when needed). Returns 0 or an LMDB error code.
   int Apply(const std::vector<WalRecord>& records);
+  int ApplyRecord(MDB_txn* txn, const WalRecord& r);
   void Replay();
   [[noreturn]] void Fatal(const std::string& what, int rc);
 

@@ -76,8 +76,7 @@ bool Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
   } else {
     Slot slot;
     std::optional<FenceRecord> stored;
-    if (int rc = ReadFence(txn, env_.fences(), fence, &slot, &stored);
-        rc != 0) {
+    if (int rc = ReadFenceOf(txn, env_, fence, &slot, &stored); rc != 0) {
       outcome->error = FromLmdb(rc);
       return false;
     }

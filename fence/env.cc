@@ -19,29 +19,36 @@ std::runtime_error LmdbFailure(const std::string& what, int rc) {
 
 constexpr std::string_view kFormatKey = "format";
 
-// Checks the environment's format in `meta` and records kFormat when it
-// has none (a new environment, or one written before formats were
-// recorded: format 1, whose records this release reads as they are).
-// Returns the format found (1 for none); 0 with *rc set on an LMDB error.
+// Checks the environment's format in `meta` and records kFormat when it is
+// older: a new environment, one of format 2, or one written before formats
+// were recorded (format 1). This release reads the records of both as they
+// are, and a release that would not read the records written from now on
+// refuses the environment. Returns the format found (1 for none); 0 with
+// *rc set on an LMDB error.
 std::uint64_t CheckFormat(MDB_txn* txn, MDB_dbi meta, MDB_dbi fences, int* rc) {
   MDB_val key{kFormatKey.size(), const_cast<char*>(kFormatKey.data())};
   MDB_val data;
+  std::uint64_t found = 0;
+  bool recorded = false;
   *rc = mdb_get(txn, meta, &key, &data);
   if (*rc == 0 && data.mv_size == 8) {
-    *rc = 0;
-    return LoadBigEndian(static_cast<const char*>(data.mv_data), 8);
-  }
-  if (*rc != MDB_NOTFOUND) {
+    found = LoadBigEndian(static_cast<const char*>(data.mv_data), 8);
+    recorded = true;
+  } else if (*rc == MDB_NOTFOUND) {
+    MDB_stat stat;
+    if ((*rc = mdb_stat(txn, fences, &stat)) != 0) return 0;
+    found = stat.ms_entries > 0 ? 1 : Env::kFormat;
+  } else {
     if (*rc == 0) *rc = MDB_CORRUPTED;
     return 0;
   }
-  MDB_stat stat;
-  if ((*rc = mdb_stat(txn, fences, &stat)) != 0) return 0;
+  *rc = 0;
+  if (recorded && found >= Env::kFormat) return found;
   char version[8];
   StoreBigEndian(version, Env::kFormat, 8);
   data = {8, version};
   if ((*rc = mdb_put(txn, meta, &key, &data, 0)) != 0) return 0;
-  return stat.ms_entries > 0 ? 1 : Env::kFormat;
+  return found;
 }
 
 }  // namespace

@@ -34,11 +34,12 @@ namespace fencepost::fence {
 class Env {
  public:
   // The data format this release writes: 2 has entity tags and
-  // Content-Types in its value records and log (fence/values.h, wal.h).
-  // Format 1 (no format recorded) is upgraded in place at open: its records
-  // stay as they are, readable, and the format is recorded. A newer format
-  // is refused.
-  static constexpr std::uint64_t kFormat = 2;
+  // Content-Types in its value records and log (fence/values.h, wal.h); 3
+  // lets a value record keep the fence named after its key (KeptFence).
+  // Formats 1 (none recorded) and 2 are upgraded in place at open: their
+  // records stay as they are, readable, and the format is recorded. A newer
+  // format is refused.
+  static constexpr std::uint64_t kFormat = 3;
 
   struct Options {
     std::string dir;
@@ -77,8 +78,8 @@ class Env {
   std::uint64_t used_bytes_in_txn() const;
   // The flags the environment was opened with (mdb_env_get_flags).
   unsigned flags() const;
-  // The data format found at open: kFormat, or 1 when this open upgraded a
-  // format-1 environment.
+  // The data format found at open: kFormat, or the older one this open
+  // upgraded.
   std::uint64_t format_found() const { return format_found_; }
 
   // Doubles the map size, capped at max_map_size. Returns false when it is

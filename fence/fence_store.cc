@@ -53,6 +53,38 @@ int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
   return mdb_put(txn, dbi, &key, &value, 0);
 }
 
+bool KeptIsAhead(const KeptFence& kept, const FenceRecord& record) {
+  return kept.token > record.token ||
+         (kept.token == record.token &&
+          kept.updated_at_ns > record.updated_at_ns);
+}
+
+namespace {
+
+// Brings `fence`, read from the fences database, up to the one the value
+// record of its name keeps, if that is ahead.
+int CatchUp(MDB_txn* txn, const Env& env, FenceRecord* fence) {
+  StoredValue value;
+  if (int rc = ReadValue(txn, env.values(), fence->name, &value); rc != 0) {
+    return rc;
+  }
+  if (value.fence && KeptIsAhead(*value.fence, *fence)) {
+    fence->token = value.fence->token;
+    fence->updated_at_ns = value.fence->updated_at_ns;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int ReadFenceOf(MDB_txn* txn, const Env& env, std::string_view name, Slot* slot,
+                std::optional<FenceRecord>* fence) {
+  if (int rc = ReadFence(txn, env.fences(), name, slot, fence); rc != 0) {
+    return rc;
+  }
+  return *fence ? CatchUp(txn, env, &**fence) : 0;
+}
+
 std::error_code FenceStore::Get(std::string_view name,
                                 std::optional<FenceRecord>* fence) const {
   const Env& env = EnvOf(name);
@@ -67,7 +99,7 @@ std::error_code FenceStore::Get(std::string_view name,
   lock.unlock();
   if (txn.get() == nullptr) return FromLmdb(txn.error());
   Slot slot;
-  return FromLmdb(ReadFence(txn.get(), env.fences(), name, &slot, fence));
+  return FromLmdb(ReadFenceOf(txn.get(), env, name, &slot, fence));
 }
 
 namespace {
@@ -86,6 +118,7 @@ std::error_code ListShard(const Env& env, std::string_view prefix,
   Env::ReadTxn txn(env);
   lock.unlock();
   if (txn.get() == nullptr) return FromLmdb(txn.error());
+  const std::size_t first = out->size();  // this environment's from here
 
   // Every database key of a name starting with `prefix` starts with `scan`.
   const std::string_view scan = prefix.substr(0, kLongPrefix);
@@ -125,6 +158,11 @@ std::error_code ListShard(const Env& env, std::string_view prefix,
   }
   mdb_cursor_close(cursor);
   if (rc != 0 && rc != MDB_NOTFOUND) return FromLmdb(rc);
+  for (std::size_t i = first; i < out->size(); ++i) {
+    if (int caught = CatchUp(txn.get(), env, &(*out)[i].fence); caught != 0) {
+      return FromLmdb(caught);
+    }
+  }
   // Logged fences not yet in LMDB replace or join those read (by name: a
   // long name's database key is computed only in LMDB).
   for (const auto& entry : logged) {

@@ -14,6 +14,7 @@
 #include "fence/fence_record.h"
 #include "fence/long_keys.h"
 #include "fence/token.h"
+#include "fence/values.h"
 
 namespace fencepost::fence {
 
@@ -55,6 +56,14 @@ int ReadFence(MDB_txn* txn, MDB_dbi dbi, std::string_view name, Slot* slot,
               std::optional<FenceRecord>* fence);
 int WriteFence(MDB_txn* txn, MDB_dbi dbi, const Slot& slot,
                std::string_view name, Token token, std::int64_t now_ns);
+// The fence `name` as it stands: its record in the fences database, or the
+// one the value record of the key of that name keeps (KeptFence in
+// values.h) when that one is ahead. `slot` is the fences database's.
+int ReadFenceOf(MDB_txn* txn, const Env& env, std::string_view name, Slot* slot,
+                std::optional<FenceRecord>* fence);
+// Whether `kept` is ahead of `record`, two records of one fence: a higher
+// token, or the same token moved later.
+bool KeptIsAhead(const KeptFence& kept, const FenceRecord& record);
 std::string_view FenceNameOf(MDB_val data);
 
 }  // namespace fencepost::fence

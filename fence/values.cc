@@ -15,11 +15,15 @@ namespace {
 // bytes: 0 unless the key is long), the name, then the body. Format 2 sets
 // flag bit 1 and puts, after the name's length, the sequence number of the
 // record that wrote it (8 bytes) and the Content-Type's length (1 byte);
-// then the name, the Content-Type and the body.
+// then the name, the Content-Type and the body. Format 3 adds flag bit 2: the
+// record keeps the key's own fence, whose token and update time (8 bytes
+// each, big-endian) follow the format-2 header.
 constexpr std::size_t kHeader1 = 11;
 constexpr std::size_t kHeader2 = 20;
+constexpr std::size_t kFenceBytes = 16;
 constexpr char kHasToken = 1;
 constexpr char kTagged = 2;
+constexpr char kKeepsFence = 4;
 
 struct Layout {
   std::size_t name_at = 0, name_length = 0;
@@ -32,7 +36,8 @@ bool LayoutOf(MDB_val data, Layout* layout) {
   const auto* p = static_cast<const char*>(data.mv_data);
   if (data.mv_size < kHeader1) return false;
   const bool tagged = p[0] & kTagged;
-  const std::size_t header = tagged ? kHeader2 : kHeader1;
+  const std::size_t header =
+      tagged ? kHeader2 + ((p[0] & kKeepsFence) ? kFenceBytes : 0) : kHeader1;
   if (data.mv_size < header) return false;
   layout->name_at = header;
   layout->name_length = LoadBigEndian(p + 9, 2);
@@ -56,6 +61,11 @@ StoredValue Decode(MDB_val data, const Layout& layout) {
   value.found = true;
   if (p[0] & kHasToken) value.token = LoadBigEndian(p + 1, 8);
   if (p[0] & kTagged) value.seq = LoadBigEndian(p + 11, 8);
+  if ((p[0] & kTagged) && (p[0] & kKeepsFence)) {
+    value.fence = KeptFence{
+        LoadBigEndian(p + kHeader2, 8),
+        static_cast<std::int64_t>(LoadBigEndian(p + kHeader2 + 8, 8))};
+  }
   value.content_type = View(data).substr(layout.type_at, layout.type_length);
   value.body = View(data).substr(layout.body_at);
   return value;
@@ -101,24 +111,32 @@ int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
 
 int PutValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
              std::string_view body, std::optional<Token> token,
-             std::uint64_t seq, std::string_view content_type) {
+             std::uint64_t seq, std::string_view content_type,
+             std::optional<KeptFence> fence) {
   Slot slot;
   if (int rc = FindSlot(txn, dbi, key, ValueNameOf, &slot); rc != 0) return rc;
   MDB_val db_key = Val(slot.db_key);
   const std::size_t name_length = IsLongKey(slot.db_key) ? key.size() : 0;
   content_type = content_type.substr(0, kMaxContentTypeBytes);
-  MDB_val data{kHeader2 + name_length + content_type.size() + body.size(),
+  const std::size_t header = kHeader2 + (fence ? kFenceBytes : 0);
+  MDB_val data{header + name_length + content_type.size() + body.size(),
                nullptr};
   if (int rc = mdb_put(txn, dbi, &db_key, &data, MDB_RESERVE); rc != 0) {
     return rc;
   }
   auto* p = static_cast<char*>(data.mv_data);
-  p[0] = static_cast<char>(kTagged | (token ? kHasToken : 0));
+  p[0] = static_cast<char>(kTagged | (token ? kHasToken : 0) |
+                           (fence ? kKeepsFence : 0));
   StoreBigEndian(p + 1, token.value_or(0), 8);
   StoreBigEndian(p + 9, name_length, 2);
   StoreBigEndian(p + 11, seq, 8);
   p[kHeader2 - 1] = static_cast<char>(content_type.size());
-  char* at = p + kHeader2;
+  if (fence) {
+    StoreBigEndian(p + kHeader2, fence->token, 8);
+    StoreBigEndian(p + kHeader2 + 8,
+                   static_cast<std::uint64_t>(fence->updated_at_ns), 8);
+  }
+  char* at = p + header;
   // (An empty view may have no data at all: memcpy must not see it.)
   for (const std::string_view part :
        {key.substr(0, name_length), content_type, body}) {

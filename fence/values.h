@@ -13,17 +13,29 @@
 
 namespace fencepost::fence {
 
+// A fence kept in the value record of the key it is named after (format 3):
+// a write to a key that is its own fence then changes one record, not one in
+// each database. The fences database still holds a record for every fence
+// (its existence, and a token that may be behind this one); a fence's token
+// is the higher of the two (ReadFenceOf in fence_store.h).
+struct KeptFence {
+  Token token = 0;
+  std::int64_t updated_at_ns = 0;
+};
+
 // The embedded backend's values, in an environment's values database: the
 // body with the token of the write that stored it, its entity tag and its
-// Content-Type (for long keys, the full key too; see long_keys.h).
+// Content-Type (for long keys, the full key too; see long_keys.h), and the
+// key's own fence when the record keeps it.
 struct StoredValue {
   bool found = false;
   std::optional<Token> token;
   // The log sequence number of the write that stored it (TagOf); 0 for a
   // record written before entity tags (format 1), which has none.
   std::uint64_t seq = 0;
-  std::string_view content_type;  // empty: none was sent
-  std::string_view body;          // valid for the transaction
+  std::string_view content_type;   // empty: none was sent
+  std::string_view body;           // valid for the transaction
+  std::optional<KeptFence> fence;  // the fence named after the key
 };
 
 // The entity tag of a value stored by the log record numbered `seq`: every
@@ -49,7 +61,8 @@ int ReadValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
 // `content_type` at most kMaxContentTypeBytes (longer is cut there).
 int PutValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key,
              std::string_view body, std::optional<Token> token,
-             std::uint64_t seq = 0, std::string_view content_type = {});
+             std::uint64_t seq = 0, std::string_view content_type = {},
+             std::optional<KeptFence> fence = std::nullopt);
 // A missing value is not an error.
 int DeleteValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key);
 // Calls `fn(key, value)` for every value in `dbi`, in database order.

@@ -291,9 +291,12 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
   for (const fence::Env* env : shards_->envs()) {
     if (env->format_found() != fence::Env::kFormat) {
       spdlog::info(
-          "{}: upgraded in place from data format {} to {} (entity tags); "
-          "its values keep the tag \"0\" until they are next written",
-          env->dir(), env->format_found(), fence::Env::kFormat);
+          "{}: upgraded in place from data format {} to {}{}", env->dir(),
+          env->format_found(), fence::Env::kFormat,
+          env->format_found() < 2
+              ? " (entity tags); its values keep the tag \"0\" until they "
+                "are next written"
+              : "");
     }
   }
   if (shards_->size() != config.lmdb_shards) {

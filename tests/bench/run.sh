@@ -26,6 +26,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BENCH=$ROOT/tests/bench
+# free_port, metric
+# shellcheck source=tests/bench/common.sh
+source "$BENCH/common.sh"
 
 SMOKE=0
 [[ ${1:-} == --smoke ]] && SMOKE=1
@@ -121,13 +124,6 @@ busy_check() {
 
 # A port nothing listens on, below Linux's ephemeral range (32768-60999), so
 # no client socket of another test can be holding it.
-free_port() {
-  local port
-  while true; do
-    port=$((20000 + RANDOM % 12000))
-    (: </dev/tcp/127.0.0.1/$port) 2>/dev/null || { echo "$port"; return; }
-  done
-}
 
 wait_for() {  # command... : retries for up to 10 s
   for _ in $(seq 200); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done
@@ -156,11 +152,6 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # cpu_us TICKS REQUESTS: CPU microseconds per request.
 cpu_us() { echo $(($1 * 1000000 / $(getconf CLK_TCK) / ($2 > 0 ? $2 : 1))); }
 
-metric() {  # PORT NAME_WITH_LABELS
-  curl -fsS "http://127.0.0.1:$1/metrics" |
-    awk -v m="$2" 'index($0, m " ") == 1 { print $2 + 0; found = 1 }
-                   END { if (!found) print 0 }'
-}
 
 # --- fencepost ----------------------------------------------------------------
 FP_PID=""

@@ -18,7 +18,7 @@ command -v curl >/dev/null || { echo "curl is required" >&2; exit 1; }
 # The server must start with its defaults, whatever the caller's settings.
 while read -r name; do unset "$name"; done < <(compgen -e | grep '^FENCEPOST_' || true)
 
-work=$(mktemp -d)
+work=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-docs.XXXXXX")
 pid=
 cleanup() {
   if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then

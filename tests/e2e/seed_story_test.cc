@@ -125,11 +125,14 @@ TEST(ConcurrencyTest, FinalStateMatchesTheHighestAcceptedWrite) {
   EXPECT_EQ(wrongly_refused, 0) << "a 409 whose fence was not above the token";
   EXPECT_EQ(other_answers, 0) << "every write is accepted or refused as stale";
   // Each key's first write is accepted, and a token at or above a fence
-  // always is: with 200 tokens over ~400 writes a key, many are.
+  // always is. How many more depends on the order the threads' writes
+  // arrive in (a key whose first write drew a high token accepts few), so
+  // only the total is bounded: with 200 tokens over ~400 writes a key, it
+  // is far above one a key.
   ASSERT_EQ(highest_accepted.size(), static_cast<std::size_t>(kKeys));
-  for (const auto& [key, count] : accepted) {
-    EXPECT_GE(count, 5) << key;
-  }
+  int accepted_writes = 0;
+  for (const auto& [key, count] : accepted) accepted_writes += count;
+  EXPECT_GT(accepted_writes, 3 * kKeys);
   for (const auto& [key, highest] : highest_accepted) {
     auto fence = Fetch(server.admin_port(), "GET", "/v1/fences/" + key);
     EXPECT_NE(fence.body.find("\"token\":" + std::to_string(highest) + ","),

@@ -1,7 +1,8 @@
 // Data formats: a directory written by the release before entity tags
-// (format 1, tests/fixtures/format1.tar.gz, made by make_format1.sh) opens
-// with every value, fence and lease, upgraded in place; a directory of a
-// newer format is refused with exit 2.
+// (format 1, tests/fixtures/format1.tar.gz) or by the release before value
+// records kept their key's fence (format 2, format2.tar.gz; both made by
+// make_format1.sh) opens with every value, fence and lease, upgraded in
+// place; a directory of a newer format is refused with exit 2.
 
 #include <gtest/gtest.h>
 #include <lmdb.h>
@@ -26,10 +27,11 @@ using testing::TempDir;
 
 const std::vector<std::string> kScope = {"--fence-scope", "scoped/"};
 
-// The fixture, unpacked into `dir`/data.
-std::string Unpack(const TempDir& dir) {
+// The fixture of `format`, unpacked into `dir`/data.
+std::string Unpack(const TempDir& dir, int format = 1) {
   const std::string command = "tar -C '" + dir.path() + "' -xzf '" +
-                              FENCEPOST_FIXTURES "/format1.tar.gz'";
+                              FENCEPOST_FIXTURES "/format" +
+                              std::to_string(format) + ".tar.gz'";
   EXPECT_EQ(std::system(command.c_str()), 0);
   return dir / "data";
 }
@@ -40,8 +42,10 @@ std::uint64_t FenceToken(std::uint16_t admin, const std::string& name) {
   return std::stoull(fence.body.substr(fence.body.find("\"token\":") + 8));
 }
 
-// What make_format1.sh wrote, read back through the server.
-void ExpectFormat1Contents(const ServerProcess& server) {
+// What make_format1.sh wrote, read back through the server; its lease was
+// acquired at `acquired` (a date and time to the minute).
+void ExpectFixtureContents(const ServerProcess& server,
+                           const std::string& acquired) {
   const auto port = server.data_port();
   std::string binary;
   for (int b = 0; b < 256; ++b) binary += static_cast<char>(b);
@@ -71,7 +75,7 @@ void ExpectFormat1Contents(const ServerProcess& server) {
   EXPECT_NE(lease.body.find("\"token\":1,\"ttl_ms\":3600000"),
             std::string::npos)
       << lease.body;
-  EXPECT_NE(lease.body.find("\"acquired_at\":\"2026-12-04T19:19:"),
+  EXPECT_NE(lease.body.find("\"acquired_at\":\"" + acquired + ":"),
             std::string::npos)
       << lease.body;
 }
@@ -80,10 +84,10 @@ TEST(UpgradeTest, AFormat1DirectoryOpensWithEveryValueFenceAndLease) {
   TempDir dir;
   const std::string data = Unpack(dir);
   auto server = std::make_unique<ServerProcess>(data, kScope);
-  EXPECT_NE(server->Log().find("upgraded in place from data format 1 to 2"),
+  EXPECT_NE(server->Log().find("upgraded in place from data format 1 to 3"),
             std::string::npos)
       << server->Log();
-  ExpectFormat1Contents(*server);
+  ExpectFixtureContents(*server, "2026-12-04T19:19");
   // A value LMDB held in format 1 has the tag "0"; its next write, a new
   // one, and If-Match works on both.
   const auto port = server->data_port();
@@ -105,6 +109,47 @@ TEST(UpgradeTest, AFormat1DirectoryOpensWithEveryValueFenceAndLease) {
   EXPECT_EQ(Fetch(server->data_port(), "GET", "/plain").body, "again");
   EXPECT_EQ(Fetch(server->data_port(), "GET", "/plain").header("etag"),
             write.header("etag"));
+}
+
+// Format 2 kept every fence in the fences database; from format 3 a write
+// keeps the fence of a key that is its own in the value record. A fence
+// moved that way is read back, and refuses what it must, after a clean stop
+// (from LMDB) and after a kill (from the log), and its older record in the
+// fences database never shows through.
+TEST(UpgradeTest, AFormat2DirectoryOpensAndItsFencesMoveOnInValueRecords) {
+  TempDir dir;
+  const std::string data = Unpack(dir, 2);
+  auto server = std::make_unique<ServerProcess>(data, kScope);
+  EXPECT_NE(server->Log().find("upgraded in place from data format 2 to 3"),
+            std::string::npos)
+      << server->Log();
+  EXPECT_EQ(server->Log().find("entity tags"), std::string::npos);
+  ExpectFixtureContents(*server, "2026-12-04T22:24");
+  EXPECT_NE(Fetch(server->data_port(), "GET", "/plain").header("etag"),
+            "\"0\"");
+  for (const char* token : {"11", "12"}) {
+    ASSERT_EQ(Fetch(server->data_port(), "PUT", "/plain",
+                    {{"Fencing-Token", token}}, std::string("v") + token)
+                  .status,
+              200);
+  }
+  for (const int stop : {SIGTERM, SIGKILL}) {
+    server->Signal(stop);
+    server->Wait();
+    server = std::make_unique<ServerProcess>(data, kScope);
+    const auto port = server->data_port();
+    EXPECT_EQ(FenceToken(server->admin_port(), "plain"), 12u) << stop;
+    const auto listed =
+        Fetch(server->admin_port(), "GET", "/v1/fences?prefix=plain");
+    EXPECT_NE(listed.body.find("\"token\":12"), std::string::npos)
+        << listed.body;
+    EXPECT_EQ(
+        Fetch(port, "PUT", "/plain", {{"Fencing-Token", "11"}}, "late").status,
+        409)
+        << stop;
+    EXPECT_EQ(Fetch(port, "GET", "/plain").body, "v12");
+    EXPECT_EQ(server->Log().find("upgraded in place"), std::string::npos);
+  }
 }
 
 // Records `format` as the format of the LMDB environment in `dir`.
@@ -139,7 +184,7 @@ TEST(UpgradeTest, ADirectoryOfANewerFormatIsRefusedWithExit2) {
     server.Signal(SIGTERM);
     EXPECT_EQ(server.Wait(), 0);
   }
-  SetLmdbFormat(data + "/shard-0", 3);
+  SetLmdbFormat(data + "/shard-0", 4);
   const auto refused =
       testing::RunFencepost({"--data-dir", data, "--listen", "127.0.0.1:0",
                              "--admin-listen", "127.0.0.1:0"});

@@ -111,6 +111,80 @@ TEST_F(CommitterTest, PutsSayWhetherTheyMadeTheValueAndDeletesRemoveIt) {
   EXPECT_EQ(Get("k")->token, 4u) << "the fence stays across the delete";
 }
 
+// A put of a key that is its own fence keeps the fence in its value record
+// (KeptFence) once the fence has a record of its own, and every later change
+// of that value record hands the fence on: another put keeps it, a delete
+// gives it to the fences database. Read from LMDB alone (after the applier
+// and at a restart), no fence is ever below a token it accepted.
+TEST(KeptFenceTest, AValueRecordKeepsItsKeysFenceAndNeverLowersIt) {
+  testing::TempDir dir;
+  Env env({dir.path(), 64u << 20});
+  auto put = [](std::string fence, std::optional<Token> token, bool observe,
+                std::string key, std::string body) {
+    return FencedWrite{
+        std::move(fence), token, observe,
+        ValueOp{ValueOp::Kind::kPut, std::move(key), std::move(body)}};
+  };
+  {
+    Committer committer(env, {});
+    auto commit = [&committer](FenceWrite write) {
+      std::promise<WriteOutcome> done;
+      committer.Submit(std::move(write),
+                       [&done](WriteOutcome o) { done.set_value(o); });
+      return done.get_future().get().verdict;
+    };
+    EXPECT_EQ(commit(put("k", 5, false, "k", "a")), Verdict::kAccepted);
+    EXPECT_EQ(commit(put("k", 9, false, "k", "b")), Verdict::kAccepted);
+    // A stale put in observe mode replaces the value, not the fence.
+    EXPECT_EQ(commit(put("k", 3, true, "k", "c")), Verdict::kObserved);
+    // A put of `k` under another fence (a scope added since) keeps fence k.
+    EXPECT_EQ(commit(put("s/", 1, false, "k", "d")), Verdict::kAccepted);
+    // A stale delete in observe mode: fence j goes to the fences database.
+    EXPECT_EQ(commit(put("j", 7, false, "j", "e")), Verdict::kAccepted);
+    EXPECT_EQ(commit(put("j", 8, false, "j", "f")), Verdict::kAccepted);
+    EXPECT_EQ(commit(FencedWrite{"j", 2, true,
+                                 ValueOp{ValueOp::Kind::kDelete, "j", ""}}),
+              Verdict::kObserved);
+    committer.Stop();
+  }
+  {
+    // What the fences database itself holds: k's record stayed at its
+    // first token (the writes after it changed only the value record), j's
+    // moved at the delete.
+    Env::ReadTxn txn(env);
+    Slot slot;
+    std::optional<FenceRecord> stored;
+    ASSERT_EQ(ReadFence(txn.get(), env.fences(), "k", &slot, &stored), 0);
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(stored->token, 5u);
+    ASSERT_EQ(ReadFence(txn.get(), env.fences(), "j", &slot, &stored), 0);
+    ASSERT_TRUE(stored);
+    EXPECT_EQ(stored->token, 8u);
+    StoredValue value;
+    ASSERT_EQ(ReadValue(txn.get(), env.values(), "k", &value), 0);
+    EXPECT_EQ(value.body, "d");
+  }
+  // The fences as read.
+  const FenceStore store(env);
+  std::optional<FenceRecord> fence;
+  ASSERT_FALSE(store.Get("k", &fence));
+  EXPECT_EQ(fence->token, 9u);
+  ASSERT_FALSE(store.Get("j", &fence));
+  EXPECT_EQ(fence->token, 8u);
+  FenceList list;
+  ASSERT_FALSE(store.List("", "", 10, &list));
+  std::map<std::string, Token> listed;
+  for (const FenceRecord& f : list.fences) listed[f.name] = f.token;
+  EXPECT_EQ(listed,
+            (std::map<std::string, Token>{{"j", 8}, {"k", 9}, {"s/", 1}}));
+  // A restart decides against them.
+  Committer again(env, {});
+  std::promise<WriteOutcome> stale;
+  again.Submit(put("k", 8, false, "k", "late"),
+               [&stale](WriteOutcome o) { stale.set_value(o); });
+  EXPECT_EQ(stale.get_future().get().verdict, Verdict::kRejected);
+}
+
 // What was acknowledged is read back at once, whether or not the applier
 // has put it into LMDB yet, and is in LMDB once the committer stops.
 TEST_F(CommitterTest,

@@ -268,7 +268,7 @@ TEST(WalRecoveryTest, ReplaysWhatLmdbLacks) {
     Env::ReadTxn txn(env);
     Slot slot;
     std::optional<FenceRecord> fence;
-    ASSERT_EQ(ReadFence(txn.get(), env.fences(), name, &slot, &fence), 0);
+    ASSERT_EQ(ReadFenceOf(txn.get(), env, name, &slot, &fence), 0);
     ASSERT_TRUE(fence) << name;
     EXPECT_EQ(fence->token, k == 1 ? 1000 : 100 + last_of(k));
     StoredValue value;
