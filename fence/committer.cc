@@ -1,5 +1,6 @@
 #include "fence/committer.h"
 
+#include <pthread.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -407,6 +408,8 @@ void Committer::Answer(Group& g) {
 }
 
 void Committer::ApplyLoop() {
+  // Named for top -H, perf and /proc/PID/task/*/comm (15 bytes at most).
+  pthread_setname_np(pthread_self(), "fp-applier");
   std::vector<WalRecord> batch;
   while (true) {
     {

@@ -3,9 +3,10 @@
 # in turn, a fresh data directory seeded with each number of fences
 # (seed_put.lua, as run.sh seeds), then fenced_put.lua's load over those
 # keys; it prints one row per run: writes/s, p99, the server's CPU per
-# request, and the bytes the server wrote per request (its /proc/PID/io
-# write_bytes: the log's records and LMDB's pages, the cost that grows with
-# the number of fences).
+# request, and the bytes of LMDB's pages written per request (what the
+# applier thread, fp-applier, passed to its write calls: /proc's wchar. Not
+# write_bytes, which counts whole page-cache folios, several times more).
+# That is the cost that grows with the number of fences.
 #
 #   tests/bench/scale_ab.sh A_BINARY B_BINARY [FENCES...]
 #
@@ -35,7 +36,15 @@ trap cleanup EXIT
 # free_port, metric
 # shellcheck source=tests/bench/common.sh
 source "$bench/common.sh"
-written() { awk '$1 == "write_bytes:" { print $2 }' "/proc/$1/io"; }
+written() {  # PID: the bytes the applier thread wrote
+  local task
+  for task in "/proc/$1/task"/*; do
+    [[ $(cat "$task/comm") == fp-applier ]] || continue
+    awk '$1 == "wchar:" { print $2 }' "$task/io"
+    return
+  done
+  echo 0
+}
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 # run LABEL BINARY FENCES: one row.
@@ -80,7 +89,7 @@ run() {
         p99, cpu * 1e6 / tck / requests, bytes / requests }' "$work/wrk.out"
 }
 
-echo "| binary | fences | writes/s | p99 ms | CPU µs per request | bytes written per request |"
+echo "| binary | fences | writes/s | p99 ms | CPU µs per request | LMDB bytes per request |"
 echo "| --- | --- | --- | --- | --- | --- |"
 for round in $(seq "$rounds"); do
   for fences in "${scales[@]}"; do
