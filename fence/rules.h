@@ -60,6 +60,14 @@ inline bool MovesFence(const WriteOutcome& outcome) {
          outcome.decision.accepted;
 }
 
+// Whether `outcome` raised its fence: created it, or took its token up. That
+// is a change watchers are told of (a `fence` event); a write at the fence's
+// own token moves only its update time, and is not.
+inline bool RaisesFence(const WriteOutcome& outcome) {
+  return MovesFence(outcome) &&
+         (outcome.decision.creates || outcome.decision.advances);
+}
+
 // --- Batches ----------------------------------------------------------------
 
 // A batch is decided write by write with DecideWrite, each against the fence

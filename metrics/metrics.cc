@@ -114,6 +114,19 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                       .Help("Live leases.")
                       .Register(r)
                       .Add({});
+  watchers_ = &BuildGauge()
+                   .Name("fencepost_watchers")
+                   .Help(
+                       "Watchers: event streams (GET /v1/watch) and long "
+                       "polls (wait_above) open now.")
+                   .Register(r)
+                   .Add({});
+  watch_events_ = counter("fencepost_watch_events_total",
+                          "Events published to watchers: fence, lease and "
+                          "rejection changes.");
+  watchers_dropped_ = counter("fencepost_watchers_dropped_total",
+                              "Event streams closed because their unsent "
+                              "events passed 1 MiB.");
   requests_ = &BuildCounter()
                    .Name("fencepost_http_requests_total")
                    .Help("HTTP requests served.")
@@ -289,5 +302,17 @@ void Metrics::LeasesExpired(std::size_t count) {
   if (count > 0) lease_expirations_->Increment(static_cast<double>(count));
 }
 void Metrics::SetLeasesHeld(double count) { leases_held_->Set(count); }
+
+void Metrics::SetWatches(double watchers, std::uint64_t events_total,
+                         std::uint64_t dropped_total) {
+  watchers_->Set(watchers);
+  // The hub counts; the counters catch up at each scrape.
+  const auto catch_up = [](prometheus::Counter* counter, std::uint64_t total) {
+    const double now = static_cast<double>(total);
+    if (now > counter->Value()) counter->Increment(now - counter->Value());
+  };
+  catch_up(watch_events_, events_total);
+  catch_up(watchers_dropped_, dropped_total);
+}
 
 }  // namespace fencepost::metrics

@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 
 #include <array>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +58,10 @@ class Metrics {
   // A grant refused because --max-leases leases were live.
   void LeaseLimitReached();
   void SetLeasesHeld(double count);
+  // Watches, read at each scrape: watchers now (event streams and long
+  // polls), and the events published and watchers dropped since start.
+  void SetWatches(double watchers, std::uint64_t events_total,
+                  std::uint64_t dropped_total);
   void SetMap(double used_bytes, double size_bytes, double max_bytes);
   void Request(Port port, std::string_view method, unsigned status,
                double seconds);
@@ -87,6 +92,9 @@ class Metrics {
   prometheus::Counter* lease_expirations_;
   prometheus::Counter* lease_limit_reached_;
   prometheus::Gauge* leases_held_;
+  prometheus::Gauge* watchers_;
+  prometheus::Counter* watch_events_;
+  prometheus::Counter* watchers_dropped_;
   prometheus::Gauge* map_used_;
   prometheus::Gauge* map_size_;
   prometheus::Gauge* map_max_;

@@ -31,18 +31,10 @@ namespace {
 // What a read of fences saw: "local" or "linearizable" (Fences).
 constexpr std::string_view kConsistencyHeader = "Fencepost-Consistency";
 
-void AppendFence(std::string* out, const fence::FenceRecord& fence) {
-  *out += "{\"fence\":";
-  AppendJsonString(out, fence.name);
-  *out += ",\"token\":" + std::to_string(fence.token) + ",\"updated_at\":";
-  AppendJsonString(out, FormatRfc3339(fence.updated_at_ns));
-  *out += "}";
-}
-
 Response FenceDocument(const Request& req, http::status status,
                        const fence::FenceRecord& fence) {
   std::string body;
-  AppendFence(&body, fence);
+  routes::AppendFence(&body, fence);
   body += "\n";
   Response res = Text(req, status, std::move(body), "application/json");
   res.set(kTokenHeader, std::to_string(fence.token));
@@ -74,6 +66,9 @@ Response AdminRoutes::Metrics(const Request& req) {
   if (auto count = fences_.Count()) {
     metrics_.SetFences(static_cast<double>(*count));
   }
+  const storage::WatchHub& hub = context_.watches();
+  metrics_.SetWatches(static_cast<double>(hub.watchers()), hub.events_total(),
+                      hub.dropped_total());
   return Text(req, http::status::ok, metrics_.Serialize(),
               "text/plain; version=0.0.4; charset=utf-8");
 }
@@ -111,20 +106,28 @@ Awaitable<Response> AdminRoutes::GetScopeFence(const Request& req) {
 
 Awaitable<Response> AdminRoutes::GetFence(const Request& req,
                                           const std::string& key) {
-  storage::Fences::Read read =
+  if (QueryParam(req.target(), "wait_above")) {
+    co_return co_await WaitFence(req, key);
+  }
+  const storage::Fences::Read read =
       co_await fences_.Get(std::string(scopes_.FenceFor(key)));
+  co_return FenceAnswer(req, key, read);
+}
+
+Response AdminRoutes::FenceAnswer(const Request& req, const std::string& key,
+                                  const storage::Fences::Read& read) {
   if (read.error) {
-    co_return context_.StorageFailure(req, read.error, key, "fence read", 0,
-                                      fences_.last_error());
+    return context_.StorageFailure(req, read.error, key, "fence read", 0,
+                                   fences_.last_error());
   }
   if (!read.fence) {
-    co_return Problemed(
+    return Problemed(
         req, {ProblemType::kNotFound, "no fence guards this key yet", key,
               std::nullopt, std::nullopt});
   }
   Response res = FenceDocument(req, http::status::ok, *read.fence);
   res.set(kConsistencyHeader, fences_.consistency());
-  co_return res;
+  return res;
 }
 
 Awaitable<Response> AdminRoutes::Bump(const Request& req,
@@ -139,7 +142,7 @@ Awaitable<Response> AdminRoutes::Bump(const Request& req,
       co_await storage::AsyncCommit(fences_, std::move(write));
   switch (outcome.verdict) {
     case fence::WriteOutcome::Verdict::kAccepted:
-      metrics_.WriteAccepted(outcome.decision.advances);
+      context_.Accepted(fence.name, outcome);
       fence.updated_at_ns = outcome.updated_at_ns;
       if (outcome.decision.advances) {
         LogEvent(
@@ -239,7 +242,7 @@ Awaitable<Response> AdminRoutes::ListFences(const Request& req) {
   std::string body = "{\"fences\":[";
   for (std::size_t i = 0; i < list.fences.size(); ++i) {
     if (i > 0) body += ",";
-    AppendFence(&body, list.fences[i]);
+    routes::AppendFence(&body, list.fences[i]);
   }
   body += "],\"next\":";
   if (list.next) {

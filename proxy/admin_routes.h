@@ -30,7 +30,8 @@ class AdminRoutes : private RouteUnit {
 
   Response Metrics(const Request& request);
   Awaitable<Response> Ready(const Request& request);
-  // The fence guarding `key` (or the scope named `key`).
+  // The fence guarding `key` (or the scope named `key`); with wait_above,
+  // a long poll (WaitFence).
   Awaitable<Response> GetFence(const Request& request, const std::string& key);
   // The fence of the scope that /v1/fences/NAME names (NamesScope).
   Awaitable<Response> GetScopeFence(const Request& request);
@@ -42,8 +43,19 @@ class AdminRoutes : private RouteUnit {
   Awaitable<Response> ListFences(const Request& request);
   Response ListRejections(const Request& request);
   Response LogLevel(const Request& request);
+  // GET /v1/watch: checks the query and answers the head of an event
+  // stream (watch::IsEventStream), which the server then streams; or 400.
+  Response OpenWatch(const Request& request);
 
  private:
+  // GET /v1/fences/KEY?wait_above=N&timeout_ms=T: answers as soon as the
+  // fence is above N, or after T ms with the fence as it stands (404 when
+  // none) and Fencepost-Watch: timeout (watch_routes.cc).
+  Awaitable<Response> WaitFence(const Request& request, const std::string& key);
+  // The answer to a read of `key`'s fence: the document, 404, or the
+  // storage failure.
+  Response FenceAnswer(const Request& request, const std::string& key,
+                       const storage::Fences::Read& read);
   // Whether `name` is exactly a configured --fence-scope prefix.
   bool IsScope(std::string_view name) const;
 };

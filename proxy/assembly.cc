@@ -245,9 +245,13 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
 // drives the committers too.
 std::function<void(const std::string&, const fence::LeaseRecord&)>
 Assembly::LeaseLost() {
-  metrics::Metrics* metrics = metrics_.get();
-  return [metrics](const std::string& name, const fence::LeaseRecord& lease) {
-    ReportLeaseLost(*metrics, name, lease);
+  // The service exists by the time the engine runs; watchers hear of it.
+  return [this](const std::string& name, const fence::LeaseRecord& lease) {
+    if (service_) {
+      service_->LeaseExpired(name, lease);
+    } else {
+      ReportLeaseLost(*metrics_, name, lease);
+    }
   };
 }
 

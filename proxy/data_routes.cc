@@ -145,24 +145,14 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
           client,
           "the value's entity tag does not meet If-Match / If-None-Match");
     case Verdict::kObserved:
-      metrics_.WouldReject();
-      if (context_.AdmitLog(fence_name)) {
-        LogEvent(
-            spdlog::level::warn, "stale_write_observed",
-            "observe mode stored a write enforce would reject",
-            {{"key", key},
-             {"fence", fence_name},
-             {"presented_token",
-              state == TokenState::kOk ? std::to_string(token) : "null", true},
-             {"current_token",
-              outcome.current ? std::to_string(*outcome.current) : "null",
-              true},
-             {"client", client}});
-      }
+      context_.Observed(
+          req, key, fence_name,
+          state == TokenState::kOk ? std::optional(token) : std::nullopt,
+          outcome.current, client);
       break;
     case Verdict::kAccepted:
       // An upstream's 412 is counted as what it is, not as a write.
-      if (!upstream_refused) metrics_.WriteAccepted(outcome.decision.advances);
+      if (!upstream_refused) context_.Accepted(fence_name, outcome);
       break;
   }
   co_return Answer(req, key, fence_name, token, client, result);
@@ -387,10 +377,11 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
   std::string body = "{\"results\":[";
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const fence::WriteOutcome& one = outcome.batch[i];
+    const std::string fence_name(scopes_.FenceFor(keys[i]));
     if (one.verdict == Verdict::kObserved) {
-      metrics_.WouldReject();
+      context_.Observed(req, keys[i], fence_name, token, one.current, client);
     } else {
-      metrics_.WriteAccepted(one.decision.advances);
+      context_.Accepted(fence_name, one);
     }
     const int status = deletes[i] ? 204 : one.created ? 201 : 200;
     if (i > 0) body += ",";

@@ -27,35 +27,11 @@ namespace {
 constexpr std::size_t kMaxHolderBytes = 256;
 constexpr std::uint64_t kMinTtlMs = 100, kMaxTtlMs = 3600000;
 
-// The lease document; `holder` is null unless the lease is live at `now`.
-void AppendLease(std::string* out, const std::string& name,
-                 const fence::LeaseTable::Entry& entry, std::int64_t now) {
-  const fence::LeaseRecord& lease = entry.record;
-  const bool live = fence::IsLive(entry, now);
-  *out += "{\"name\":";
-  AppendJsonString(out, name);
-  *out += ",\"holder\":";
-  if (live) {
-    AppendJsonString(out, lease.holder);
-  } else {
-    *out += "null";
-  }
-  const std::int64_t left_ms =
-      live ? (entry.deadline_ns - now + 999999) / 1000000 : 0;
-  *out += ",\"token\":" + std::to_string(lease.token) +
-          ",\"ttl_ms\":" + std::to_string(lease.ttl_ms) +
-          ",\"expires_in_ms\":" + std::to_string(left_ms) + ",\"acquired_at\":";
-  AppendJsonString(out, FormatRfc3339(lease.acquired_at_ns));
-  *out += ",\"renewed_at\":";
-  AppendJsonString(out, FormatRfc3339(lease.renewed_at_ns));
-  *out += ",\"transitions\":" + std::to_string(lease.transitions) + "}";
-}
-
 Response LeaseDocument(const Request& req, const std::string& name,
                        const fence::LeaseTable::Entry& entry,
                        std::int64_t now) {
   std::string body;
-  AppendLease(&body, name, entry, now);
+  routes::AppendLease(&body, name, entry, now);
   body += "\n";
   Response res =
       Text(req, http::status::ok, std::move(body), "application/json");
@@ -194,6 +170,7 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
     co_return std::move(*refused);
   }
   const std::string holder = op.holder;
+  const std::string op_fence = op.fence;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
@@ -218,7 +195,7 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   const std::string token = std::to_string(lease.lease.token);
   if (lease.verdict == V::kGranted) {
     // A grant raises a fence as a bump does.
-    metrics_.WriteAccepted(outcome.decision.advances);
+    context_.Accepted(op_fence, outcome);
     metrics_.LeaseGranted();
     using R = fence::LeaseOutcome::GrantReason;
     const char* reason = lease.reason == R::kFirst      ? "first grant"
@@ -242,6 +219,8 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   entry.record = lease.lease;
   const std::int64_t now = fences_.SteadyNow();
   entry.deadline_ns = now + lease.expires_in_ms * 1000000;
+  context_.PublishLease(name, entry, now,
+                        lease.verdict == V::kGranted ? "granted" : "renewed");
   co_return LeaseDocument(req, name, entry, now);
 }
 
@@ -271,6 +250,12 @@ Awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
               name, token, std::nullopt});
   }
   metrics_.LeaseReleased();
+  {
+    fence::LeaseTable::Entry entry;
+    entry.record = outcome.lease->lease;
+    entry.record.released = true;
+    context_.PublishLease(name, entry, fences_.SteadyNow(), "released");
+  }
   LogEvent(
       spdlog::level::info, "lease_released", "lease released",
       {{"lease", name},
@@ -313,8 +298,8 @@ Awaitable<Response> LeaseRoutes::ListLeases(const Request& req) {
   std::string body = "{\"leases\":[";
   for (std::size_t i = 0; i < list.leases.size(); ++i) {
     if (i > 0) body += ",";
-    AppendLease(&body, list.leases[i].first, list.leases[i].second,
-                list.now_ns);
+    routes::AppendLease(&body, list.leases[i].first, list.leases[i].second,
+                        list.now_ns);
   }
   body += "],\"next\":";
   if (list.next) {

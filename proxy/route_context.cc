@@ -95,6 +95,7 @@ Response RouteContext::RefuseStale(const Request& req, const std::string& key,
                                    const std::string& client,
                                    std::string_view event) {
   metrics_.StaleRejected(token, current.value_or(token));
+  PublishRejection(req, key, fence_name, token, current, false);
   journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count(),
@@ -203,6 +204,76 @@ Response RouteContext::StorageFailure(const Request& req, std::error_code error,
 void RouteContext::LeaseExpired(const std::string& name,
                                 const fence::LeaseRecord& lease) {
   ReportLeaseLost(metrics_, name, lease);
+  fence::LeaseTable::Entry entry;
+  entry.record = lease;
+  PublishLease(name, entry, fences_.SteadyNow(), "expired");
+}
+
+void RouteContext::Accepted(const std::string& fence_name,
+                            const fence::WriteOutcome& outcome) {
+  metrics_.WriteAccepted(outcome.decision.advances);
+  if (!fence::RaisesFence(outcome) || !outcome.current) return;
+  std::string data;
+  routes::AppendFence(&data,
+                      {fence_name, *outcome.current, outcome.updated_at_ns});
+  watches_.Publish("fence", fence_name, std::move(data));
+}
+
+void RouteContext::PublishLease(const std::string& name,
+                                const fence::LeaseTable::Entry& entry,
+                                std::int64_t now, std::string_view change) {
+  std::string data;
+  routes::AppendLease(&data, name, entry, now);
+  data.pop_back();  // the closing brace: the change goes in
+  data += ",\"change\":";
+  AppendJsonString(&data, change);
+  data += "}";
+  watches_.Publish("lease", name, std::move(data));
+}
+
+void RouteContext::Observed(const Request& req, const std::string& key,
+                            const std::string& fence_name,
+                            std::optional<fence::Token> token,
+                            std::optional<fence::Token> current,
+                            const std::string& client) {
+  metrics_.WouldReject();
+  PublishRejection(req, key, fence_name, token, current, true);
+  if (!log_limiter_.Admit(fence_name)) return;
+  LogEvent(
+      spdlog::level::warn, "stale_write_observed",
+      "observe mode stored a write enforce would reject",
+      {{"key", key},
+       {"fence", fence_name},
+       {"presented_token", token ? std::to_string(*token) : "null", true},
+       {"current_token", current ? std::to_string(*current) : "null", true},
+       {"client", client}});
+}
+
+void RouteContext::PublishRejection(const Request& req, const std::string& key,
+                                    const std::string& fence_name,
+                                    std::optional<fence::Token> presented,
+                                    std::optional<fence::Token> current,
+                                    bool would_reject) {
+  const auto number = [](std::optional<fence::Token> t) {
+    return t ? std::to_string(*t) : std::string("null");
+  };
+  std::string data = "{\"key\":";
+  AppendJsonString(&data, key);
+  data += ",\"fence\":";
+  AppendJsonString(&data, fence_name);
+  data += ",\"presented_token\":" + number(presented) +
+          ",\"current_token\":" + number(current) + ",\"method\":";
+  AppendJsonString(&data, req.method_string());
+  data += ",\"at\":";
+  AppendJsonString(
+      &data,
+      FormatRfc3339(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count()));
+  data += ",\"outcome\":";
+  AppendJsonString(&data, would_reject ? "would-reject" : "rejected");
+  data += "}";
+  watches_.Publish("rejection", key, std::move(data));
 }
 
 void ReportLeaseLost(metrics::Metrics& metrics, const std::string& name,

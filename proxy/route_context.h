@@ -6,7 +6,9 @@
 #include <string_view>
 #include <system_error>
 
+#include "fence/lease_table.h"
 #include "fence/scope.h"
+#include "fence/write.h"
 #include "metrics/metrics.h"
 #include "proxy/auth.h"
 #include "proxy/config.h"
@@ -16,6 +18,7 @@
 #include "proxy/problem.h"
 #include "storage/backend.h"
 #include "storage/fences.h"
+#include "storage/watch_hub.h"
 
 namespace fencepost::proxy {
 
@@ -37,6 +40,8 @@ class RouteContext {
   metrics::Metrics& metrics() { return metrics_; }
   const fence::Scopes& scopes() const { return scopes_; }
   const Journal& journal() const { return journal_; }
+  // The changes watchers are told of (GET /v1/watch, long polls).
+  storage::WatchHub& watches() { return watches_; }
 
   bool draining() const { return draining_; }
   void StartDraining() { draining_ = true; }
@@ -91,8 +96,26 @@ class RouteContext {
   Response StorageFailure(const Request& request, std::error_code error,
                           const std::string& key, std::string_view what,
                           int retry_after = 0, std::string_view detail = {});
-  // Counts and logs a lease that ran out without a release (noticed once).
+  // Counts and logs a lease that ran out without a release (noticed once),
+  // and tells watchers.
   void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
+
+  // An accepted write of the fence `fence_name` (a write, a batch's op, a
+  // bump, a lease grant): counts it, and tells watchers when it raised the
+  // fence (fence::RaisesFence).
+  void Accepted(const std::string& fence_name,
+                const fence::WriteOutcome& outcome);
+  // A lease's change for watchers: "granted", "renewed", "released" or
+  // "expired"; the lease document as it stands at `now`.
+  void PublishLease(const std::string& name,
+                    const fence::LeaseTable::Entry& entry, std::int64_t now,
+                    std::string_view change);
+  // A stale write observe mode stored (enforce would refuse it): counts it,
+  // tells watchers, and logs it (rate limited per fence).
+  void Observed(const Request& request, const std::string& key,
+                const std::string& fence_name,
+                std::optional<fence::Token> token,
+                std::optional<fence::Token> current, const std::string& client);
 
  private:
   const Config& config_;
@@ -104,6 +127,14 @@ class RouteContext {
   std::atomic<bool> draining_ = false;
   Journal journal_;
   RejectionLogLimiter log_limiter_;
+  storage::WatchHub watches_;
+
+  // The `rejection` event of a refused write (`would_reject`: one observe
+  // mode stored).
+  void PublishRejection(const Request& request, const std::string& key,
+                        const std::string& fence_name,
+                        std::optional<fence::Token> presented,
+                        std::optional<fence::Token> current, bool would_reject);
 };
 
 // What a unit of routes (DataRoutes, AdminRoutes, LeaseRoutes) uses of the

@@ -166,6 +166,15 @@ const Route kRoutes[] = {
              }),
     NotAllowed(Port::kAdmin, Match::kUnder, kLeasesPath, KeyAt::kAfterPath,
                kKey, "GET, HEAD, PUT, DELETE"),
+    // Watches: the event stream (the long poll is GET /v1/fences/KEY).
+    Answered(
+        Port::kAdmin, Match::kExact, "/v1/watch", kGet, KeyAt::kNone, kNothing,
+        nullptr,
+        [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
+          co_return u.admin.OpenWatch(c.request);
+        }),
+    NotAllowed(Port::kAdmin, Match::kExact, "/v1/watch", KeyAt::kNone, kNothing,
+               "GET"),
     // The rejection journal and the log level.
     AdminRead(
         "/v1/rejections",

@@ -157,4 +157,35 @@ std::string PresentedToken(const Request& req) {
   return out;
 }
 
+void AppendFence(std::string* out, const fence::FenceRecord& fence) {
+  *out += "{\"fence\":";
+  AppendJsonString(out, fence.name);
+  *out += ",\"token\":" + std::to_string(fence.token) + ",\"updated_at\":";
+  AppendJsonString(out, FormatRfc3339(fence.updated_at_ns));
+  *out += "}";
+}
+
+void AppendLease(std::string* out, const std::string& name,
+                 const fence::LeaseTable::Entry& entry, std::int64_t now) {
+  const fence::LeaseRecord& lease = entry.record;
+  const bool live = fence::IsLive(entry, now);
+  *out += "{\"name\":";
+  AppendJsonString(out, name);
+  *out += ",\"holder\":";
+  if (live) {
+    AppendJsonString(out, lease.holder);
+  } else {
+    *out += "null";
+  }
+  const std::int64_t left_ms =
+      live ? (entry.deadline_ns - now + 999999) / 1000000 : 0;
+  *out += ",\"token\":" + std::to_string(lease.token) +
+          ",\"ttl_ms\":" + std::to_string(lease.ttl_ms) +
+          ",\"expires_in_ms\":" + std::to_string(left_ms) + ",\"acquired_at\":";
+  AppendJsonString(out, FormatRfc3339(lease.acquired_at_ns));
+  *out += ",\"renewed_at\":";
+  AppendJsonString(out, FormatRfc3339(lease.renewed_at_ns));
+  *out += ",\"transitions\":" + std::to_string(lease.transitions) + "}";
+}
+
 }  // namespace fencepost::proxy::routes

@@ -5,7 +5,9 @@
 #include <string>
 #include <string_view>
 
+#include "fence/fence_record.h"
 #include "fence/lease.h"
+#include "fence/lease_table.h"
 #include "fence/token.h"
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
@@ -69,6 +71,13 @@ std::size_t LimitOf(const Request& req, std::optional<Response>* refused);
 // When a lease runs out unless renewed, by the wall clock of its last grant
 // or renewal (for log lines; expiry itself is on the monotonic clock).
 std::string ExpiresAt(const fence::LeaseRecord& lease);
+
+// The fence document (GET /v1/fences/KEY, and watchers' fence events).
+void AppendFence(std::string* out, const fence::FenceRecord& fence);
+// The lease document (GET /v1/leases/NAME, and watchers' lease events);
+// `holder` is null unless the lease is live at `now`.
+void AppendLease(std::string* out, const std::string& name,
+                 const fence::LeaseTable::Entry& entry, std::int64_t now);
 
 // The 409 problem for a stale token.
 Problem StaleToken(const std::string& key, fence::Token presented,

@@ -17,12 +17,15 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cstdio>
 #include <functional>
 
 #include "proxy/framing.h"
 #include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"
+#include "proxy/watch.h"
+#include "storage/watch_hub.h"
 
 namespace fencepost::proxy {
 
@@ -56,6 +59,41 @@ std::string Head(const Response& res) {
   head += "\r\n";
   return head;
 }
+
+// `data` as one chunk of a chunked body.
+std::string Chunk(std::string_view data) {
+  char size[17];
+  const int n = std::snprintf(size, sizeof size, "%zx", data.size());
+  std::string chunk(size, static_cast<std::size_t>(n));
+  chunk += "\r\n";
+  chunk += data;
+  chunk += "\r\n";
+  return chunk;
+}
+
+// One Server-Sent Event (its data is one line of JSON).
+void AppendEvent(std::string* out, const storage::WatchHub::Event& event) {
+  *out += "id: " + std::to_string(event.id) + "\nevent: ";
+  *out += event.type;
+  *out += "\ndata: ";
+  *out += event.data;
+  *out += "\n\n";
+}
+
+// Keeps a stream subscribed for as long as it is sent.
+class Subscription {
+ public:
+  Subscription(storage::WatchHub& hub, const watch::Query& query)
+      : hub_(hub), subscriber_(hub.Subscribe(query.prefix, query.last_id)) {}
+  ~Subscription() { hub_.Unsubscribe(subscriber_); }
+  Subscription(const Subscription&) = delete;
+  Subscription& operator=(const Subscription&) = delete;
+  storage::WatchHub::Subscriber& operator*() { return *subscriber_; }
+
+ private:
+  storage::WatchHub& hub_;
+  const std::shared_ptr<storage::WatchHub::Subscriber> subscriber_;
+};
 
 std::string_view Bytes(const beast::flat_buffer& buffer) {
   return {static_cast<const char*>(buffer.data().data()), buffer.size()};
@@ -117,6 +155,7 @@ tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
 
 void Server::Shutdown() {
   shutting_down_ = true;
+  service_.watches().Close();
   for (auto& listener : listeners_) {
     beast::error_code ignored;
     listener->acceptor.close(ignored);
@@ -314,6 +353,11 @@ Awaitable<void> Server::Session(Stream& stream, metrics::Port port,
     const auto handled = std::chrono::steady_clock::now();
     const Request& request = parser.get();
     Response res = co_await Answer(port, request, received, client);
+    if (port == metrics::Port::kAdmin && watch::IsEventStream(res)) {
+      co_await StreamEvents(stream, request, res, self);
+      Account(port, request, res, client, arrived, handled);
+      break;
+    }
     const bool keep_alive = !received.refusal && !received.screened &&
                             request.keep_alive() && !shutting_down_;
     const bool sent =
@@ -447,6 +491,58 @@ void Server::Account(metrics::Port port, const Request& request,
   LogAccess({PortName(port), client, line_read ? method : "-",
              line_read ? request.target() : std::string_view("-"),
              res.result_int(), res.body().size(), SecondsSince(arrived)});
+}
+
+template <class Stream>
+Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
+                                     Response& head, Connection& self) {
+  std::string refusal;
+  const std::optional<watch::Query> query =
+      watch::ParseQuery(request, &refusal);  // the route accepted it
+  if (!query) co_return;
+  asio::steady_timer wake(io_);  // outlives the subscription, which uses it
+  Subscription subscription(service_.watches(), *query);
+  storage::WatchHub::Subscriber& subscriber = *subscription;
+  subscriber.wake = [&wake] { wake.cancel(); };
+  head.chunked(true);
+  head.keep_alive(false);
+  // A browser's EventSource comes back after a second when the stream ends.
+  bool sent =
+      co_await WriteBytes(stream, Head(head) + Chunk("retry: 1000\n\n"), self);
+  while (sent && !subscriber.closed && !subscriber.dropped) {
+    if (subscriber.pending.empty()) {
+      wake.expires_after(std::chrono::seconds(watch::kKeepAliveSeconds));
+      beast::error_code ec;
+      co_await wake.async_wait(asio::redirect_error(kUseAwaitable, ec));
+      if (ec) continue;  // woken: an event, a drop, or the end
+      sent = co_await WriteBytes(stream, Chunk(": keep-alive\n\n"), self);
+      continue;
+    }
+    // Up to 64 KiB of events in one chunk and one write.
+    std::string events;
+    while (!subscriber.pending.empty() && events.size() < (64u << 10)) {
+      const storage::WatchHub::Event& event = *subscriber.pending.front();
+      AppendEvent(&events, event);
+      subscriber.pending_bytes -=
+          std::min(subscriber.pending_bytes, storage::StreamBytes(event));
+      subscriber.pending.pop_front();
+    }
+    sent = co_await WriteBytes(stream, Chunk(events), self);
+  }
+  if (sent) co_await WriteBytes(stream, std::string("0\r\n\r\n"), self);
+}
+
+template <class Stream>
+Awaitable<bool> Server::WriteBytes(Stream& stream, const std::string& bytes,
+                                   Connection& self) {
+  beast::error_code ec;
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(options_.write_timeout);
+  self.since = std::chrono::steady_clock::now();
+  co_await asio::async_write(stream, asio::buffer(bytes),
+                             asio::redirect_error(kUseAwaitable, ec));
+  lowest.expires_never();
+  co_return !ec;
 }
 
 template <class Stream>

@@ -166,6 +166,16 @@ class Server {
   // TLS close_notify, then a lingering close.
   template <class Stream>
   Awaitable<void> WindDown(Stream& stream, Connection& self);
+  // GET /v1/watch, accepted (`head`): sends the head, then the hub's events
+  // under the request's prefix as they come, chunked, with a comment when
+  // idle; until the client goes, the hub drops it, or the server stops.
+  template <class Stream>
+  Awaitable<void> StreamEvents(Stream& stream, const Request& request,
+                               Response& head, Connection& self);
+  // Writes `bytes` within --write-timeout; false when it failed.
+  template <class Stream>
+  Awaitable<bool> WriteBytes(Stream& stream, const std::string& bytes,
+                             Connection& self);
 
   boost::asio::io_context& io_;
   Service& service_;

@@ -61,6 +61,14 @@ class Service {
   // Returns what is wrong, or an empty string; called once at start.
   std::string CheckLeases() const { return leases_.CheckLeases(); }
 
+  // The changes watchers are told of.
+  storage::WatchHub& watches() { return context_.watches(); }
+  // A lease the engine noticed had run out: counted, logged, and told to
+  // watchers (as a route does when it notices one).
+  void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease) {
+    context_.LeaseExpired(name, lease);
+  }
+
   // From now on /readyz answers 503.
   void StartDraining() { context_.StartDraining(); }
   // Reports rejections the log rate limit held back; call once a second.

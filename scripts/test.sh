@@ -93,7 +93,7 @@ if [ "$sanitizers" != 0 ]; then
   run "$build-asan" 3 -E 'LmdbBackend500Cycles'
   wait_build
   phase "TSan: the concurrent unit tests"
-  run "$build-tsan" 3 -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector' \
+  run "$build-tsan" 3 -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector|Watch' \
     -E 'ZooKeeperLeasesTest|PostgresLeasesTest'
 fi
 phase "done"

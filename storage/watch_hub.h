@@ -1,0 +1,117 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fencepost::storage {
+
+// What changed, as events for watchers (GET /v1/watch, and the long poll of
+// GET /v1/fences/KEY?wait_above=N): each event is published once its change
+// is durable (the publisher answers the write that made it at the same
+// moment), gets the next id, and goes to every subscriber whose prefix its
+// key starts with. The last `retained` events are kept, so a subscriber that
+// comes back with the id of the last event it saw gets those after it; one
+// that was away longer gets a reset first.
+//
+// A subscriber that does not keep up never slows a publisher: once the
+// events waiting for it pass `max_unsent_bytes` it is dropped (its queue is
+// emptied, `dropped` set, and it is woken to close).
+//
+// Thread safety: the server's one io thread (publishers, subscribers and
+// waiters alike).
+class WatchHub {
+ public:
+  struct Event {
+    std::uint64_t id = 0;
+    std::string type;  // "fence", "lease", "rejection", or "reset"
+    std::string key;   // the name the prefix is matched against
+    std::string data;  // one JSON object on one line
+  };
+  using EventPtr = std::shared_ptr<const Event>;
+
+  // One event stream. Its owner sends `pending` in order and waits for
+  // `wake` when it is empty.
+  struct Subscriber {
+    std::string prefix;
+    std::deque<EventPtr> pending;
+    std::size_t pending_bytes = 0;
+    bool dropped = false;  // fell `max_unsent_bytes` behind
+    bool closed = false;   // the hub is closing (the server stops)
+    std::function<void()> wake;
+  };
+
+  // One long poll on one fence: `wake` runs for each event of that fence,
+  // and `signalled` stays set until the owner clears it.
+  struct Waiter {
+    bool signalled = false;
+    std::function<void()> wake;
+  };
+
+  struct Options {
+    std::size_t retained = 10000;
+    std::size_t max_unsent_bytes = 1u << 20;
+    // The id before the first event; 0: the wall clock in microseconds at
+    // construction, so a restarted server's ids are above the last life's
+    // and an id from that life is answered with a reset.
+    std::uint64_t first_id = 0;
+  };
+
+  WatchHub() : WatchHub(Options{}) {}
+  explicit WatchHub(Options options);
+  WatchHub(const WatchHub&) = delete;
+  WatchHub& operator=(const WatchHub&) = delete;
+
+  // Publishes a change: `type` "fence", "lease" or "rejection".
+  void Publish(std::string_view type, std::string key, std::string data);
+
+  // Registers a stream of the events whose key starts with `prefix`. With
+  // `last_id` (the Last-Event-ID it comes back with), the retained events
+  // after it are queued at once, or a reset event when some after it are no
+  // longer held. The subscriber stays registered until Unsubscribe.
+  std::shared_ptr<Subscriber> Subscribe(const std::string& prefix,
+                                        std::optional<std::uint64_t> last_id);
+  void Unsubscribe(const std::shared_ptr<Subscriber>& subscriber);
+
+  // Registers a long poll of the fence `name` until Unwait.
+  std::shared_ptr<Waiter> Wait(const std::string& name);
+  void Unwait(const std::string& name, const std::shared_ptr<Waiter>& waiter);
+
+  // Wakes every subscriber and waiter for the last time (shutdown).
+  void Close();
+
+  std::uint64_t last_id() const { return last_id_; }
+  bool closed() const { return closed_; }
+  // For the metrics: subscribers and waiters now, and counts since start.
+  std::size_t watchers() const { return subscribers_ + waiters_; }
+  std::uint64_t events_total() const { return events_total_; }
+  std::uint64_t dropped_total() const { return dropped_total_; }
+
+ private:
+  void Deliver(const EventPtr& event, Subscriber& subscriber);
+
+  const Options options_;
+  std::uint64_t last_id_;
+  std::deque<EventPtr> retained_;
+  // Subscribers by prefix: an event is matched once per distinct prefix.
+  std::map<std::string, std::list<std::shared_ptr<Subscriber>>, std::less<>>
+      by_prefix_;
+  std::multimap<std::string, std::shared_ptr<Waiter>, std::less<>> waiters_by_;
+  std::size_t subscribers_ = 0;
+  std::size_t waiters_ = 0;
+  std::uint64_t events_total_ = 0;
+  std::uint64_t dropped_total_ = 0;
+  bool closed_ = false;
+};
+
+// The bytes one event takes in a stream (its id, event and data lines).
+std::size_t StreamBytes(const WatchHub::Event& event);
+
+}  // namespace fencepost::storage
