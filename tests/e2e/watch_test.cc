@@ -239,7 +239,7 @@ TEST(WatchTest, AWatcherThatNeverReadsIsDroppedWhileWritesGoOn) {
   const std::string pad(900, 'x');
   std::vector<std::thread> writers;
   std::atomic<int> refused = 0;
-  constexpr int kThreads = 2, kWrites = 4000;  // ~9 MB of fence events
+  constexpr int kThreads = 2, kWrites = 3000;  // ~7 MB of fence events
   for (int t = 0; t < kThreads; ++t) {
     writers.emplace_back([&, t] {
       testing::HttpClient client(data);
