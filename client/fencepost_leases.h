@@ -28,12 +28,15 @@ class FencepostLeases final : public LeaseBackend {
                      std::chrono::milliseconds timeout) override;
   std::string Release(std::uint64_t token,
                       std::chrono::milliseconds timeout) override;
+  // The long poll on the lease's fence, on a connection of its own.
+  std::unique_ptr<FenceWatch> WatchFence(std::uint64_t token) const override;
 
  private:
   // One PUT /v1/leases/{name}; `token` 0 for an acquire.
   LeaseAttempt Put(std::uint64_t token, std::chrono::milliseconds timeout);
 
   const LeaseSpec spec_;
+  const Client::Options admin_;
   Client client_;
 };
 

@@ -61,6 +61,25 @@ struct LeaseAttempt {
   }
 };
 
+// A wait for a held lease's fence to go above its token: another holder was
+// granted it, or it was bumped. Only fencepost's own leases have one (the
+// long poll GET /v1/fences/{name}?wait_above=TOKEN); it lets a holder stop
+// at once rather than at its next renewal. Used by one thread; needs
+// nothing of the backend that made it.
+class FenceWatch {
+ public:
+  enum class Outcome {
+    kAbove,     // the fence is above the token: the lease is lost
+    kTimedOut,  // not within max_wait; ask again
+    kFailed,    // no answer (unreachable, a server error): ask again later
+  };
+  virtual ~FenceWatch() = default;
+  // Waits up to `max_wait` (and the request's own time); `detail` says
+  // what happened, for people.
+  virtual Outcome Wait(std::chrono::milliseconds max_wait,
+                       std::string* detail) = 0;
+};
+
 // A coordination system that grants a named lease to one holder at a time,
 // with a fencing token that only goes up from one holder to the next:
 // fencepost's own leases, etcd, ZooKeeper, PostgreSQL. LeaseKeeper renews
@@ -90,6 +109,12 @@ class LeaseBackend {
   // held, or no answer came: then it expires on its own).
   virtual std::string Release(std::uint64_t token,
                               std::chrono::milliseconds timeout) = 0;
+  // A watch of the lease's fence for the holder of `token`, or nullptr when
+  // the system has none (only renewals tell that the lease was lost).
+  virtual std::unique_ptr<FenceWatch> WatchFence(std::uint64_t token) const {
+    (void)token;
+    return nullptr;
+  }
 };
 
 }  // namespace fencepost::client

@@ -1,7 +1,9 @@
 #include "client/lease_keeper.h"
 
 #include <algorithm>
+#include <memory>
 #include <stdexcept>
+#include <thread>
 
 namespace fencepost::client {
 namespace {
@@ -38,6 +40,14 @@ LeaseKeeper::Options Normalize(LeaseKeeper::Options options, milliseconds ttl) {
 
 }  // namespace
 
+// The keeper and its watch's thread: the thread tells the keeper through
+// `keeper` while it is set; Stop() clears it under `mu`.
+struct LeaseKeeper::WatchLink {
+  std::mutex mu;
+  std::condition_variable cv;
+  LeaseKeeper* keeper = nullptr;
+};
+
 LeaseKeeper::LeaseKeeper(LeaseBackend& backend, const LeaseAttempt& grant,
                          Options options, LostCallback on_lost)
     : backend_(backend),
@@ -48,7 +58,41 @@ LeaseKeeper::LeaseKeeper(LeaseBackend& backend, const LeaseAttempt& grant,
       on_lost_(std::move(on_lost)),
       last_sent_(grant.sent_at),
       next_attempt_(grant.sent_at + options_.renew_period),
-      thread_([this] { Loop(); }) {}
+      watch_(std::make_shared<WatchLink>()),
+      thread_([this] { Loop(); }) {
+  StartWatch();
+}
+
+void LeaseKeeper::StartWatch() {
+  std::unique_ptr<FenceWatch> watch = backend_.WatchFence(token_);
+  if (!watch) return;
+  {
+    std::lock_guard lock(watch_->mu);
+    watch_->keeper = this;
+  }
+  std::thread([link = watch_, watch = std::move(watch)] {
+    constexpr milliseconds kWait{10000}, kAfterFailure{1000};
+    std::unique_lock lock(link->mu);
+    while (link->keeper != nullptr) {
+      lock.unlock();
+      std::string detail;
+      const FenceWatch::Outcome outcome = watch->Wait(kWait, &detail);
+      lock.lock();
+      if (link->keeper == nullptr) break;
+      if (outcome == FenceWatch::Outcome::kAbove) {
+        LeaseKeeper& keeper = *link->keeper;
+        std::lock_guard keeper_lock(keeper.mu_);
+        keeper.fenced_ = detail;
+        keeper.cv_.notify_all();
+        break;
+      }
+      if (outcome == FenceWatch::Outcome::kFailed) {
+        link->cv.wait_for(lock, kAfterFailure,
+                          [&] { return link->keeper == nullptr; });
+      }
+    }
+  }).detach();
+}
 
 LeaseKeeper::~LeaseKeeper() { Stop(); }
 
@@ -63,6 +107,11 @@ Clock::time_point LeaseKeeper::held_until() const {
 }
 
 void LeaseKeeper::Stop() {
+  {
+    std::lock_guard lock(watch_->mu);
+    watch_->keeper = nullptr;
+    watch_->cv.notify_all();
+  }
   {
     std::lock_guard lock(mu_);
     stop_requested_ = true;
@@ -99,6 +148,10 @@ void LeaseKeeper::Lose(std::unique_lock<std::mutex>& lock, std::string reason) {
 void LeaseKeeper::Loop() {
   std::unique_lock lock(mu_);
   while (!stop_requested_) {
+    if (!fenced_.empty()) {
+      Lose(lock, fenced_);
+      return;
+    }
     const Clock::time_point deadline =
         last_sent_ + ttl_ - options_.safety_margin;
     const Clock::time_point now = Clock::now();
@@ -111,7 +164,7 @@ void LeaseKeeper::Loop() {
     }
     if (now < next_attempt_) {
       cv_.wait_until(lock, std::min(next_attempt_, deadline),
-                     [&] { return stop_requested_; });
+                     [&] { return stop_requested_ || !fenced_.empty(); });
       continue;
     }
     lock.unlock();

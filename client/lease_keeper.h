@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -28,6 +29,13 @@ namespace fencepost::client {
 //    margin.
 // A renewal that gets no answer is retried until that instant; no
 // request's deadline runs past it.
+//  - at once, too, when the backend has a watch of the lease's fence
+//    (LeaseBackend::WatchFence: fencepost's own leases) and the fence goes
+//    above the token: another holder was granted the lease or the fence was
+//    bumped. The watch runs on a thread of its own, which Stop() does not
+//    wait for (it may be in a long poll): from then on it touches nothing
+//    of the keeper, and it ends after its current wait. The renewals stay
+//    the backstop while the watch gets no answer.
 //
 // Thread safety: all members may be called from any thread. The callback
 // runs on the keeper's own thread. The backend must outlive the keeper and
@@ -71,6 +79,8 @@ class LeaseKeeper {
 
  private:
   void Loop();
+  // Starts the fence watch's thread, if the backend has one.
+  void StartWatch();
   // One renewal; returns the reason the lease is lost, or "".
   std::string Renew(std::chrono::steady_clock::time_point deadline);
   void Lose(std::unique_lock<std::mutex>& lock, std::string reason);
@@ -88,8 +98,11 @@ class LeaseKeeper {
   bool stop_requested_ = false;
   bool released_ = false;
   std::string reason_;
+  std::string fenced_;  // why the watch saw the lease lost; "" until then
   std::chrono::steady_clock::time_point last_sent_;
   std::chrono::steady_clock::time_point next_attempt_;
+  struct WatchLink;  // what the watch's thread shares with the keeper
+  std::shared_ptr<WatchLink> watch_;
   std::mutex join_mu_;
   std::thread thread_;  // last: started once everything above is set
 };
