@@ -1,5 +1,6 @@
 #include "client/fencepost_leases.h"
 
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -35,10 +36,57 @@ std::string Describe(const Result& result) {
   return out;
 }
 
+// GET /v1/fences/{name}?wait_above=TOKEN: answered as soon as the fence is
+// above the token; after timeout_ms with Fencepost-Watch: timeout.
+class FencepostFenceWatch final : public FenceWatch {
+ public:
+  FencepostFenceWatch(Client::Options admin, std::string name,
+                      std::uint64_t token)
+      : client_(std::move(admin)), name_(std::move(name)), token_(token) {}
+
+  Outcome Wait(milliseconds max_wait, std::string* detail) override {
+    // The request's own deadline is past the server's wait.
+    client_.set_timeout(max_wait + milliseconds(10000));
+    const Result result = client_.Send(
+        "GET", "/v1/fences/" + EncodeKey(name_) +
+                   "?wait_above=" + std::to_string(token_) +
+                   "&timeout_ms=" + std::to_string(max_wait.count()));
+    if (!result.ok()) {
+      *detail = result.detail;
+      return Outcome::kFailed;
+    }
+    const Response& r = result.response;
+    if (!r.header("fencepost-watch").empty()) return Outcome::kTimedOut;
+    if (r.status == 200) {
+      const std::optional<Fence> fence = ParseFence(r.body);
+      *detail = "the fence " + name_ + " went above token " +
+                std::to_string(token_) +
+                (fence ? " (to " + std::to_string(fence->token) + ")" : "") +
+                ": another holder was granted the lease, or the fence was "
+                "bumped";
+      return Outcome::kAbove;
+    }
+    *detail = "HTTP " + std::to_string(r.status);
+    return Outcome::kFailed;
+  }
+
+ private:
+  Client client_;
+  const std::string name_;
+  const std::uint64_t token_;
+};
+
 }  // namespace
 
 FencepostLeases::FencepostLeases(Client::Options admin, LeaseSpec spec)
-    : spec_(Checked(std::move(spec))), client_(std::move(admin)) {}
+    : spec_(Checked(std::move(spec))),
+      admin_(admin),
+      client_(std::move(admin)) {}
+
+std::unique_ptr<FenceWatch> FencepostLeases::WatchFence(
+    std::uint64_t token) const {
+  return std::make_unique<FencepostFenceWatch>(admin_, spec_.name, token);
+}
 
 std::string FencepostLeases::Describe() const {
   return "fencepost " + client_.url().ToString();
