@@ -9,6 +9,7 @@
 #include "cli/lease_run.h"
 #include "cli/probe.h"
 #include "cli/requests.h"
+#include "cli/watch.h"
 
 namespace fencepost::cli {
 namespace {
@@ -24,6 +25,7 @@ constexpr std::string_view kUsageText =
   fencepost fence bump KEY --token N
   fencepost batch --token N [FILE]
   fencepost probe URL [--token N]
+  fencepost watch [PREFIX]
 
 Flags of every command:
   --admin URL             the admin port (env FENCEPOST_ADMIN,
@@ -71,6 +73,15 @@ port). Exit 0 when every check holds, 1 when one does not (or the store
 refuses the first write, or does not read back what it stores), 3 when the
 store is unreachable, times out (10s a request) or answers 5xx.
 
+`watch` follows the admin port's event stream (GET /v1/watch) under PREFIX
+(everything when absent) and prints one JSON object per event and line:
+the event's data with "event" (fence, lease, rejection or reset) and "id"
+first. When the stream ends, breaks or stays silent for 25s it is opened
+again (backoff 100ms to 5s) with the last id printed as Last-Event-ID, so
+nothing is missed while the server still holds it, else a reset comes
+first. It runs until SIGINT or SIGTERM (exit 0); if the first connection
+fails it exits 3 (unreachable, 5xx), 2 (400) or 1 (another refusal).
+
 Exit status: 0 done, 1 refused (lease held, stale token, not held, not
 found), 2 usage error or a request fencepost calls bad (400; 405 for a batch
 on a backend without batches; 413 for one over --max-body), 3 fencepost
@@ -83,6 +94,7 @@ taken).
 int Dispatch(const CommandSpec& spec, const Flags& flags) {
   if (spec.group == "batch") return Batch(flags);
   if (spec.group == "probe") return Probe(flags);
+  if (spec.group == "watch") return Watch(flags);
   if (spec.group == "fence") {
     return spec.name == "get" ? Get(flags, false) : FenceBump(flags);
   }
@@ -98,7 +110,8 @@ bool IsClientCommand(int argc, char** argv) {
   return argc > 1 && (std::string_view(argv[1]) == "lease" ||
                       std::string_view(argv[1]) == "fence" ||
                       std::string_view(argv[1]) == "batch" ||
-                      std::string_view(argv[1]) == "probe");
+                      std::string_view(argv[1]) == "probe" ||
+                      std::string_view(argv[1]) == "watch");
 }
 
 int RunClientCommand(int argc, char** argv) {

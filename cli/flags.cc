@@ -55,6 +55,7 @@ const std::vector<CommandSpec>& Commands() {
       {"fence", "bump", "KEY", {"token"}},
       {"batch", "", "FILE", {"token"}, false, true},
       {"probe", "", "URL", {"token"}},
+      {"watch", "", "PREFIX", {}, false, true},
   };
   return kCommands;
 }

@@ -5,7 +5,12 @@
 // give the lease up only after 27 s. Without the watch, both tests below
 // wait for that renewal and fail their 5 s bound.
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <mutex>
@@ -106,6 +111,75 @@ TEST(FenceWatchTest, TheElectorIsStoppedByABumpLongBeforeItsNextRenewal) {
   EXPECT_NE(lost_reason.find("went above token " + std::to_string(token)),
             std::string::npos)
       << lost_reason;
+}
+
+// A port of 127.0.0.1 that nothing listens on now.
+std::uint16_t FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t length = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &length);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+// `fencepost watch p/` prints the events under its prefix, one JSON object
+// a line, and after the server restarts (on the same admin port) it comes
+// back by itself: a reset (the server no longer holds what came after its
+// last id), then the new events.
+TEST(WatchCommandTest, PrintsItsPrefixsEventsAndComesBackAfterARestart) {
+  TempDir dir;
+  const std::string admin_url =
+      "http://127.0.0.1:" + std::to_string(FreePort());
+  const std::vector<std::string> serve = {
+      "serve",          "--listen",          "127.0.0.1:0",
+      "--admin-listen", admin_url.substr(7), "--data-dir",
+      dir / "data"};
+  Client::Options options;
+  options.url = admin_url;
+  Client admin(options);
+  const auto ready = [&] {
+    return testing::Eventually([&] {
+      const Result r = admin.Send("GET", "/readyz");
+      return r.ok() && r.response.status == 200;
+    });
+  };
+  auto server = std::make_unique<testing::CommandProcess>(serve);
+  ASSERT_TRUE(ready());
+  testing::CommandProcess watch({"watch", "p/", "--admin", admin_url});
+  std::this_thread::sleep_for(milliseconds(300));
+  ASSERT_EQ(admin.Bump("p/a", 5).response.status, 201);
+  ASSERT_EQ(admin.Bump("q/b", 6).response.status, 201);
+  ASSERT_TRUE(testing::Eventually([&] {
+    return watch.Output().find("\"token\":5") != std::string::npos;
+  })) << watch.Output();
+  EXPECT_EQ(watch.Output().rfind("{\"event\":\"fence\",\"id\":", 0), 0u)
+      << watch.Output();
+  EXPECT_EQ(watch.Output().find("q/b"), std::string::npos);
+
+  server->Signal(SIGTERM);
+  EXPECT_EQ(server->Wait(), 0);
+  server = std::make_unique<testing::CommandProcess>(serve);
+  ASSERT_TRUE(ready());
+  ASSERT_TRUE(testing::Eventually([&] {
+    return watch.Output().find("\"event\":\"reset\"") != std::string::npos;
+  })) << watch.Output();
+  ASSERT_EQ(admin.Bump("p/a", 7).response.status, 200);
+  ASSERT_TRUE(testing::Eventually([&] {
+    return watch.Output().find("\"token\":7") != std::string::npos;
+  })) << watch.Output();
+  watch.Signal(SIGTERM);
+  EXPECT_EQ(watch.Wait(), 0) << watch.Output();
+}
+
+TEST(WatchCommandTest, AnUnreachableServerExitsThree) {
+  EXPECT_EQ(fencepost::testing::RunFencepost(
+                {"watch", "--admin", "http://127.0.0.1:1"})
+                .exit_status,
+            3);
 }
 
 }  // namespace
