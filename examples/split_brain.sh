@@ -5,7 +5,7 @@
 # B is granted the lease with the next token and writes orders/1. A is
 # resumed with SIGCONT and goes on writing with its old token.
 #
-#   examples/split_brain.sh [enforce|observe|replicas]
+#   examples/split_brain.sh [enforce|observe|replicas|push]
 #
 # With `enforce` (the default), B's grant raised the fence of orders/ (the
 # server runs with --fence-scope orders/, so the lease orders/leader and the
@@ -18,7 +18,14 @@
 # free ports of 127.0.0.1; etcd-server must be installed): A is granted and
 # writes through the first replica, B is granted and writes through the
 # third, the value is read through the second, and the counters are summed
-# over the three.
+# over the three. With `push`, A holds the lease with a 30 s TTL and is not
+# frozen: an operator fences it out (`fencepost fence bump`) and B is
+# granted the lease at once; A's `lease run` watches its fence and stops
+# its job within a round trip of the bump, not at its next renewal 10 s
+# later (the time is printed). In every mode but `replicas`, a `fencepost
+# watch orders/` runs beside the story, as a second terminal would, and
+# what it printed is shown at the end: the grants and the refused writes as
+# they happened.
 #
 # It starts its own fencepost on ephemeral ports of 127.0.0.1, prints what
 # happened, and checks it: B's token is A's + 1 (a grant's token is 1 +
@@ -31,8 +38,8 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 mode=${1:-enforce}
 case $mode in
-  enforce | observe | replicas) ;;
-  *) echo "usage: $0 [enforce|observe|replicas]" >&2 && exit 2 ;;
+  enforce | observe | replicas | push) ;;
+  *) echo "usage: $0 [enforce|observe|replicas|push]" >&2 && exit 2 ;;
 esac
 etcd_cluster=$(cd "$(dirname "$0")/.." && pwd)/tests/coordination/etcd_cluster.sh
 replica_pids=()
@@ -75,9 +82,12 @@ if [ "$mode" = replicas ]; then
   start_replicas 3 "$endpoints"
   echo "three replicas over a 3-member etcd cluster ($endpoints)"
 else
-  start_server --fence-scope orders/ --mode "$mode"
+  start_server --fence-scope orders/ --mode "${mode/push/enforce}"
   admins=("$FENCEPOST_ADMIN")
   datas=("$FENCEPOST_DATA")
+  # The second terminal: every change under orders/ as it happens.
+  "$fencepost" watch orders/ >"$server_dir/watch.out" 2>&1 &
+  watch_pid=$!
 fi
 # A through the first replica, B through the last, reads through the middle.
 a_admin=${admins[0]} a_data=${datas[0]}
@@ -108,7 +118,19 @@ stop_a() {
     signal_lease_run TERM "$a_pid"
   fi
 }
-trap 'stop_a; stop_server' EXIT
+watch_pid=${watch_pid:-}
+stop_watch() {
+  [ -z "$watch_pid" ] || { kill "$watch_pid" 2>/dev/null; wait "$watch_pid" 2>/dev/null; } || true
+}
+trap 'stop_a; stop_watch; stop_server' EXIT
+# show_watch: what the watch terminal printed.
+show_watch() {
+  [ -n "$watch_pid" ] || return 0
+  sleep 0.2
+  echo "the watch terminal (fencepost watch orders/) printed:"
+  sed 's/^/  /' "$server_dir/watch.out"
+}
+[ "$mode" != push ] || . "$(dirname "$0")/split_brain_push.sh"
 
 # A, in its own process group so that signal_lease_run freezes the runner
 # and its job (in a group of its own) together, as a pause of the whole
@@ -214,6 +236,13 @@ else
   [ "$value" != 'B: shipped' ] || fail "orders/1 is still B's value"
   metric_at_least fencepost_writes_would_reject_total 1 \
     "A's write with token $a_token after B's grant (token $b_token)"
+fi
+show_watch
+if [ -n "$watch_pid" ] && [ "$mode" = enforce ]; then
+  grep -q '"event":"lease".*"holder":"B".*"change":"granted"' "$server_dir/watch.out" ||
+    fail "the watch terminal did not show B's grant"
+  grep -q '"event":"rejection".*"presented_token":'"$a_token" "$server_dir/watch.out" ||
+    fail "the watch terminal did not show A's refused write"
 fi
 if [ "$failures" != 0 ]; then
   echo "the story did not go as expected for mode $mode ($failures checks failed)" >&2
