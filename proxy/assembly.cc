@@ -18,6 +18,7 @@
 #include "proxy/scope_start.h"
 #include "storage/commit_loop.h"
 #include "storage/etcd_backend.h"
+#include "storage/etcd_client.h"
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
 #include "storage/lmdb_backend.h"
@@ -200,7 +201,7 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
                              : self->OpenShards(config, test, failure);
   if (!opened || !self->MakeBackend(config, test, failure) ||
       !self->MakeService(config, failure) ||
-      !self->MakeServer(config, failure)) {
+      !self->WatchEtcd(config, failure) || !self->MakeServer(config, failure)) {
     return nullptr;
   }
   return self;
@@ -382,6 +383,42 @@ bool Assembly::MakeService(const Config& config, Failure* failure) {
     *failure = {refusal};
     return false;
   }
+  return true;
+}
+
+bool Assembly::WatchEtcd(const Config& config, Failure* failure) {
+  if (!config.etcd) return true;
+  std::shared_ptr<boost::asio::ssl::context> tls;
+  try {
+    if (config.etcd->tls) tls = storage::EtcdClient::TlsContext(*config.etcd);
+  } catch (const std::exception& e) {
+    *failure = {std::string("--fence-store: ") + e.what()};
+    return false;
+  }
+  RouteContext& context = service_->context();
+  storage::Fences& fences = *fences_;
+  storage::EtcdWatch::Handlers handlers;
+  handlers.fence = [&context](const fence::FenceRecord& fence) {
+    context.PublishFence(fence);
+  };
+  handlers.lease = [&context, &fences](const std::string& name,
+                                       const fence::LeaseRecord& lease,
+                                       std::string_view change) {
+    fence::LeaseTable::Entry entry;
+    entry.record = lease;
+    const std::int64_t now = fences.SteadyNow();
+    // Live from now for its TTL: a grant or renewal just committed.
+    if (change == "granted" || change == "renewed") {
+      entry.deadline_ns =
+          now + static_cast<std::int64_t>(lease.ttl_ms) * 1000000;
+    }
+    context.PublishLease(name, entry, now, change, true);
+  };
+  handlers.reset = [&context] { context.watches().Reset(); };
+  etcd_watch_ = std::make_unique<storage::EtcdWatch>(
+      io_, *config.etcd, std::move(tls), std::move(handlers));
+  context.watches().set_fed_by_store(true);
+  etcd_watch_->Start();
   return true;
 }
 

@@ -14,6 +14,7 @@
 #include "proxy/test_switches.h"
 #include "storage/backend.h"
 #include "storage/etcd_fences.h"
+#include "storage/etcd_watch.h"
 #include "storage/fences.h"
 
 namespace fencepost::proxy {
@@ -47,6 +48,10 @@ class Assembly {
   Server& server() { return *server_; }
   // nullptr unless the fences are in etcd.
   storage::EtcdFences* etcd() { return etcd_; }
+  // Ends etcd's watch (at shutdown: its stream would keep the loop busy).
+  void StopWatchingEtcd() {
+    if (etcd_watch_) etcd_watch_->Stop();
+  }
   const boost::asio::ip::tcp::endpoint& data() const { return data_; }
   const boost::asio::ip::tcp::endpoint& admin() const { return admin_; }
 
@@ -86,6 +91,9 @@ class Assembly {
                    Failure* failure);
   bool MakeService(const Config& config, Failure* failure);
   bool MakeServer(const Config& config, Failure* failure);
+  // With --fence-store etcd://: etcd's watch feeds the watchers every
+  // replica's changes (storage::EtcdWatch).
+  bool WatchEtcd(const Config& config, Failure* failure);
 
   DataDirLock lock_;
   StopMark stop_mark_{lock_};
@@ -97,6 +105,7 @@ class Assembly {
   std::unique_ptr<storage::Backend> backend_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
+  std::unique_ptr<storage::EtcdWatch> etcd_watch_;  // with etcd_
   boost::asio::ip::tcp::endpoint data_, admin_;
 };
 

@@ -212,16 +212,24 @@ void RouteContext::LeaseExpired(const std::string& name,
 void RouteContext::Accepted(const std::string& fence_name,
                             const fence::WriteOutcome& outcome) {
   metrics_.WriteAccepted(outcome.decision.advances);
-  if (!fence::RaisesFence(outcome) || !outcome.current) return;
+  if (!fence::RaisesFence(outcome) || !outcome.current ||
+      watches_.fed_by_store()) {
+    return;
+  }
+  PublishFence({fence_name, *outcome.current, outcome.updated_at_ns});
+}
+
+void RouteContext::PublishFence(const fence::FenceRecord& fence) {
   std::string data;
-  routes::AppendFence(&data,
-                      {fence_name, *outcome.current, outcome.updated_at_ns});
-  watches_.Publish("fence", fence_name, std::move(data));
+  routes::AppendFence(&data, fence);
+  watches_.Publish("fence", fence.name, std::move(data));
 }
 
 void RouteContext::PublishLease(const std::string& name,
                                 const fence::LeaseTable::Entry& entry,
-                                std::int64_t now, std::string_view change) {
+                                std::int64_t now, std::string_view change,
+                                bool from_store) {
+  if (watches_.fed_by_store() && !from_store) return;
   std::string data;
   routes::AppendLease(&data, name, entry, now);
   data.pop_back();  // the closing brace: the change goes in

@@ -106,10 +106,15 @@ class RouteContext {
   void Accepted(const std::string& fence_name,
                 const fence::WriteOutcome& outcome);
   // A lease's change for watchers: "granted", "renewed", "released" or
-  // "expired"; the lease document as it stands at `now`.
+  // "expired"; the lease document as it stands at `now`. Unless
+  // `from_store`, nothing when the store feeds the watchers itself
+  // (WatchHub::fed_by_store).
   void PublishLease(const std::string& name,
                     const fence::LeaseTable::Entry& entry, std::int64_t now,
-                    std::string_view change);
+                    std::string_view change, bool from_store = false);
+  // A fence raised, for watchers (the store's feed; Accepted for this
+  // server's own writes).
+  void PublishFence(const fence::FenceRecord& fence);
   // A stale write observe mode stored (enforce would refuse it): counts it,
   // tells watchers, and logs it (rate limited per fence).
   void Observed(const Request& request, const std::string& key,

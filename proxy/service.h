@@ -63,6 +63,9 @@ class Service {
 
   // The changes watchers are told of.
   storage::WatchHub& watches() { return context_.watches(); }
+  // What the routes share; the assembly feeds it the changes of etcd's
+  // watch.
+  RouteContext& context() { return context_; }
   // A lease the engine noticed had run out: counted, logged, and told to
   // watchers (as a route does when it notices one).
   void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease) {

@@ -64,10 +64,13 @@ class EtcdClient : public EtcdApi {
 
   const EtcdSpec& spec() const { return spec_; }
 
- private:
-  struct Attempt;
+  // The TLS context for an etcds:// spec. Throws
+  // std::runtime_error when a TLS file cannot be loaded.
   static std::unique_ptr<boost::asio::ssl::context> TlsContext(
       const EtcdSpec& spec);
+
+ private:
+  struct Attempt;
   Awaitable<Attempt> Once(std::size_t endpoint, std::string_view path,
                           const std::string& body);
   // etcd's answer as a Reply: ok for a 200 with a JSON object.

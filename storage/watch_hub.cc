@@ -121,6 +121,18 @@ void WatchHub::Unwait(const std::string& name,
   }
 }
 
+void WatchHub::Reset() {
+  const auto reset =
+      std::make_shared<Event>(Event{last_id_, "reset", "", "{}"});
+  for (auto& [prefix, subscribers] : by_prefix_) {
+    for (const auto& subscriber : subscribers) Deliver(reset, *subscriber);
+  }
+  for (auto& [name, waiter] : waiters_by_) {
+    waiter->signalled = true;
+    if (waiter->wake) waiter->wake();
+  }
+}
+
 void WatchHub::Close() {
   closed_ = true;
   for (auto& [prefix, subscribers] : by_prefix_) {

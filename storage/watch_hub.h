@@ -86,6 +86,14 @@ class WatchHub {
 
   // Wakes every subscriber and waiter for the last time (shutdown).
   void Close();
+  // Changes were missed (the store's feed lost them): every subscriber gets
+  // a reset, and every waiter is woken to read again.
+  void Reset();
+  // Whether the fences store feeds the fence and lease events itself (etcd's
+  // watch, with every replica's changes): then the changes this server
+  // answers are not published again.
+  void set_fed_by_store(bool fed) { fed_by_store_ = fed; }
+  bool fed_by_store() const { return fed_by_store_; }
 
   std::uint64_t last_id() const { return last_id_; }
   bool closed() const { return closed_; }
@@ -109,6 +117,7 @@ class WatchHub {
   std::uint64_t events_total_ = 0;
   std::uint64_t dropped_total_ = 0;
   bool closed_ = false;
+  bool fed_by_store_ = false;
 };
 
 // The bytes one event takes in a stream (its id, event and data lines).
