@@ -218,4 +218,30 @@ const std::string& RoutingFence(const FenceWrite& write) {
   return batch.writes.empty() ? kNone : batch.writes.front().fence;
 }
 
+std::vector<std::string_view> LeaseChanges(const StoredLease* before,
+                                           const StoredLease& after) {
+  std::vector<std::string_view> changes;
+  const LeaseRecord& now = after.record;
+  const bool new_token = before == nullptr || now.token != before->record.token;
+  const bool ended_unreleased =
+      before != nullptr && !before->record.released && !before->noticed;
+  if (after.noticed && !(before != nullptr && before->noticed)) {
+    changes.push_back("expired");
+    return changes;
+  }
+  if (now.released) {
+    if (before == nullptr || !before->record.released) {
+      changes.push_back("released");
+    }
+    return changes;
+  }
+  if (new_token) {
+    if (ended_unreleased) changes.push_back("expired");
+    changes.push_back("granted");
+  } else if (now.renewed_at_ns != before->record.renewed_at_ns) {
+    changes.push_back("renewed");
+  }
+  return changes;
+}
+
 }  // namespace fencepost::fence

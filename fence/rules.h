@@ -68,6 +68,29 @@ inline bool RaisesFence(const WriteOutcome& outcome) {
          (outcome.decision.creates || outcome.decision.advances);
 }
 
+// What watchers are told when a store reports a lease record rewritten
+// (etcd's watch: the record before, if any, and after; `noticed`: the
+// record is marked as having run out). In order:
+//  - "expired": the previous holder's lease ended without a release (it
+//    ran out, or its fence went above its token) and the new record is
+//    another grant; or only the mark was set;
+//  - "granted" (a new token), "renewed" (the same token renewed later) or
+//    "released".
+// None when nothing a watcher sees changed.
+struct StoredLease {
+  LeaseRecord record;
+  bool noticed = false;
+};
+std::vector<std::string_view> LeaseChanges(const StoredLease* before,
+                                           const StoredLease& after);
+
+// Whether a stored fence went from `before` (nullopt: none) to `after` by a
+// raise (created, or its token up): the fence events of a store's feed, as
+// RaisesFence decides them for this server's own writes.
+inline bool RaisedBetween(std::optional<Token> before, Token after) {
+  return !before || after > *before;
+}
+
 // --- Batches ----------------------------------------------------------------
 
 // A batch is decided write by write with DecideWrite, each against the fence

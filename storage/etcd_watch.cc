@@ -16,8 +16,10 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <chrono>
 
+#include "fence/rules.h"
 #include "storage/etcd_client.h"
 #include "storage/etcd_json.h"
+#include "storage/etcd_paging.h"
 #include "storage/etcd_records.h"
 
 namespace fencepost::storage {
@@ -33,18 +35,6 @@ namespace {
 constexpr std::size_t kMaxMessageBytes = 16u << 20;
 // The JSON of one message: up to etcd's 1.5 MiB requests' worth of events.
 constexpr http::JsonLimits kMessageLimits{8, 100000, 64, 1000000};
-
-// The key just past every key that starts with `prefix` (etcd's range_end).
-std::string PrefixEnd(std::string prefix) {
-  while (!prefix.empty()) {
-    if (static_cast<unsigned char>(prefix.back()) < 0xff) {
-      prefix.back() = static_cast<char>(prefix.back() + 1);
-      return prefix;
-    }
-    prefix.pop_back();
-  }
-  return std::string(1, '\0');
-}
 
 }  // namespace
 
@@ -79,12 +69,15 @@ Awaitable<void> EtcdWatch::Run(std::shared_ptr<State> state) {
     beast::error_code ec;
     auto token = asio::redirect_error(kUseAwaitable, ec);
     tcp::resolver resolver(io_);
+    state->cancel = [&resolver] { resolver.cancel(); };
     const auto found =
         co_await resolver.async_resolve(endpoint.host, endpoint.port, token);
+    state->cancel = nullptr;
     bool followed = false;
     if (!ec && !state->stopped) {
       beast::tcp_stream plain(io_);
       plain.expires_after(std::chrono::seconds(10));
+      state->cancel = [&plain] { plain.socket().close(); };
       co_await plain.async_connect(found, token);
       if (!ec && !tls_) {
         state->cancel = [&plain] { plain.socket().close(); };
@@ -116,10 +109,13 @@ Awaitable<void> EtcdWatch::Run(std::shared_ptr<State> state) {
 template <class Stream>
 Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
                                   std::shared_ptr<State> state) {
-  const std::string prefix = spec_.prefix + "/";
-  std::string body = "{\"create_request\":{\"key\":\"" + EncodeBase64(prefix) +
-                     "\",\"range_end\":\"" + EncodeBase64(PrefixEnd(prefix)) +
-                     "\",\"prev_kv\":true";
+  // From PREFIX/fences/ to the end of PREFIX/leases/: fences, holds and
+  // leases, not the values (which may be large, and are not events).
+  std::string body = "{\"create_request\":{\"key\":\"" +
+                     EncodeBase64(spec_.prefix + "/fences/") +
+                     "\",\"range_end\":\"" +
+                     EncodeBase64(etcd::PrefixEnd(spec_.prefix + "/leases/")) +
+                     "\",\"prev_kv\":true,\"progress_notify\":true";
   if (state->next_revision > 0) {
     body +=
         ",\"start_revision\":\"" + std::to_string(state->next_revision) + "\"";
@@ -135,7 +131,7 @@ Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
   lowest.expires_after(std::chrono::seconds(10));
   co_await asio::async_write(stream, asio::buffer(request), token);
   if (ec || state->stopped) co_return false;
-  beast::flat_buffer buffer;
+  beast::flat_buffer buffer(1u << 20);
   bhttp::response_parser<bhttp::string_body> parser;
   parser.body_limit(boost::none);
   std::string pending;  // the stream's bytes not yet a whole message
@@ -157,7 +153,7 @@ Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
       created = true;
       if (revision < 0) {
         state->next_revision = 0;  // compacted: from now on
-      } else if (revision >= state->next_revision) {
+      } else if (revision > 0 && revision >= state->next_revision) {
         state->next_revision = revision + 1;
       }
       pending.erase(0, end + 1);
@@ -168,8 +164,10 @@ Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
   parser.on_chunk_body(on_chunk);
   co_await bhttp::async_read_header(stream, buffer, parser, token);
   if (ec || state->stopped || parser.get().result_int() != 200) co_return false;
-  lowest.expires_never();  // a quiet prefix sends nothing for hours
+  // etcd sends a progress notification at least every 10 minutes: a
+  // stream silent for longer is dead (a member cut off, say).
   while (!ec && !broken && !state->stopped && !parser.is_done()) {
+    lowest.expires_after(std::chrono::minutes(11));
     co_await bhttp::async_read_some(stream, buffer, parser, token);
   }
   co_return created;
@@ -177,16 +175,25 @@ Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
 
 bool EtcdWatch::Handle(const http::JsonValue& message, std::int64_t* revision) {
   const http::JsonValue* result = message.Find("result");
+  *revision = 0;
   if (result == nullptr) return false;
-  *revision = etcd::RevisionOf(*result);
   if (etcd::Int64Of(result->Find("compact_revision")) > 0) {
     // What came after the revision asked for is gone: from now on.
     *revision = -1;
     if (handlers_.reset) handlers_.reset();
     return false;
   }
+  const http::JsonValue* canceled = result->Find("canceled");
+  if (canceled != nullptr && canceled->text == "true") return false;
+  const http::JsonValue* created = result->Find("created");
+  if (created != nullptr && created->text == "true") {
+    // Only a watch from now learns its start here; one from a revision is
+    // answered with the current one before the events it asked for.
+    if (state_->next_revision == 0) *revision = etcd::RevisionOf(*result);
+    return true;
+  }
   const http::JsonValue* events = result->Find("events");
-  if (events == nullptr) return true;
+  if (events == nullptr) return true;  // a progress notification
   for (const http::JsonValue& event : events->items) {
     Change(event);
     const http::JsonValue* kv = event.Find("kv");
@@ -215,29 +222,26 @@ void EtcdWatch::Change(const http::JsonValue& event) {
     fence::Token old_token = 0;
     std::int64_t old_at = 0;
     if (!etcd::ParseFence(value, &now.token, &now.updated_at_ns)) return;
-    if (had && etcd::ParseFence(before, &old_token, &old_at) &&
-        now.token <= old_token) {
-      return;  // the same token: only its update time moved
+    const bool old_ok = had && etcd::ParseFence(before, &old_token, &old_at);
+    // The same token: only its update time moved.
+    if (!fence::RaisedBetween(old_ok ? std::optional(old_token) : std::nullopt,
+                              now.token)) {
+      return;
     }
     handlers_.fence(now);
   } else if (key.rfind(leases, 0) == 0 && handlers_.lease) {
-    fence::LeaseRecord now, old;
-    bool noticed = false, was_noticed = false;
-    if (!etcd::ParseLease(value, &now, &noticed)) return;
-    const bool old_ok = had && etcd::ParseLease(before, &old, &was_noticed);
-    std::string_view change;
-    if (noticed && !(old_ok && was_noticed)) {
-      change = "expired";
-    } else if (now.released && !(old_ok && old.released)) {
-      change = "released";
-    } else if (!now.released && (!old_ok || now.token != old.token)) {
-      change = "granted";
-    } else if (!now.released && now.renewed_at_ns != old.renewed_at_ns) {
-      change = "renewed";
-    } else {
-      return;
+    fence::StoredLease now, old;
+    if (!etcd::ParseLease(value, &now.record, &now.noticed)) return;
+    const bool old_ok =
+        had && etcd::ParseLease(before, &old.record, &old.noticed);
+    const std::string name = key.substr(leases.size());
+    for (const std::string_view change :
+         fence::LeaseChanges(old_ok ? &old : nullptr, now)) {
+      // An expiry is the previous holder's: its record, as it was.
+      handlers_.lease(name,
+                      change == "expired" && old_ok ? old.record : now.record,
+                      change);
     }
-    handlers_.lease(key.substr(leases.size()), now, change);
   }
 }
 

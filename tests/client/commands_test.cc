@@ -251,13 +251,16 @@ TEST(CommandsTest, LeaseRunStopsTheCommandAndExits75WhenTheLeaseIsLost) {
   testing::CommandProcess run({"lease", "run", "jobs/l", "--holder", "runner",
                                "--ttl", "3s", "--grace", "300ms", "--admin",
                                testing::AdminUrl(server), "--", "sh", "-c",
-                               "trap '' TERM; while :; do sleep 0.1; done"});
+                               "trap '' TERM; touch '" + dir / "trapped" +
+                                   "'; while :; do sleep 0.1; done"});
   std::optional<Lease> held;
   ASSERT_TRUE(testing::Eventually([&] {
     held = ParseLease(admin.GetLease("jobs/l").response.body);
-    return held && held->holder == "runner";
+    return held && held->holder == "runner" &&
+           std::filesystem::exists(dir / "trapped");
   })) << run.Output();
-  // Taken over behind its back: its next renewal is refused.
+  // Taken over behind its back: the watch of its fence (or else its next
+  // renewal, refused) tells it at once.
   ASSERT_EQ(admin.ReleaseLease("jobs/l", "runner", held->token).response.status,
             204);
   ASSERT_EQ(admin.AcquireLease("jobs/l", "thief", milliseconds(10000))

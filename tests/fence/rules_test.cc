@@ -358,5 +358,41 @@ TEST(RoutingFenceTest, EachKindOfWriteGoesByItsFence) {
   EXPECT_EQ(RoutingFence(Batch{}), "");
 }
 
+// What a store's feed tells watchers of a lease record rewritten.
+TEST(LeaseChangesTest, EachRewriteIsToldAsWhatHappenedToTheLease) {
+  auto stored = [](Token token, std::int64_t renewed, bool released = false,
+                   bool noticed = false) {
+    StoredLease s;
+    s.record.holder = "h";
+    s.record.token = token;
+    s.record.renewed_at_ns = renewed;
+    s.record.released = released;
+    s.noticed = noticed;
+    return s;
+  };
+  using Changes = std::vector<std::string_view>;
+  const StoredLease live = stored(1, 10);
+  EXPECT_EQ(LeaseChanges(nullptr, live), Changes{"granted"});
+  EXPECT_EQ(LeaseChanges(&live, stored(1, 20)), Changes{"renewed"});
+  EXPECT_EQ(LeaseChanges(&live, stored(1, 10)), Changes{});
+  EXPECT_EQ(LeaseChanges(&live, stored(1, 10, true)), Changes{"released"});
+  const StoredLease released = stored(1, 10, true);
+  EXPECT_EQ(LeaseChanges(&released, stored(2, 30)), Changes{"granted"});
+  // Granted again without a release: the last holder's lease ended first.
+  EXPECT_EQ(LeaseChanges(&live, stored(2, 30)),
+            (Changes{"expired", "granted"}));
+  // Marked as run out, then granted: told once.
+  const StoredLease noticed = stored(1, 10, false, true);
+  EXPECT_EQ(LeaseChanges(&live, noticed), Changes{"expired"});
+  EXPECT_EQ(LeaseChanges(&noticed, stored(2, 30)), Changes{"granted"});
+}
+
+TEST(LeaseChangesTest, AStoredFenceIsRaisedOnlyByAHigherToken) {
+  EXPECT_TRUE(RaisedBetween(std::nullopt, 0));
+  EXPECT_TRUE(RaisedBetween(Token{4}, 5));
+  EXPECT_FALSE(RaisedBetween(Token{5}, 5));
+  EXPECT_FALSE(RaisedBetween(Token{6}, 5));
+}
+
 }  // namespace
 }  // namespace fencepost::fence

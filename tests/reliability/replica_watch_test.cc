@@ -32,6 +32,16 @@ std::vector<std::string> ReplicaArgs(const std::string& url) {
   return {"--fence-store", url + "/watch", "--backend", "etcd"};
 }
 
+// One etcd for a test, and its URL.
+class ReplicaWatchTest : public ::testing::Test {
+ protected:
+  ReplicaWatchTest() : url_(ShellLine(kScript + " start " + dir_ / "etcd")) {}
+  ~ReplicaWatchTest() override { Shell(kScript + " stop " + dir_ / "etcd"); }
+
+  TempDir dir_;
+  const std::string url_;
+};
+
 std::size_t Count(const std::vector<testing::Event>& events,
                   const std::string& type, const std::string& part) {
   std::size_t n = 0;
@@ -41,16 +51,10 @@ std::size_t Count(const std::vector<testing::Event>& events,
   return n;
 }
 
-TEST(ReplicaWatchTest, AWatchOnOneReplicaSeesEveryReplicasChangesOnce) {
-  TempDir dir;
-  const std::string url = ShellLine(kScript + " start " + dir / "etcd");
-  ASSERT_FALSE(url.empty()) << "etcd did not start";
-  struct StopEtcd {
-    std::string command;
-    ~StopEtcd() { Shell(command); }
-  } stop{kScript + " stop " + dir / "etcd"};
-  ServerProcess a("", ReplicaArgs(url));
-  ServerProcess b("", ReplicaArgs(url));
+TEST_F(ReplicaWatchTest, AWatchOnOneReplicaSeesEveryReplicasChangesOnce) {
+  ASSERT_FALSE(url_.empty()) << "etcd did not start";
+  ServerProcess a("", ReplicaArgs(url_));
+  ServerProcess b("", ReplicaArgs(url_));
   Watcher watcher(b.admin_port(), "/v1/watch");
   watcher.Events(0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -123,6 +127,42 @@ TEST(ReplicaWatchTest, AWatchOnOneReplicaSeesEveryReplicasChangesOnce) {
   EXPECT_EQ(polled.status, 200);
   EXPECT_NE(polled.body.find("\"token\":12"), std::string::npos) << polled.body;
   EXPECT_FALSE(polled.has("fencepost-watch")) << "woken, not timed out";
+}
+
+// A lease left to run out and granted to another holder through one
+// replica: a stream on the other is told it expired, then the new grant,
+// once each (the grant's record replaces the one that ran out).
+TEST_F(ReplicaWatchTest, AnExpiryAndTheNextGrantAreToldOnEveryReplica) {
+  ASSERT_FALSE(url_.empty()) << "etcd did not start";
+  ServerProcess a("", ReplicaArgs(url_));
+  ServerProcess b("", ReplicaArgs(url_));
+  Watcher watcher(b.admin_port(), "/v1/watch?prefix=l");
+  watcher.Events(0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(Fetch(a.admin_port(), "PUT", "/v1/leases/l", {},
+                  R"({"holder":"h1","ttl_ms":1000})")
+                .status,
+            200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  const auto second = Fetch(a.admin_port(), "PUT", "/v1/leases/l", {},
+                            R"({"holder":"h2","ttl_ms":60000})");
+  ASSERT_EQ(second.status, 200) << second.body;
+  watcher.Events(4);
+  const std::vector<testing::Event> all = watcher.EventsFor(500);
+  std::vector<std::string> changes;
+  std::string last_lease;
+  for (const auto& e : all) {
+    if (e.type != "lease") continue;
+    const auto at = e.data.find("\"change\":\"");
+    changes.push_back(
+        e.data.substr(at + 10, e.data.find('"', at + 10) - at - 10));
+    last_lease = e.data;
+  }
+  EXPECT_EQ(changes,
+            (std::vector<std::string>{"granted", "expired", "granted"}))
+      << watcher.raw();
+  EXPECT_NE(last_lease.find("\"holder\":\"h2\""), std::string::npos)
+      << watcher.raw();
 }
 
 }  // namespace
