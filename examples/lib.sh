@@ -58,7 +58,7 @@ start_server() {
   trap stop_server EXIT
   local line=""
   for _ in $(seq 1 500); do
-    line=$(grep -m1 ' listening data=.* event=started' "$server_dir/server.log" || true)
+    line=$(grep -m1 ' listening data=.* event=started' "$server_dir/server.log" 2>/dev/null || true)
     [ -n "$line" ] && break
     sleep 0.01
   done

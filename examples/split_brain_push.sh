@@ -26,9 +26,11 @@ a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3 || true)
 echo "A leads with token $a_token (TTL 6 s, renewed every 2 s) and writes orders/1"
 sleep 0.3 # A's watch is in place
 
-bumped=$(date +%s%N)
-"$fencepost" fence bump orders/leader --token $((a_token + 1)) \
-  --admin "$b_admin" >/dev/null || die "the bump of orders/ was refused"
+bump=$("$fencepost" fence bump orders/leader --token $((a_token + 1)) \
+  --admin "$b_admin") || die "the bump of orders/ was refused"
+# When the fence moved, by the server's clock (the same machine's): A's
+# stop is timed from there, and no write of A's sent after it may land.
+bumped=$(date -d "$(field updated_at "$bump")" +%s%N)
 echo "an operator fences A out: the fence of orders/ goes to $((a_token + 1))"
 a_status=0
 wait "$a_pid" || a_status=$?
@@ -45,7 +47,7 @@ b_code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT \
   -H "Fencing-Token: $b_token" --data 'B: shipped' "$b_data/orders/1")
 echo "B writes orders/1: $b_code"
 after=$(awk -v t="$bumped" '$4 > t' "$JOB_LOG")
-echo "A's writes sent after the bump (holder, status, token, sent, body):"
+echo "A's writes sent after the fence moved (holder, status, token, sent, body):"
 sed 's/^/  /' <<<"$after"
 show_watch
 
