@@ -130,22 +130,26 @@ show_watch() {
   echo "the watch terminal (fencepost watch orders/) printed:"
   sed 's/^/  /' "$server_dir/watch.out"
 }
+# start_a TTL: A, under `lease run` with TTL, in its own process group so
+# that signal_lease_run freezes the runner and its job (in a group of its
+# own) together, as a pause of the whole machine would; waits for A's
+# first accepted write and sets a_pid and a_token.
+start_a() {
+  FENCEPOST_ADMIN=$a_admin FENCEPOST_DATA=$a_data setsid \
+    "$fencepost" lease run orders/leader --holder A --ttl "$1" --grace 2s \
+    -- "$job" A 2>"$server_dir/a.err" &
+  a_pid=$!
+  for _ in $(seq 1 500); do
+    grep -q '^A 20[01] ' "$JOB_LOG" && break
+    sleep 0.01
+  done
+  a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3 || true)
+  [[ $a_token =~ ^[0-9]+$ ]] ||
+    die "A wrote nothing within 5 s: $(cat "$server_dir/a.err" "$JOB_LOG")"
+}
 [ "$mode" != push ] || . "$(dirname "$0")/split_brain_push.sh"
 
-# A, in its own process group so that signal_lease_run freezes the runner
-# and its job (in a group of its own) together, as a pause of the whole
-# machine would.
-FENCEPOST_ADMIN=$a_admin FENCEPOST_DATA=$a_data setsid \
-  "$fencepost" lease run orders/leader --holder A --ttl 1s --grace 2s \
-  -- "$job" A 2>"$server_dir/a.err" &
-a_pid=$!
-for _ in $(seq 1 500); do
-  grep -q '^A 20[01] ' "$JOB_LOG" && break
-  sleep 0.01
-done
-a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3 || true)
-[[ $a_token =~ ^[0-9]+$ ]] ||
-  die "A wrote nothing within 5 s: $(cat "$server_dir/a.err" "$JOB_LOG")"
+start_a 1s
 echo "A leads with token $a_token and writes orders/1"
 
 signal_lease_run STOP "$a_pid"

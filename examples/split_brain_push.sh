@@ -12,17 +12,7 @@
 # lease once A's record of it runs out (a holder that lost its lease does
 # not release it), with a token above the bump's.
 
-FENCEPOST_ADMIN=$a_admin FENCEPOST_DATA=$a_data setsid \
-  "$fencepost" lease run orders/leader --holder A --ttl 6s --grace 2s \
-  -- "$job" A 2>"$server_dir/a.err" &
-a_pid=$!
-for _ in $(seq 1 500); do
-  grep -q '^A 20[01] ' "$JOB_LOG" && break
-  sleep 0.01
-done
-a_token=$(grep -m1 '^A 20[01] ' "$JOB_LOG" | cut -d' ' -f3 || true)
-[[ $a_token =~ ^[0-9]+$ ]] ||
-  die "A wrote nothing within 5 s: $(cat "$server_dir/a.err" "$JOB_LOG")"
+start_a 6s
 echo "A leads with token $a_token (TTL 6 s, renewed every 2 s) and writes orders/1"
 sleep 0.3 # A's watch is in place
 
