@@ -3,6 +3,9 @@
 #   scripts/deps.sh          # everything the tests need (scripts/test.sh)
 #   scripts/deps.sh build    # only what building the server needs (run.sh)
 #   scripts/deps.sh fuzz     # the tests' packages and clang (tests/fuzz/run.sh)
+# Every program a test or an example runs comes from here (checked in a clean
+# Debian 12 root by scripts/fresh-root.sh): procps (ps, pgrep), etcdctl
+# (etcd-client; etcd-server lacks it), python3 with yaml and fusepy, ...
 # An entry PACKAGE@COMMAND is skipped when COMMAND is already on the PATH from
 # another package (kubectl, say, which several packages ship).
 set -euo pipefail
@@ -18,10 +21,11 @@ fi
 if [ "${1:-}" != build ]; then
   packages+=(
     libgtest-dev libbenchmark-dev lmdb-utils
-    curl openssl wrk nginx strace python3-fusepy fuse@fusermount
+    curl openssl wrk nginx strace procps python3 python3-yaml
+    python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl
-    etcd-server zookeeperd postgresql-15
+    etcd-server etcd-client@etcdctl zookeeperd postgresql-15
   )
 fi
 missing=()
