@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "tests/testing/powercut_fs.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost {
 namespace {
@@ -145,6 +147,17 @@ TEST(HarnessTest, ServersDoNotInheritFencepostVariables) {
                     .status /
                 100,
             2);
+}
+
+// FreePort never hands out one port twice (an etcd cluster given one port
+// for two members does not start): 500 ports of the ~22,000 outside the
+// ephemeral range, where random picks alone repeat one almost every time.
+TEST(HarnessTest, FreePortNeverHandsOutAPortTwice) {
+  std::set<std::uint16_t> ports;
+  for (int i = 0; i < 500; ++i) {
+    const std::uint16_t port = testing::FreePort();
+    EXPECT_TRUE(ports.insert(port).second) << "port " << port << " twice";
+  }
 }
 
 }  // namespace

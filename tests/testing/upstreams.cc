@@ -15,6 +15,8 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <cctype>
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -65,9 +67,57 @@ bool CanConnect(std::uint16_t port) {
   return ok;
 }
 
+// Claims `port` for this test: a directory named after it under the claims
+// directory that tests/coordination/lib.sh's free_port shares, made
+// atomically, so no other test (of either harness) is handed the port
+// while its server binds it. A claim older than 10 minutes is free again.
+bool Claim(std::uint16_t port) {
+  namespace fs = std::filesystem;
+  const char* tmp = std::getenv("TMPDIR");
+  const fs::path claims =
+      fs::path(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") /
+      "fencepost-ports";
+  std::error_code ec;
+  fs::create_directories(claims, ec);
+  const fs::path claim = claims / std::to_string(port);
+  if (fs::create_directory(claim, ec)) return true;
+  const auto written = fs::last_write_time(claim, ec);
+  if (ec || fs::file_time_type::clock::now() - written <
+                std::chrono::minutes(10)) {
+    return false;
+  }
+  fs::remove(claim, ec);
+  return fs::create_directory(claim, ec);
+}
+
 std::string Lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(c));
   return s;
+}
+
+// The entity tag of a value below /refuses/ and /forbids/.
+std::string Tag(const std::string& value) {
+  return "\"" + std::to_string(std::hash<std::string>{}(value)) + "\"";
+}
+
+bool Tagged(const std::string& target) {
+  return target.rfind("/refuses/", 0) == 0 ||
+         target.rfind("/forbids/", 0) == 0;
+}
+
+// Whether the write's If-Match or If-None-Match: * fails against `value`
+// (null when there is none).
+bool PreconditionFails(const http::request<http::string_body>& req,
+                       const std::string* value) {
+  const auto if_match = req.find(http::field::if_match);
+  if (if_match != req.end()) {
+    const std::string_view list = if_match->value();
+    if (value == nullptr ||
+        (list != "*" && list.find(Tag(*value)) == std::string_view::npos)) {
+      return true;
+    }
+  }
+  return req.count(http::field::if_none_match) > 0 && value != nullptr;
 }
 
 }  // namespace
@@ -89,6 +139,7 @@ std::uint16_t FreePort() {
   std::random_device seed;
   for (int attempt = 0; attempt < 200; ++attempt) {
     const auto port = static_cast<std::uint16_t>(pick(seed));
+    if (!Claim(port)) continue;  // handed out to a test already
     try {
       std::uint16_t bound = 0;
       ::close(Listen(port, &bound));
@@ -171,8 +222,25 @@ void FakeUpstream::Serve(int fd) {
     const bool lies = target.rfind("/lies/", 0) == 0 &&
                       (req.count(http::field::if_match) > 0 ||
                        req.count(http::field::if_none_match) > 0);
-    if (req.method() == http::verb::put || req.method() == http::verb::post ||
-        req.method() == http::verb::patch) {
+    // The status a conditional write below /refuses/ or /forbids/ is
+    // refused with, unapplied; 0 when it is not.
+    unsigned refused = 0;
+    if (Tagged(target) && (req.count(http::field::if_match) > 0 ||
+                           req.count(http::field::if_none_match) > 0)) {
+      std::lock_guard lock(mu_);
+      const auto it = values_.find(target);
+      if (target.rfind("/refuses/", 0) == 0) {
+        refused = 412;
+      } else if (PreconditionFails(
+                     req, it == values_.end() ? nullptr : &it->second)) {
+        refused = 403;
+      }
+    }
+    if (refused != 0) {
+      res.result(refused);
+    } else if (req.method() == http::verb::put ||
+               req.method() == http::verb::post ||
+               req.method() == http::verb::patch) {
       const bool stalled = req.body().rfind("stall:", 0) == 0;
       if (stalled) std::this_thread::sleep_for(stall_);
       if (req.body().rfind("jitter:", 0) == 0) {
@@ -188,12 +256,21 @@ void FakeUpstream::Serve(int fd) {
         asio::write(socket, asio::buffer(interim), ec);
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
       }
-      std::lock_guard lock(mu_);
-      const bool existed = values_.count(target) > 0;
-      values_[target] = req.body();
-      applied_.push_back(seen);
-      if (stalled) ++stalled_applied_;
-      res.result(existed ? http::status::no_content : http::status::created);
+      std::unique_lock lock(mu_);
+      const bool dropped = req.body().rfind("drop:", 0) == 0;
+      if (dropped && std::count(dropped_.begin(), dropped_.end(), req.body())) {
+        res.result(http::status::precondition_failed);  // it landed before
+      } else {
+        const bool existed = values_.count(target) > 0;
+        values_[target] = req.body();
+        applied_.push_back(seen);
+        if (stalled) ++stalled_applied_;
+        res.result(existed ? http::status::no_content : http::status::created);
+        if (dropped) {
+          dropped_.push_back(req.body());
+          break;  // applied, and the connection closed unanswered
+        }
+      }
     } else if (req.method() == http::verb::delete_) {
       std::lock_guard lock(mu_);
       values_.erase(target);
@@ -205,9 +282,16 @@ void FakeUpstream::Serve(int fd) {
         res.result(http::status::not_found);
       } else {
         res.body() = it->second;
+        if (Tagged(target)) res.set(http::field::etag, Tag(it->second));
       }
     }
     if (lies) res.result(http::status::precondition_failed);
+    if (req.count("Echo-Location")) {
+      res.set(http::field::location, req["Echo-Location"]);
+    }
+    if (req.count("Echo-Content-Location")) {
+      res.set(http::field::content_location, req["Echo-Content-Location"]);
+    }
     if (res.result() != http::status::no_content) res.prepare_payload();
     res.keep_alive(req.keep_alive());
     http::write(socket, res, ec);

@@ -21,7 +21,9 @@
 namespace fencepost::testing {
 
 // A free TCP port on 127.0.0.1, outside the kernel's ephemeral range (bound,
-// released: another test's explicit bind may still take it first).
+// released), that no other test of the machine was handed in the last 10
+// minutes (claimed as tests/coordination/lib.sh's free_port claims): two
+// calls never return one port. A program that is no test may still bind it.
 std::uint16_t FreePort();
 
 // A small legacy store for the http:// backend's tests: PUT stores the body
@@ -32,8 +34,17 @@ std::uint16_t FreePort();
 // first; one whose body starts with "jitter:" waits 0-15 ms (set by its
 // bytes) before it is applied. It answers no ETag and ignores If-Match and
 // If-None-Match, except below /lies/, where a write that carries either is
-// applied all the same and answered 412. Every request is recorded as it
-// arrives, and every write again as it is applied.
+// applied all the same and answered 412. A PUT whose body starts with
+// "drop:" is applied and its connection closed without an answer; the same
+// body sent again is answered 412, as a store that honours If-Match answers
+// a conditional write that already landed. A request carrying
+// Echo-Location or Echo-Content-Location is answered with that value in
+// Location or Content-Location. Below /refuses/ and /forbids/ a GET answers
+// an ETag; below /refuses/ every write that carries If-Match or
+// If-None-Match is answered 412 and not applied (as Ceph RGW 16.2 answers
+// If-Match with its own ETag); below /forbids/ they are checked, and one
+// that fails is answered 403 instead of 412 and not applied. Every request
+// is recorded as it arrives, and every write again as it is applied.
 class FakeUpstream {
  public:
   struct Seen {
@@ -71,6 +82,7 @@ class FakeUpstream {
   std::map<std::string, std::string> values_;
   std::vector<Seen> seen_;
   std::vector<Seen> applied_;
+  std::vector<std::string> dropped_;  // the "drop:" bodies applied
   std::vector<int> connections_;
   std::vector<std::thread> threads_;
   std::thread acceptor_;
