@@ -19,6 +19,35 @@ class FenceStoreTest : public ::testing::Test {
                        [&p](WriteOutcome o) { p.set_value(o); });
     ASSERT_EQ(f.get().verdict, WriteOutcome::Verdict::kAccepted);
   }
+  // A write of `key`'s value under its own fence (a delete without
+  // `body`); the outcome.
+  WriteOutcome Write(const std::string& key, Token token,
+                     std::optional<std::string> body) {
+    std::promise<WriteOutcome> p;
+    auto f = p.get_future();
+    FencedWrite write{key, token, false, std::nullopt};
+    write.value = ValueOp{
+        body ? ValueOp::Kind::kPut : ValueOp::Kind::kDelete, key,
+        body.value_or(""), ""};
+    committer_->Submit(std::move(write),
+                       [&p](WriteOutcome o) { p.set_value(o); });
+    WriteOutcome outcome = f.get();
+    EXPECT_EQ(outcome.verdict, WriteOutcome::Verdict::kAccepted);
+    return outcome;
+  }
+  // Writes `key` at `token` until the write's update time differs from
+  // `than` (the clock is read once per group; a few tries at most).
+  WriteOutcome WriteLaterThan(const std::string& key, Token token,
+                              std::optional<std::string> body,
+                              std::int64_t than) {
+    WriteOutcome outcome;
+    for (int i = 0; i < 1000; ++i) {
+      outcome = Write(key, token, body);
+      if (outcome.updated_at_ns != than) break;
+    }
+    EXPECT_NE(outcome.updated_at_ns, than);
+    return outcome;
+  }
   std::optional<FenceRecord> Get(const std::string& name) {
     std::optional<FenceRecord> fence;
     EXPECT_FALSE(FenceStore(*env_).Get(name, &fence));
@@ -53,6 +82,37 @@ TEST_F(FenceStoreTest, RecordsTokenAndTimeAndSurvivesReopen) {
   EXPECT_GT(fence->updated_at_ns, 1'700'000'000'000'000'000);
   Reopen();
   EXPECT_EQ(Get("orders/1")->token, 34u);
+}
+
+// Two records of one fence, in the fences database and in the value record
+// of its key (format 3): the one ahead is the one moved last, by token and
+// then by time.
+TEST(KeptIsAheadTest, TheHigherTokenThenTheLaterTime) {
+  const FenceRecord record{"k", 5, 100};
+  EXPECT_TRUE(KeptIsAhead({6, 50}, record));
+  EXPECT_TRUE(KeptIsAhead({5, 101}, record)) << "same token, moved later";
+  EXPECT_FALSE(KeptIsAhead({5, 100}, record));
+  EXPECT_FALSE(KeptIsAhead({5, 99}, record));
+  EXPECT_FALSE(KeptIsAhead({4, 200}, record));
+}
+
+// A put at the fence's own token moves only its update time, which the
+// value record keeps; a read and a later delete must not take it back to
+// the time of the fences database's older record.
+TEST_F(FenceStoreTest, AnEqualTokenPutMovesTheUpdateTimeForward) {
+  const WriteOutcome first = Write("k", 5, "a");
+  const WriteOutcome second =
+      WriteLaterThan("k", 5, "b", first.updated_at_ns);
+  Reopen();  // the committer applied both: the read is LMDB's
+  ASSERT_TRUE(Get("k"));
+  EXPECT_EQ(Get("k")->token, 5u);
+  EXPECT_EQ(Get("k")->updated_at_ns, second.updated_at_ns);
+
+  // A delete hands the kept fence to the fences database.
+  const WriteOutcome removed =
+      WriteLaterThan("k", 5, std::nullopt, second.updated_at_ns);
+  Reopen();
+  EXPECT_EQ(Get("k")->updated_at_ns, removed.updated_at_ns);
 }
 
 TEST_F(FenceStoreTest, LongNamesNeverCollide) {

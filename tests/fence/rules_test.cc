@@ -74,6 +74,54 @@ TEST(WriteRulesTest, TheDecisionTellsCreationAndChurn) {
   EXPECT_FALSE(DecideWrite(write, 7, 0, kNow).decision.advances);
 }
 
+// If-Match and If-None-Match on writes (SPEC "Conditional writes"), each
+// form against a value tagged "t", a value tagged "u" and no value.
+TEST(PreconditionRulesTest, EachFormOfIfMatchAndIfNoneMatch) {
+  struct Case {
+    const char* rule;
+    Precondition pre;
+    bool on_t, on_u, on_none;
+  };
+  const auto match = [](bool any, std::vector<std::string> tags) {
+    Precondition p;
+    p.has_match = true;
+    p.match_any = any;
+    p.match = std::move(tags);
+    return p;
+  };
+  const auto none_match = [](bool any, std::vector<std::string> tags) {
+    Precondition p;
+    p.has_none_match = true;
+    p.none_match_any = any;
+    p.none_match = std::move(tags);
+    return p;
+  };
+  const Case cases[] = {
+      {"no precondition", {}, true, true, true},
+      {"If-Match: *", match(true, {}), true, true, false},
+      {"If-Match: \"t\"", match(false, {"t"}), true, false, false},
+      {"If-Match: a list naming t", match(false, {"x", "t"}), true, false,
+       false},
+      {"If-None-Match: *", none_match(true, {}), false, false, true},
+      {"If-None-Match: \"t\"", none_match(false, {"t"}), false, true, true},
+      {"If-None-Match: a list naming t", none_match(false, {"x", "t"}), false,
+       true, true},
+      {"If-None-Match: a list without t", none_match(false, {"x", "y"}), true,
+       true, true},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(PreconditionHolds(c.pre, {true, "t"}), c.on_t) << c.rule;
+    EXPECT_EQ(PreconditionHolds(c.pre, {true, "u"}), c.on_u) << c.rule;
+    EXPECT_EQ(PreconditionHolds(c.pre, {false, ""}), c.on_none) << c.rule;
+    // A write whose token is accepted is refused exactly when it fails.
+    FencedWrite write{"k", 7, false, std::nullopt};
+    write.precondition = c.pre;
+    EXPECT_EQ(DecideWrite(write, 5, kEarlier, kNow, {true, "t"}).verdict,
+              c.on_t ? Verdict::kAccepted : Verdict::kPreconditionFailed)
+        << c.rule;
+  }
+}
+
 WriteOutcome Outcome(Verdict verdict, std::error_code error = {}) {
   WriteOutcome out;
   out.verdict = verdict;
