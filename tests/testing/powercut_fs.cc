@@ -3,14 +3,19 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
+#include <utility>
 
 #include "tests/testing/temp_dir.h"
 
@@ -76,6 +81,65 @@ std::size_t Count(const std::string& text, const std::string& what) {
 }
 
 }  // namespace
+
+bool IsLogSegment(const std::string& path) {
+  const std::size_t slash = path.rfind('/');
+  const std::string_view name =
+      std::string_view(path).substr(slash == std::string::npos ? 0 : slash + 1);
+  return name.size() > 4 && name.substr(0, 4) == "wal-" &&
+         name.find_first_not_of("0123456789", 4) == std::string_view::npos;
+}
+
+std::vector<std::string> SwitchesAheadOfTheirSync(
+    const std::vector<FsEvent>& journal, std::size_t from, std::size_t to,
+    int* switches) {
+  to = std::min(to, journal.size());
+  // Each segment's successful syncs, as (begin, end) journal indexes; the
+  // syncs of one file do not overlap (the kernel holds its inode's lock),
+  // so each end pairs with the earliest open begin.
+  std::map<std::string, std::vector<std::pair<std::size_t, std::size_t>>>
+      synced;
+  std::map<std::string, std::deque<std::size_t>> open;
+  // The directory's last written segment, and each segment's last write.
+  std::map<std::string, std::string> last_file;
+  std::map<std::string, std::size_t> last_write;
+  std::vector<std::string> early;
+  if (switches != nullptr) *switches = 0;
+  for (std::size_t i = from; i < to; ++i) {
+    const FsEvent& e = journal[i];
+    if (!IsLogSegment(e.path)) continue;
+    if (e.kind == FsEvent::Kind::kFsyncBegin) {
+      open[e.path].push_back(i);
+      continue;
+    }
+    if (e.kind == FsEvent::Kind::kFsyncEnd) {
+      if (open[e.path].empty()) continue;
+      const std::size_t began = open[e.path].front();
+      open[e.path].pop_front();
+      if (e.result == "0") synced[e.path].emplace_back(began, i);
+      continue;
+    }
+    const std::string dir = e.path.substr(0, e.path.rfind('/'));
+    const std::string left = last_file[dir];
+    last_file[dir] = e.path;
+    last_write[e.path] = i;
+    if (left.empty() || left == e.path) continue;
+    if (switches != nullptr) ++*switches;
+    const std::size_t wrote = last_write[left];
+    bool durable = false;
+    for (const auto& [began, ended] : synced[left]) {
+      durable |= began > wrote && ended < i;
+    }
+    if (!durable) {
+      early.push_back("journal line " + std::to_string(i) + ": a write to " +
+                      e.path + " at offset " + std::to_string(e.offset) +
+                      " before a sync of " + left +
+                      " had ended that began after its last write (line " +
+                      std::to_string(wrote) + ")");
+    }
+  }
+  return early;
+}
 
 std::string PowercutFsUnsupported() {
   if (::access("/dev/fuse", R_OK | W_OK) != 0) return "no usable /dev/fuse";

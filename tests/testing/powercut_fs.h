@@ -42,6 +42,22 @@ struct PowercutFsOptions {
 // dir/control. Waits (at most 15 s) for the mount; throws if it does not
 // come. Unmounted (lazily, whatever a process still holds), then stopped,
 // on destruction.
+// Whether `path` (from the mount's root) is a write-ahead log segment:
+// ".../wal-N".
+bool IsLogSegment(const std::string& path);
+
+// The log's segment switches in journal[from, to) that came too early: a
+// write to one segment of a directory, after the previous write of that
+// directory's log went to the other, must begin after a successful sync of
+// the segment left, one begun after that segment's last write (recovery
+// reads each segment's run from its start: a durable run in the new segment
+// after undurable records in the old one reads as a gap). One line per such
+// switch. `switches`, if given, counts every switch seen. A power cut or a
+// restart begins a new range: a life's last writes may be dropped unsynced.
+std::vector<std::string> SwitchesAheadOfTheirSync(
+    const std::vector<FsEvent>& journal, std::size_t from, std::size_t to,
+    int* switches = nullptr);
+
 class PowercutFs {
  public:
   explicit PowercutFs(const std::string& dir,
