@@ -45,6 +45,15 @@ const Overlay::Fence* Overlay::FindFence(std::string_view fence) const {
   return it == fences_.end() ? nullptr : &it->second;
 }
 
+std::vector<std::pair<std::string, bool>> Overlay::ValuesUnder(
+    std::string_view prefix) const {
+  std::vector<std::pair<std::string, bool>> out;
+  for (const auto& [key, value] : values_) {
+    if (key.starts_with(prefix)) out.emplace_back(key, value.present);
+  }
+  return out;
+}
+
 const Overlay::Value* Overlay::FindValue(std::string_view key) const {
   auto it = values_.find(std::string(key));
   return it == values_.end() ? nullptr : &it->second;

@@ -66,6 +66,10 @@ class Overlay {
   std::vector<std::pair<std::string, Fence>> FencesAfter(
       std::string_view prefix, std::string_view after) const;
   std::uint64_t created_count() const;
+  // With Lock() held: the keys under `prefix` that have a value entry, and
+  // whether each is present (false: deleted).
+  std::vector<std::pair<std::string, bool>> ValuesUnder(
+      std::string_view prefix) const;
 
  private:
   mutable std::mutex mu_;

@@ -4,14 +4,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <stdexcept>
 
 #include "fence/long_keys.h"
+#include "fence/values.h"
 
 namespace fencepost::fence {
 namespace {
@@ -50,16 +53,54 @@ void ReplaceFile(const std::string& dir, const std::string& name,
   SyncPath(dir, dir);
 }
 
+// DIR/shards in the form this release writes: a first line no release
+// before data format 3 can read as a count (they read the file with
+// `in >> count` and refuse to start on anything else), then the count.
+// Those releases do not know that a value record may keep its key's fence
+// (fence/values.h): served by one of them, a directory of format 3 would
+// show fences below the tokens they reached (docs/operations.md,
+// "Rolling back").
+constexpr std::string_view kShardsHeader = "fencepost-shards format=3\n";
+
+std::string ShardsFile(std::size_t count) {
+  return std::string(kShardsHeader) + std::to_string(count) + "\n";
+}
+
+// The count in the text of DIR/shards, in this release's form or the bare
+// count of the releases before it; 0 when the text holds neither.
+std::size_t ParseShardsFile(std::string_view text) {
+  const bool ours = text.substr(0, kShardsHeader.size()) == kShardsHeader;
+  if (ours) text.remove_prefix(kShardsHeader.size());
+  if (text.empty() || text.back() != '\n') return 0;
+  text.remove_suffix(1);
+  std::size_t count = 0;
+  const auto [end, ec] =
+      std::from_chars(text.data(), text.data() + text.size(), count);
+  if (ec != std::errc() || end != text.data() + text.size()) return 0;
+  return count;
+}
+
 // Reads DIR/shards, or writes it (durably, atomically) for a new directory.
+// A count in the bare form of the releases before format 3 is rewritten in
+// this release's form before any environment is opened (and so upgraded).
 std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
   const fs::path file = fs::path(dir) / "shards";
   std::error_code ec;
   if (fs::exists(file, ec)) {
-    std::ifstream in(file);
-    std::size_t count = 0;
-    if (!(in >> count) || count < 1 || count > Shards::kMaxCount) {
+    std::ifstream in(file, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)),
+                           std::istreambuf_iterator<char>());
+    const std::size_t count = ParseShardsFile(text);
+    if (count < 1 || count > Shards::kMaxCount) {
+      if (text.rfind("fencepost-shards ", 0) == 0) {
+        throw Unusable(dir, file.string() +
+                                " was written by a newer release of "
+                                "fencepost: start that release, or restore "
+                                "a backup made by this one");
+      }
       throw Unusable(dir, file.string() + " does not hold a shard count");
     }
+    if (text != ShardsFile(count)) ReplaceFile(dir, "shards", ShardsFile(count));
     return count;
   }
   if (fs::exists(fs::path(dir) / "data.mdb", ec)) {
@@ -71,7 +112,7 @@ std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
   if (ec || !fs::is_directory(dir)) {
     throw Unusable(dir, ec ? ec.message() : "not a directory");
   }
-  ReplaceFile(dir, "shards", std::to_string(wanted) + "\n");
+  ReplaceFile(dir, "shards", ShardsFile(wanted));
   return wanted;
 }
 
@@ -127,6 +168,88 @@ void Shards::RecordScopes(const ScopeRecord& record) const {
 
 std::size_t Shards::IndexOf(std::string_view fence) const {
   return ShardOf(fence, envs_.size());
+}
+
+namespace {
+
+// The keys under `prefix` that hold a value in `env`, logged or applied.
+std::vector<std::string> ValuesUnder(const Env& env, std::string_view prefix) {
+  std::map<std::string, bool, std::less<>> logged;
+  std::vector<std::string> keys;
+  auto lock = env.overlay().Lock();
+  for (auto& [key, present] : env.overlay().ValuesUnder(prefix)) {
+    logged.emplace(std::move(key), present);
+  }
+  Env::ReadTxn txn(env);
+  lock.unlock();
+  if (txn.get() == nullptr) {
+    throw std::runtime_error("cannot read " + env.dir() + ": " +
+                             mdb_strerror(txn.error()));
+  }
+  const int rc = ForEachValueUnder(
+      txn.get(), env.values(), prefix,
+      [&](std::string_view name, const StoredValue&) {
+        if (!logged.contains(name)) keys.emplace_back(name);
+      });
+  if (rc != 0) {
+    throw std::runtime_error("cannot read the values of " + env.dir() + ": " +
+                             mdb_strerror(rc));
+  }
+  for (auto& [name, present] : logged) {
+    if (present) keys.push_back(name);
+  }
+  return keys;
+}
+
+// Prefixes served by one of `a` and `b` and not the other, except those
+// under another of them (whose keys the wider one covers).
+std::vector<std::string> ChangedPrefixes(const Scopes& a, const Scopes& b) {
+  std::vector<std::string> changed;
+  for (const auto& [from, to] : {std::pair{&a, &b}, std::pair{&b, &a}}) {
+    for (const std::string& prefix : from->prefixes()) {
+      if (!to->IsScope(prefix)) changed.push_back(prefix);
+    }
+  }
+  std::erase_if(changed, [&](const std::string& prefix) {
+    return std::any_of(changed.begin(), changed.end(), [&](const auto& wider) {
+      return wider.size() < prefix.size() && prefix.starts_with(wider);
+    });
+  });
+  return changed;
+}
+
+}  // namespace
+
+std::string Shards::RefuseScopeChange(const Scopes& before,
+                                      const Scopes& after) const {
+  if (envs_.size() == 1) return {};
+  std::vector<std::string> stranded;
+  std::size_t count = 0;
+  for (const std::string& prefix : ChangedPrefixes(before, after)) {
+    for (std::size_t i = 0; i < envs_.size(); ++i) {
+      for (const std::string& key : ValuesUnder(*envs_[i], prefix)) {
+        if (IndexOf(after.FenceFor(key)) == i) continue;
+        if (stranded.size() < 3) stranded.push_back(key);
+        ++count;
+      }
+    }
+  }
+  if (count == 0) return {};
+  std::string examples;
+  for (const std::string& key : stranded) {
+    examples += (examples.empty() ? "" : ", ") + key;
+  }
+  return "the --fence-scope flags differ from those the data directory " +
+         dir_ + " was last served with, and " + std::to_string(count) +
+         " stored value" + (count == 1 ? "" : "s") + " (" + examples +
+         (count > stranded.size() ? ", ..." : "") +
+         ") would then be guarded by a fence in another of its " +
+         std::to_string(envs_.size()) +
+         " shards than the one that holds " + (count == 1 ? "it" : "them") +
+         ", where no read would find " + (count == 1 ? "it" : "them") +
+         ". Serve with the scopes of " + dir_ +
+         "/scopes, or delete those values first (a directory of one shard "
+         "can change its scopes freely)";
 }
 
 bool Shards::Readable() const {

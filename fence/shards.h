@@ -20,8 +20,9 @@ namespace fencepost::fence {
 // far faster than serial ones. A fence and the values it guards live in the
 // environment ShardOf(fence) picks, so a write stays one transaction.
 //
-// Layout: DIR/shards holds the count, written once when DIR is created;
-// DIR/scopes the scopes the directory was served with (NUL-terminated);
+// Layout: DIR/shards holds the count, written once when DIR is created
+// (after a first line that releases before data format 3 refuse, so that
+// none of them serves a directory this release upgraded); DIR/scopes the scopes the directory was served with (NUL-terminated);
 // environment i lives in DIR/shard-i. The count of an existing directory
 // always wins over Options::count, since changing it would move fences.
 // --max-map-size is split evenly among the environments.
@@ -71,6 +72,17 @@ class Shards {
   // throw std::runtime_error when the file cannot be read or written.
   ScopeRecord RecordedScopes() const;
   void RecordScopes(const ScopeRecord& record) const;
+
+  // Why the directory cannot be served with the scopes `after` when it was
+  // last served with `before` (empty: it can). A value lives in the shard
+  // of the fence that guarded it when it was written; a scope change that
+  // gives a stored value's key a fence in another shard would leave the
+  // value where no read or write looks for it, so such a change is refused
+  // until the values are gone. Reads every value under the prefixes that
+  // differ between the two, logged or applied. Throws std::runtime_error
+  // when an environment cannot be read.
+  std::string RefuseScopeChange(const Scopes& before,
+                                const Scopes& after) const;
 
  private:
   std::string dir_;

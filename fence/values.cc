@@ -170,4 +170,25 @@ int ForEachValue(
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
+int ForEachValueUnder(
+    MDB_txn* txn, MDB_dbi dbi, std::string_view prefix,
+    const std::function<void(std::string_view, const StoredValue&)>& fn) {
+  MDB_cursor* cursor = nullptr;
+  if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc != 0) return rc;
+  // Database keys begin with the name's first kLongPrefix bytes
+  // (long_keys.h), so every name under `prefix` sorts from there on.
+  const std::string start(prefix.substr(0, kLongPrefix));
+  MDB_val key = Val(start), data;
+  int rc = mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE);
+  for (; rc == 0; rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
+    if (!View(key).starts_with(start)) break;
+    Layout layout;
+    const std::string_view name = NameOfEntry(key, data, ValueNameOf);
+    if (!name.starts_with(prefix) || !LayoutOf(data, &layout)) continue;
+    fn(name, Decode(data, layout));
+  }
+  mdb_cursor_close(cursor);
+  return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 }  // namespace fencepost::fence

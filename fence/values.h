@@ -69,5 +69,9 @@ int DeleteValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key);
 int ForEachValue(
     MDB_txn* txn, MDB_dbi dbi,
     const std::function<void(std::string_view, const StoredValue&)>& fn);
+// The same for the values whose keys start with `prefix` only.
+int ForEachValueUnder(
+    MDB_txn* txn, MDB_dbi dbi, std::string_view prefix,
+    const std::function<void(std::string_view, const StoredValue&)>& fn);
 
 }  // namespace fencepost::fence

@@ -86,6 +86,11 @@ Awaitable<std::string> StartScopes(storage::Fences& fences,
   }
   fence::ScopePlan plan = fence::PlanScopes(scopes, recorded);
   if (!plan.refusal.empty()) co_return plan.refusal;
+  if (std::string refusal =
+          fences.RefuseScopeChange(fence::Scopes(last.served), scopes);
+      !refusal.empty()) {
+    co_return refusal;
+  }
   // Raised first: a start that stops before its record is written finds
   // the same scopes new again, and raises them again from the same record.
   for (const std::string& scope : scopes.prefixes()) {

@@ -148,6 +148,13 @@ class Fences {
   // check their own when they open: fence::Env.)
   virtual Awaitable<std::string> CheckFormat() { co_return std::string(); }
   virtual Awaitable<void> RecordScopes(fence::ScopeRecord record) = 0;
+  // Why the store cannot serve `after` when it last served `before`
+  // (fence::Shards::RefuseScopeChange), or "". For start-up only; throws
+  // std::runtime_error when the store cannot be read.
+  virtual std::string RefuseScopeChange(const fence::Scopes& /*before*/,
+                                        const fence::Scopes& /*after*/) const {
+    return {};
+  }
 };
 
 }  // namespace fencepost::storage

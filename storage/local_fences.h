@@ -47,6 +47,10 @@ class LocalFences : public Fences {
   std::string_view consistency() const override { return "local"; }
   Awaitable<fence::ScopeRecord> RecordedScopes() override;
   Awaitable<void> RecordScopes(fence::ScopeRecord record) override;
+  std::string RefuseScopeChange(const fence::Scopes& before,
+                                const fence::Scopes& after) const override {
+    return shards_.RefuseScopeChange(before, after);
+  }
 
  private:
   // Reports (to on_expired_) every lease that ran out and was not noticed.

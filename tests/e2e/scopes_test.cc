@@ -90,6 +90,79 @@ TEST(ScopesTest, ARemovedScopeIsRefusedAcrossRestarts) {
   EXPECT_EQ(Put(server, "orders/us/1", "40"), 201);
 }
 
+// On several shards a value lives in the shard of the fence that guarded
+// it when it was written. A scope change that would give stored values a
+// fence in another shard is refused (exit 2) and changes nothing: every
+// acknowledged value still reads back with its tag, and conditional
+// writes still see it. A change that strands no value goes ahead.
+TEST(ScopesTest, OnShardsAScopeChangeThatWouldStrandValuesIsRefused) {
+  TempDir dir;
+  const std::vector<std::string> shards = {"--lmdb-shards", "4"};
+  std::vector<std::string> tags;
+  {
+    ServerProcess server(dir / "d", shards);
+    for (int i = 0; i < 8; ++i) {
+      const std::string key = "a/" + std::to_string(i);
+      ASSERT_EQ(Put(server, key, "5"), 201);
+      const auto put = Fetch(server.data_port(), "PUT", "/" + key,
+                             {{"Fencing-Token", "6"}}, "v-6");
+      ASSERT_EQ(put.status, 200);
+      tags.push_back(put.header("etag"));
+    }
+    // Killed: the values may still be only in the log at the next start.
+    server.Kill();
+  }
+  const auto serve = [&](const std::vector<std::string>& flags) {
+    std::vector<std::string> args = {
+        "serve",       "--data-dir",     dir / "d",    "--listen",
+        "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    return RunFencepost(args);
+  };
+  for (const std::vector<std::string>& flags :
+       {std::vector<std::string>{"--fence-scope", "a/"},
+        std::vector<std::string>{"--fence-scope", "a"},
+        std::vector<std::string>{"--fence-scope", "a/", "--fence-scope",
+                                 "b/"}}) {
+    const testing::RunResult refused = serve(flags);
+    EXPECT_EQ(refused.exit_status, 2) << refused.output;
+    EXPECT_NE(refused.output.find("stored values (a/"), std::string::npos)
+        << refused.output;
+  }
+  {
+    // A scope with no value under it strands nothing.
+    ServerProcess server(dir / "d", {"--fence-scope", "b/"});
+    for (int i = 0; i < 8; ++i) {
+      const std::string key = "/a/" + std::to_string(i);
+      const auto read = Fetch(server.data_port(), "GET", key);
+      EXPECT_EQ(read.status, 200) << key;
+      EXPECT_EQ(read.body, "v-6") << key;
+      EXPECT_EQ(read.header("etag"), tags[i]) << key;
+      EXPECT_EQ(Fetch(server.data_port(), "PUT", key,
+                      {{"Fencing-Token", "6"}, {"If-None-Match", "*"}}, "x")
+                    .status,
+                412)
+          << key;
+    }
+    const auto cas = Fetch(server.data_port(), "PUT", "/a/0",
+                           {{"Fencing-Token", "6"}, {"If-Match", tags[0]}},
+                           "v-7");
+    EXPECT_EQ(cas.status, 200) << cas.body;
+    for (int i = 0; i < 8; ++i) {
+      EXPECT_EQ(Fetch(server.data_port(), "DELETE", "/a/" + std::to_string(i),
+                      {{"Fencing-Token", "6"}})
+                    .status,
+                204);
+    }
+  }
+  // With the values gone, the scope is added, and starts at their fence.
+  ServerProcess server(dir / "d", {"--fence-scope", "b/", "--fence-scope",
+                                   "a/"});
+  EXPECT_EQ(Put(server, "a/9", "5"), 409);
+  EXPECT_EQ(Put(server, "a/9", "6"), 201);
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/a/9").body, "v-6");
+}
+
 // A scope carved out of a wider one starts at the wider one's fence, which
 // guarded its keys; once served, it keeps its own (its leader may be below
 // the wider scope's), and carved out again after a retirement it starts
@@ -129,6 +202,80 @@ TEST(ScopesTest, AScopeNeverWrittenMayBeDropped) {
   { ServerProcess server(dir / "d", {"--fence-scope", "unused/"}); }
   ServerProcess server(dir / "d");
   EXPECT_EQ(Put(server, "unused/1", "1"), 201);
+}
+
+// --- A scope named by its own prefix --------------------------------------
+
+// A configured scope's prefix names its fence wherever a fence name goes,
+// though it ends in '/' and so is not a key: the admin port's fence routes
+// (read, long poll, bump), a lease's name, and the client commands that
+// call them (fence get, fence bump, lease run --fence). On the data port
+// it is still not a key, and a prefix that is no scope names nothing.
+TEST(ScopeNameTest, AScopesPrefixNamesItsFenceOnTheAdminPort) {
+  TempDir dir;
+  ServerProcess server(dir / "d", {"--fence-scope", "orders/"});
+  const auto admin = server.admin_port();
+  const std::string url = "--admin=http://127.0.0.1:" + std::to_string(admin);
+  const auto bump = [&](const std::string& name, const std::string& token) {
+    return Fetch(admin, "PUT", "/v1/fences/" + name,
+                 {{"Fencing-Token", token}});
+  };
+  const auto token_of_scope = [&] {
+    return Fetch(admin, "GET", "/v1/fences/orders/").header("fencing-token");
+  };
+
+  // lease run --fence orders/ raises it to the lease's token before CMD.
+  testing::RunResult run =
+      RunFencepost({"lease", "run", "jobs/leader", "--ttl", "10s", "--fence",
+                    "orders/", url, "--", "true"});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_EQ(token_of_scope(), "1");
+  EXPECT_EQ(Put(server, "orders/1", "0"), 409);
+
+  // The bump, over HTTP (also percent-encoded) and by fence bump.
+  auto raised = bump("orders/", "5");
+  EXPECT_EQ(raised.status, 200) << raised.body;
+  EXPECT_NE(raised.body.find("\"fence\":\"orders/\",\"token\":5"),
+            std::string::npos)
+      << raised.body;
+  EXPECT_EQ(Put(server, "orders/2", "4"), 409);
+  EXPECT_EQ(bump("orders/", "3").status, 409);
+  EXPECT_EQ(bump("orders%2F", "6").status, 200);
+  run = RunFencepost({"fence", "bump", "orders/", "--token", "7", url});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  run = RunFencepost({"fence", "get", "orders/", url});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_NE(run.output.find("\"token\":7"), std::string::npos) << run.output;
+  auto poll = Fetch(admin, "GET", "/v1/fences/orders/?wait_above=6");
+  EXPECT_EQ(poll.status, 200);
+  EXPECT_EQ(poll.header("fencing-token"), "7");
+
+  // A lease named by the scope guards the scope's fence.
+  auto lease = Fetch(admin, "PUT", "/v1/leases/orders/", {},
+                     R"({"holder":"a","ttl_ms":60000})");
+  EXPECT_EQ(lease.status, 200) << lease.body;
+  EXPECT_EQ(lease.header("fencing-token"), "8");
+  EXPECT_EQ(token_of_scope(), "8");
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/leases/orders/").status, 200);
+  EXPECT_EQ(Put(server, "orders/3", "7"), 409);
+  EXPECT_EQ(Put(server, "orders/3", "8"), 201);
+
+  // Not a key on the data port; no name where no scope is.
+  EXPECT_EQ(Fetch(server.data_port(), "PUT", "/orders/",
+                  {{"Fencing-Token", "9"}}, "x")
+                .status,
+            400);
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/orders/").status, 400);
+  EXPECT_EQ(bump("other/", "9").status, 400);
+  EXPECT_EQ(bump("orders//", "9").status, 400);
+  EXPECT_EQ(Fetch(admin, "GET", "/v1/fences/other/").status, 400);
+  EXPECT_EQ(Fetch(admin, "PUT", "/v1/leases/other/", {},
+                  R"({"holder":"a","ttl_ms":60000})")
+                .status,
+            400);
+  run = RunFencepost({"fence", "bump", "other/", "--token", "9", url});
+  EXPECT_EQ(run.exit_status, 2) << run.output;
+  EXPECT_EQ(token_of_scope(), "8");
 }
 
 }  // namespace

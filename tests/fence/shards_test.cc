@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iterator>
 #include <set>
 
 #include "fence/fence_store.h"
@@ -68,6 +69,80 @@ TEST(ShardsTest, RefusesASingleEnvironmentDirectoryAndABadCount) {
   testing::TempDir bad;
   std::ofstream(fs::path(bad.path()) / "shards") << "zero\n";
   EXPECT_THROW(Shards(At(bad.path())), std::runtime_error);
+}
+
+std::string Slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)),
+                     std::istreambuf_iterator<char>());
+}
+
+// The bare count the releases before data format 3 wrote is rewritten at
+// open with a first line those releases cannot read as a count (they then
+// refuse the directory: tests/e2e/rollback.sh); a newer form is refused.
+TEST(ShardsTest, TheCountFileIsRewrittenSoThatOlderReleasesRefuseIt) {
+  testing::TempDir dir;
+  const fs::path file = fs::path(dir.path()) / "shards";
+  { Shards created(At(dir.path(), 3)); }
+  EXPECT_EQ(Slurp(file), "fencepost-shards format=3\n3\n");
+  std::ofstream(file, std::ios::trunc) << "3\n";
+  {
+    Shards reopened(At(dir.path(), 8));
+    EXPECT_EQ(reopened.size(), 3u);
+  }
+  EXPECT_EQ(Slurp(file), "fencepost-shards format=3\n3\n");
+  std::size_t count = 0;
+  EXPECT_FALSE(std::ifstream(file) >> count);  // as the older releases read it
+
+  std::ofstream(file, std::ios::trunc) << "fencepost-shards format=4\n3\n";
+  try {
+    Shards newer(At(dir.path()));
+    ADD_FAILURE() << "a count file of a newer release was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("newer release"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A scope change is refused while a stored value would be guarded by a
+// fence in another shard than the one that holds it: the values logged and
+// not yet applied count, deleted ones do not.
+TEST(ShardsTest, AScopeChangeThatWouldStrandAValueIsRefused) {
+  testing::TempDir dir;
+  Shards shards(At(dir.path()));
+  const auto put = [&](const std::string& key, bool remove = false) {
+    std::promise<WriteOutcome> promise;
+    ValueOp value;
+    value.key = key;
+    value.body = "v";
+    if (remove) value.kind = ValueOp::Kind::kDelete;
+    shards.CommitterOf(key).Submit(
+        FencedWrite{key, 7, false, value},
+        [&promise](WriteOutcome o) { promise.set_value(o); });
+    return promise.get_future().get().verdict;
+  };
+  std::size_t moving = 0;
+  for (int i = 0; i < 8; ++i) {
+    const std::string key = "a/" + std::to_string(i);
+    ASSERT_EQ(put(key), WriteOutcome::Verdict::kAccepted);
+    if (ShardOf(key, 4) != ShardOf("a/", 4)) ++moving;
+  }
+  ASSERT_GT(moving, 0u);
+  const Scopes none({}), a({"a/"}), b({"b/"});
+  const std::string refusal = shards.RefuseScopeChange(none, a);
+  EXPECT_NE(refusal.find(std::to_string(moving) + " stored value"),
+            std::string::npos)
+      << refusal;
+  EXPECT_EQ(shards.RefuseScopeChange(none, b), "");
+  EXPECT_EQ(shards.RefuseScopeChange(b, none), "");
+  EXPECT_NE(shards.RefuseScopeChange(b, a), "");
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_EQ(put("a/" + std::to_string(i), true),
+              WriteOutcome::Verdict::kAccepted);
+  }
+  EXPECT_EQ(shards.RefuseScopeChange(none, a), "");
+  testing::TempDir one;
+  EXPECT_EQ(Shards(At(one.path(), 1)).RefuseScopeChange(none, a), "");
 }
 
 TEST(ShardsTest, FencesSpreadOverEveryShard) {
