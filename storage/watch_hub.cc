@@ -61,18 +61,39 @@ void WatchHub::Deliver(const EventPtr& event, Subscriber& subscriber) {
   if (subscriber.wake) subscriber.wake();
 }
 
+WatchHub::EventPtr WatchHub::ResetEvent() const {
+  return std::make_shared<Event>(Event{last_id_, "reset", "", "{}"});
+}
+
+bool WatchHub::CanReplay(const std::string& prefix,
+                         std::uint64_t last_id) const {
+  const std::uint64_t oldest_kept =
+      retained_.empty() ? last_id_ + 1 : retained_.front()->id;
+  // Every event after `last_id` is still held only when the one right
+  // after it is (or none came after it); an id this server never gave
+  // (a previous life's, one from before a reset, or one from the future)
+  // is answered with a reset.
+  if (last_id + 1 < oldest_kept || last_id > last_id_) return false;
+  // A replay larger than a subscriber's queue would drop it before it is
+  // sent anything, on every reconnection: a reset lets it go on.
+  std::size_t bytes = 0;
+  for (auto it = retained_.rbegin(); it != retained_.rend(); ++it) {
+    const Event& event = **it;
+    if (event.id <= last_id) break;
+    if (event.key.compare(0, prefix.size(), prefix) != 0) continue;
+    bytes += StreamBytes(event);
+    if (bytes > options_.max_unsent_bytes) return false;
+  }
+  return true;
+}
+
 std::shared_ptr<WatchHub::Subscriber> WatchHub::Subscribe(
     const std::string& prefix, std::optional<std::uint64_t> last_id) {
   auto subscriber = std::make_shared<Subscriber>();
   subscriber->prefix = prefix;
   subscriber->closed = closed_;
   if (last_id && *last_id != last_id_) {
-    const std::uint64_t oldest_kept =
-        retained_.empty() ? last_id_ + 1 : retained_.front()->id;
-    // Every event after `last_id` is still held only when the one right
-    // after it is (or none came after it); an id this server never gave
-    // (a previous life's, or one from the future) is answered with a reset.
-    if (*last_id + 1 >= oldest_kept && *last_id < last_id_) {
+    if (CanReplay(prefix, *last_id)) {
       for (const EventPtr& event : retained_) {
         if (event->id > *last_id &&
             event->key.compare(0, prefix.size(), prefix) == 0) {
@@ -80,8 +101,7 @@ std::shared_ptr<WatchHub::Subscriber> WatchHub::Subscribe(
         }
       }
     } else {
-      Deliver(std::make_shared<Event>(Event{last_id_, "reset", "", "{}"}),
-              *subscriber);
+      Deliver(ResetEvent(), *subscriber);
     }
   }
   by_prefix_[prefix].push_back(subscriber);
@@ -102,9 +122,11 @@ void WatchHub::Unsubscribe(const std::shared_ptr<Subscriber>& subscriber) {
   if (list.empty()) by_prefix_.erase(it);
 }
 
-std::shared_ptr<WatchHub::Waiter> WatchHub::Wait(const std::string& name) {
+std::shared_ptr<WatchHub::Waiter> WatchHub::Wait(const std::string& name,
+                                                const void* request) {
   auto waiter = std::make_shared<Waiter>();
   waiter->signalled = closed_;
+  waiter->request = request;
   waiters_by_.emplace(name, waiter);
   ++waiters_;
   return waiter;
@@ -121,9 +143,24 @@ void WatchHub::Unwait(const std::string& name,
   }
 }
 
+void WatchHub::ClientLeft(const void* request) {
+  if (request == nullptr) return;
+  for (auto& [name, waiter] : waiters_by_) {
+    if (waiter->request != request) continue;
+    waiter->abandoned = true;
+    waiter->signalled = true;
+    if (waiter->wake) waiter->wake();
+  }
+}
+
 void WatchHub::Reset() {
-  const auto reset =
-      std::make_shared<Event>(Event{last_id_, "reset", "", "{}"});
+  if (closed_) return;
+  // A new id, and nothing retained from before it: an id a subscriber saw
+  // before the reset is older than every event held, so coming back with it
+  // is answered with a reset, not a replay that skips what was missed.
+  ++last_id_;
+  retained_.clear();
+  const EventPtr reset = ResetEvent();
   for (auto& [prefix, subscribers] : by_prefix_) {
     for (const auto& subscriber : subscribers) Deliver(reset, *subscriber);
   }

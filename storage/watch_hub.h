@@ -19,7 +19,8 @@ namespace fencepost::storage {
 // moment), gets the next id, and goes to every subscriber whose prefix its
 // key starts with. The last `retained` events are kept, so a subscriber that
 // comes back with the id of the last event it saw gets those after it; one
-// that was away longer gets a reset first.
+// that was away longer, or so long that what it missed passes
+// `max_unsent_bytes`, gets a reset instead.
 //
 // A subscriber that does not keep up never slows a publisher: once the
 // events waiting for it pass `max_unsent_bytes` it is dropped (its queue is
@@ -49,9 +50,12 @@ class WatchHub {
   };
 
   // One long poll on one fence: `wake` runs for each event of that fence,
-  // and `signalled` stays set until the owner clears it.
+  // and `signalled` stays set until the owner clears it. `abandoned`: the
+  // client of its request left (ClientLeft), so nobody waits for the answer.
   struct Waiter {
     bool signalled = false;
+    bool abandoned = false;
+    const void* request = nullptr;
     std::function<void()> wake;
   };
 
@@ -74,20 +78,32 @@ class WatchHub {
 
   // Registers a stream of the events whose key starts with `prefix`. With
   // `last_id` (the Last-Event-ID it comes back with), the retained events
-  // after it are queued at once, or a reset event when some after it are no
-  // longer held. The subscriber stays registered until Unsubscribe.
+  // after it are queued at once; or, when some after it are no longer held
+  // or they pass `max_unsent_bytes` (they would drop it before it is sent
+  // anything), a reset event. The subscriber stays registered until
+  // Unsubscribe.
   std::shared_ptr<Subscriber> Subscribe(const std::string& prefix,
                                         std::optional<std::uint64_t> last_id);
   void Unsubscribe(const std::shared_ptr<Subscriber>& subscriber);
 
-  // Registers a long poll of the fence `name` until Unwait.
-  std::shared_ptr<Waiter> Wait(const std::string& name);
+  // Registers a long poll of the fence `name` until Unwait. `request`
+  // names the request it answers, for ClientLeft (nullptr: none).
+  std::shared_ptr<Waiter> Wait(const std::string& name,
+                               const void* request = nullptr);
   void Unwait(const std::string& name, const std::shared_ptr<Waiter>& waiter);
+  // The client of `request` left while it was being answered (the server
+  // saw its connection close): the long poll registered for that request
+  // is woken with `abandoned` set, so it ends instead of holding its
+  // connection's slot until its timeout.
+  void ClientLeft(const void* request);
 
   // Wakes every subscriber and waiter for the last time (shutdown).
   void Close();
-  // Changes were missed (the store's feed lost them): every subscriber gets
-  // a reset, and every waiter is woken to read again.
+  // Changes were missed (the store's feed lost them): the reset gets the
+  // next id, the retained events are dropped (a subscriber that comes back
+  // with an id from before the reset gets a reset too, never a replay that
+  // skips the missed changes), every subscriber gets the reset, and every
+  // waiter is woken to read again.
   void Reset();
   // Whether the fences store feeds the fence and lease events itself (etcd's
   // watch, with every replica's changes): then the changes this server
@@ -104,6 +120,12 @@ class WatchHub {
 
  private:
   void Deliver(const EventPtr& event, Subscriber& subscriber);
+  // The reset event at the latest id: a subscriber resuming from it misses
+  // nothing that is still to come.
+  EventPtr ResetEvent() const;
+  // Whether the retained events after `last_id` under `prefix` are all held
+  // and fit in one subscriber's queue.
+  bool CanReplay(const std::string& prefix, std::uint64_t last_id) const;
 
   const Options options_;
   std::uint64_t last_id_;

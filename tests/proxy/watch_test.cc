@@ -96,6 +96,84 @@ TEST(WatchHubTest, AWatcherThatFallsBehindIsDroppedNotWaitedFor) {
   EXPECT_FALSE(other->dropped);
 }
 
+// Issue 36, item 6: the store's feed lost changes (an etcd compaction). A
+// client that saw events before the reset and comes back with their id must
+// get a reset, not a replay that skips what the reset stands for.
+TEST(WatchHubTest, AResetGetsANewIdAndNoComebackFromBeforeItIsReplayed) {
+  WatchHub hub(WatchHub::Options{100, 1u << 20, 100});
+  hub.Publish("fence", "k1", "{}");  // 101
+  hub.Publish("fence", "k2", "{}");  // 102
+  auto live = hub.Subscribe("", std::nullopt);
+  auto waiter = hub.Wait("k1");
+  hub.Reset();
+  ASSERT_EQ(live->pending.size(), 1u);
+  EXPECT_EQ(live->pending[0]->type, "reset");
+  EXPECT_EQ(live->pending[0]->id, 103u) << "a new id, above every sent one";
+  EXPECT_EQ(hub.last_id(), 103u);
+  EXPECT_TRUE(waiter->signalled) << "a long poll reads again";
+  for (std::uint64_t before : {101u, 102u}) {
+    auto back = hub.Subscribe("", before);
+    ASSERT_EQ(back->pending.size(), 1u) << before;
+    EXPECT_EQ(back->pending[0]->type, "reset") << before;
+    EXPECT_EQ(back->pending[0]->id, 103u) << before;
+  }
+  hub.Publish("fence", "k3", "{}");  // 104
+  auto from_reset = hub.Subscribe("", 103);
+  EXPECT_EQ(Keys(*from_reset), (std::vector<std::string>{"fence:k3"}))
+      << "from the reset's id: what came after it";
+  auto from_before = hub.Subscribe("", 102);
+  ASSERT_EQ(from_before->pending.size(), 1u);
+  EXPECT_EQ(from_before->pending[0]->type, "reset");
+  EXPECT_EQ(from_before->pending[0]->id, 104u);
+}
+
+// Issue 36, item 3: a comeback whose missed events (all still held) pass a
+// watcher's queue would be dropped before anything is sent, on every
+// reconnection; it gets a reset instead, and goes on from there.
+TEST(WatchHubTest, AComebackTooFarBehindForItsQueueGetsAResetNotADrop) {
+  WatchHub hub(WatchHub::Options{10000, 4096, 100});
+  const std::string data(100, 'd');
+  for (int i = 1; i <= 100; ++i) hub.Publish("fence", "k", data);
+  // 100 events of ~150 bytes: all held, 15 KB, past the 4 KiB queue.
+  auto behind = hub.Subscribe("", 100);
+  EXPECT_FALSE(behind->dropped);
+  ASSERT_EQ(behind->pending.size(), 1u);
+  EXPECT_EQ(behind->pending[0]->type, "reset");
+  EXPECT_EQ(behind->pending[0]->id, 200u);
+  EXPECT_EQ(hub.dropped_total(), 0u);
+  // A comeback that fits is replayed, and one under another prefix counts
+  // only its own events.
+  auto near = hub.Subscribe("", 190);
+  EXPECT_EQ(near->pending.size(), 10u);
+  EXPECT_FALSE(near->dropped);
+  auto other = hub.Subscribe("x", 100);
+  EXPECT_TRUE(other->pending.empty());
+  // The reset's id resumes with what comes next.
+  hub.Publish("fence", "k", data);
+  auto resumed = hub.Subscribe("", behind->pending[0]->id);
+  EXPECT_EQ(resumed->pending.size(), 1u);
+  EXPECT_EQ(resumed->pending[0]->id, 201u);
+}
+
+// Issue 36, item 4: the long poll of a request whose client left ends at
+// once; the others wait on.
+TEST(WatchHubTest, ALongPollWhoseClientLeftIsWokenAbandoned) {
+  WatchHub hub;
+  const int request = 0, other_request = 0;
+  auto left = hub.Wait("a", &request);
+  auto stays = hub.Wait("a", &other_request);
+  int wakes = 0;
+  left->wake = [&wakes] { ++wakes; };
+  hub.ClientLeft(&request);
+  EXPECT_TRUE(left->abandoned);
+  EXPECT_TRUE(left->signalled);
+  EXPECT_EQ(wakes, 1);
+  EXPECT_FALSE(stays->abandoned);
+  EXPECT_FALSE(stays->signalled);
+  hub.ClientLeft(nullptr);
+  EXPECT_FALSE(stays->signalled);
+}
+
 TEST(WatchHubTest, WaitersHearOfTheirFenceOnlyAndCloseWakesAll) {
   WatchHub hub;
   auto waiter = hub.Wait("a");
