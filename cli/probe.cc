@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -59,25 +60,32 @@ Target SplitUrl(const std::string& url) {
   return t;
 }
 
-// One probe: a client, the scratch key's target and the write headers.
+// One probe: a client, the write headers and the base path its scratch
+// keys go below.
 class Prober {
  public:
-  Prober(Client client, std::string target, Headers write_headers)
+  Prober(Client client, std::string path, Headers write_headers)
       : client_(std::move(client)),
-        target_(std::move(target)),
+        path_(std::move(path)),
         write_headers_(std::move(write_headers)) {}
 
-  const std::string& target() const { return target_; }
-  Result Write(const std::string& method, Headers extra, std::string body) {
+  // A key below the URL that no probe has used: fencepost-probe-<16 hex>.
+  std::string NewTarget() const {
+    return path_ + "/fencepost-probe-" + RandomHex();
+  }
+  Result Write(const std::string& target, const std::string& method,
+               Headers extra, std::string body) {
     Headers headers = write_headers_;
     headers.insert(headers.end(), extra.begin(), extra.end());
-    return client_.Send(method, target_, headers, std::move(body));
+    return client_.Send(method, target, headers, std::move(body));
   }
-  Result Read() { return client_.Send("GET", target_); }
+  Result Read(const std::string& target) {
+    return client_.Send("GET", target);
+  }
 
  private:
   Client client_;
-  std::string target_;
+  std::string path_;
   Headers write_headers_;
 };
 
@@ -90,7 +98,8 @@ bool Accepted(const Result& r) {
   return r.ok() && r.response.status / 100 == 2;
 }
 
-// What a GET found of the scratch value that held `original`.
+// What a GET found of the scratch value that held `original` before a
+// write that must not change it.
 std::string ValueState(const Result& read, const std::string& original) {
   const int status = read.response.status;
   if (status == 200) {
@@ -101,6 +110,19 @@ std::string ValueState(const Result& read, const std::string& original) {
   return "value unreadable: GET answered HTTP " + std::to_string(status);
 }
 
+// What a GET found after a write that must apply: a PUT of `body`, or a
+// DELETE when `body` is null.
+std::string AppliedState(const Result& read, const std::string* body) {
+  const int status = read.response.status;
+  const bool gone = status == 404 || status == 410;
+  if (status != 200 && !gone) {
+    return "value unreadable: GET answered HTTP " + std::to_string(status);
+  }
+  if (body == nullptr) return gone ? "value deleted" : "value still there";
+  if (gone) return "value missing";
+  return read.response.body == *body ? "value written" : "value not written";
+}
+
 struct Check {
   const char* what;
   std::string method;
@@ -108,63 +130,103 @@ struct Check {
   std::string body;
 };
 
-enum class Outcome {
-  kHolds,
-  kDoesNotHold,
-  kNotProbed,    // the value did not read back as it was written
-  kUnavailable,  // no answer, or a 5xx
+// The probe's verdict so far. A store honours the preconditions when it
+// refuses (412, nothing changed) every write whose precondition fails and
+// applies every write whose precondition holds.
+struct Verdict {
+  bool ignores = false;     // a write whose precondition failed changed
+                            // the value
+  bool misreports = false;  // one changed nothing but was not answered 412
+  bool refuses = false;    // a write whose precondition held was refused
+                           // or did not apply
+  bool unreadable = false;  // the value did not read back as written
+  bool unavailable = false;  // no answer, or a 5xx
+  bool stuck = false;      // the scratch value could not be put back
+  bool ended() const { return unavailable || stuck; }
 };
 
-// Runs `check`, prints its verdict and, when the value changed, writes it
-// again for the next check; sets `stuck` when it cannot (the check did not
-// hold, and the next ones would start from another value).
-Outcome RunCheck(Prober& prober, const Check& check,
-                 const std::string& original, bool& stuck) {
-  const Result answer = prober.Write(check.method, check.headers, check.body);
-  const Result after = prober.Read();
+void PrintCheck(const char* what, bool holds, int status,
+                const std::string& state) {
+  std::cout << what << ": " << (holds ? "holds" : "DOES NOT HOLD")
+            << " (HTTP " << status << ", " << state << ")\n";
+}
+
+// Sends `check` and the GET after it; false, with the verdict marked
+// unavailable, when either got no usable answer.
+bool Send(Prober& prober, const std::string& target, const Check& check,
+          Result& answer, Result& after, Verdict& verdict) {
+  answer = prober.Write(target, check.method, check.headers, check.body);
+  after = prober.Read(target);
   if (Unreachable(answer) || Unreachable(after)) {
     std::cout << check.what << ": no verdict ("
               << Explain(Unreachable(answer) ? answer : after) << ")\n";
-    return Outcome::kUnavailable;
+    verdict.unavailable = true;
+    return false;
   }
-  const std::string state = ValueState(after, original);
-  const int status = answer.response.status;
-  const bool unchanged = state == "value unchanged";
-  const bool holds = status == 412 && unchanged;
-  std::cout << check.what << ": " << (holds ? "holds" : "DOES NOT HOLD")
-            << " (HTTP " << status << ", " << state << ")\n";
-  if (!unchanged) {
-    const Result again = prober.Write("PUT", {}, original);
-    if (!Accepted(again)) {
-      std::cout << "the scratch value could not be written again ("
-                << Explain(again) << "): the checks after this one were "
-                << "not run\n";
-      if (Unreachable(again)) return Outcome::kUnavailable;
-      stuck = true;
-    }
-  }
-  return holds ? Outcome::kHolds : Outcome::kDoesNotHold;
+  return true;
 }
 
-// Reads the value back and prints whether the store answers an ETag; then
-// runs the three checks while the store lets them run.
-Outcome RunChecks(Prober& prober, const std::string& original) {
-  const Result read = prober.Read();
+// Runs a write whose precondition fails, prints its verdict and, when the
+// value changed, writes it again for the next check (stuck when it cannot).
+void RunRefusedCheck(Prober& prober, const std::string& target,
+                     const Check& check, const std::string& original,
+                     Verdict& verdict) {
+  Result answer, after;
+  if (!Send(prober, target, check, answer, after, verdict)) return;
+  const std::string state = ValueState(after, original);
+  const bool unchanged = state == "value unchanged";
+  // Only 412 tells a client that its precondition failed: a 403 or 409
+  // that changed nothing is not told apart from other refusals.
+  const bool holds = answer.response.status == 412 && unchanged;
+  PrintCheck(check.what, holds, answer.response.status, state);
+  if (!unchanged) verdict.ignores = true;
+  if (unchanged && !holds) verdict.misreports = true;
+  if (unchanged) return;
+  const Result again = prober.Write(target, "PUT", {}, original);
+  if (!Accepted(again)) {
+    std::cout << "the scratch value could not be written again ("
+              << Explain(again) << "): the checks after this one were "
+              << "not run\n";
+    if (Unreachable(again)) verdict.unavailable = true;
+    verdict.stuck = true;
+  }
+}
+
+// Runs a write whose precondition holds and prints its verdict: it must
+// be 2xx and apply. Returns what the GET after it found.
+std::string RunAppliedCheck(Prober& prober, const std::string& target,
+                            const Check& check, Verdict& verdict) {
+  Result answer, after;
+  if (!Send(prober, target, check, answer, after, verdict)) return "";
+  const std::string state =
+      AppliedState(after, check.method == "DELETE" ? nullptr : &check.body);
+  const bool holds = Accepted(answer) &&
+                     (state == "value written" || state == "value deleted");
+  PrintCheck(check.what, holds, answer.response.status, state);
+  if (!holds) verdict.refuses = true;
+  return state;
+}
+
+// The ETag a GET of `target` answers now ("" for none), or nullopt when
+// the GET got no usable answer.
+std::optional<std::string> CurrentTag(Prober& prober,
+                                      const std::string& target,
+                                      Verdict& verdict) {
+  const Result read = prober.Read(target);
   if (Unreachable(read)) {
-    std::cout << "reading the scratch value back failed (" << Explain(read)
+    std::cout << "reading the scratch value's ETag failed (" << Explain(read)
               << ")\n";
-    return Outcome::kUnavailable;
+    verdict.unavailable = true;
+    return std::nullopt;
   }
-  if (read.response.status != 200 || read.response.body != original) {
-    std::cout << "the store did not give back the value it stored ("
-              << ValueState(read, original) << ")\n";
-    return Outcome::kNotProbed;
-  }
-  const std::string etag = read.response.header("etag");
-  std::cout << "scratch key " << prober.target() << " written; "
-            << (etag.empty() ? "the store answered no ETag on GET"
-                             : "the store's ETag on GET: " + etag)
-            << "\n";
+  return read.response.status == 200 ? read.response.header("etag") : "";
+}
+
+// The writes whose precondition fails, on the scratch key `target` that
+// holds `original`: each must be 412 and change nothing.
+void RunRefusedChecks(Prober& prober, const std::string& target,
+                      const std::string& original, const std::string& etag,
+                      Verdict& verdict) {
   std::string wrong;
   do {
     wrong = "\"fencepost-probe-wrong-" + RandomHex() + "\"";
@@ -176,39 +238,141 @@ Outcome RunChecks(Prober& prober, const std::string& original) {
        {{"If-None-Match", "*"}},
        "changed"},
       {"DELETE with a wrong If-Match", "DELETE", {{"If-Match", wrong}}, ""}};
-  Outcome outcome = Outcome::kHolds;
-  bool stuck = false;
   for (const Check& check : checks) {
-    const Outcome one = RunCheck(prober, check, original, stuck);
-    if (one == Outcome::kUnavailable) return one;
-    if (one != Outcome::kHolds) outcome = one;
-    if (stuck) break;
+    RunRefusedCheck(prober, target, check, original, verdict);
+    if (verdict.ended()) return;
   }
-  return outcome;
 }
 
-// The verdict line for a probe of `url` that ran to `outcome`.
-void PrintVerdict(const std::string& url, Outcome outcome) {
-  switch (outcome) {
-    case Outcome::kHolds:
-      std::cout << "verdict: " << url
-                << " honours If-Match and If-None-Match\n";
-      break;
-    case Outcome::kDoesNotHold:
-      std::cout << "verdict: " << url
-                << " does NOT honour If-Match and If-None-Match: a "
-                   "compare-and-set through it can lose updates\n";
-      break;
-    case Outcome::kNotProbed:
-      std::cout << "verdict: " << url
-                << " could not be probed: it does not read back what it "
-                   "stores\n";
-      break;
-    case Outcome::kUnavailable:
-      std::cerr << "fencepost: probe: " << url
-                << " stopped answering or failed (5xx): no verdict\n";
-      break;
+// The writes with the ETag the store itself answered on GET, on the
+// scratch key `target`: a PUT, then a DELETE; each must apply. Returns
+// whether the DELETE removed the key.
+bool RunTagChecks(Prober& prober, const std::string& target,
+                  const std::string& original, Verdict& verdict) {
+  const char* put = "PUT with If-Match: the store's own ETag";
+  const char* del = "DELETE with If-Match: the store's own ETag";
+  std::optional<std::string> tag = CurrentTag(prober, target, verdict);
+  if (!tag) return false;
+  if (tag->empty()) {
+    for (const char* what : {put, del}) {
+      std::cout << what << ": DOES NOT HOLD (the store answered no ETag on "
+                << "GET: a client has no tag to send)\n";
+    }
+    verdict.refuses = true;
+    return false;
   }
+  RunAppliedCheck(prober, target,
+                  {put, "PUT", {{"If-Match", *tag}}, original + " (matched)"},
+                  verdict);
+  if (verdict.ended() || !(tag = CurrentTag(prober, target, verdict))) {
+    return false;
+  }
+  return RunAppliedCheck(prober, target,
+                         {del, "DELETE", {{"If-Match", *tag}}, ""},
+                         verdict) == "value deleted";
+}
+
+// Removes a scratch key, saying so when the store refuses.
+void Remove(Prober& prober, const std::string& target) {
+  const Result removed = prober.Write(target, "DELETE", {}, "");
+  if (!Accepted(removed)) {
+    std::cout << "the scratch key " << target
+              << " could not be removed: " << Explain(removed) << "\n";
+  }
+}
+
+// Reads the value of `target` back and prints whether the store answers
+// an ETag; then runs the checks while the store lets them run: the writes
+// whose precondition fails, those with the store's own ETag, and a
+// create-only PUT to a second, new key. Removes the scratch keys.
+Verdict RunChecks(Prober& prober, const std::string& target,
+                  const std::string& original) {
+  Verdict verdict;
+  const Result read = prober.Read(target);
+  if (Unreachable(read)) {
+    std::cout << "reading the scratch value back failed (" << Explain(read)
+              << ")\n";
+    verdict.unavailable = true;
+    return verdict;
+  }
+  if (read.response.status != 200 || read.response.body != original) {
+    std::cout << "the store did not give back the value it stored ("
+              << ValueState(read, original) << ")\n";
+    verdict.unreadable = true;
+    Remove(prober, target);
+    return verdict;
+  }
+  const std::string etag = read.response.header("etag");
+  std::cout << "scratch key " << target << " written; "
+            << (etag.empty() ? "the store answered no ETag on GET"
+                             : "the store's ETag on GET: " + etag)
+            << "\n";
+  RunRefusedChecks(prober, target, original, etag, verdict);
+  bool removed = false;
+  if (!verdict.ended()) {
+    removed = RunTagChecks(prober, target, original, verdict);
+  }
+  if (!verdict.ended()) {
+    const std::string created = prober.NewTarget();
+    const std::string state = RunAppliedCheck(
+        prober, created,
+        {"PUT with If-None-Match: * to a new key",
+         "PUT",
+         {{"If-None-Match", "*"}},
+         original},
+        verdict);
+    if (state != "value missing" && !verdict.unavailable) {
+      Remove(prober, created);
+    }
+  }
+  if (!removed) Remove(prober, target);
+  return verdict;
+}
+
+// Whether every check held.
+bool Honours(const Verdict& v) {
+  return !v.ignores && !v.misreports && !v.refuses && !v.stuck &&
+         !v.unreadable && !v.unavailable;
+}
+
+// The verdict line for a probe of `url`.
+void PrintVerdict(const std::string& url, const Verdict& verdict) {
+  if (verdict.unavailable) {
+    std::cerr << "fencepost: probe: " << url
+              << " stopped answering or failed (5xx): no verdict\n";
+    return;
+  }
+  if (verdict.unreadable) {
+    std::cout << "verdict: " << url
+              << " could not be probed: it does not read back what it "
+                 "stores\n";
+    return;
+  }
+  if (Honours(verdict)) {
+    std::cout << "verdict: " << url
+              << " honours If-Match and If-None-Match\n";
+    return;
+  }
+  std::vector<std::string> why;
+  if (verdict.ignores || verdict.stuck) {
+    why.push_back("a compare-and-set through it can lose updates");
+  }
+  if (verdict.misreports) {
+    why.push_back(
+        "it answers a failed precondition with another status than 412, "
+        "which a client cannot tell from other refusals");
+  }
+  if (verdict.refuses) {
+    why.push_back(
+        "it refuses writes whose precondition holds, so a compare-and-set "
+        "through it cannot succeed");
+  }
+  std::cout << "verdict: " << url
+            << " does NOT honour If-Match and If-None-Match: ";
+  for (std::size_t i = 0; i < why.size(); ++i) {
+    std::cout << (i == 0 ? "" : "; ") << why[i];
+  }
+  std::cout << "\n";
 }
 
 // Why the first write was refused, with what to do about the usual causes.
@@ -236,32 +400,20 @@ int Probe(const Flags& flags) {
   if (flags.token) {
     write_headers.emplace_back("Fencing-Token", std::to_string(*flags.token));
   }
-  Prober prober(MakeClient(options),
-                target.path + "/fencepost-probe-" + RandomHex(),
-                std::move(write_headers));
+  Prober prober(MakeClient(options), target.path, std::move(write_headers));
+  const std::string scratch = prober.NewTarget();
   const std::string original = "fencepost probe " + RandomHex();
-  const Result first = prober.Write("PUT", {}, original);
+  const Result first = prober.Write(scratch, "PUT", {}, original);
   if (!Accepted(first)) {
     std::cerr << "fencepost: probe: the first write to " << url << " ("
-              << prober.target() << ") failed: " << Explain(first)
+              << scratch << ") failed: " << Explain(first)
               << FirstWriteHint(first, flags) << "\n";
     return Unreachable(first) ? kUnavailable : kRefused;
   }
-  const Outcome outcome = RunChecks(prober, original);
-  const Result removed = prober.Write("DELETE", {}, "");
-  if (!Accepted(removed)) {
-    std::cout << "the scratch key " << prober.target()
-              << " could not be removed: " << Explain(removed) << "\n";
-  }
-  PrintVerdict(url, outcome);
-  switch (outcome) {
-    case Outcome::kHolds:
-      return kSuccess;
-    case Outcome::kUnavailable:
-      return kUnavailable;
-    default:
-      return kRefused;
-  }
+  const Verdict verdict = RunChecks(prober, scratch, original);
+  PrintVerdict(url, verdict);
+  if (verdict.unavailable) return kUnavailable;
+  return Honours(verdict) ? kSuccess : kRefused;
 }
 
 }  // namespace fencepost::cli

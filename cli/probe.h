@@ -6,16 +6,24 @@ namespace fencepost::cli {
 
 // `fencepost probe URL [--token N]`: whether the HTTP store at URL
 // (http:// or https://, with an optional base path) honours If-Match and
-// If-None-Match (SPEC "Conditional writes"). Under a scratch key
-// fencepost-probe-<16 hex> below URL it writes a value and reads it back,
-// then sends a PUT with a wrong If-Match, a PUT with If-None-Match: * over
-// the value and a DELETE with a wrong If-Match; each holds when it is
-// answered 412 and a GET after it finds the value as it was (it is written
-// again for the next check when it was not). It removes the scratch key
-// and prints a verdict per check, then one for the store. With --token N
-// every write carries Fencing-Token N; --auth-token-file and --tls-ca are
-// used as by the other commands. Every request ends within 10 s and its
-// answer is read up to 1 MiB.
+// If-None-Match (SPEC "Conditional writes"): it must refuse, with 412 and
+// nothing changed, every write whose precondition fails, and apply every
+// write whose precondition holds. Under a scratch key fencepost-probe-<16
+// hex> below URL it writes a value and reads it back, then sends
+//  - a PUT with a wrong If-Match, a PUT with If-None-Match: * over the
+//    value and a DELETE with a wrong If-Match: each holds when it is
+//    answered 412 (not another 4xx) and a GET after it finds the value as
+//    it was (it is written again for the next check when it was not);
+//  - a PUT, then a DELETE, each with If-Match carrying the ETag a GET just
+//    answered: each holds when it is answered 2xx and the GET after it
+//    finds the value written, or gone (a store that answers no ETag on GET
+//    fails both: a client has no tag to send);
+//  - a PUT with If-None-Match: * to a second, new scratch key: holds when
+//    it is answered 2xx and the value reads back.
+// It removes the scratch keys and prints a verdict per check, then one for
+// the store. With --token N every write carries Fencing-Token N;
+// --auth-token-file and --tls-ca are used as by the other commands. Every
+// request ends within 10 s and its answer is read up to 1 MiB.
 //
 // Exit 0 when every check holds; 1 when one does not, the first write is
 // refused (4xx) or the value does not read back; 3 when the store is

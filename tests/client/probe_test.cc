@@ -2,7 +2,9 @@
 // against real stores on 127.0.0.1: Debian's nginx as a WebDAV store, which
 // answers ETags on GET but applies PUT and DELETE whatever If-Match and
 // If-None-Match say; fencepost itself, which honours them; fencepost in
-// front of that nginx; and ports that refuse, stay silent or answer 5xx.
+// front of that nginx; a fake store that refuses every conditional write
+// and one that refuses failed ones with 403; and ports that refuse, stay
+// silent or answer 5xx.
 
 #include <gtest/gtest.h>
 
@@ -67,22 +69,47 @@ TEST(ProbeTest, NginxIgnoresThePreconditionsAndIsToldSo) {
                   "DELETE with a wrong If-Match: DOES NOT HOLD "
                   "(HTTP 204, value deleted)"))
       << probe.output;
+  // It applies the writes whose precondition holds, as it applies all.
+  EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-Match: the store's own ETag: holds "
+                  "(HTTP 204, value written)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "DELETE with If-Match: the store's own ETag: holds "
+                  "(HTTP 204, value deleted)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-None-Match: * to a new key: holds "
+                  "(HTTP 201, value written)"))
+      << probe.output;
   EXPECT_EQ(Count(probe.output, "DOES NOT HOLD"), 3u) << probe.output;
   EXPECT_TRUE(Has(probe.output, "verdict: " + url +
                                     " does NOT honour If-Match and "
-                                    "If-None-Match"))
+                                    "If-None-Match: a compare-and-set "
+                                    "through it can lose updates\n"))
       << probe.output;
   EXPECT_FALSE(Has(probe.output, "could not be removed")) << probe.output;
   // It cleaned up after itself: nothing is left under the store.
   EXPECT_TRUE(fs::is_empty(root + "/store")) << probe.output;
-  // The first write and its read; each check, the GET after it and the
-  // value written again (each check changed it); the cleanup.
-  const auto seen = nginx.AwaitRequests(2, "DELETE");
+  // The first write and its read; each check with a wrong precondition,
+  // the GET after it and the value written again (each check changed it);
+  // the PUT and the DELETE with the tag of a GET before each, and the GET
+  // after each; the create-only PUT to a new key, its GET and its cleanup.
+  const auto seen = nginx.AwaitRequests(3, "DELETE");
   std::vector<std::string> methods;
   for (const auto& request : seen) methods.push_back(request.method);
   EXPECT_EQ(methods, (std::vector<std::string>{
-                         "PUT", "GET", "PUT", "GET", "PUT", "PUT", "GET", "PUT",
-                         "DELETE", "GET", "PUT", "DELETE"}));
+                         "PUT", "GET",                          //
+                         "PUT", "GET", "PUT",                   //
+                         "PUT", "GET", "PUT",                   //
+                         "DELETE", "GET", "PUT",                //
+                         "GET", "PUT", "GET", "GET", "DELETE",  //
+                         "GET",                                 //
+                         "PUT", "GET", "DELETE"}));
+  ASSERT_EQ(seen.size(), 20u);
+  EXPECT_EQ(seen[16].uri, seen[0].uri);
+  EXPECT_NE(seen[17].uri, seen[0].uri);  // the new key
+  EXPECT_EQ(seen[19].uri, seen[17].uri);
   for (const auto& request : seen) {
     EXPECT_EQ(request.uri.rfind("/store/fencepost-probe-", 0), 0u)
         << request.uri;
@@ -100,8 +127,8 @@ TEST(ProbeTest, SendsTheBearerTokenOfAuthTokenFileOnEveryRequest) {
   const auto probe = RunFencepost(
       {"probe", NginxUrl(nginx, "/"), "--auth-token-file", dir / "token"});
   EXPECT_EQ(probe.exit_status, 1) << probe.output;
-  const auto seen = nginx.AwaitRequests(2, "DELETE");
-  ASSERT_EQ(seen.size(), 12u);
+  const auto seen = nginx.AwaitRequests(3, "DELETE");
+  ASSERT_EQ(seen.size(), 20u);
   for (const auto& request : seen) {
     EXPECT_EQ(request.authorization, "Bearer s3cret-token") << request.method;
   }
@@ -133,9 +160,22 @@ TEST(ProbeTest, FencepostHonoursThemThroughItsDataPort) {
                   "(HTTP 412, value unchanged)"))
       << probe.output;
   EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-Match: the store's own ETag: holds "
+                  "(HTTP 200, value written)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "DELETE with If-Match: the store's own ETag: holds "
+                  "(HTTP 204, value deleted)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-None-Match: * to a new key: holds "
+                  "(HTTP 201, value written)"))
+      << probe.output;
+  EXPECT_FALSE(Has(probe.output, "DOES NOT HOLD")) << probe.output;
+  EXPECT_TRUE(Has(probe.output,
                   "verdict: " + url + " honours If-Match and If-None-Match"))
       << probe.output;
-  // The scratch value is gone; its fence stays at the token, as every
+  // The scratch values are gone; its fence stays at the token, as every
   // fence does.
   const auto fences = fencepost::testing::Fetch(server.admin_port(), "GET",
                                                 "/v1/fences?prefix=base/");
@@ -166,6 +206,7 @@ TEST(ProbeTest, FencepostHonoursThemOverTlsWithABearerToken) {
   EXPECT_EQ(probe.exit_status, 0) << probe.output;
   EXPECT_EQ(Count(probe.output, ": holds (HTTP 412, value unchanged)"), 3u)
       << probe.output;
+  EXPECT_EQ(Count(probe.output, ": holds (HTTP 2"), 3u) << probe.output;
 
   probe =
       RunFencepost({"probe", url, "--token", "1", "--tls-ca", dir / "ca.pem"});
@@ -209,11 +250,90 @@ TEST(ProbeTest, A412ThatChangedTheValueDoesNotHold) {
                   "DELETE with a wrong If-Match: DOES NOT HOLD "
                   "(HTTP 412, value deleted)"))
       << probe.output;
+  // Without an ETag a client has no tag to send.
+  EXPECT_EQ(Count(probe.output,
+                  "the store's own ETag: DOES NOT HOLD (the store answered "
+                  "no ETag on GET"),
+            2u)
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-None-Match: * to a new key: DOES NOT HOLD "
+                  "(HTTP 412, value written)"))
+      << probe.output;
 
   // The same store elsewhere ignores the preconditions outright.
   probe = RunFencepost({"probe", url + "/plain"});
   EXPECT_EQ(probe.exit_status, 1) << probe.output;
   EXPECT_EQ(Count(probe.output, "DOES NOT HOLD (HTTP 204"), 3u) << probe.output;
+  for (const auto& request : store.Requests()) {
+    EXPECT_EQ(store.Value(request.target), "") << request.target;
+  }
+}
+
+// Ceph RGW 16.2 answered 412 to an If-Match carrying the quoted ETag it had
+// answered itself: it refuses every conditional write. The wrong tags are
+// refused as they must be, so only the writes whose precondition holds
+// show that a compare-and-set through it never succeeds.
+TEST(ProbeTest, AStoreThatRefusesEveryConditionalWriteDoesNotHonourThem) {
+  fencepost::testing::FakeUpstream store;
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(store.port()) + "/refuses";
+  const auto probe = RunFencepost({"probe", url});
+  EXPECT_EQ(probe.exit_status, 1) << probe.output;
+  EXPECT_TRUE(Has(probe.output, "the store's ETag on GET: \"")) << probe.output;
+  EXPECT_EQ(Count(probe.output, ": holds (HTTP 412, value unchanged)"), 3u)
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-Match: the store's own ETag: DOES NOT HOLD "
+                  "(HTTP 412, value not written)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "DELETE with If-Match: the store's own ETag: DOES NOT HOLD "
+                  "(HTTP 412, value still there)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "PUT with If-None-Match: * to a new key: DOES NOT HOLD "
+                  "(HTTP 412, value missing)"))
+      << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "verdict: " + url +
+                      " does NOT honour If-Match and If-None-Match: it "
+                      "refuses writes whose precondition holds, so a "
+                      "compare-and-set through it cannot succeed\n"))
+      << probe.output;
+  EXPECT_FALSE(Has(probe.output, "could not be removed")) << probe.output;
+  // The If-Match sent was the ETag the store answered, quotes and all.
+  bool matched = false;
+  for (const auto& request : store.Requests()) {
+    EXPECT_EQ(store.Value(request.target), "") << request.target;
+    const auto tag = request.headers.find("if-match");
+    if (tag != request.headers.end() && tag->second.size() > 2 &&
+        tag->second.find("fencepost-probe-wrong-") == std::string::npos) {
+      EXPECT_EQ(tag->second.front(), '"') << tag->second;
+      matched = true;
+    }
+  }
+  EXPECT_TRUE(matched);
+}
+
+// Only 412 tells a client its precondition failed: a store that refuses a
+// failed one with 403, and changes nothing, does not honour them either.
+TEST(ProbeTest, AStoreThatAnswers403ToAFailedPreconditionDoesNotHonourThem) {
+  fencepost::testing::FakeUpstream store;
+  const std::string url =
+      "http://127.0.0.1:" + std::to_string(store.port()) + "/forbids";
+  const auto probe = RunFencepost({"probe", url});
+  EXPECT_EQ(probe.exit_status, 1) << probe.output;
+  EXPECT_EQ(Count(probe.output, ": DOES NOT HOLD (HTTP 403, value unchanged)"),
+            3u)
+      << probe.output;
+  EXPECT_EQ(Count(probe.output, ": holds (HTTP 2"), 3u) << probe.output;
+  EXPECT_TRUE(Has(probe.output,
+                  "verdict: " + url +
+                      " does NOT honour If-Match and If-None-Match: it "
+                      "answers a failed precondition with another status "
+                      "than 412"))
+      << probe.output;
   for (const auto& request : store.Requests()) {
     EXPECT_EQ(store.Value(request.target), "") << request.target;
   }
