@@ -152,7 +152,7 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
       break;
     case Verdict::kAccepted:
       // An upstream's 412 is counted as what it is, not as a write.
-      if (!upstream_refused) context_.Accepted(fence_name, outcome);
+      if (!upstream_refused) context_.Accepted(fence_name, outcome, true);
       break;
   }
   co_return Answer(req, key, fence_name, token, client, result);

@@ -52,7 +52,14 @@ RouteContext::RouteContext(const Config& config, storage::Fences& fences,
       backend_(backend),
       auth_(std::move(auth)),
       metrics_(metrics),
-      scopes_(config.fence_scopes) {}
+      scopes_(config.fence_scopes) {
+  // Told where the backend makes the raise durable, unless the store's feed
+  // tells every replica's.
+  backend_tells_raises_ =
+      backend_.TellRaises([this](const fence::FenceRecord& fence) {
+        if (!watches_.fed_by_store()) PublishFence(fence);
+      });
+}
 
 std::optional<Response> RouteContext::RefuseUnauthorized(
     const Request& req, const std::string& key) {
@@ -210,10 +217,11 @@ void RouteContext::LeaseExpired(const std::string& name,
 }
 
 void RouteContext::Accepted(const std::string& fence_name,
-                            const fence::WriteOutcome& outcome) {
+                            const fence::WriteOutcome& outcome,
+                            bool backend_write) {
   metrics_.WriteAccepted(outcome.decision.advances);
   if (!fence::RaisesFence(outcome) || !outcome.current ||
-      watches_.fed_by_store()) {
+      watches_.fed_by_store() || (backend_write && backend_tells_raises_)) {
     return;
   }
   PublishFence({fence_name, *outcome.current, outcome.updated_at_ns});

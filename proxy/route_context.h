@@ -33,6 +33,8 @@ class RouteContext {
   RouteContext(const Config& config, storage::Fences& fences,
                storage::Backend& backend, metrics::Metrics& metrics,
                BearerAuth auth);
+  // The backend outlives the context: it tells no one after this.
+  ~RouteContext() { backend_.TellRaises(nullptr); }
 
   const Config& config() const { return config_; }
   storage::Fences& fences() { return fences_; }
@@ -102,9 +104,11 @@ class RouteContext {
 
   // An accepted write of the fence `fence_name` (a write, a batch's op, a
   // bump, a lease grant): counts it, and tells watchers when it raised the
-  // fence (fence::RaisesFence).
+  // fence (fence::RaisesFence), unless it is a `backend_write` (answered by
+  // Backend::Write) of a backend that tells of its raises itself
+  // (Backend::TellRaises).
   void Accepted(const std::string& fence_name,
-                const fence::WriteOutcome& outcome);
+                const fence::WriteOutcome& outcome, bool backend_write = false);
   // A lease's change for watchers: "granted", "renewed", "released" or
   // "expired"; the lease document as it stands at `now`. Unless
   // `from_store`, nothing when the store feeds the watchers itself
@@ -130,6 +134,7 @@ class RouteContext {
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;
   std::atomic<bool> draining_ = false;
+  bool backend_tells_raises_ = false;  // Backend::TellRaises
   Journal journal_;
   RejectionLogLimiter log_limiter_;
   storage::WatchHub watches_;

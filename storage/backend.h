@@ -5,12 +5,15 @@
 #include <utility>
 // clang-format on
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
 
 #include "fence/committer.h"
+#include "fence/fence_record.h"
+#include "fence/rules.h"
 #include "fence/token.h"
 #include "http/coro.h"
 #include "http/message.h"
@@ -69,6 +72,17 @@ struct ReadResult {
   std::string detail;  // with an error: what failed, for the log line
 };
 
+// Tells watchers that a write raised `fence` (a `fence` event).
+using FenceRaised = std::function<void(const fence::FenceRecord& fence)>;
+
+// Calls `raised`, when set, if `outcome` raised the fence named `fence`.
+inline void TellIfRaised(const FenceRaised& raised, const std::string& fence,
+                         const fence::WriteOutcome& outcome) {
+  if (raised && fence::RaisesFence(outcome) && outcome.current) {
+    raised({fence, *outcome.current, outcome.updated_at_ns});
+  }
+}
+
 // Where values live. Implementations check and advance the fence (through
 // the Committer) and store the value so that no lower-token write can land
 // after a higher one was acknowledged.
@@ -109,6 +123,15 @@ class Backend {
   virtual Awaitable<WriteResult> Write(WriteRequest request) = 0;
   // Whether the backend can serve now (for /readyz). Never fails.
   virtual Awaitable<bool> Ready() = 0;
+  // Where the events of a fence raised by a write are made. A backend that
+  // makes a write's fence durable before it stores the value elsewhere (fs:,
+  // http://) calls `raised` for every fence its Write raises
+  // (fence::RaisesFence), as soon as the raise is durable and whatever
+  // becomes of the value after it (an upstream's 412, a failed file write,
+  // an unknown outcome), and returns true: the fence stands raised either
+  // way. The others return false, and their caller tells of the accepted
+  // writes they answer. Set once, before the first Write.
+  virtual bool TellRaises(FenceRaised /*raised*/) { return false; }
 };
 
 }  // namespace fencepost::storage

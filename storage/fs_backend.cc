@@ -57,6 +57,8 @@ Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   auto [outcome, shared_turn] = co_await fences_.CommitInTurn(std::move(write));
   result.outcome = std::move(outcome);
   if (!fence::Applied(result.outcome)) co_return result;
+  // Raised now, whatever the file write below does.
+  TellIfRaised(raised_, request.fence, result.outcome);
 
   bool created = false;
   bool changed = false;  // since it was read: by another replica, say
@@ -89,6 +91,11 @@ Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   }
   result.created = created;
   co_return result;
+}
+
+bool FsBackend::TellRaises(FenceRaised raised) {
+  raised_ = std::move(raised);
+  return true;
 }
 
 Awaitable<bool> FsBackend::Ready() {

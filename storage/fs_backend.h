@@ -46,10 +46,12 @@ class FsBackend : public Backend {
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;
+  bool TellRaises(FenceRaised raised) override;
 
  private:
   FsTree tree_;
   Fences& fences_;
+  FenceRaised raised_;
   FenceLocks locks_;
   boost::asio::thread_pool pool_;
 };

@@ -178,15 +178,28 @@ std::string Identity(const struct stat& st) {
 }
 
 // The entity tag of the open file `fd`, which fstat described as `st`: the
-// tag fencepost stored with its write ("TAG IDENTITY"), while the file is
-// still the one written; else (another program wrote it, or set the
-// attribute to anything) one made from everything fstat says of it.
+// tag fencepost stored with its write ("TAG IDENTITY") and the file's change
+// time, while the file is still the one written; else (another program
+// wrote it, or set the attribute to anything) one made from everything
+// fstat says of it.
+//
+// The change time is in the tag, not in the stored identity, because no
+// program can set it: a rewrite in place that restores the modification
+// time (touch -d) still moves it. It cannot be stored beside the tag, since
+// storing anything in the file's attributes moves it too, as does the
+// rename of fencepost's own write; nothing else fencepost does to a file it
+// wrote does, so the tag stays while the file does.
 std::string TagOfFile(int fd, const struct stat& st) {
   const std::string stored = Attribute(fd, kTagXattr);
   const std::size_t space = stored.find(' ');
   if (space != std::string::npos && stored.substr(space + 1) == Identity(st)) {
     std::string tag = stored.substr(0, space);
-    if (fence::ValidTag(tag)) return tag;
+    if (fence::ValidTag(tag)) {
+      char changed[24];
+      const int n = std::snprintf(changed, sizeof changed, "-%llx",
+                                  Nanoseconds(st.st_ctim));
+      return tag + std::string(changed, static_cast<std::size_t>(n));
+    }
   }
   char text[128];
   const int n = std::snprintf(text, sizeof text, "s%llx-%s-%llx",
@@ -440,13 +453,14 @@ std::error_code FsTree::Write(std::string_view key, std::string_view body,
   }
   if (e != 0) return fail(e);
   if (::fsync(file.get()) != 0) return fail(errno);
-  // Where the file system keeps no attributes, the tag is the stat one.
-  if (::fstat(file.get(), &st) != 0) return fail(errno);
-  *etag = TagOfFile(file.get(), st);
-  file.Reset(-1);
   if (::renameat(parent.get(), temp.c_str(), parent.get(), leaf.c_str()) != 0) {
     return fail(errno);
   }
+  // After the rename, which may move the change time (see TagOfFile). Where
+  // the file system keeps no attributes, the tag is the stat one.
+  if (::fstat(file.get(), &st) != 0) return FromErrno(errno);
+  *etag = TagOfFile(file.get(), st);
+  file.Reset(-1);
   if (::fsync(parent.get()) != 0) return FromErrno(errno);
   return {};
 }

@@ -39,10 +39,15 @@ struct FsValue {
 // with `.fencepost-tmp.` are refused (400).
 //
 // Entity tags: each write stores a new random 64-bit tag in the file's
-// user.fencepost.etag attribute (and the Content-Type in
-// user.fencepost.content-type). A file without one (written by another
-// program, or before entity tags) has a tag made from its inode number,
-// modification time and size, which a write by fencepost replaces. The
+// user.fencepost.etag attribute, beside the file's inode number, size and
+// modification time (and the Content-Type in user.fencepost.content-type).
+// The value's tag is that stored tag and the file's change time, while the
+// inode, size and modification time still match; so a rewrite in place by
+// another program changes it, also one that restores the modification time.
+// A file without a stored tag that matches (written by another program, or
+// before entity tags) has a tag made from everything fstat says of it
+// (device, inode, size, modification and change times), which a write by
+// fencepost replaces. The
 // directory's user.fencepost.format attribute records the format (2); a
 // directory without one (format 1) is marked at open, its files kept as
 // they are; a newer format is refused.

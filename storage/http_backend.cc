@@ -1,8 +1,11 @@
 #include "storage/http_backend.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
+#include <cctype>
 #include <optional>
 #include <stdexcept>
+#include <vector>
 
 #include "fence/key.h"
 #include "fence/rules.h"
@@ -35,7 +38,122 @@ HttpResponse Relay(HttpResponse response, bool head) {
   return response;
 }
 
+// Whether `value` starts with a URI scheme and its ':' (RFC 3986 3.1).
+bool HasScheme(std::string_view value) {
+  const std::size_t colon = value.find(':');
+  if (colon == 0 || colon == std::string_view::npos ||
+      !std::isalpha(static_cast<unsigned char>(value[0]))) {
+    return false;
+  }
+  for (const char c : value.substr(0, colon)) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '+' && c != '-' &&
+        c != '.') {
+      return false;
+    }
+  }
+  return value.substr(0, colon).find('/') == std::string_view::npos;
+}
+
+// RFC 3986 5.2.4: `path` without its "." and ".." segments.
+std::string RemoveDotSegments(std::string_view path) {
+  std::vector<std::string_view> kept;
+  const bool absolute = !path.empty() && path.front() == '/';
+  std::size_t at = absolute ? 1 : 0;
+  bool directory = false;  // the result ends with '/'
+  while (at <= path.size()) {
+    const std::size_t slash = std::min(path.find('/', at), path.size());
+    const std::string_view segment = path.substr(at, slash - at);
+    directory = segment == "." || segment == "..";
+    if (segment == "..") {
+      if (!kept.empty()) kept.pop_back();
+    } else if (segment != ".") {
+      kept.push_back(segment);
+    }
+    at = slash + 1;
+  }
+  std::string out = absolute ? "/" : "";
+  for (std::size_t i = 0; i < kept.size(); ++i) {
+    if (i > 0) out += '/';
+    out += kept[i];
+  }
+  if (directory && !kept.empty()) out += '/';
+  return out;
+}
+
 }  // namespace
+
+std::optional<std::string> HttpBackend::OwnReference(
+    std::string_view value, std::string_view upstream_target) const {
+  std::string_view fragment;
+  if (const std::size_t hash = value.find('#'); hash != value.npos) {
+    fragment = value.substr(hash);
+    value = value.substr(0, hash);
+  }
+  // A scheme, or "//": the authority that follows must be the upstream's.
+  bool has_authority = value.substr(0, 2) == "//";
+  if (HasScheme(value)) {
+    const std::size_t colon = value.find(':');
+    std::string scheme(value.substr(0, colon));
+    for (char& c : scheme) c = static_cast<char>(std::tolower(c));
+    if (scheme != "http") return std::nullopt;
+    value = value.substr(colon + 1);
+    has_authority = value.substr(0, 2) == "//";
+    if (!has_authority) return std::nullopt;
+  }
+  std::string path;
+  if (has_authority) {
+    value = value.substr(2);
+    const std::size_t end = std::min(value.find_first_of("/?"), value.size());
+    std::string authority(value.substr(0, end));
+    for (char& c : authority) c = static_cast<char>(std::tolower(c));
+    std::string own = host_header_;
+    for (char& c : own) c = static_cast<char>(std::tolower(c));
+    const bool default_port =
+        options_.upstream.port == "80" && authority + ":80" == own;
+    if (authority != own && !default_port) return std::nullopt;
+    value = value.substr(end);
+    path = "/";  // an empty path after an authority
+  }
+  const std::size_t question = std::min(value.find('?'), value.size());
+  const std::string_view query = value.substr(question);
+  const std::string_view reference = value.substr(0, question);
+  if (!reference.empty() && reference.front() == '/') {
+    path = reference;
+  } else if (!has_authority) {
+    // Relative to the target it answers (RFC 3986 5.2.2 and 5.2.3).
+    std::string_view target =
+        upstream_target.substr(0, upstream_target.find('?'));
+    if (!reference.empty()) target = target.substr(0, target.rfind('/') + 1);
+    path = std::string(target) + std::string(reference);
+  }
+  path = RemoveDotSegments(path);
+  // Under BASE, and a key there: fencepost's own path of that key.
+  if (path.size() <= base_.size() + 1 ||
+      path.compare(0, base_.size(), base_) != 0 || path[base_.size()] != '/') {
+    return std::nullopt;
+  }
+  std::string key;
+  if (fence::DecodeKey(path.substr(base_.size()) + std::string(query), &key) !=
+      fence::KeyError::kOk) {
+    return std::nullopt;
+  }
+  return "/" + fence::EncodeKey(key) + std::string(query) +
+         std::string(fragment);
+}
+
+void HttpBackend::OwnLocations(HttpResponse& response,
+                               std::string_view upstream_target) const {
+  for (const http::field name :
+       {http::field::location, http::field::content_location}) {
+    const auto it = response.find(name);
+    if (it == response.end()) continue;
+    const std::optional<std::string> own =
+        OwnReference(fencepost::http::TrimOws(it->value()), upstream_target);
+    // One field of each at most: a second would be relayed unchecked.
+    response.erase(name);
+    if (own) response.set(name, *own);
+  }
+}
 
 HttpPool::Options HttpBackend::PoolOptions(asio::io_context& io,
                                            const Options& options) {
@@ -137,6 +255,7 @@ Awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   }
   result.found = true;
   result.upstream = Relay(std::move(exchange.response), request.head);
+  OwnLocations(*result.upstream, upstream.target());
   co_return result;
 }
 
@@ -169,6 +288,8 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
   result.outcome = std::move(outcome);
   if (!fence::Applied(result.outcome)) co_return result;
+  // Raised now, whatever the upstream answers (SPEC: it stands there).
+  TellIfRaised(raised_, request.fence, result.outcome);
   using Verdict = fence::WriteOutcome::Verdict;
 
   const HttpRequest upstream = Upstream(*request.original, request.key);
@@ -195,6 +316,7 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
     case Sent::kAnswered:
       result.created = exchange.response.result() == http::status::created;
       result.upstream = Relay(std::move(exchange.response), false);
+      OwnLocations(*result.upstream, upstream.target());
       break;
     case Sent::kNotSent:
       result.outcome.verdict = Verdict::kFailed;
@@ -218,6 +340,11 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
                       ? options_.settle
                       : std::chrono::milliseconds(0));
   co_return result;
+}
+
+bool HttpBackend::TellRaises(FenceRaised raised) {
+  raised_ = std::move(raised);
+  return true;
 }
 
 Awaitable<bool> HttpBackend::Ready() {

@@ -3,7 +3,9 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "storage/backend.h"
@@ -42,10 +44,17 @@ namespace fencepost::storage {
 // Hop-by-hop fields (RFC 9110 section 7.6.1: Connection and the fields it
 // names, Keep-Alive, Proxy-Connection, TE, Trailer, Transfer-Encoding,
 // Upgrade) are not forwarded either way; Host names the upstream;
-// Fencing-Token is sent only with `forward_token`. Connections are kept
-// alive and reused by idempotent requests; a reused connection that turns
-// out closed before any answer is retried once on a new one. POST and PATCH
-// always take a new connection.
+// Fencing-Token is sent only with `forward_token`. An answer's Location and
+// Content-Location never send a client to the upstream around the fence:
+// one that names the upstream's resource of a key (absolute, or relative to
+// the target it answers) is rewritten to fencepost's own path of that key,
+// "/" + fence::EncodeKey(key) and its query; any other is dropped.
+// Connections are kept alive and reused by idempotent requests (never by a
+// conditional PUT or DELETE: a retry could be refused for the write's own
+// effect); a reused connection that turns out closed before any answer is
+// retried once on a new one. POST and PATCH always take a new connection.
+// A fence the write raised is told (Backend::TellRaises) once its commit is
+// durable, before the forward, whatever the upstream then answers.
 //
 // Errors, besides Backend's LMDB ones: storage::Errc::kUpstreamFailed (Read
 // and Write: nothing reached the upstream), kOutcomeUnknown (Write: the
@@ -84,6 +93,7 @@ class HttpBackend : public Backend {
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;
+  bool TellRaises(FenceRaised raised) override;
 
  private:
   using Sent = HttpPool::Sent;
@@ -91,11 +101,19 @@ class HttpBackend : public Backend {
   static HttpPool::Options PoolOptions(boost::asio::io_context& io,
                                        const Options& options);
   HttpRequest Upstream(const HttpRequest& original, std::string_view key) const;
+  // Fencepost's own reference for `value`, a Location or Content-Location of
+  // the answer to `upstream_target`, or nullopt (see the class comment).
+  std::optional<std::string> OwnReference(
+      std::string_view value, std::string_view upstream_target) const;
+  // Rewrites or drops `response`'s Location and Content-Location.
+  void OwnLocations(HttpResponse& response,
+                    std::string_view upstream_target) const;
   // Whether `fence` is held now; sets *seconds to the time left.
   bool Held(const std::string& fence, int* seconds);
 
   Options options_;
   Fences& fences_;
+  FenceRaised raised_;
   std::string host_header_;
   std::string base_;
   HttpPool pool_;

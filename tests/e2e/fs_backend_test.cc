@@ -1,10 +1,12 @@
 // --backend fs:DIR end to end: the real binary, files on disk.
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/xattr.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -12,7 +14,9 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/event_stream.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/long_poll.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -242,6 +246,76 @@ TEST_F(FsBackendTest, SigkillDuringWritesLeavesOnlyWholeFiles) {
     EXPECT_LE(on_disk, FenceToken(restarted.admin_port(), key))
         << key << ": a value landed above its fence";
   }
+}
+
+// A file another program rewrites in place, the same size, and whose
+// modification time it then restores (touch -d): its tag changes all the
+// same (the change time moved), so a compare-and-set from the old tag is
+// 412 and never overwrites the other program's write.
+TEST_F(FsBackendTest, ARewriteInPlaceThatRestoresTheMtimeChangesTheTag) {
+  ServerProcess server(data_, Args());
+  const auto port = server.data_port();
+  auto put = Fetch(port, "PUT", "/doc", {{"Fencing-Token", "1"}}, "aaaa");
+  ASSERT_EQ(put.status, 201);
+  const std::string tag = put.header("etag");
+  ASSERT_EQ(Fetch(port, "GET", "/doc").header("etag"), tag);
+  const fs::path path = store_ / "doc";
+  struct stat before;
+  ASSERT_EQ(::stat(path.c_str(), &before), 0);
+  // Past the clock tick the kernel keeps file times to.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::ofstream(path, std::ios::in | std::ios::out) << "bbbb";  // in place
+  char when[64];
+  std::snprintf(when, sizeof when, "@%lld.%09ld",
+                static_cast<long long>(before.st_mtim.tv_sec),
+                before.st_mtim.tv_nsec);
+  ASSERT_EQ(
+      std::system(
+          ("touch -m -d " + std::string(when) + " " + path.string()).c_str()),
+      0);
+  struct stat after;
+  ASSERT_EQ(::stat(path.c_str(), &after), 0);
+  ASSERT_EQ(after.st_ino, before.st_ino);
+  ASSERT_EQ(after.st_size, before.st_size);
+  ASSERT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  ASSERT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec);
+
+  EXPECT_NE(Fetch(port, "GET", "/doc").header("etag"), tag);
+  auto cas = Fetch(port, "PUT", "/doc",
+                   {{"Fencing-Token", "1"}, {"If-Match", tag}}, "cccc");
+  EXPECT_EQ(cas.status, 412) << cas.body;
+  EXPECT_EQ(testing::ReadFile(path), "bbbb") << "the other program's write";
+}
+
+// A fence raised is an event, whatever becomes of the value: the file's
+// write failing after the fence commit (EIO on its fsync, injected with
+// strace on the one file-system worker's 3rd fsync) is 500, and watchers
+// and a long poll are told of the raise at once.
+TEST_F(FsBackendTest, AFenceRaisedIsToldAlsoWhenTheFileWriteFails) {
+  if (std::system("strace -V >/dev/null 2>&1") != 0) {
+    FAIL() << "strace is not installed; scripts/deps.sh installs it";
+  }
+  { ServerProcess first(data_, Args()); }
+  ServerProcess server(data_, Args(), {"FENCEPOST_TEST_FS_THREADS=1"},
+                       {"strace", "-f", "-qq", "-o", "/dev/null", "-e",
+                        "trace=fsync", "-e", "inject=fsync:error=EIO:when=3"});
+  const auto port = server.data_port(), admin = server.admin_port();
+  ASSERT_EQ(Fetch(port, "PUT", "/w", {{"Fencing-Token", "1"}}, "old").status,
+            201);  // fsync 1 (the file) and 2 (its directory)
+  testing::Watcher watcher(admin, "/v1/watch");
+  testing::LongPoll poll(admin, "w", 1, 2);  // the watcher and the poll
+  auto failed = Fetch(port, "PUT", "/w", {{"Fencing-Token", "2"}}, "new");
+  EXPECT_EQ(failed.status, 500) << failed.body;
+  EXPECT_EQ(Fetch(port, "GET", "/w").body, "old");
+  const testing::HttpResponse polled = poll.Answer();
+  EXPECT_EQ(polled.status, 200);
+  EXPECT_FALSE(polled.has("fencepost-watch")) << "answered at its timeout";
+  EXPECT_NE(polled.body.find("\"token\":2"), std::string::npos) << polled.body;
+  const std::vector<testing::Event> events = watcher.Events(1);
+  ASSERT_EQ(events.size(), 1u) << watcher.raw();
+  EXPECT_EQ(events[0].type, "fence");
+  EXPECT_NE(events[0].data.find("\"token\":2"), std::string::npos)
+      << events[0].data;
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/event_stream.h"
 #include "tests/testing/http_client.h"
+#include "tests/testing/long_poll.h"
 #include "tests/testing/refusing_port.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
@@ -25,10 +27,12 @@ using namespace std::chrono_literals;
 using testing::FakeUpstream;
 using testing::Fetch;
 using testing::HttpClient;
+using testing::LongPoll;
 using testing::MetricValue;
 using testing::NginxProcess;
 using testing::ServerProcess;
 using testing::TempDir;
+using testing::Watcher;
 
 std::string Backend(std::uint16_t port, const std::string& base = "") {
   return "http://127.0.0.1:" + std::to_string(port) + base;
@@ -495,6 +499,146 @@ TEST(HttpBackendTest, AfterACrashEveryFenceWaitsOutTheSettleTime) {
                 100,
             2)
       << "no hold after a clean stop";
+}
+
+// A conditional write is never sent upstream twice. The upstream applies it
+// on a kept-alive connection and closes that without an answer: sent again,
+// its If-Match would no longer hold, and the client, told 412, would take
+// its write for lost although it landed. Its outcome is unknown: 504.
+TEST(HttpBackendTest, AConditionalWriteIsNeverSentAgain) {
+  TempDir dir;
+  FakeUpstream upstream;
+  ServerProcess server(dir / "data", {"--backend", Backend(upstream.port())});
+  const auto port = server.data_port();
+  for (const char* condition : {"If-Match", "If-None-Match"}) {
+    SCOPED_TRACE(condition);
+    const std::string key = std::string("/") + condition;
+    const std::string body = std::string("drop:") + condition;
+    // The GET leaves a kept-alive connection for the write to reuse.
+    ASSERT_EQ(Fetch(port, "GET", key).status, 404);
+    auto put = Fetch(port, "PUT", key,
+                     {{"Fencing-Token", "1"}, {condition, "\"t\""}}, body);
+    EXPECT_EQ(put.status, 504) << put.body;
+    EXPECT_EQ(upstream.Value(key), body) << "it landed";
+    int sent = 0;
+    for (const auto& seen : upstream.Requests()) {
+      sent += seen.method == "PUT" && seen.target == key;
+    }
+    EXPECT_EQ(sent, 1);
+  }
+}
+
+// Location and Content-Location that name the upstream's resource of a key
+// are rewritten to fencepost's own path of that key; any other is dropped,
+// so no answer sends a client around the fence.
+TEST(HttpBackendTest, LocationsNameFencepostsOwnPathOrNothing) {
+  TempDir dir;
+  FakeUpstream upstream;
+  ServerProcess server(dir / "data",
+                       {"--backend", Backend(upstream.port(), "/store")});
+  const auto port = server.data_port();
+  const std::string authority = "127.0.0.1:" + std::to_string(upstream.port());
+  // What the upstream answers to PUT /a/b (as /store/a/b), and what the
+  // client gets ("": no field).
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"http://" + authority + "/store/a/b", "/a/b"},
+      {"HTTP://" + authority + "/store/x%20y?v=1#top", "/x%20y?v=1#top"},
+      {"//" + authority + "/store/c", "/c"},
+      {"/store/p%2Fq", "/p/q"},
+      {"/store/./c/../d", "/d"},
+      {"e", "/a/e"},
+      {"../f", "/f"},
+      {"?v=2", "/a/b?v=2"},
+      {"http://" + authority + "/other/a", ""},
+      {"http://" + authority, ""},
+      {"http://elsewhere.example/store/a", ""},
+      {"https://" + authority + "/store/a", ""},
+      {"http://user@" + authority + "/store/a", ""},
+      {"ftp://" + authority + "/store/a", ""},
+      {"/store", ""},
+      {"/storehouse/a", ""},
+      {"/store/dir/", ""},
+      {"/store/%2e%2e/secret", ""},
+      {"../../outside", ""},
+  };
+  for (const auto& [sent, want] : cases) {
+    SCOPED_TRACE(sent);
+    for (const char* field : {"Location", "Content-Location"}) {
+      auto put = Fetch(
+          port, "PUT", "/a/b",
+          {{"Fencing-Token", "1"}, {std::string("Echo-") + field, sent}}, "v");
+      EXPECT_EQ(put.status / 100, 2);
+      const std::string lower =
+          field[0] == 'L' ? "location" : "content-location";
+      EXPECT_EQ(put.has(lower), !want.empty()) << field;
+      EXPECT_EQ(put.header(lower), want) << field;
+    }
+  }
+  // Reads too.
+  auto get = Fetch(port, "GET", "/a/b",
+                   {{"Echo-Location", "http://" + authority + "/store/a/c"},
+                    {"Echo-Content-Location", "/elsewhere"}});
+  EXPECT_EQ(get.status, 200);
+  EXPECT_EQ(get.header("location"), "/a/c");
+  EXPECT_FALSE(get.has("content-location"));
+
+  // nginx names the resource it created with its own absolute URL.
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  ServerProcess front(dir / "front",
+                      {"--backend", Backend(nginx.port(), "/store")});
+  auto created =
+      Fetch(front.data_port(), "PUT", "/a/b", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_EQ(created.status, 201);
+  EXPECT_EQ(created.header("location"), "/a/b");
+  // Its redirect to a directory ("/store/a/") names no key: dropped.
+  auto directory = Fetch(front.data_port(), "GET", "/a");
+  EXPECT_EQ(directory.status, 301);
+  EXPECT_FALSE(directory.has("location")) << directory.header("location");
+}
+
+// The fence is made durable at the write's token before the forward, so it
+// stands there whatever the upstream answers (SPEC), and watchers are told
+// at once: also of an upstream's 412, an unknown outcome (504) and a write
+// that never reached the upstream (502).
+TEST(HttpBackendTest, AFenceRaisedBeforeAForwardIsToldWhateverTheAnswer) {
+  TempDir dir;
+  FakeUpstream upstream(1000ms);
+  const std::uint16_t refusing = testing::FreePort();
+  struct Case {
+    std::uint16_t upstream;
+    std::string key;
+    testing::Headers headers;
+    std::string body;
+    int status;
+  };
+  const std::vector<Case> cases = {
+      {upstream.port(), "lies/a", {{"If-Match", "\"t\""}}, "v", 412},
+      {upstream.port(), "b", {}, "stall:v", 504},
+      {refusing, "c", {}, "v", 502},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key);
+    ServerProcess server(
+        dir / std::to_string(c.status),
+        {"--backend", Backend(c.upstream), "--upstream-timeout", "0.3"});
+    const auto admin = server.admin_port();
+    Watcher watcher(admin, "/v1/watch");
+    LongPoll poll(admin, c.key, 6, 2);  // the watcher and the poll
+    testing::Headers headers = c.headers;
+    headers.emplace_back("Fencing-Token", "7");
+    auto put = Fetch(server.data_port(), "PUT", "/" + c.key, headers, c.body);
+    EXPECT_EQ(put.status, c.status) << put.body;
+    const testing::HttpResponse polled = poll.Answer();
+    EXPECT_EQ(polled.status, 200);
+    EXPECT_FALSE(polled.has("fencepost-watch")) << "answered at its timeout";
+    EXPECT_NE(polled.body.find("\"token\":7"), std::string::npos)
+        << polled.body;
+    const std::vector<testing::Event> events = watcher.Events(1);
+    ASSERT_EQ(events.size(), 1u) << watcher.raw();
+    EXPECT_EQ(events[0].type, "fence");
+    EXPECT_NE(events[0].data.find("\"token\":7"), std::string::npos)
+        << events[0].data;
+  }
 }
 
 TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
