@@ -10,8 +10,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 counter=${COUNTER:-}
 if [ -z "$counter" ]; then
-  counter=$(built counter build-test/examples/counter/counter \
-    build/examples/counter/counter) || exit 2
+  counter=$(built counter examples/counter/counter) || exit 2
 fi
 start_server
 

@@ -15,8 +15,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 leader=${LEADER:-}
 if [ -z "$leader" ]; then
-  leader=$(built leader build-test/examples/leader/leader \
-    build/examples/leader/leader) || exit 2
+  leader=$(built leader examples/leader/leader) || exit 2
 fi
 start_server
 metric() { curl -s "$FENCEPOST_ADMIN/metrics" | sed -n "s/^$1 //p"; }

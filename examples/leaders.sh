@@ -13,8 +13,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 leader=${LEADER:-}
 if [ -z "$leader" ]; then
-  leader=$(built leader build-test/examples/leader/leader \
-    build/examples/leader/leader) || exit 2
+  leader=$(built leader examples/leader/leader) || exit 2
 fi
 start_server --fence-scope jobs/
 

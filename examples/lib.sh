@@ -1,37 +1,91 @@
 # Shared by the example scripts (sourced, not run). They find fencepost
-# and the C++ leader as `built` says, unless FENCEPOST and LEADER name them.
+# and the C++ programs as `built` says (building them when need be), unless
+# FENCEPOST, LEADER and COUNTER name them.
 
-# built NAME PATH...: the program the examples run as NAME: NAME on the
-# PATH, else the first PATH (relative to the checkout) that was built, else
-# it exits 2 saying what to do.
+# What the caller's shell holds of FENCEPOST_* (a FENCEPOST_MODE=observe,
+# a FENCEPOST_ADMIN of another server) would change the servers the examples
+# start and send their client commands elsewhere: none of it is used. The
+# client commands get FENCEPOST_DATA and FENCEPOST_ADMIN from start_server,
+# and `serve` starts a server with no FENCEPOST_* at all.
+while read -r variable; do
+  unset "$variable"
+done < <(compgen -e | grep '^FENCEPOST_' || true)
 examples_checkout=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# needs COMMAND...: each COMMAND must be on the PATH; when one is missing,
+# scripts/deps.sh examples installs what the examples run (etcd-server,
+# curl, procps, and what building them takes), else it exits 2 saying so.
+needs() {
+  local command
+  for command in "$@"; do
+    command -v "$command" >/dev/null 2>&1 && continue
+    if [ -x "$examples_checkout/scripts/deps.sh" ]; then
+      echo "$command is missing: installing what the examples need" \
+        "(scripts/deps.sh examples)" >&2
+      "$examples_checkout/scripts/deps.sh" examples >&2 || exit 2
+      command -v "$command" >/dev/null 2>&1 && continue
+    fi
+    echo "$command is missing: scripts/deps.sh examples installs it" >&2
+    exit 2
+  done
+}
+needs curl pgrep
+
+# built NAME PATH: the program the examples run as NAME: NAME on the PATH,
+# else PATH (relative to a build directory) as scripts/run.sh (build-release),
+# scripts/test.sh (build-test) or the README's cmake commands (build) built
+# it, else it is built now as scripts/run.sh builds fencepost (in
+# build-release, once); when that cannot be, it exits 2 saying what to do.
 built() {
-  local name=$1 path
-  shift
+  local name=$1 path=$2 build
   if command -v "$name" >/dev/null 2>&1; then
     echo "$name"
     return
   fi
-  for path in "$@"; do
-    if [ -x "$examples_checkout/$path" ]; then
-      echo "$examples_checkout/$path"
+  for build in build-release build-test build; do
+    if [ -x "$examples_checkout/$build/$path" ]; then
+      echo "$examples_checkout/$build/$path"
       return
     fi
   done
+  if [ -f "$examples_checkout/CMakeLists.txt" ] &&
+    [ -x "$examples_checkout/scripts/deps.sh" ]; then
+    echo "building $name in build-release (once, as scripts/run.sh builds" \
+      "fencepost)" >&2
+    if "$examples_checkout/scripts/deps.sh" build >&2 &&
+      cmake -S "$examples_checkout" -B "$examples_checkout/build-release" \
+        -G Ninja -DCMAKE_BUILD_TYPE=Release -DFENCEPOST_BUILD_TESTS=OFF >&2 &&
+      cmake --build "$examples_checkout/build-release" --target "$name" >&2 &&
+      [ -x "$examples_checkout/build-release/$path" ]; then
+      echo "$examples_checkout/build-release/$path"
+      return
+    fi
+    echo "building $name failed" >&2
+    exit 2
+  fi
   echo "$name is neither on the PATH nor built in $examples_checkout" \
-    "($*); run scripts/run.sh, or name it: ${name^^}=/path/to/$name" >&2
+    "(build-release/$path), and this is no checkout to build it in;" \
+    "name it: ${name^^}=/path/to/$name" >&2
   exit 2
 }
 
-# FENCEPOST names the binary; without it, fencepost on the PATH, else the
-# build of scripts/run.sh (build-release), of scripts/test.sh (build-test)
-# or of the README's cmake commands (build).
+# FENCEPOST names the binary; without it, fencepost on the PATH, else a
+# build of it (see built).
 if [ -n "${FENCEPOST:-}" ]; then
   fencepost=$FENCEPOST
 else
-  fencepost=$(built fencepost build-release/proxy/fencepost \
-    build-test/proxy/fencepost build/proxy/fencepost) || exit 2
+  fencepost=$(built fencepost proxy/fencepost) || exit 2
 fi
+
+# serve [SERVE FLAGS...]: `fencepost serve` with no FENCEPOST_* variable
+# (start_server's FENCEPOST_DATA and FENCEPOST_ADMIN are for the clients).
+serve() {
+  local unset=() variable
+  while read -r variable; do
+    unset+=(-u "$variable")
+  done < <(compgen -e | grep '^FENCEPOST_' || true)
+  env "${unset[@]}" "$fencepost" serve "$@"
+}
 
 # signal_lease_run SIGNAL PID: SIGNAL to `lease run` PID and its process
 # group (when setsid started it, it leads one), and to its command's
@@ -52,7 +106,7 @@ signal_lease_run() {
 # when the script exits.
 start_server() {
   server_dir=$(mktemp -d)
-  "$fencepost" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+  serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
     --data-dir "$server_dir/data" "$@" 2>"$server_dir/server.log" &
   server_pid=$!
   trap stop_server EXIT

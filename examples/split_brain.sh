@@ -15,7 +15,8 @@
 # the bug fencing prevents. With `replicas`, the same story as `enforce`
 # through three fencepost replicas that share fences and leases in a
 # 3-member etcd cluster (tests/coordination/etcd_cluster.sh starts it on
-# free ports of 127.0.0.1; etcd-server must be installed): A is granted and
+# free ports of 127.0.0.1; etcd-server is installed by scripts/deps.sh,
+# which the script runs when etcd is missing): A is granted and
 # writes through the first replica, B is granted and writes through the
 # third, the value is read through the second, and the counters are summed
 # over the three. With `push`, A holds the lease with a 30 s TTL and is not
@@ -48,7 +49,7 @@ replica_pids=()
 start_replicas() {
   local i line
   for i in $(seq 1 "$1"); do
-    "$fencepost" serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
+    serve --listen 127.0.0.1:0 --admin-listen 127.0.0.1:0 \
       --fence-store "etcd://$2/split-brain" --backend etcd \
       --fence-scope orders/ 2>"$server_dir/replica-$i.log" &
     replica_pids+=($!)
@@ -69,6 +70,7 @@ start_replicas() {
 admins=()
 datas=()
 if [ "$mode" = replicas ]; then
+  needs etcd python3  # etcd-server; etcd_cluster.sh picks ports with python3
   server_dir=$(mktemp -d)
   endpoints=$("$etcd_cluster" start "$server_dir/etcd")
   [ -n "$endpoints" ] || { echo "etcd did not start" >&2 && exit 1; }

@@ -3,6 +3,7 @@
 #   scripts/deps.sh          # everything the tests need (scripts/test.sh)
 #   scripts/deps.sh build    # only what building the server needs (run.sh)
 #   scripts/deps.sh fuzz     # the tests' packages and clang (tests/fuzz/run.sh)
+#   scripts/deps.sh examples # what examples/*.sh run and build with
 # Every program a test or an example runs comes from here (checked in a clean
 # Debian 12 root by scripts/fresh-root.sh): procps (ps, pgrep), etcdctl
 # (etcd-client; etcd-server lacks it), python3 with yaml and fusepy, ...
@@ -18,7 +19,9 @@ packages=(
 if [ "${1:-}" = fuzz ]; then
   packages+=(clang-14 libclang-rt-14-dev)
 fi
-if [ "${1:-}" != build ]; then
+if [ "${1:-}" = examples ]; then
+  packages+=(curl procps python3 etcd-server@etcd)
+elif [ "${1:-}" != build ]; then
   packages+=(
     libgtest-dev libbenchmark-dev lmdb-utils
     curl openssl wrk nginx strace procps python3 python3-yaml
@@ -26,6 +29,8 @@ if [ "${1:-}" != build ]; then
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl
     etcd-server etcd-client@etcdctl zookeeperd postgresql-15
+    ceph-mon ceph-osd radosgw ceph-common
+    python3-boto3 s3cmd rclone awscli
   )
 fi
 missing=()

@@ -16,6 +16,7 @@
 #include "client/client.h"
 #include "client/documents.h"
 #include "tests/client/helpers.h"
+#include "tests/testing/bounds.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
 
@@ -266,10 +267,7 @@ TEST(CommandsTest, LeaseRunStopsTheCommandAndExits75WhenTheLeaseIsLost) {
   ASSERT_EQ(admin.AcquireLease("jobs/l", "thief", milliseconds(10000))
                 .response.status,
             200);
-  const auto taken = Clock::now();
-  EXPECT_EQ(run.Wait(milliseconds(5000)), 75) << run.Output();
-  // Within a renewal period, plus the grace for a command ignoring SIGTERM.
-  EXPECT_LT(Clock::now() - taken, milliseconds(2500));
+  EXPECT_EQ(run.Wait(fencepost::testing::kNoHang), 75) << run.Output();
   EXPECT_TRUE(Has(run.Output(), "lease lost")) << run.Output();
   EXPECT_TRUE(Has(run.Output(), "SIGKILL")) << run.Output();
   const auto lease = ParseLease(admin.GetLease("jobs/l").response.body);

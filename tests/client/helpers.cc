@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -174,7 +175,8 @@ bool MakeCertificates(const std::string& dir) {
              dir + "/server.pem -extfile " + dir + "/server.ext");
 }
 
-CommandProcess::CommandProcess(const std::vector<std::string>& args) {
+CommandProcess::CommandProcess(const std::vector<std::string>& args)
+    : serve_(!args.empty() && args[0] == "serve") {
   static int counter = 0;
   output_path_ = "/tmp/fencepost-client-command-" + std::to_string(getpid()) +
                  "-" + std::to_string(counter++) + ".log";
@@ -183,6 +185,8 @@ CommandProcess::CommandProcess(const std::vector<std::string>& args) {
   std::vector<char*> argv = {binary.data()};
   for (std::string& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
+  const std::vector<std::string> inherited =
+      fencepost::testing::FencepostVariables();
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
@@ -192,27 +196,50 @@ CommandProcess::CommandProcess(const std::vector<std::string>& args) {
     ::dup2(fd, 2);
     const int null = ::open("/dev/null", O_RDONLY);
     ::dup2(null, 0);
+    for (const std::string& name : inherited) ::unsetenv(name.c_str());
     ::execv(binary.c_str(), argv.data());
     ::_exit(127);
   }
 }
 
 CommandProcess::~CommandProcess() {
+  if (pid_ > 0 && serve_ && !signalled_) {
+    // Exited by itself (or is exiting): the status, without waiting.
+    if (const int status = Wait(std::chrono::milliseconds(0)); status >= 0) {
+      const std::string output = Output();
+      ADD_FAILURE() << "the server exited by itself (status " << status
+                    << "; 128 + N: signal N), not at the test's word; its "
+                    << "output ends:\n"
+                    << output.substr(output.size() > 4000 ? output.size() - 4000
+                                                          : 0);
+    }
+  }
+  if (pid_ > 0 && serve_) {
+    ::kill(pid_, SIGTERM);
+    Wait(std::chrono::seconds(10));
+  }
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     Wait(std::chrono::seconds(5));
+  }
+  const std::string output = Output();
+  if (const std::string report = fencepost::testing::SanitizerReport(output);
+      !report.empty()) {
+    ADD_FAILURE() << "the command's sanitizer reported:\n" << report;
   }
   ::unlink(output_path_.c_str());
 }
 
 void CommandProcess::Signal(int signal) {
-  if (pid_ > 0) ::kill(pid_, signal);
+  if (pid_ <= 0) return;
+  if (signal != SIGSTOP && signal != SIGCONT) signalled_ = true;
+  ::kill(pid_, signal);
 }
 
 int CommandProcess::Wait(std::chrono::milliseconds timeout) {
   if (pid_ <= 0) return -1;
   const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
+  do {
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
@@ -220,8 +247,10 @@ int CommandProcess::Wait(std::chrono::milliseconds timeout) {
       if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
       return -1;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+    if (timeout.count() > 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  } while (std::chrono::steady_clock::now() < deadline);
   return -1;
 }
 

@@ -77,7 +77,16 @@ class Relay {
 bool MakeCertificates(const std::string& dir);
 
 // Runs the fencepost binary with `args` in its own process, its stdout and
-// stderr going to a file, so a test can signal it while it runs.
+// stderr going to a file, so a test can signal it while it runs. It gets
+// none of the FENCEPOST_* variables of the tests' environment (see
+// fencepost::testing::FencepostVariables).
+//
+// A `serve` ends only at the test's word, as ServerProcess's do: when the
+// destructor finds that it exited although the test had sent it no signal
+// through Signal, the running test fails with its status and output's
+// tail. The destructor stops a `serve` with SIGTERM first (so that a
+// sanitizer's checks at exit run), any other command with SIGKILL; and a
+// sanitizer's report in any command's output fails the running test.
 class CommandProcess {
  public:
   explicit CommandProcess(const std::vector<std::string>& args);
@@ -85,13 +94,17 @@ class CommandProcess {
   CommandProcess(const CommandProcess&) = delete;
   CommandProcess& operator=(const CommandProcess&) = delete;
   pid_t pid() const { return pid_; }
+  // Any signal but SIGSTOP and SIGCONT is the test's word to end it.
   void Signal(int signal);
-  // The exit status (128 + signal when killed), or -1 after `timeout`.
+  // The exit status (128 + signal when killed), or -1 after `timeout`; the
+  // status is the test's to check, whoever ended the process.
   int Wait(std::chrono::milliseconds timeout = std::chrono::seconds(15));
   std::string Output() const;
 
  private:
   pid_t pid_ = -1;
+  bool serve_ = false;
+  bool signalled_ = false;  // the test sent a signal that may end it
   std::string output_path_;
 };
 

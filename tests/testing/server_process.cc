@@ -28,21 +28,6 @@ bool UsesTestSwitches(const std::vector<std::string>& env) {
   return false;
 }
 
-// The server reads FENCEPOST_<FLAG> for every flag, so a variable in the
-// environment the tests run in (a FENCEPOST_MODE=observe left in a shell)
-// would change the server under test: the child unsets these names, and
-// only what the test sets in `env` reaches it. Listed before the fork.
-std::vector<std::string> InheritedSwitches() {
-  std::vector<std::string> names;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry = *e;
-    if (entry.rfind("FENCEPOST_", 0) == 0) {
-      names.emplace_back(entry.substr(0, entry.find('=')));
-    }
-  }
-  return names;
-}
-
 pid_t Spawn(const std::vector<std::string>& args,
             const std::vector<std::string>& env, const std::string& log_path,
             const std::vector<std::string>& wrapper = {}) {
@@ -56,7 +41,7 @@ pid_t Spawn(const std::vector<std::string>& args,
   for (std::string& a : copy) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const std::vector<std::string> inherited = InheritedSwitches();
+  const std::vector<std::string> inherited = FencepostVariables();
   // LeakSanitizer's reports of libraries' own allocations (a sanitizer
   // build's servers; ignored by others), unless the caller chose.
   std::string lsan = "LSAN_OPTIONS=suppressions=" FENCEPOST_SOURCE_DIR
@@ -121,6 +106,17 @@ bool Dying(pid_t pid) {
 }
 
 }  // namespace
+
+std::vector<std::string> FencepostVariables() {
+  std::vector<std::string> names;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry = *e;
+    if (entry.rfind("FENCEPOST_", 0) == 0) {
+      names.emplace_back(entry.substr(0, entry.find('=')));
+    }
+  }
+  return names;
+}
 
 std::string SanitizerReport(const std::string& output) {
   for (const char* marker : {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer",

@@ -68,6 +68,14 @@ class ServerProcess {
   std::uint16_t admin_port_ = 0;
 };
 
+// The names of the FENCEPOST_* variables of this process's environment.
+// The server reads FENCEPOST_<FLAG> for every flag and the client commands
+// FENCEPOST_ADMIN and FENCEPOST_DATA, so one left in the shell the tests
+// run in (FENCEPOST_MODE=observe) would change what is under test: every
+// child the harness starts has these unset (listed before its fork), and
+// gets only what the test gives it.
+std::vector<std::string> FencepostVariables();
+
 // The excerpt of `output` around a sanitizer's report (ASan, LSan, TSan,
 // UBSan), or "" when it has none.
 std::string SanitizerReport(const std::string& output);
