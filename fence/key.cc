@@ -66,6 +66,18 @@ KeyError DecodeKey(std::string_view target, std::string* key) {
   return ValidateKey(*key);
 }
 
+KeyError DecodeName(std::string_view target, const Scopes& scopes,
+                    std::string* name) {
+  if (KeyError error = CheckTarget(target); error != KeyError::kOk) {
+    return error;
+  }
+  // The target is well-formed, so *name holds it decoded whatever the key's
+  // checks found: a scope's prefix passed --fence-scope's own checks.
+  const KeyError error = DecodeKey(target, name);
+  return error != KeyError::kOk && scopes.IsScope(*name) ? KeyError::kOk
+                                                         : error;
+}
+
 KeyError ValidateKey(std::string_view key) {
   if (key.empty()) return KeyError::kEmpty;
   if (key.size() > kMaxNameBytes) return KeyError::kTooLong;

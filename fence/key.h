@@ -6,6 +6,7 @@
 
 #include "codec/key.h"
 #include "codec/utf8.h"
+#include "fence/scope.h"
 
 namespace fencepost::fence {
 
@@ -43,6 +44,14 @@ KeyError CheckTarget(std::string_view target);
 // query is not part of it. On success `key` holds the key; on failure it is
 // unspecified.
 KeyError DecodeKey(std::string_view target, std::string* key);
+
+// Turns a target that names a fence or a lease (the admin port's
+// /v1/fences/NAME and /v1/leases/NAME, without their path) into its name:
+// a key, as DecodeKey, or exactly the prefix of a configured scope, which
+// names that scope's fence although it need not be a key (`orders/` ends
+// in '/'). On failure, DecodeKey's error.
+KeyError DecodeName(std::string_view target, const Scopes& scopes,
+                    std::string* name);
 
 // The canonical path of a valid key, without the leading '/' (codec/key.h,
 // which the client library shares). DecodeKey("/" + EncodeKey(k)) == k for

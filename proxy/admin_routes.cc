@@ -23,7 +23,6 @@ using routes::PathOf;
 using routes::Problemed;
 using routes::QueryParam;
 using routes::ReadToken;
-using routes::StaleToken;
 using routes::Text;
 
 namespace {
@@ -131,7 +130,8 @@ Response AdminRoutes::FenceAnswer(const Request& req, const std::string& key,
 }
 
 Awaitable<Response> AdminRoutes::Bump(const Request& req,
-                                      const std::string& key) {
+                                      const std::string& key,
+                                      const std::string& client) {
   fence::Token token = 0;
   ReadToken(req, &token);
   fence::FencedWrite write;
@@ -155,8 +155,9 @@ Awaitable<Response> AdminRoutes::Bump(const Request& req,
           fence);
     case fence::WriteOutcome::Verdict::kRejected:
     case fence::WriteOutcome::Verdict::kObserved:
-      metrics_.StaleRejected(token, outcome.current.value_or(token));
-      co_return Problemed(req, StaleToken(key, token, outcome.current));
+      co_return context_.RefuseStale(req, key, fence.name, token,
+                                     outcome.current, client,
+                                     "stale_bump_rejected");
     case fence::WriteOutcome::Verdict::kFailed:
     case fence::WriteOutcome::Verdict::kPreconditionFailed:  // bumps have none
       break;

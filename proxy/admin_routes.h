@@ -38,8 +38,11 @@ class AdminRoutes : private RouteUnit {
   // Whether the target is /v1/fences/NAME with NAME exactly a configured
   // --fence-scope prefix (which ends in '/' and so is not a key).
   bool NamesScope(const Request& request) const;
-  // PUT /v1/fences/KEY: raises the fence guarding `key`.
-  Awaitable<Response> Bump(const Request& request, const std::string& key);
+  // PUT /v1/fences/KEY: raises the fence guarding `key` (or the scope
+  // named `key`). A stale token is refused as a stale write is
+  // (RouteContext::RefuseStale), `client` in the rejection journal.
+  Awaitable<Response> Bump(const Request& request, const std::string& key,
+                           const std::string& client);
   Awaitable<Response> ListFences(const Request& request);
   Response ListRejections(const Request& request);
   Response LogLevel(const Request& request);

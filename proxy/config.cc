@@ -458,6 +458,7 @@ Usage:
   fencepost fence get|bump ...                  (fencepost fence --help)
   fencepost batch --token N [FILE]              (fencepost batch --help)
   fencepost probe URL [--token N]               (fencepost probe --help)
+  fencepost watch [PREFIX]                     (fencepost watch --help)
   fencepost --help | --version
 
 Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):

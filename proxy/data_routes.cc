@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "fence/accept.h"
 #include "fence/errc.h"
 #include "fence/key.h"
 #include "fence/rules.h"
@@ -40,6 +41,25 @@ storage::WriteKind KindOf(http::verb verb) {
   }
 }
 
+// The 409 of `write` when its token is stale, for a write that would
+// otherwise be refused with a 400 of its own (a malformed If-Match, say):
+// the token is checked first (SPEC "Conditional writes"). Nothing when the
+// token is not stale, in observe mode, or when the fence cannot be read
+// (the 400 then stands: neither answer changes anything).
+Awaitable<std::optional<Response>> StaleFirst(
+    RouteContext& context, const Request& req, const std::string& key,
+    const storage::WriteRequest& write, const std::string& client) {
+  if (!write.token || write.observe) co_return std::nullopt;
+  const storage::Fences::Read read = co_await context.fences().Get(write.fence);
+  if (read.error || !read.fence ||
+      fence::Decide(read.fence->token, *write.token).accepted) {
+    co_return std::nullopt;
+  }
+  co_return context.RefuseStale(req, key, write.fence, *write.token,
+                                read.fence->token, client,
+                                "stale_write_rejected");
+}
+
 }  // namespace
 
 DataRoutes::DataRoutes(RouteContext& context) : RouteUnit(context) {}
@@ -74,8 +94,11 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
     Problem problem(ProblemType::kPreconditionFailed,
                     "the value's entity tag does not meet If-Match", key);
     problem.with_current_etag = true;
-    if (read.found) problem.current_etag = QuoteTag(read.etag);
-    co_return Problemed(req, std::move(problem));
+    if (!read.etag.empty()) problem.current_etag = QuoteTag(read.etag);
+    Response res = Problemed(req, std::move(problem));
+    // As a write's 412 and the 200 would: the tag the value has.
+    if (!read.etag.empty()) res.set(http::field::etag, QuoteTag(read.etag));
+    co_return res;
   }
   if (fence::NotModified(pre, now)) {
     // No body; Content-Length is the value's, as RFC 9110 8.6 allows.
@@ -118,6 +141,9 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   if (state == TokenState::kOk) write.token = token;
   write.observe = observe;
   if (std::optional<Response> bad = TakeConditions(req, key, write)) {
+    if (auto stale = co_await StaleFirst(context_, req, key, write, client)) {
+      co_return std::move(*stale);
+    }
     co_return std::move(*bad);
   }
   write.body = req.body();
@@ -332,10 +358,9 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
       ReadBatch(req.body(), token, config_.mode == Mode::kObserve, scopes_);
   if (!ops.error.empty()) {
     co_return Problemed(
-        req,
-        {ops.key.empty() ? ProblemType::kBadRequest : ProblemType::kBadKey,
-         ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
-         std::nullopt, std::nullopt});
+        req, {ops.bad_key ? ProblemType::kBadKey : ProblemType::kBadRequest,
+              ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
+              std::nullopt, std::nullopt});
   }
   std::string apart;
   if (auto refused = fences_.RefuseBatch(ops.batch, &apart)) {

@@ -86,9 +86,12 @@ std::optional<Response> RouteContext::RefuseWrite(const Request& req,
 }
 
 std::optional<Response> RouteContext::RefuseKey(const Request& req,
+                                                metrics::Port port,
                                                 std::string_view target,
                                                 std::string* key) {
-  const fence::KeyError error = fence::DecodeKey(target, key);
+  const fence::KeyError error = port == metrics::Port::kAdmin
+                                    ? fence::DecodeName(target, scopes_, key)
+                                    : fence::DecodeKey(target, key);
   if (error == fence::KeyError::kOk) return std::nullopt;
   return Problemed(req,
                    {ProblemType::kBadKey, std::string(fence::Describe(error)),

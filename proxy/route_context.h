@@ -55,8 +55,10 @@ class RouteContext {
     return log_limiter_.Admit(fence_name);
   }
 
-  // The 400 for a target that is not a key; sets *key when it is one.
-  std::optional<Response> RefuseKey(const Request& request,
+  // The 400 for a target that is not a name; sets *key when it is one. On
+  // the data port a name is a key; on the admin port (a fence's, a lease's)
+  // it may also be a configured scope's prefix (fence::DecodeName).
+  std::optional<Response> RefuseKey(const Request& request, metrics::Port port,
                                     std::string_view target, std::string* key);
   // The 401, 400 or 428 a fenced write or bump earns before its fence is
   // looked at: a missing or wrong credential, an invalid token, or a

@@ -138,7 +138,7 @@ const Route kRoutes[] = {
     Answered(Port::kAdmin, Match::kUnder, kFencesPath, kPut, KeyAt::kAfterPath,
              kKey | kToken, nullptr,
              [](const RouteUnits& u, const RouteCall& c) {
-               return u.admin.Bump(c.request, c.key);
+               return u.admin.Bump(c.request, c.key, c.client);
              }),
     NotAllowed(Port::kAdmin, Match::kUnder, kFencesPath, KeyAt::kAfterPath,
                kNothing, "GET, HEAD, PUT"),

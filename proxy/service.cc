@@ -57,7 +57,9 @@ std::optional<Response> Service::Admit(const Route& route, const Request& req,
                                        bool whole, std::string* key) {
   if (route.key != Route::KeyAt::kNone && (whole || (route.needs & kKey))) {
     const std::string_view target = KeyTarget(route, req.target());
-    if (auto refused = context_.RefuseKey(req, target, key)) return refused;
+    if (auto refused = context_.RefuseKey(req, route.port, target, key)) {
+      return refused;
+    }
   }
   if (route.needs & kBearer) return context_.RefuseUnauthorized(req, *key);
   if (route.needs & kToken) return context_.RefuseWrite(req, *key, false);

@@ -33,6 +33,17 @@ TEST(CliTest, VersionAndHelp) {
   auto help = RunFencepost({"--help"});
   EXPECT_EQ(help.exit_status, 0);
   EXPECT_NE(help.output.find("--max-map-size"), std::string::npos);
+  // Every client command is named, each with where its own help is.
+  for (const std::string command :
+       {"fencepost lease ", "fencepost fence ", "fencepost batch ",
+        "fencepost probe ", "fencepost watch "}) {
+    EXPECT_NE(help.output.find(command), std::string::npos)
+        << command << "\n" << help.output;
+  }
+  auto watch_help = RunFencepost({"watch", "--help"});
+  EXPECT_EQ(watch_help.exit_status, 0);
+  EXPECT_NE(watch_help.output.find("fencepost watch [PREFIX]"),
+            std::string::npos);
 }
 
 TEST(CliTest, BadFlagsExitTwoWithAMessage) {

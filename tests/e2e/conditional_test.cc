@@ -195,6 +195,81 @@ TEST_P(ConditionalTest, ReadsAnswerTagsTypesAndNotModified) {
             std::string::npos);
 }
 
+// If-None-Match lists decide writes too; If-Match compares strongly, so
+// a weak tag never matches, even the value's own.
+TEST_P(ConditionalTest, TagListsAndWeakTagsOnWrites) {
+  auto server = Start();
+  const auto port = server->data_port();
+  ASSERT_EQ(Put(port, "k", "v1", "3").status, 201);
+  const std::string tag = Fetch(port, "GET", "/k").header("etag");
+  ASSERT_FALSE(tag.empty());
+
+  // A list that names the current tag refuses; one that does not applies.
+  HttpResponse listed =
+      Put(port, "k", "v2", "3", {{"If-None-Match", "\"x\", " + tag}});
+  EXPECT_EQ(listed.status, 412);
+  EXPECT_EQ(listed.header("etag"), tag);
+  EXPECT_EQ(Fetch(port, "GET", "/k").body, "v1");
+  HttpResponse other =
+      Put(port, "k", "v2", "3", {{"If-None-Match", "\"x\", \"y\""}});
+  EXPECT_EQ(other.status, 200);
+  const std::string now = other.header("etag");
+  ASSERT_FALSE(now.empty());
+
+  // W/ and the current tag: no strong match, on PUT and DELETE.
+  EXPECT_EQ(Put(port, "k", "v3", "3", {{"If-Match", "W/" + now}}).status, 412);
+  EXPECT_EQ(Fetch(port, "DELETE", "/k",
+                  {{"Fencing-Token", "3"}, {"If-Match", "W/" + now}})
+                .status,
+            412);
+  EXPECT_EQ(Fetch(port, "GET", "/k").body, "v2");
+  EXPECT_EQ(
+      Put(port, "k", "v3", "3", {{"If-Match", "W/" + now + ", " + now}}).status,
+      200);
+}
+
+// The token is checked first: a stale token is 409 also when If-Match,
+// If-None-Match or Content-Type is malformed (else 400, as when fresh).
+TEST_P(ConditionalTest, AStaleTokenIsRefusedBeforeAMalformedPrecondition) {
+  auto server = Start();
+  const auto port = server->data_port();
+  ASSERT_EQ(Put(port, "k", "v1", "5").status, 201);
+  for (const testing::Headers& bad : std::vector<testing::Headers>{
+           {{"If-Match", "unquoted"}},
+           {{"If-None-Match", "\"a\" \"b\""}},
+           {{"If-Match", "*, \"a\""}},
+           {{"Content-Type", std::string(256, 'a')}}}) {
+    const std::string field = bad.front().first;
+    HttpResponse stale = Put(port, "k", "v2", "4", bad);
+    EXPECT_EQ(stale.status, 409) << field;
+    EXPECT_NE(stale.body.find("\"current_token\":5"), std::string::npos)
+        << field << ": " << stale.body;
+    EXPECT_EQ(Put(port, "k", "v2", "5", bad).status, 400) << field;
+    EXPECT_EQ(Put(port, "never", "v", "1", bad).status, 400) << field;
+  }
+  EXPECT_EQ(Fetch(port, "DELETE", "/k",
+                  {{"Fencing-Token", "4"}, {"If-Match", "unquoted"}})
+                .status,
+            409);
+  EXPECT_EQ(Fetch(port, "GET", "/k").body, "v1");
+  EXPECT_EQ(Fetch(server->admin_port(), "GET", "/v1/fences/never").status,
+            404);
+}
+
+// A GET's 412 carries the value's ETag, as a write's does.
+TEST_P(ConditionalTest, AReadsPreconditionFailureCarriesTheTag) {
+  auto server = Start();
+  const auto port = server->data_port();
+  ASSERT_EQ(Put(port, "k", "v1", "1").status, 201);
+  const std::string tag = Fetch(port, "GET", "/k").header("etag");
+  for (const std::string method : {"GET", "HEAD"}) {
+    HttpResponse refused =
+        Fetch(port, method, "/k", {{"If-Match", "\"other\""}});
+    EXPECT_EQ(refused.status, 412) << method;
+    EXPECT_EQ(refused.header("etag"), tag) << method;
+  }
+}
+
 // The interleaving a lost update needs, planted: two readers of the same
 // tag each write an increment. Without If-Match the second write lands
 // over the first (the negative control); with it, the second is 412.
@@ -301,6 +376,22 @@ TEST(ConditionalBatchTest, OneFailingPreconditionRefusesTheWholeBatch) {
       batch("2", R"({"op":"put","key":"x","value":"eA==","if_none_match":"a"})")
           .status,
       400);
+
+  // A malformed if_match is the op's fault, not its key's: bad-request,
+  // naming the key. A bad key is bad-key.
+  HttpResponse bad_tag = batch(
+      "2", R"({"op":"put","key":"a","value":"YTE=","if_match":"a b"})");
+  EXPECT_EQ(bad_tag.status, 400);
+  EXPECT_NE(bad_tag.body.find("urn:fencepost:problem:bad-request"),
+            std::string::npos)
+      << bad_tag.body;
+  EXPECT_NE(bad_tag.body.find("\"key\":\"a\""), std::string::npos);
+  HttpResponse bad_key =
+      batch("2", R"({"op":"put","key":"a//b","value":"YTE="})");
+  EXPECT_EQ(bad_key.status, 400);
+  EXPECT_NE(bad_key.body.find("urn:fencepost:problem:bad-key"),
+            std::string::npos)
+      << bad_key.body;
 }
 
 // A batch refused for a precondition takes no log record numbers: the

@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 
+#include "tests/testing/event_stream.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
@@ -274,6 +275,49 @@ TEST(MessagesTest, LeaseGrantsLossesAndReleasesAreLogged) {
   EXPECT_EQ(MetricValue(m, "fencepost_lease_expirations_total"), 1) << m;
   EXPECT_EQ(MetricValue(m, "fencepost_lease_grants_total"), 2);
   EXPECT_EQ(MetricValue(m, "fencepost_lease_releases_total"), 1);
+}
+
+// A bump refused for a stale token is told as a refused write is: a
+// `rejection` event for watchers, the rejection journal, the count and
+// the log line.
+TEST(MessagesTest, AStaleBumpIsToldAsARejection) {
+  TempDir dir;
+  ServerProcess server(dir.path(), {"--log-format", "json"});
+  const auto admin = server.admin_port();
+  const auto bump = [&](const std::string& name, int token) {
+    return Fetch(admin, "PUT", "/v1/fences/" + name,
+                 {{"Fencing-Token", std::to_string(token)}})
+        .status;
+  };
+  testing::Watcher watcher(admin, "/v1/watch?prefix=p/");
+  // The stream is open once a raise of a marker fence comes through it.
+  bool open = false;
+  for (int token = 1; token <= 100 && !open; ++token) {
+    ASSERT_EQ(bump("p/marker", token), token == 1 ? 201 : 200);
+    open = !watcher.EventsFor(100).empty();
+  }
+  ASSERT_TRUE(open) << watcher.raw();
+  const std::size_t before = watcher.EventsFor(0).size();
+  ASSERT_EQ(bump("p/a", 9), 201);
+  ASSERT_EQ(bump("p/a", 4), 409);
+  const std::vector<testing::Event> events = watcher.Events(before + 2);
+  ASSERT_EQ(events.size(), before + 2) << watcher.raw();
+  EXPECT_EQ(events.back().type, "rejection");
+  EXPECT_NE(events.back().data.find(
+                "\"key\":\"p/a\",\"fence\":\"p/a\",\"presented_token\":4,"
+                "\"current_token\":9,\"method\":\"PUT\""),
+            std::string::npos)
+      << events.back().data;
+
+  EXPECT_NE(Fetch(admin, "GET", "/v1/rejections")
+                .body.find("\"presented_token\":4,\"current_token\":9"),
+            std::string::npos);
+  const std::string m = Fetch(admin, "GET", "/metrics").body;
+  EXPECT_EQ(
+      MetricValue(m, "fencepost_writes_rejected_total{reason=\"stale_token\"}"),
+      1);
+  EXPECT_NE(LogWith(server, "stale_bump_rejected").find("stale_bump_rejected"),
+            std::string::npos);
 }
 
 }  // namespace
