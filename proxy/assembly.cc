@@ -270,6 +270,10 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     if (test.max_queue_writes) {
       options.committer.max_queue_writes = *test.max_queue_writes;
     }
+    if (test.segment_bytes) {
+      // Shards divides it among the shards.
+      options.committer.segment_bytes = *test.segment_bytes * config.lmdb_shards;
+    }
     // The io thread decides, logs, syncs and answers: no hand-off to
     // another thread between a request and its answer.
     options.committer.loop = storage::CommitLoopOn(io_);

@@ -19,6 +19,9 @@ struct TestSwitches {
   bool one_fs_thread = false;
   // No hold after an unknown upstream outcome, to show what it prevents.
   bool disable_upstream_gate = false;
+  // Each log segment's size, so a test goes round the segments with little
+  // data (fence::Shards still keeps at least its floor).
+  std::optional<std::size_t> segment_bytes;
 };
 
 }  // namespace fencepost::proxy

@@ -5,10 +5,11 @@
 // fsync/fdatasync the disk was asked for, whatever issued it (a syscall or
 // an io_uring operation such as IORING_OP_FSYNC); strace records, with the
 // same clock, the answers the server sends (sendmsg) and the fs: backend's
-// value writes (write), which are syscalls. One client first, then many
-// clients on two shards, where each answer is tied to the write that put
-// its record in a log segment and to a sync of that segment that began
-// after it.
+// value writes (write), which are syscalls, and the http:// backend's
+// requests to its upstream. One client first, then many clients on two
+// shards, where each answer (or value write, or forward upstream) is tied
+// to the write that put its record in a log segment and to a sync of that
+// segment that began after it.
 
 #include <gtest/gtest.h>
 
@@ -29,6 +30,7 @@
 #include "tests/testing/powercut_fs.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost {
 namespace {
@@ -244,23 +246,37 @@ std::string Excerpt(const std::vector<FsEvent>& journal,
 enum class After {
   kAnswer,      // its 2xx (sendmsg)
   kValueWrite,  // the fs: backend's write of its value into the store
+  kForward,     // the http:// backend's PUT to its upstream
 };
 
 // When each write's `after` began (strace's entry), by token: the answer
-// carrying Fencing-Token N, or the write() of the body "v<N>q".
+// carrying Fencing-Token N, the write() of the body "v<N>q", or the first
+// send of the request line "PUT /w<N>z HTTP/1.1" to the upstream.
 std::map<int, std::int64_t> Followers(After after, const std::string& trace) {
   const std::regex token(R"(Fencing-Token: ([0-9]+)\\r\\n)");
   const std::regex value(R"(^write\([0-9]+<[^>]*>, "v([0-9]{1,6})q")");
+  // One buffer, or (sendmsg) the method, target and version in iovecs.
+  const std::regex forward(
+      R"("PUT(?:", iov_len=[0-9]+\}, \{iov_base=")? /w([0-9]{1,6})z)"
+      R"((?:", iov_len=[0-9]+\}, \{iov_base=")? HTTP/1\.1\\r\\n)");
   std::map<int, std::int64_t> at;
   for (const Call& call : ReadTrace(trace)) {
     std::smatch m;
     const std::string from_name = call.line.substr(call.line.find(call.name));
-    const bool found =
-        after == After::kAnswer
-            ? call.name == "sendmsg" &&
-                  call.line.find("HTTP/1.1 20") != std::string::npos &&
-                  std::regex_search(call.line, m, token)
-            : call.name == "write" && std::regex_search(from_name, m, value);
+    bool found = false;
+    switch (after) {
+      case After::kAnswer:
+        found = call.name == "sendmsg" &&
+                call.line.find("HTTP/1.1 20") != std::string::npos &&
+                std::regex_search(call.line, m, token);
+        break;
+      case After::kValueWrite:
+        found = call.name == "write" && std::regex_search(from_name, m, value);
+        break;
+      case After::kForward:
+        found = std::regex_search(from_name, m, forward);
+        break;
+    }
     if (found) at.emplace(std::stoi(m[1]), call.ns);
   }
   return at;
@@ -300,7 +316,7 @@ int WritesAheadOfTheirSync(After after, const std::vector<std::string>& args,
     // -x: bytes that are not printable appear as \xNN; -y names a write's
     // file.
     std::vector<std::string> wrapper =
-        Strace(trace, "sendmsg,write", {"-y", "-x", "-s", "65536"});
+        Strace(trace, "sendmsg,sendto,write,writev", {"-y", "-x", "-s", "65536"});
     if (without_io_uring) wrapper.push_back(FENCEPOST_WITHOUT_IO_URING);
     ServerProcess server(fs.mountpoint() + "/data", all, env, wrapper);
     std::atomic<int> next{1};
@@ -397,6 +413,29 @@ TEST(DurabilityTest, AnAnswerBeforeItsSyncIsCaught) {
   EXPECT_GT(WritesAheadOfTheirSync(After::kAnswer, {},
                                    {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"},
                                    false, true),
+            0);
+}
+
+// The http:// backend forwards a write upstream only once its fence's
+// record is durable: a power cut after the forward cannot leave the
+// upstream's value above a fence that went back.
+TEST(DurabilityTest, TheHttpBackendForwardsEachWriteAfterItsFencesSync) {
+  testing::FakeUpstream upstream;
+  EXPECT_EQ(WritesAheadOfTheirSync(
+                After::kForward,
+                {"--backend",
+                 "http://127.0.0.1:" + std::to_string(upstream.port())},
+                {}, true),
+            0);
+}
+
+TEST(DurabilityTest, AForwardBeforeItsFencesSyncIsCaught) {
+  testing::FakeUpstream upstream;
+  EXPECT_GT(WritesAheadOfTheirSync(
+                After::kForward,
+                {"--backend",
+                 "http://127.0.0.1:" + std::to_string(upstream.port())},
+                {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"}, false, true),
             0);
 }
 

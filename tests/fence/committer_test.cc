@@ -1,10 +1,20 @@
 #include "fence/committer.h"
 
 #include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <future>
 #include <latch>
@@ -252,6 +262,125 @@ TEST_F(CommitterTest, GroupCommitKeepsTheAcceptRuleUnderContention) {
       << "concurrent writes should share commits";
 }
 
+// Conditional writes from several threads at once, each a read of the
+// value and its tag, then a put with If-Match on that tag (a counter): a
+// put whose tag is no longer the value's must be refused, so every
+// increment that was accepted is counted once. Also run under TSan: the
+// reads race the committer's publishing and the applier's retiring.
+TEST_F(CommitterTest, ConditionalIncrementsFromManyThreadsAreEachCountedOnce) {
+  constexpr int kThreads = 4, kEach = 40;
+  // The value and its tag as readers see them: the overlay, else LMDB.
+  auto read = [this](std::string* body, std::string* tag) {
+    auto lock = env_.overlay().Lock();
+    if (const Overlay::Value* v = env_.overlay().FindValue("counter")) {
+      *body = v->present ? v->body : "";
+      *tag = v->present ? TagOf(v->seq) : "";
+      return;
+    }
+    Env::ReadTxn txn(env_);
+    lock.unlock();
+    StoredValue stored;
+    ASSERT_EQ(ReadValue(txn.get(), env_.values(), "counter", &stored), 0);
+    *body = stored.found ? std::string(stored.body) : "";
+    *tag = stored.found ? TagOf(stored.seq) : "";
+  };
+  ASSERT_EQ(Commit(FencedWrite{"counter", 1, false,
+                               ValueOp{ValueOp::Kind::kPut, "counter", "0"}})
+                .verdict,
+            Verdict::kAccepted);
+  std::atomic<int> refused = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int done = 0; done < kEach;) {
+        std::string body, tag;
+        read(&body, &tag);
+        FencedWrite w{"counter", 1, false,
+                      ValueOp{ValueOp::Kind::kPut, "counter",
+                              std::to_string(std::stoi(body) + 1)}};
+        w.precondition.has_match = true;
+        w.precondition.match = {tag};
+        const WriteOutcome o = Commit(std::move(w));
+        if (o.verdict == Verdict::kAccepted) {
+          ++done;
+        } else {
+          ASSERT_EQ(o.verdict, Verdict::kPreconditionFailed);
+          EXPECT_NE(o.etag, tag);
+          ++refused;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(Value("counter"), std::to_string(kThreads * kEach));
+  committer_.Stop();
+  EXPECT_EQ(Value("counter"), std::to_string(kThreads * kEach));
+}
+
+// Keys that are their own fences (KeptFence: the fence kept in the value
+// record) written, deleted and bumped from several threads while others
+// read the fences: a reader never sees a fence go down, whether it reads
+// the overlay or LMDB, before or after the applier moved the fence between
+// the value record and the fences database. Also run under TSan.
+TEST_F(CommitterTest, KeptFencesNeverReadLowerUnderConcurrentWritesAndDeletes) {
+  constexpr int kWriters = 3, kReaders = 2, kEach = 300, kKeys = 4;
+  std::atomic<std::uint64_t> next = 1;
+  std::atomic<bool> writing = true;
+  std::vector<std::thread> readers;
+  std::atomic<int> lowered = 0;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&] {
+      std::vector<Token> seen(kKeys, 0);
+      const FenceStore store(env_);
+      while (writing) {
+        for (int k = 0; k < kKeys; ++k) {
+          std::optional<FenceRecord> fence;
+          ASSERT_FALSE(store.Get("kept" + std::to_string(k), &fence));
+          if (!fence) continue;
+          if (fence->token < seen[k]) ++lowered;
+          seen[k] = std::max(seen[k], fence->token);
+        }
+      }
+    });
+  }
+  std::vector<std::thread> writers;
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&, w] {
+      std::mt19937 rng(w);
+      for (int i = 0; i < kEach; ++i) {
+        const std::string key = "kept" + std::to_string(rng() % kKeys);
+        const Token token = next++;
+        std::optional<ValueOp> op;
+        switch (rng() % 3) {
+          case 0:
+            op = ValueOp{ValueOp::Kind::kPut, key, std::to_string(token)};
+            break;
+          case 1:
+            op = ValueOp{ValueOp::Kind::kDelete, key, ""};
+            break;
+          default:
+            break;  // a bump
+        }
+        const WriteOutcome o = Commit(FencedWrite{key, token, false, op});
+        ASSERT_TRUE(o.verdict == Verdict::kAccepted ||
+                    o.verdict == Verdict::kRejected);
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  writing = false;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(lowered, 0) << "a reader saw a fence go down";
+  committer_.Stop();
+  Token highest = 0;
+  for (int k = 0; k < kKeys; ++k) {
+    if (auto fence = Get("kept" + std::to_string(k))) {
+      highest = std::max(highest, fence->token);
+    }
+  }
+  EXPECT_EQ(highest, next - 1) << "the highest token is some key's fence";
+}
+
 TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
   testing::TempDir dir;
   Env env({dir.path(), 1u << 20});
@@ -469,6 +598,125 @@ TEST(CommitterGroupTest, ARefusedBatchLeavesNoGapInItsGroup) {
   EXPECT_EQ(outcomes[1].verdict, Verdict::kPreconditionFailed);
   EXPECT_EQ(outcomes[2].etag, "2");
   EXPECT_EQ(outcomes[3].etag, "3");
+  committer.Stop();
+}
+
+// Where io_uring is forbidden (a container with Docker's default seccomp
+// profile) the log's syncs run in SyncRing::Submit, and Submit must still
+// wake the loop's watch of its eventfd, as io_uring's completion would:
+// otherwise a lone write waits for the committer's next timer tick, up to a
+// second. The test runs itself again (this one case) in a child process
+// where io_uring_setup fails, as tests/testing/without_io_uring.cc arranges
+// for the server; there a hand-turned loop that never runs the timer's
+// watch must still answer a lone write.
+constexpr char kWithoutIoUring[] = "FENCEPOST_TEST_CHILD_WITHOUT_IO_URING";
+
+// Makes io_uring_setup fail with EPERM in this process and its children.
+bool ForbidIoUring() {
+#if defined(__x86_64__)
+  constexpr unsigned kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr unsigned kArch = AUDIT_ARCH_AARCH64;
+#else
+  return false;
+#endif
+  sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog program{
+      static_cast<unsigned short>(sizeof filter / sizeof *filter), filter};
+  return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+         prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
+// What an open descriptor is, as /proc names it ("anon_inode:[timerfd]").
+std::string Describe(int fd) {
+  std::error_code ec;
+  return std::filesystem::read_symlink(
+             "/proc/self/fd/" + std::to_string(fd), ec)
+      .string();
+}
+
+TEST(SyncFallbackTest, WithoutIoUringALoneWriteIsAnsweredBeforeAnyTick) {
+  const ::testing::TestInfo* me =
+      ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name =
+      std::string(me->test_suite_name()) + "." + me->name();
+  if (std::getenv(kWithoutIoUring) == nullptr) {
+    // The parent: the same case again, in a child without io_uring.
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      if (!ForbidIoUring() || ::setenv(kWithoutIoUring, "1", 1) != 0) {
+        ::_exit(120);
+      }
+      const std::string filter = "--gtest_filter=" + name;
+      ::execl("/proc/self/exe", "committer_test", filter.c_str(), nullptr);
+      ::_exit(121);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "the child died: " << status;
+    EXPECT_EQ(WEXITSTATUS(status), 0)
+        << "the case failed without io_uring (120: no seccomp filter, 121: "
+           "no exec; its output is above)";
+    return;
+  }
+  testing::TempDir dir;
+  Env env{{dir.path(), 64u << 20}};
+  // Runs posted work and the eventfd's watch, never the timer's.
+  std::vector<std::function<void()>> posted;
+  std::vector<std::pair<int, std::function<void()>>> watched;
+  Committer::Options options;
+  options.loop = {[&](std::function<void()> fn) { posted.push_back(fn); },
+                  [&](int fd, std::function<void()> ready) {
+                    watched.emplace_back(fd, std::move(ready));
+                  }};
+  Committer committer(env, options);
+  ASSERT_FALSE(committer.sync_fallback().empty())
+      << "io_uring was available in the child";
+  std::vector<std::function<void()>> on_eventfd;
+  int timers = 0;
+  for (auto& [fd, ready] : watched) {
+    const std::string what = Describe(fd);
+    if (what.find("[timerfd]") != std::string::npos) {
+      ++timers;
+    } else {
+      ASSERT_NE(what.find("[eventfd]"), std::string::npos) << what;
+      on_eventfd.push_back([fd = fd, ready = ready] {
+        pollfd p{fd, POLLIN, 0};
+        if (::poll(&p, 1, 10) == 1) ready();
+      });
+    }
+  }
+  ASSERT_EQ(timers, 1) << "the committer watches its timer";
+  ASSERT_EQ(on_eventfd.size(), 1u);
+
+  std::atomic<bool> answered = false;
+  committer.Submit(FencedWrite{"lone", 1, false, std::nullopt},
+                   [&](WriteOutcome o) {
+                     EXPECT_EQ(o.verdict, WriteOutcome::Verdict::kAccepted);
+                     answered = true;
+                   });
+  // Bounded only for the failure: without the wake-up, nothing here ever
+  // answers it.
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!answered && std::chrono::steady_clock::now() < deadline) {
+    std::vector<std::function<void()>> now;
+    now.swap(posted);
+    for (auto& fn : now) fn();
+    on_eventfd[0]();
+  }
+  EXPECT_TRUE(answered)
+      << "the sync's completion did not wake the loop: the write waited for "
+         "the timer";
   committer.Stop();
 }
 

@@ -29,7 +29,12 @@
 // group syncs are missing): the test must then fail, which shows that it
 // sees a missing sync; with `log`, the history check is what fails.
 // PowerLossTest.ALogThatDoesNotSyncIsCaught runs that `log` control in the
-// test command, and FsBackendWritesSurvivePowerCuts the fs: backend.
+// test command, FsBackendWritesSurvivePowerCuts the fs: backend,
+// HttpBackendWritesSurvivePowerCuts the http:// backend (its upstream off
+// the mount), and AcknowledgedWritesSurvivePowerCutsAcrossSegmentSwitches
+// small log segments (the test build's FENCEPOST_TEST_SEGMENT_BYTES) with
+// large values, the journal checked for a switch ahead of the sync of the
+// segment left (testing::SwitchesAheadOfTheirSync).
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -72,6 +77,7 @@ using testing::ServerProcess;
 using testing::TempDir;
 
 constexpr int kThreads = 4;
+constexpr int kSettleMs = 600;  // the http:// backend's --upstream-settle
 // Readers GET the keys' values and fences while the writers run: a read
 // must show nothing older than a write acknowledged before it was sent,
 // and nothing that was never written (Checker::Add).
@@ -129,7 +135,47 @@ void ExpectTheCutDropsUnsyncedWrites(PowercutFs& fs, bool lying) {
 struct PowerCutRun {
   std::string lying;       // see LyingDisk
   bool fs_values = false;  // the fs: backend, its store on the same mount
+  // The http:// backend in front of an upstream off the mount, which keeps
+  // everything a cut drops: a write forwarded before its fence was durable
+  // would show as a value above its fence.
+  bool http_values = false;
+  // Log segments this small (the test build's FENCEPOST_TEST_SEGMENT_BYTES;
+  // 0: the product's), and a writer of large values to other keys, so the
+  // log switches segments several times a cycle; the journal then shows
+  // whether each switch waited for the sync of the segment left.
+  std::size_t segment_bytes = 0;
   int cycles = 20;
+};
+
+// Large values to keys the history does not check, so the log goes round
+// its segments; only the load's keys are checked after a cut.
+class Ballast {
+ public:
+  void Start(std::uint16_t port) {
+    stop_ = false;
+    thread_ = std::thread([this, port] {
+      try {
+        testing::HttpClient client(port);
+        const std::string body(256u << 10, 'b');
+        for (int i = 0; !stop_; ++i) {
+          client.Request("PUT", "/ballast/" + std::to_string(i % 8),
+                         {{"Fencing-Token", std::to_string(++token_)}}, body);
+        }
+      } catch (const std::exception&) {
+        // The server was killed.
+      }
+    });
+  }
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  ~Ballast() { Stop(); }
+
+ private:
+  std::atomic<bool> stop_ = false;
+  std::uint64_t token_ = 0;  // rises across restarts
+  std::thread thread_;
 };
 
 std::vector<std::string> PowerCuts(const PowerCutRun& run) {
@@ -142,6 +188,7 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   TempDir dir;
   testing::PowercutFsOptions options;
   options.lying = run.lying;
+  options.journal = run.segment_bytes != 0;
   PowercutFs fs(dir.path(), options);
   const std::string& mnt = fs.mountpoint();
   ExpectTheCutDropsUnsyncedWrites(fs, run.lying == "1");
@@ -152,16 +199,38 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   args.insert(args.end(), {"--fence-scope", "pair/"});
   if (run.fs_values)
     args.insert(args.end(), {"--backend", "fs:" + mnt + "/store"});
+  // Off the mount, outliving every kill and cut.
+  std::optional<testing::FakeUpstream> upstream;
+  if (run.http_values) {
+    upstream.emplace();
+    args.insert(args.end(),
+                {"--backend", "http://127.0.0.1:" + std::to_string(upstream->port()),
+                 "--upstream-settle", std::to_string(kSettleMs / 1000.0)});
+  }
+  std::vector<std::string> env;
+  if (run.segment_bytes != 0) {
+    env.push_back("FENCEPOST_TEST_SEGMENT_BYTES=" +
+                  std::to_string(run.segment_bytes));
+  }
+  const bool batches = !run.fs_values && !run.http_values;
   Load load(kKeys, kHot, kThreads);
+  if (run.http_values) {
+    load.AcceptRelayed404OnDelete();
+    load.ExpectHeldFences();
+  }
   // Through this FUSE mount an open that races a rename of the same name
   // can fail with ENOENT (the high-level FUSE API finds files by path), which
   // a kernel file system never does: with the fs: backend's values on the
   // mount, a GET racing a PUT's rename would read a value as gone. There,
   // only fences are read.
-  load.ReadAlong(kReaders, /*values=*/!run.fs_values);
+  // Through http://, values are the upstream's: only fences are read.
+  load.ReadAlong(kReaders, /*values=*/batches);
   // Two leases named like written keys: a grant raises the key's fence.
   LeaseLoad leases({"cut/a", "cut/e", "cut-lease"});
   BatchLoad batch_load;
+  Ballast ballast;
+  std::size_t life_began = 0;  // the journal's length at the server's start
+  int switches = 0;
   Restarts restarts;
   std::size_t grants_added = 0;
   std::mt19937 rng(std::random_device{}());
@@ -169,7 +238,7 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   std::uint64_t dropped = 0;
   std::int64_t load_ns = 0;
   auto started = std::chrono::steady_clock::now();
-  auto server = std::make_unique<ServerProcess>(data, args);
+  auto server = std::make_unique<ServerProcess>(data, args, env);
   int cycle = 0;
   for (; cycle < run.cycles && found.empty(); ++cycle) {
     const std::size_t before = load.history().size();
@@ -177,13 +246,17 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
     const std::size_t acked_before = load.acknowledged();
     load.Start(server->data_port(), server->admin_port());
     leases.Start(server->admin_port());
-    if (!run.fs_values) batch_load.Start(server->data_port());
+    if (batches) batch_load.Start(server->data_port());
+    if (run.segment_bytes != 0) ballast.Start(server->data_port());
     // The cut lands at a random moment after the cycle's first
     // acknowledgement, as in the crash loop: every write is synced through
     // the FUSE mount, and a restarted server's first answers can take
     // longer than a short pause on a loaded machine.
     load.AwaitAcknowledgedAbove(acked_before, std::chrono::seconds(20));
-    std::this_thread::sleep_for(std::chrono::milliseconds(100 + rng() % 400));
+    // Through http://, a start after a kill holds the fences for the settle
+    // time (bumps go through): the cut lands once PUTs flow again.
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        100 + rng() % 400 + (run.http_values ? kSettleMs : 0)));
     // Still answering at the kill (see the crash loop).
     EXPECT_TRUE(load.AcknowledgesWithin(std::chrono::seconds(10)))
         << "cycle " << cycle << ": no write was acknowledged for 10 s while "
@@ -193,6 +266,7 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
     load.Stop();
     leases.Stop();
     batch_load.Stop();
+    ballast.Stop();
     load_ns += Now() - began;
     for (const auto* lost : {&load.disconnects(), &leases.disconnects(),
                              &batch_load.disconnects()}) {
@@ -201,11 +275,21 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
       }
     }
 
+    if (run.segment_bytes != 0) {
+      const auto journal = fs.Journal();
+      int seen = 0;
+      for (auto& line : testing::SwitchesAheadOfTheirSync(
+               journal, life_began, journal.size(), &seen)) {
+        found.push_back(std::move(line));
+      }
+      switches += seen;
+    }
     dropped += fs.Cut();  // the process is gone: now the power goes
 
     try {
       started = std::chrono::steady_clock::now();
-      server = std::make_unique<ServerProcess>(data, args);
+      if (run.segment_bytes != 0) life_began = fs.Journal().size();
+      server = std::make_unique<ServerProcess>(data, args, env);
     } catch (const std::exception& e) {
       ADD_FAILURE() << "cycle " << cycle
                     << ": no restart after the cut: " << e.what()
@@ -215,9 +299,11 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
     found = leases.Recover(server->admin_port());
     const auto grants = leases.GrantsAsWrites(load.keys(), grants_added);
     grants_added = leases.grants().size();
-    for (auto& v :
-         restarts.Check(load.history(), ReadState(*server, load.keys()), grants,
-                        load.reads())) {
+    for (auto& v : restarts.Check(
+             load.history(),
+             ReadState(server->data_port(), server->admin_port(), load.keys(),
+                       run.http_values),
+             grants, load.reads())) {
       found.push_back(std::move(v));
     }
     for (auto& v : leases.Check(server->admin_port(), load.history())) {
@@ -233,6 +319,11 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   server.reset();  // off the mount before it is unmounted
   const std::size_t acked = load.AcknowledgedSince(0);
   std::cout << "power loss" << (run.fs_values ? " (fs:)" : "")
+            << (run.http_values ? " (http://)" : "")
+            << (run.segment_bytes != 0
+                    ? " (segments of " + std::to_string(run.segment_bytes) +
+                          " bytes, " + std::to_string(switches) + " switches)"
+                    : "")
             << (run.lying.empty() ? "" : " on a lying disk (" + run.lying + ")")
             << ": " << cycle << " cuts, " << load.history().size()
             << " writes, " << load.reads().size() << " reads, " << acked
@@ -253,11 +344,16 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
       fence_reads += r.kind == Read::Kind::kFence;
     }
     EXPECT_GT(fence_reads, 0u);
-    if (!run.fs_values) {
+    if (batches) {
       EXPECT_GT(load.reads().size() - fence_reads, 0u) << "no value was read";
-    }
-    if (!run.fs_values) {
       EXPECT_GT(batch_load.acknowledged(), 0u);
+    }
+    if (run.http_values) {
+      // Every start after a kill held the fences for the settle time.
+      EXPECT_GT(load.refused(), 0u);
+    }
+    if (run.segment_bytes != 0) {
+      EXPECT_GT(switches, 0) << "the log never switched segments";
     }
   }
   return found;
@@ -276,6 +372,27 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCuts) {
 TEST(PowerLossTest, FsBackendWritesSurvivePowerCuts) {
   PowerCutRun run;
   run.fs_values = true;
+  run.cycles = Cycles(8);
+  for (const auto& v : PowerCuts(run)) ADD_FAILURE() << v;
+}
+
+// The http:// backend, its upstream off the cut file system: a write is
+// forwarded only once its fence is durable, so no value the upstream kept
+// is above a fence a cut sent back.
+TEST(PowerLossTest, HttpBackendWritesSurvivePowerCuts) {
+  PowerCutRun run;
+  run.http_values = true;
+  run.cycles = Cycles(8);
+  for (const auto& v : PowerCuts(run)) ADD_FAILURE() << v;
+}
+
+// Small log segments (the test build's switch; Shards keeps them at least
+// 2 MiB) and large values: the log switches segments in every cycle, a cut
+// lands near switches, and the journal shows each switch after the sync of
+// the segment left (recovery would read a gap otherwise).
+TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCutsAcrossSegmentSwitches) {
+  PowerCutRun run;
+  run.segment_bytes = 2u << 20;
   run.cycles = Cycles(8);
   for (const auto& v : PowerCuts(run)) ADD_FAILURE() << v;
 }
