@@ -272,7 +272,8 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     }
     if (test.segment_bytes) {
       // Shards divides it among the shards.
-      options.committer.segment_bytes = *test.segment_bytes * config.lmdb_shards;
+      options.committer.segment_bytes =
+          *test.segment_bytes * config.lmdb_shards;
     }
     // The io thread decides, logs, syncs and answers: no hand-off to
     // another thread between a request and its answer.

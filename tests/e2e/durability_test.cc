@@ -315,8 +315,8 @@ int WritesAheadOfTheirSync(After after, const std::vector<std::string>& args,
     all.insert(all.end(), args.begin(), args.end());
     // -x: bytes that are not printable appear as \xNN; -y names a write's
     // file.
-    std::vector<std::string> wrapper =
-        Strace(trace, "sendmsg,sendto,write,writev", {"-y", "-x", "-s", "65536"});
+    std::vector<std::string> wrapper = Strace(
+        trace, "sendmsg,sendto,write,writev", {"-y", "-x", "-s", "65536"});
     if (without_io_uring) wrapper.push_back(FENCEPOST_WITHOUT_IO_URING);
     ServerProcess server(fs.mountpoint() + "/data", all, env, wrapper);
     std::atomic<int> next{1};
@@ -421,22 +421,22 @@ TEST(DurabilityTest, AnAnswerBeforeItsSyncIsCaught) {
 // upstream's value above a fence that went back.
 TEST(DurabilityTest, TheHttpBackendForwardsEachWriteAfterItsFencesSync) {
   testing::FakeUpstream upstream;
-  EXPECT_EQ(WritesAheadOfTheirSync(
-                After::kForward,
-                {"--backend",
-                 "http://127.0.0.1:" + std::to_string(upstream.port())},
-                {}, true),
-            0);
+  EXPECT_EQ(
+      WritesAheadOfTheirSync(
+          After::kForward,
+          {"--backend", "http://127.0.0.1:" + std::to_string(upstream.port())},
+          {}, true),
+      0);
 }
 
 TEST(DurabilityTest, AForwardBeforeItsFencesSyncIsCaught) {
   testing::FakeUpstream upstream;
-  EXPECT_GT(WritesAheadOfTheirSync(
-                After::kForward,
-                {"--backend",
-                 "http://127.0.0.1:" + std::to_string(upstream.port())},
-                {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"}, false, true),
-            0);
+  EXPECT_GT(
+      WritesAheadOfTheirSync(
+          After::kForward,
+          {"--backend", "http://127.0.0.1:" + std::to_string(upstream.port())},
+          {"FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1"}, false, true),
+      0);
 }
 
 TEST(DurabilityTest, AValueWrittenBeforeItsFencesSyncIsCaught) {

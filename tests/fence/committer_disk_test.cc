@@ -131,8 +131,8 @@ TEST_F(CommitterDiskTest, ARejectionCitingAnUnsyncedTokenWaitsForItsSync) {
   const std::size_t syncs = LogEvents(*fs_, FsEvent::Kind::kFsyncBegin);
   committer_->Submit(FencedWrite{"k", 5, false, std::nullopt}, answers.For(0));
   // Its sync has begun: the group is written, and waits for the disk.
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::seconds(20);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (LogEvents(*fs_, FsEvent::Kind::kFsyncBegin) == syncs) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline)
         << "the write's sync never began";

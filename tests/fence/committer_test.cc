@@ -638,8 +638,8 @@ bool ForbidIoUring() {
 // What an open descriptor is, as /proc names it ("anon_inode:[timerfd]").
 std::string Describe(int fd) {
   std::error_code ec;
-  return std::filesystem::read_symlink(
-             "/proc/self/fd/" + std::to_string(fd), ec)
+  return std::filesystem::read_symlink("/proc/self/fd/" + std::to_string(fd),
+                                       ec)
       .string();
 }
 

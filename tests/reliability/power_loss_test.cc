@@ -203,9 +203,10 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   std::optional<testing::FakeUpstream> upstream;
   if (run.http_values) {
     upstream.emplace();
-    args.insert(args.end(),
-                {"--backend", "http://127.0.0.1:" + std::to_string(upstream->port()),
-                 "--upstream-settle", std::to_string(kSettleMs / 1000.0)});
+    args.insert(
+        args.end(),
+        {"--backend", "http://127.0.0.1:" + std::to_string(upstream->port()),
+         "--upstream-settle", std::to_string(kSettleMs / 1000.0)});
   }
   std::vector<std::string> env;
   if (run.segment_bytes != 0) {
@@ -299,11 +300,11 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
     found = leases.Recover(server->admin_port());
     const auto grants = leases.GrantsAsWrites(load.keys(), grants_added);
     grants_added = leases.grants().size();
-    for (auto& v : restarts.Check(
-             load.history(),
-             ReadState(server->data_port(), server->admin_port(), load.keys(),
-                       run.http_values),
-             grants, load.reads())) {
+    for (auto& v :
+         restarts.Check(load.history(),
+                        ReadState(server->data_port(), server->admin_port(),
+                                  load.keys(), run.http_values),
+                        grants, load.reads())) {
       found.push_back(std::move(v));
     }
     for (auto& v : leases.Check(server->admin_port(), load.history())) {
