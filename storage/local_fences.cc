@@ -78,10 +78,16 @@ std::string LocalFences::CheckLeases(const fence::Scopes& scopes) const {
              "", "", std::numeric_limits<std::size_t>::max())) {
       const std::string_view fence = scopes.FenceFor(name);
       if (fence != entry.record.fence || shards_.IndexOf(fence) != i) {
+        const std::string& granted = entry.record.fence;
+        const std::string how =
+            granted == name
+                ? "with no --fence-scope that covers " + name
+                : "with --fence-scope " + granted + " among the flags";
         return "the lease " + name + " was granted under the fence " +
-               entry.record.fence + ", but with these --fence-scope settings " +
-               "its fence is " + std::string(fence) +
-               "; start with the scopes it was granted under";
+               granted + ", but with these --fence-scope settings its fence "
+               "is " + std::string(fence) + ". A lease keeps its fence for "
+               "good: start " + how + " (the scopes it was granted under), "
+               "or serve the other scopes from a data directory of their own";
       }
     }
   }

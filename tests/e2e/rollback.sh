@@ -112,11 +112,22 @@ for shards in 1 4; do
     { cat "$work/old-$shards.log" >&2; die "the release $commit exited $status, not 2"; }
   grep -q 'shard count' "$work/old-$shards.log" ||
     { cat "$work/old-$shards.log" >&2; die "the refusal does not say why"; }
+  # The negative control: the same directory with the count as the
+  # releases before this one left it is served by that release, which then
+  # reads the fences kept in value records lower than they are.
+  cp -a "$dir" "$work/control-$shards"
+  echo "$shards" >"$work/control-$shards/shards"
+  serve "$old" "$work/control-$shards" "$work/control-$shards.log" ||
+    { cat "$work/control-$shards.log" >&2; die "the negative control: the release $commit did not start (exit $status)"; }
+  seen=$(token_of k1)
+  stop
+  [ "${seen:-0}" -lt 10 ] ||
+    die "the negative control: the release $commit read the fence k1 at $seen, not below 10"
   serve "$new" "$dir" "$work/again-$shards.log" ||
     { cat "$work/again-$shards.log" >&2; die "this release did not start again"; }
   for key in k1 k2 k3 k4 k5 k6; do
     [ "$(token_of "$key")" = 10 ] || die "the fence $key is not at 10 after the refused rollback"
   done
   stop
-  echo "$shards shard(s): the release $commit refused the directory (exit 2); every fence stands at 10"
+  echo "$shards shard(s): the release $commit refused the directory (exit 2); every fence stands at 10 (with the old count file it read k1 at ${seen:-none})"
 done

@@ -90,6 +90,27 @@ TEST(ScopesTest, ARemovedScopeIsRefusedAcrossRestarts) {
   EXPECT_EQ(Put(server, "orders/us/1", "40"), 201);
 }
 
+// README's lease section, then scripts/run.sh on the same directory: the
+// refusal names the flag to start with.
+TEST(ScopesTest, ALeaseGrantedUnderAScopeNamesTheFlagItNeeds) {
+  TempDir dir;
+  {
+    ServerProcess server(dir / "d", {"--fence-scope", "orders/"});
+    const auto lease =
+        Fetch(server.admin_port(), "PUT", "/v1/leases/orders/leader", {},
+              R"({"holder":"a","ttl_ms":60000})");
+    ASSERT_EQ(lease.status, 200) << lease.body;
+  }
+  const testing::RunResult refused = RunFencepost(
+      {"serve", "--data-dir", dir / "d", "--listen", "127.0.0.1:0",
+       "--admin-listen", "127.0.0.1:0"});
+  EXPECT_EQ(refused.exit_status, 2) << refused.output;
+  EXPECT_NE(refused.output.find("start with --fence-scope orders/ among the "
+                                "flags"),
+            std::string::npos)
+      << refused.output;
+}
+
 // On several shards a value lives in the shard of the fence that guarded
 // it when it was written. A scope change that would give stored values a
 // fence in another shard is refused (exit 2) and changes nothing: every
