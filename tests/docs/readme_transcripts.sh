@@ -202,7 +202,7 @@ else
   # In a process group of its own, so that what it leaves running is
   # stopped with it.
   (cd "$beside" && PATH="$(dirname "$binary"):$PATH" exec setsid \
-    timeout 60 bash -c "$script" >"$beside/out" 2>&1) &
+    timeout 30 bash -c "$script" >"$beside/out" 2>&1) &
   group=$!
   status=0
   wait "$group" || status=$?
