@@ -94,5 +94,28 @@ TEST(ValidateKeyTest, LengthLimitIsBytes) {
   EXPECT_EQ(ValidateKey("..a/.b/c."), KeyError::kOk) << "dots inside names";
 }
 
+// A fence's or a lease's name on the admin port: a key, or exactly a
+// configured scope's prefix, which need not be a key.
+TEST(DecodeNameTest, AScopesPrefixIsANameThoughNotAKey) {
+  const Scopes scopes({"orders/", "a//b/", "plain"});
+  std::string name;
+  ASSERT_EQ(DecodeName("/orders/?wait_above=1", scopes, &name), KeyError::kOk);
+  EXPECT_EQ(name, "orders/");
+  ASSERT_EQ(DecodeName("/orders%2F", scopes, &name), KeyError::kOk);
+  EXPECT_EQ(name, "orders/");
+  ASSERT_EQ(DecodeName("/a//b/", scopes, &name), KeyError::kOk);
+  EXPECT_EQ(name, "a//b/");
+  ASSERT_EQ(DecodeName("/orders/1", scopes, &name), KeyError::kOk);
+  EXPECT_EQ(name, "orders/1");
+  ASSERT_EQ(DecodeName("/plain", scopes, &name), KeyError::kOk);
+  // What is neither fails as DecodeKey does.
+  EXPECT_EQ(DecodeName("/other/", scopes, &name), KeyError::kEmptySegment);
+  EXPECT_EQ(DecodeName("/orders//", scopes, &name), KeyError::kEmptySegment);
+  EXPECT_EQ(DecodeName("/orders/#", scopes, &name), KeyError::kFragment);
+  EXPECT_EQ(DecodeName("orders/", scopes, &name), KeyError::kNotOriginForm);
+  EXPECT_EQ(DecodeName("/orders/", Scopes({}), &name),
+            KeyError::kEmptySegment);
+}
+
 }  // namespace
 }  // namespace fencepost::fence

@@ -300,9 +300,15 @@ TEST_F(ScopedServiceTest, AScopeFenceReadsBackByItsExactName) {
   EXPECT_EQ(Admin(http::verb::get, "/v1/fences/tenants/").result_int(), 400);
   EXPECT_EQ(Admin(http::verb::get, "/v1/fences/tenants/acme/a/").result_int(),
             400);
+  // The bump takes the scope's name too (and the prefixes that are not
+  // scopes stay 400, above).
   EXPECT_EQ(
       Admin(http::verb::put, "/v1/fences/tenants/acme/", "9").result_int(),
-      400);
+      200);
+  EXPECT_EQ(Admin(http::verb::get, "/v1/fences/tenants/acme/")["Fencing-Token"],
+            "9");
+  EXPECT_EQ(Admin(http::verb::put, "/v1/fences/tenants/", "9").result_int(),
+            400);
 }
 
 class ObserveServiceTest : public ServiceTest {
