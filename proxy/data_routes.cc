@@ -358,9 +358,10 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
       ReadBatch(req.body(), token, config_.mode == Mode::kObserve, scopes_);
   if (!ops.error.empty()) {
     co_return Problemed(
-        req, {ops.bad_key ? ProblemType::kBadKey : ProblemType::kBadRequest,
-              ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
-              std::nullopt, std::nullopt});
+        req,
+        {ops.bad_key ? ProblemType::kBadKey : ProblemType::kBadRequest,
+         ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
+         std::nullopt, std::nullopt});
   }
   std::string apart;
   if (auto refused = fences_.RefuseBatch(ops.batch, &apart)) {

@@ -37,8 +37,8 @@ TEST(CliTest, VersionAndHelp) {
   for (const std::string command :
        {"fencepost lease ", "fencepost fence ", "fencepost batch ",
         "fencepost probe ", "fencepost watch "}) {
-    EXPECT_NE(help.output.find(command), std::string::npos)
-        << command << "\n" << help.output;
+    EXPECT_NE(help.output.find(command), std::string::npos) << command << "\n"
+                                                            << help.output;
   }
   auto watch_help = RunFencepost({"watch", "--help"});
   EXPECT_EQ(watch_help.exit_status, 0);

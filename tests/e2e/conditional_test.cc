@@ -252,8 +252,7 @@ TEST_P(ConditionalTest, AStaleTokenIsRefusedBeforeAMalformedPrecondition) {
                 .status,
             409);
   EXPECT_EQ(Fetch(port, "GET", "/k").body, "v1");
-  EXPECT_EQ(Fetch(server->admin_port(), "GET", "/v1/fences/never").status,
-            404);
+  EXPECT_EQ(Fetch(server->admin_port(), "GET", "/v1/fences/never").status, 404);
 }
 
 // A GET's 412 carries the value's ETag, as a write's does.
@@ -379,8 +378,8 @@ TEST(ConditionalBatchTest, OneFailingPreconditionRefusesTheWholeBatch) {
 
   // A malformed if_match is the op's fault, not its key's: bad-request,
   // naming the key. A bad key is bad-key.
-  HttpResponse bad_tag = batch(
-      "2", R"({"op":"put","key":"a","value":"YTE=","if_match":"a b"})");
+  HttpResponse bad_tag =
+      batch("2", R"({"op":"put","key":"a","value":"YTE=","if_match":"a b"})");
   EXPECT_EQ(bad_tag.status, 400);
   EXPECT_NE(bad_tag.body.find("urn:fencepost:problem:bad-request"),
             std::string::npos)

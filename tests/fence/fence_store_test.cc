@@ -26,9 +26,8 @@ class FenceStoreTest : public ::testing::Test {
     std::promise<WriteOutcome> p;
     auto f = p.get_future();
     FencedWrite write{key, token, false, std::nullopt};
-    write.value = ValueOp{
-        body ? ValueOp::Kind::kPut : ValueOp::Kind::kDelete, key,
-        body.value_or(""), ""};
+    write.value = ValueOp{body ? ValueOp::Kind::kPut : ValueOp::Kind::kDelete,
+                          key, body.value_or(""), ""};
     committer_->Submit(std::move(write),
                        [&p](WriteOutcome o) { p.set_value(o); });
     WriteOutcome outcome = f.get();
@@ -101,8 +100,7 @@ TEST(KeptIsAheadTest, TheHigherTokenThenTheLaterTime) {
 // the time of the fences database's older record.
 TEST_F(FenceStoreTest, AnEqualTokenPutMovesTheUpdateTimeForward) {
   const WriteOutcome first = Write("k", 5, "a");
-  const WriteOutcome second =
-      WriteLaterThan("k", 5, "b", first.updated_at_ns);
+  const WriteOutcome second = WriteLaterThan("k", 5, "b", first.updated_at_ns);
   Reopen();  // the committer applied both: the read is LMDB's
   ASSERT_TRUE(Get("k"));
   EXPECT_EQ(Get("k")->token, 5u);

@@ -113,8 +113,7 @@ TEST(DecodeNameTest, AScopesPrefixIsANameThoughNotAKey) {
   EXPECT_EQ(DecodeName("/orders//", scopes, &name), KeyError::kEmptySegment);
   EXPECT_EQ(DecodeName("/orders/#", scopes, &name), KeyError::kFragment);
   EXPECT_EQ(DecodeName("orders/", scopes, &name), KeyError::kNotOriginForm);
-  EXPECT_EQ(DecodeName("/orders/", Scopes({}), &name),
-            KeyError::kEmptySegment);
+  EXPECT_EQ(DecodeName("/orders/", Scopes({}), &name), KeyError::kEmptySegment);
 }
 
 }  // namespace

@@ -74,8 +74,7 @@ TEST_F(ValuesTest, AValueWithoutATokenHasNone) {
   Write([this](MDB_txn* txn) {
     ASSERT_EQ(PutValue(txn, env_.values(), "new/none", "now", std::nullopt, 7),
               0);
-    ASSERT_EQ(PutValue(txn, env_.values(), "new/zero", "zero", Token{0}, 8),
-              0);
+    ASSERT_EQ(PutValue(txn, env_.values(), "new/zero", "zero", Token{0}, 8), 0);
   });
 
   const Found old_none = Read("old/none");
