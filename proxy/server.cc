@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -120,6 +121,26 @@ bool ExpectsContinue(const Request& req) {
   return beast::iequals(req[http::field::expect], "100-continue");
 }
 
+// Of a port's `cap` connections, those that event streams and long polls
+// may hold at once: the rest stay free for health checks, metrics and lease
+// calls, which must answer whatever the watchers do.
+std::size_t WatchCap(std::size_t cap) {
+  if (cap < 2) return cap;
+  return cap - std::clamp<std::size_t>(cap / 8, 1, 16);
+}
+
+// Counts a watch in its port's while it is served.
+class WatchSlot {
+ public:
+  explicit WatchSlot(std::size_t& count) : count_(count) { ++count_; }
+  ~WatchSlot() { --count_; }
+  WatchSlot(const WatchSlot&) = delete;
+  WatchSlot& operator=(const WatchSlot&) = delete;
+
+ private:
+  std::size_t& count_;
+};
+
 }  // namespace
 
 Server::Server(asio::io_context& io, Service& service,
@@ -140,8 +161,8 @@ tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
   const std::size_t cap = port == metrics::Port::kData
                               ? options_.max_connections
                               : options_.admin_max_connections;
-  auto listener =
-      std::make_unique<Listener>(Listener{port, cap, Acceptor(io_), {}, {}, 0});
+  auto listener = std::make_unique<Listener>(
+      Listener{port, cap, WatchCap(cap), 0, Acceptor(io_), {}, {}, 0});
   Acceptor& acceptor = listener->acceptor;
   acceptor.open(where.protocol());
   acceptor.set_option(asio::socket_base::reuse_address(true));
@@ -331,8 +352,9 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
 // is a statement of its own (never inside a condition), and no temporary
 // with a destructor lives across one.
 template <class Stream>
-Awaitable<void> Server::Session(Stream& stream, metrics::Port port,
+Awaitable<void> Server::Session(Stream& stream, Listener& listener,
                                 Connection& self) {
+  const metrics::Port port = listener.port;
   auto& lowest = beast::get_lowest_layer(stream);
   const std::string client = ClientOf(lowest.socket());
   beast::flat_buffer buffer(kBufferLimit);
@@ -352,12 +374,14 @@ Awaitable<void> Server::Session(Stream& stream, metrics::Port port,
     self.phase = Connection::Phase::kHandling;
     const auto handled = std::chrono::steady_clock::now();
     const Request& request = parser.get();
-    Response res = co_await Answer(port, request, received, client);
-    if (port == metrics::Port::kAdmin && watch::IsEventStream(res)) {
-      co_await StreamEvents(stream, request, res, self);
-      Account(port, request, res, client, arrived, handled);
-      break;
+    if (port == metrics::Port::kAdmin && !received.refusal &&
+        !received.screened && watch::HoldsConnection(request)) {
+      const bool more =
+          co_await ServeWatch(stream, buffer, request, listener, self, client);
+      if (!more) break;
+      continue;
     }
+    Response res = co_await Answer(port, request, received, client);
     const bool keep_alive = !received.refusal && !received.screened &&
                             request.keep_alive() && !shutting_down_;
     const bool sent =
@@ -494,8 +518,101 @@ void Server::Account(metrics::Port port, const Request& request,
 }
 
 template <class Stream>
+Awaitable<bool> Server::ServeWatch(Stream& stream, beast::flat_buffer& buffer,
+                                   const Request& request, Listener& listener,
+                                   Connection& self,
+                                   const std::string& client) {
+  const auto handled = std::chrono::steady_clock::now();
+  if (listener.watches >= listener.max_watches) {
+    const bool keep_alive = request.keep_alive() && !shutting_down_;
+    Response res = routes::Problemed(
+        request,
+        {ProblemType::kTooManyConnections,
+         "this port's event streams and long polls are at their cap (" +
+             std::to_string(listener.max_watches) + " of " +
+             std::to_string(listener.max_connections) +
+             " connections; the rest are kept for other calls); retry later",
+         std::nullopt, std::nullopt, std::nullopt});
+    res.set(http::field::retry_after, "1");
+    const bool sent =
+        co_await WriteResponse(stream, request, res, keep_alive, self);
+    Account(listener.port, request, res, client, handled, handled);
+    co_return sent && keep_alive;
+  }
+  WatchSlot slot(listener.watches);
+  ClientWatch watch(io_);
+  watch.on_left = [this, &request] {
+    service_.watches().ClientLeft(&request);
+  };
+  // A stream's client sends nothing more that matters; a long poll's may
+  // pipeline its next request, which is kept. No deadline on the read: the
+  // wait is the watch's.
+  beast::get_lowest_layer(stream).expires_never();
+  asio::co_spawn(
+      io_,
+      WatchClient(stream, watch::IsStreamRequest(request) ? nullptr : &buffer,
+                  watch),
+      asio::detached);
+  Response res = co_await service_.Handle(listener.port, request, client);
+  bool more = false;
+  if (watch::IsEventStream(res)) {
+    co_await StreamEvents(stream, request, res, self, watch);
+    co_await Unwatch(stream, watch);
+  } else {
+    co_await Unwatch(stream, watch);
+    // A long poll whose client left is not answered: nobody reads it.
+    if (watch.left) co_return false;
+    const bool keep_alive = request.keep_alive() && !shutting_down_;
+    const bool sent =
+        co_await WriteResponse(stream, request, res, keep_alive, self);
+    more = sent && keep_alive;
+  }
+  Account(listener.port, request, res, client, handled, handled);
+  co_return more;
+}
+
+template <class Stream>
+Awaitable<void> Server::WatchClient(Stream& stream, beast::flat_buffer* keep,
+                                    ClientWatch& watch) {
+  beast::error_code ec;
+  auto token = asio::redirect_error(kUseAwaitable, ec);
+  std::array<char, 4096> sink;
+  while (!watch.stopping && (keep == nullptr || Room(*keep) > 0)) {
+    if (keep != nullptr) {
+      const std::size_t n =
+          co_await stream.async_read_some(keep->prepare(Room(*keep)), token);
+      keep->commit(n);
+    } else {
+      co_await stream.async_read_some(asio::buffer(sink), token);
+    }
+    if (ec) {
+      if (!watch.stopping) {
+        watch.left = true;
+        if (watch.on_left) watch.on_left();
+      }
+      break;
+    }
+  }
+  watch.reading = false;
+  watch.ended.cancel();
+}
+
+template <class Stream>
+Awaitable<void> Server::Unwatch(Stream& stream, ClientWatch& watch) {
+  watch.stopping = true;
+  if (!watch.reading) co_return;
+  beast::error_code ec;
+  beast::get_lowest_layer(stream).socket().cancel(ec);
+  watch.ended.expires_at(asio::steady_timer::time_point::max());
+  while (watch.reading) {
+    co_await watch.ended.async_wait(asio::redirect_error(kUseAwaitable, ec));
+  }
+}
+
+template <class Stream>
 Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
-                                     Response& head, Connection& self) {
+                                     Response& head, Connection& self,
+                                     ClientWatch& watch) {
   std::string refusal;
   const std::optional<watch::Query> query =
       watch::ParseQuery(request, &refusal);  // the route accepted it
@@ -504,12 +621,13 @@ Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
   Subscription subscription(service_.watches(), *query);
   storage::WatchHub::Subscriber& subscriber = *subscription;
   subscriber.wake = [&wake] { wake.cancel(); };
+  watch.on_left = [&wake] { wake.cancel(); };
   head.chunked(true);
   head.keep_alive(false);
   // A browser's EventSource comes back after a second when the stream ends.
   bool sent =
       co_await WriteBytes(stream, Head(head) + Chunk("retry: 1000\n\n"), self);
-  while (sent && !subscriber.closed && !subscriber.dropped) {
+  while (sent && !watch.left && !subscriber.closed && !subscriber.dropped) {
     if (subscriber.pending.empty()) {
       wake.expires_after(std::chrono::seconds(watch::kKeepAliveSeconds));
       beast::error_code ec;
@@ -529,7 +647,10 @@ Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
     }
     sent = co_await WriteBytes(stream, Chunk(events), self);
   }
-  if (sent) co_await WriteBytes(stream, std::string("0\r\n\r\n"), self);
+  if (sent && !watch.left) {
+    co_await WriteBytes(stream, std::string("0\r\n\r\n"), self);
+  }
+  watch.on_left = nullptr;  // `wake` goes with this frame
 }
 
 template <class Stream>
@@ -594,7 +715,7 @@ Awaitable<void> Server::Serve(Socket socket, Listener& listener) {
       [this, port = listener.port] { metrics_.ConnectionClosed(port); }};
   Connection& self = *registration.entry;
   if (!options_.tls) {
-    co_await Session(tcp, listener.port, self);
+    co_await Session(tcp, listener, self);
     tcp.close();
     co_return;
   }
@@ -609,7 +730,7 @@ Awaitable<void> Server::Serve(Socket socket, Listener& listener) {
   if (ec) {
     spdlog::debug("TLS handshake failed: {}", ec.message());
   } else if (!self.shed) {  // shed while its handshake was completing
-    co_await Session(tls, listener.port, self);
+    co_await Session(tls, listener, self);
   }
   beast::get_lowest_layer(tls).close();
 }

@@ -8,11 +8,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <chrono>
+#include <functional>
 #include <list>
 #include <memory>
 #include <optional>
@@ -44,6 +46,13 @@ namespace fencepost::proxy {
 // read; else the oldest one still receiving its request. When every
 // connection is being answered, the new one is answered 503 and closed.
 // Both are counted.
+//
+// Event streams and long polls hold their connection while they wait. On
+// the admin port they may take all but an eighth of its connections (1 to
+// 16 kept, none when the cap is 1): past that they are answered 503, so
+// health checks, metrics and lease calls find room whatever the watchers
+// do. While one waits, a read stays pending on its connection, so a client
+// that leaves (EOF, a reset) ends it and frees its slot at once.
 //
 // Thread safety: everything runs on the io_context's one thread; Shutdown is
 // called from a handler on that thread.
@@ -105,6 +114,8 @@ class Server {
   struct Listener {
     metrics::Port port;
     std::size_t max_connections;
+    std::size_t max_watches;  // streams and long polls held at once
+    std::size_t watches = 0;
     Acceptor acceptor;
     std::list<Connection> connections;  // oldest first
     // Rate-limits the accept-failure log: one line a second at most.
@@ -135,7 +146,36 @@ class Server {
   // One connection's request loop, over TCP or TLS: waits for a request,
   // reads it, hands it over, writes the answer; then winds down.
   template <class Stream>
-  Awaitable<void> Session(Stream& stream, metrics::Port port, Connection& self);
+  Awaitable<void> Session(Stream& stream, Listener& listener,
+                          Connection& self);
+  // A request that holds its connection (watch::HoldsConnection): 503 past
+  // the port's watch cap; otherwise answered, streamed or long-polled with
+  // a read pending on the connection (WatchClient), which ends it when the
+  // client leaves. True when the connection goes on to its next request.
+  template <class Stream>
+  Awaitable<bool> ServeWatch(Stream& stream, boost::beast::flat_buffer& buffer,
+                             const Request& request, Listener& listener,
+                             Connection& self, const std::string& client);
+  // Whether the client of a watch is still there, as a read kept pending on
+  // its connection sees it.
+  struct ClientWatch {
+    explicit ClientWatch(boost::asio::io_context& io) : ended(io) {}
+    bool reading = true;
+    bool stopping = false;  // the server stops the read (not the client)
+    bool left = false;      // EOF or an error: the client is gone
+    std::function<void()> on_left;
+    boost::asio::steady_timer ended;  // cancelled when the read ends
+  };
+  // Reads from the connection until the client leaves (sets `left`, runs
+  // `on_left`) or Unwatch stops it: into `keep` (bytes of a pipelined
+  // request, kept; the read ends when it is full), or discarded when it is
+  // nullptr.
+  template <class Stream>
+  Awaitable<void> WatchClient(Stream& stream, boost::beast::flat_buffer* keep,
+                              ClientWatch& watch);
+  // Stops WatchClient's read and waits for it to end.
+  template <class Stream>
+  Awaitable<void> Unwatch(Stream& stream, ClientWatch& watch);
   // Waits (up to --idle-timeout) for a request's first bytes; false when the
   // connection should close.
   template <class Stream>
@@ -168,10 +208,12 @@ class Server {
   Awaitable<void> WindDown(Stream& stream, Connection& self);
   // GET /v1/watch, accepted (`head`): sends the head, then the hub's events
   // under the request's prefix as they come, chunked, with a comment when
-  // idle; until the client goes, the hub drops it, or the server stops.
+  // idle; until the client goes (`watch`), the hub drops it, or the server
+  // stops.
   template <class Stream>
   Awaitable<void> StreamEvents(Stream& stream, const Request& request,
-                               Response& head, Connection& self);
+                               Response& head, Connection& self,
+                               ClientWatch& watch);
   // Writes `bytes` within --write-timeout; false when it failed.
   template <class Stream>
   Awaitable<bool> WriteBytes(Stream& stream, const std::string& bytes,

@@ -33,6 +33,14 @@ struct Query {
 // that is not a decimal id, HTTP/1.0 (a stream is sent chunked).
 std::optional<Query> ParseQuery(const Request& request, std::string* refusal);
 
+// Whether `request` would hold its connection while the server waits for
+// changes: an event stream (GET /v1/watch) or a long poll (GET or HEAD of
+// /v1/fences/KEY with wait_above). The server keeps room on the admin port
+// beside them, and ends them when their client leaves.
+bool HoldsConnection(const Request& request);
+// Whether `request` asks for an event stream (GET /v1/watch).
+bool IsStreamRequest(const Request& request);
+
 // Whether `response` opens an event stream (the route accepted a watch):
 // the server then streams it instead of writing it.
 bool IsEventStream(const Response& response);

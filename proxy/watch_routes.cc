@@ -58,6 +58,22 @@ std::optional<Query> ParseQuery(const Request& req, std::string* refusal) {
   return query;
 }
 
+bool IsStreamRequest(const Request& req) {
+  return req.method() == http::verb::get &&
+         routes::PathOf(req.target()) == kPath;
+}
+
+bool HoldsConnection(const Request& req) {
+  if (IsStreamRequest(req)) return true;
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    return false;
+  }
+  const std::string_view path = routes::PathOf(req.target());
+  const std::size_t at = routes::kFencesPath.size();
+  return path.starts_with(routes::kFencesPath) && path.size() > at + 1 &&
+         path[at] == '/' && QueryParam(req.target(), "wait_above").has_value();
+}
+
 bool IsEventStream(const Response& res) {
   return res.result() == http::status::ok &&
          res[http::field::content_type] == kEventStream;
@@ -70,8 +86,11 @@ namespace {
 // Keeps a long poll registered with the hub for as long as it waits.
 class WaitRegistration {
  public:
-  WaitRegistration(storage::WatchHub& hub, std::string name)
-      : hub_(hub), name_(std::move(name)), waiter_(hub.Wait(name_)) {}
+  WaitRegistration(storage::WatchHub& hub, std::string name,
+                   const Request& request)
+      : hub_(hub),
+        name_(std::move(name)),
+        waiter_(hub.Wait(name_, &request)) {}
   ~WaitRegistration() { hub_.Unwait(name_, waiter_); }
   WaitRegistration(const WaitRegistration&) = delete;
   WaitRegistration& operator=(const WaitRegistration&) = delete;
@@ -110,8 +129,10 @@ Awaitable<Response> AdminRoutes::WaitFence(const Request& req,
   storage::WatchHub& hub = context_.watches();
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(std::chrono::milliseconds(wait_ms));
-  // Registered before the first read: a change during it is not missed.
-  WaitRegistration registration(hub, name);
+  // Registered before the first read: a change during it is not missed;
+  // and before the first suspension, so the server's ClientLeft (its client
+  // closed the connection) finds it.
+  WaitRegistration registration(hub, name, req);
   storage::WatchHub::Waiter& waiter = registration.waiter();
   waiter.wake = [&timer] { timer.cancel(); };
   while (true) {
@@ -119,7 +140,8 @@ Awaitable<Response> AdminRoutes::WaitFence(const Request& req,
     storage::Fences::Read read = co_await fences_.Get(name);
     const bool above_now =
         !read.error && read.fence && read.fence->token > *above;
-    if (read.error || above_now || hub.closed() ||
+    // Abandoned: the answer is not sent; the connection's slot is freed.
+    if (read.error || above_now || hub.closed() || waiter.abandoned ||
         timer.expiry() <= asio::steady_timer::clock_type::now()) {
       Response res = FenceAnswer(req, key, read);
       if (!read.error && !above_now) res.set(watch::kWatchHeader, "timeout");
@@ -133,6 +155,10 @@ Awaitable<Response> AdminRoutes::WaitFence(const Request& req,
 }
 
 Response AdminRoutes::OpenWatch(const Request& req) {
+  // A stream has no head of its own: HEAD would open one and stream a body.
+  if (req.method() == http::verb::head) {
+    return routes::MethodNotAllowed(req, "GET");
+  }
   std::string refusal;
   if (!watch::ParseQuery(req, &refusal)) {
     return Problemed(req, {ProblemType::kBadRequest, std::move(refusal),
