@@ -629,12 +629,13 @@ TEST(HttpBackendTest, AFenceRaisedBeforeAForwardIsToldWhateverTheAnswer) {
     auto put = Fetch(server.data_port(), "PUT", "/" + c.key, headers, c.body);
     EXPECT_EQ(put.status, c.status) << put.body;
     const testing::HttpResponse polled = poll.Answer();
-    EXPECT_EQ(polled.status, 200);
-    EXPECT_FALSE(polled.has("fencepost-watch")) << "answered at its timeout";
+    EXPECT_EQ(polled.status, 200) << "the raise woke no long poll";
+    EXPECT_FALSE(polled.has("fencepost-watch"));
     EXPECT_NE(polled.body.find("\"token\":7"), std::string::npos)
         << polled.body;
     const std::vector<testing::Event> events = watcher.Events(1);
-    ASSERT_EQ(events.size(), 1u) << watcher.raw();
+    EXPECT_EQ(events.size(), 1u) << watcher.raw();
+    if (events.empty()) continue;
     EXPECT_EQ(events[0].type, "fence");
     EXPECT_NE(events[0].data.find("\"token\":7"), std::string::npos)
         << events[0].data;

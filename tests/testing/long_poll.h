@@ -17,12 +17,13 @@ namespace fencepost::testing {
 
 class LongPoll {
  public:
-  // Polls `key`'s fence above `above` for at most `timeout_ms` (within the
-  // test client's 10 s for an answer); returns once
+  // Polls `key`'s fence above `above` for at most `timeout_ms`; returns once
   // the server counts `watchers` watchers (this poll among them), or after
-  // 10 s.
+  // 10 s. The default outlasts the test client's 10 s wait for an answer,
+  // so a poll that no change woke has none (status 0): at its own timeout
+  // the server would answer the fence as it stands, above `above` or not.
   LongPoll(std::uint16_t admin, const std::string& key, std::uint64_t above,
-           int watchers, int timeout_ms = 8000) {
+           int watchers, int timeout_ms = 60000) {
     const std::string target = "/v1/fences/" + key +
                                "?wait_above=" + std::to_string(above) +
                                "&timeout_ms=" + std::to_string(timeout_ms);
@@ -48,8 +49,7 @@ class LongPoll {
   LongPoll& operator=(const LongPoll&) = delete;
 
   // The poll's answer, once it came: 200 without Fencepost-Watch when the
-  // fence went above `above`, with `Fencepost-Watch: timeout` at the
-  // timeout.
+  // fence went above `above`; status 0 when none came within 10 s.
   HttpResponse Answer() {
     if (thread_.joinable()) thread_.join();
     return answer_;
