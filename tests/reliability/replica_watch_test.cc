@@ -56,7 +56,7 @@ TEST_F(ReplicaWatchTest, AWatchOnOneReplicaSeesEveryReplicasChangesOnce) {
   ServerProcess a("", ReplicaArgs(url_));
   ServerProcess b("", ReplicaArgs(url_));
   Watcher watcher(b.admin_port(), "/v1/watch");
-  watcher.Events(0);
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
 
   // Through A: a write (its repeat at the same token is no event), a lease
@@ -137,7 +137,7 @@ TEST_F(ReplicaWatchTest, AnExpiryAndTheNextGrantAreToldOnEveryReplica) {
   ServerProcess a("", ReplicaArgs(url_));
   ServerProcess b("", ReplicaArgs(url_));
   Watcher watcher(b.admin_port(), "/v1/watch?prefix=l");
-  watcher.Events(0);
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(Fetch(a.admin_port(), "PUT", "/v1/leases/l", {},
                   R"({"holder":"h1","ttl_ms":1000})")

@@ -49,6 +49,20 @@ class Watcher {
   Watcher(const Watcher&) = delete;
   Watcher& operator=(const Watcher&) = delete;
 
+  // Whether the stream is open (within 10 s): its head and first chunk
+  // ("retry: ...") have come, which the server sends once the stream is
+  // subscribed; from then on every change under its prefix reaches it.
+  bool Opened() {
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (raw_.find("\r\n\r\n") == std::string::npos ||
+           raw_.find("retry: ") == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= until || !Read(100)) {
+        return false;
+      }
+    }
+    return raw_.rfind("HTTP/1.1 200", 0) == 0;
+  }
   // Reads until `n` events have come (or 10 s pass); returns them all.
   std::vector<Event> Events(std::size_t n) {
     const auto until =

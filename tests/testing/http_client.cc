@@ -40,7 +40,8 @@ bool RunFor(asio::io_context& io, tcp::socket& socket, double seconds,
 
 }  // namespace
 
-HttpClient::HttpClient(std::uint16_t port) : impl_(std::make_unique<Impl>()) {
+HttpClient::HttpClient(std::uint16_t port, double seconds)
+    : impl_(std::make_unique<Impl>()), seconds_(seconds) {
   impl_->socket.connect({asio::ip::make_address("127.0.0.1"), port});
   impl_->socket.set_option(tcp::no_delay(true));
 }
@@ -62,8 +63,9 @@ HttpResponse HttpClient::ReadResponse(bool head) {
                      ec = e;
                      done = true;
                    });
-  if (!RunFor(impl_->io, impl_->socket, 10, done)) {
-    throw std::runtime_error("no response within 10 s");
+  if (!RunFor(impl_->io, impl_->socket, seconds_, done)) {
+    throw std::runtime_error("no response within " +
+                             std::to_string(seconds_) + " s");
   }
   if (ec) throw boost::system::system_error(ec);
   HttpResponse out;

@@ -23,11 +23,11 @@ struct HttpResponse {
 using Headers = std::vector<std::pair<std::string, std::string>>;
 
 // A blocking HTTP/1.1 client on one keep-alive connection to 127.0.0.1.
-// Every read has a 10 s deadline, so a broken server fails a test instead of
-// hanging it.
+// Every read has a deadline (10 s unless `seconds` says), so a broken
+// server fails a test instead of hanging it.
 class HttpClient {
  public:
-  explicit HttpClient(std::uint16_t port);
+  explicit HttpClient(std::uint16_t port, double seconds = 10);
   ~HttpClient();
   HttpClient(const HttpClient&) = delete;
   HttpClient& operator=(const HttpClient&) = delete;
@@ -46,6 +46,7 @@ class HttpClient {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  double seconds_;
 };
 
 // One request on a fresh connection.

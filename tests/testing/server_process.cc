@@ -133,7 +133,8 @@ std::string SanitizerReport(const std::string& output) {
 ServerProcess::ServerProcess(const std::string& data_dir,
                              const std::vector<std::string>& args,
                              const std::vector<std::string>& env,
-                             const std::vector<std::string>& wrapper) {
+                             const std::vector<std::string>& wrapper,
+                             double start_seconds) {
   static int counter = 0;
   log_path_ = "/tmp/fencepost-server-" + std::to_string(getpid()) + "-" +
               std::to_string(counter++) + ".log";
@@ -149,7 +150,8 @@ ServerProcess::ServerProcess(const std::string& data_dir,
   const std::string kData = "listening data=127.0.0.1:";
   const std::string kAdmin = "admin=127.0.0.1:";
   const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(15);
+      std::chrono::steady_clock::now() +
+      std::chrono::milliseconds(static_cast<int>(start_seconds * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
     const std::string log = ReadFile(log_path_);
     const auto data = log.find(kData);

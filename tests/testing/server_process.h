@@ -25,7 +25,8 @@ class ServerProcess {
  public:
   // Starts `fencepost serve --data-dir data_dir` (no --data-dir when it is
   // empty) plus `args`, with `env` (NAME=VALUE) added to its environment;
-  // waits (at most 15 s) for it to log its addresses. Throws if it does not.
+  // waits (at most `start_seconds`) for it to log its addresses. Throws if
+  // it does not.
   // When `env` sets a FENCEPOST_TEST_* switch, the test build of the binary
   // (fencepost_test_switches) runs instead: only it reads those switches.
   // `wrapper` (e.g. strace and its flags) runs the binary when given. The
@@ -33,7 +34,8 @@ class ServerProcess {
   ServerProcess(const std::string& data_dir,
                 const std::vector<std::string>& args = {},
                 const std::vector<std::string>& env = {},
-                const std::vector<std::string>& wrapper = {});
+                const std::vector<std::string>& wrapper = {},
+                double start_seconds = 15);
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
