@@ -91,8 +91,7 @@ TEST(WatchTest, TheStreamCarriesFencesLeasesAndRejectionsUnderItsPrefix) {
   ServerProcess server(dir / "data");
   const auto data = server.data_port(), admin = server.admin_port();
   Watcher watcher(admin, "/v1/watch?prefix=p/");
-  // The stream is open once its head has come.
-  watcher.Events(0);
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
   ASSERT_EQ(Put(data, "p/a", 5), 201);
   ASSERT_EQ(Put(data, "p/a", 5), 200);  // the same token: no event
   ASSERT_EQ(Put(data, "p/a", 3), 409);
@@ -322,7 +321,7 @@ TEST(WatchTest, AWatcherThatNeverReadsIsDroppedWhileWritesGoOn) {
   Watcher stalled(admin, "/v1/watch", "", 4096);
   {
     Watcher opened(admin, "/v1/watch?prefix=none");
-    opened.Events(0);
+    ASSERT_TRUE(opened.Opened()) << opened.raw();
   }
   const std::string pad(900, 'x');
   std::vector<std::thread> writers;
