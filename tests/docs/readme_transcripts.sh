@@ -157,7 +157,13 @@ run_block() {
     run=${run//localhost:7401/$admin}
     local dir=$work
     [[ $cmd == examples/* ]] && dir=$root
-    (cd "$dir" && FENCEPOST=$binary bash -c "$run") >"$n.actual" 2>"$n.stderr" || true
+    # In a process group of its own, stopped after it: nothing a command
+    # leaves running outlives it.
+    (cd "$dir" && FENCEPOST=$binary exec setsid bash -c "$run" \
+      >"$n.actual" 2>"$n.stderr") &
+    local group=$!
+    wait "$group" || true
+    kill -TERM -- "-$group" 2>/dev/null || true
     touch "$n.expected"
     normalise <"$n.expected" >"$n.want"
     normalise <"$n.actual" >"$n.got"
