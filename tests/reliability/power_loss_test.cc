@@ -147,35 +147,42 @@ struct PowerCutRun {
   int cycles = 20;
 };
 
-// Large values to keys the history does not check, so the log goes round
-// its segments; only the load's keys are checked after a cut.
+// Large values to keys the history does not check, from two writers whose
+// groups overlap, so the log goes round its segments and a switch comes
+// while the previous group is being synced; only the load's keys are
+// checked after a cut.
 class Ballast {
  public:
   void Start(std::uint16_t port) {
     stop_ = false;
-    thread_ = std::thread([this, port] {
-      try {
-        testing::HttpClient client(port);
-        const std::string body(256u << 10, 'b');
-        for (int i = 0; !stop_; ++i) {
-          client.Request("PUT", "/ballast/" + std::to_string(i % 8),
-                         {{"Fencing-Token", std::to_string(++token_)}}, body);
+    for (int w = 0; w < 2; ++w) {
+      threads_.emplace_back([this, port, w] {
+        try {
+          testing::HttpClient client(port);
+          const std::string body(256u << 10, 'b');
+          for (int i = 0; !stop_; ++i) {
+            client.Request(
+                "PUT",
+                "/ballast/" + std::to_string(w) + "/" + std::to_string(i % 4),
+                {{"Fencing-Token", std::to_string(++token_)}}, body);
+          }
+        } catch (const std::exception&) {
+          // The server was killed.
         }
-      } catch (const std::exception&) {
-        // The server was killed.
-      }
-    });
+      });
+    }
   }
   void Stop() {
     stop_ = true;
-    if (thread_.joinable()) thread_.join();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
   }
   ~Ballast() { Stop(); }
 
  private:
   std::atomic<bool> stop_ = false;
-  std::uint64_t token_ = 0;  // rises across restarts
-  std::thread thread_;
+  std::atomic<std::uint64_t> token_ = 0;  // rises across restarts
+  std::vector<std::thread> threads_;
 };
 
 std::vector<std::string> PowerCuts(const PowerCutRun& run) {
@@ -193,6 +200,9 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
   const std::string& mnt = fs.mountpoint();
   ExpectTheCutDropsUnsyncedWrites(fs, run.lying == "1");
   if (::testing::Test::HasFatalFailure()) return {};
+  // Syncs that take a while, so groups overlap and a segment switch that
+  // did not wait for the sync of the segment left would show.
+  if (run.segment_bytes != 0) fs.Control("delay */wal-* 5\n");
 
   const std::string data = mnt + "/data";
   std::vector<std::string> args = kArgs;
