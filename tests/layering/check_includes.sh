@@ -4,12 +4,13 @@
 #
 #   codec/    nothing of ours (the standard library only)
 #   http/     codec/ (JSON, base64; Beast otherwise)
+#   sigv4/    nothing of ours (OpenSSL's libcrypto only)
 #   fence/    codec/ (UTF-8, key spelling; LMDB otherwise)
 #   metrics/  nothing of ours (prometheus-cpp only)
-#   storage/  http/, fence/, codec/
-#   proxy/    http/, fence/, storage/, metrics/, codec/; the `fencepost`
-#             executable's own sources (main.cc, test_switches_main.cc,
-#             entry.*) also cli/
+#   storage/  http/, sigv4/, fence/, codec/
+#   proxy/    http/, sigv4/, fence/, storage/, metrics/, codec/; the
+#             `fencepost` executable's own sources (main.cc,
+#             test_switches_main.cc, entry.*) also cli/
 #   cli/      client/ (the client commands of the `fencepost` binary)
 #   client/   codec/, nothing of the server's (it is installed on its own)
 #   examples/ client/
@@ -29,21 +30,22 @@ allowed() {
   case $1 in
     codec) echo "codec" ;;
     http) echo "http codec" ;;
+    sigv4) echo "sigv4" ;;
     fence) echo "fence codec" ;;
     metrics) echo "metrics" ;;
-    storage) echo "storage http fence codec" ;;
-    proxy) echo "proxy http fence storage metrics codec" ;;
-    proxy-executable) echo "proxy http fence storage metrics codec cli" ;;
+    storage) echo "storage http sigv4 fence codec" ;;
+    proxy) echo "proxy http sigv4 fence storage metrics codec" ;;
+    proxy-executable) echo "proxy http sigv4 fence storage metrics codec cli" ;;
     cli) echo "cli client codec" ;;
     client) echo "client codec" ;;
     examples) echo "examples client" ;;
   esac
 }
 
-projects="codec http fence metrics storage proxy cli client examples tests"
+projects="codec http sigv4 fence metrics storage proxy cli client examples tests"
 status=0
 checked=0
-for folder in codec http fence metrics storage proxy cli client examples; do
+for folder in codec http sigv4 fence metrics storage proxy cli client examples; do
   [ -d "$folder" ] || continue
   while IFS= read -r -d '' file; do
     layer=$folder

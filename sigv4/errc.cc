@@ -1,0 +1,52 @@
+#include "sigv4/errc.h"
+
+#include <string>
+
+namespace fencepost::sigv4 {
+namespace {
+
+class SigV4Category : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "sigv4"; }
+
+  std::string message(int value) const override {
+    switch (static_cast<Errc>(value)) {
+      case Errc::kOk:
+        return "success";
+      case Errc::kNotSigned:
+        return "the request is not signed";
+      case Errc::kMalformed:
+        return "malformed SigV4 authorization";
+      case Errc::kUnsupportedAlgorithm:
+        return "only AWS4-HMAC-SHA256 is supported";
+      case Errc::kBadDate:
+        return "X-Amz-Date is missing, malformed or not the scope's date";
+      case Errc::kMissingSignedHeader:
+        return "a signed header is missing from the request";
+      case Errc::kHostNotSigned:
+        return "the host header must be signed";
+      case Errc::kMissingContentSha256:
+        return "x-amz-content-sha256 is required";
+      case Errc::kBadEncoding:
+        return "malformed percent-encoding";
+      case Errc::kTimeTooSkewed:
+        return "the request time is too far from the server's clock";
+      case Errc::kExpired:
+        return "the presigned request has expired";
+      case Errc::kNoCredentials:
+        return "no AWS credentials found";
+      case Errc::kBadCredentials:
+        return "AWS credentials refused";
+    }
+    return "unknown sigv4 error";
+  }
+};
+
+}  // namespace
+
+const std::error_category& Category() {
+  static const SigV4Category category;
+  return category;
+}
+
+}  // namespace fencepost::sigv4

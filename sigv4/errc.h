@@ -1,0 +1,37 @@
+#pragma once
+
+#include <system_error>
+
+namespace fencepost::sigv4 {
+
+// Why a received request's signature cannot be checked, or why credentials
+// cannot be loaded. The front door maps each to S3's code (SPEC, "S3 front
+// door"); the messages never hold a secret.
+enum class Errc {
+  kOk = 0,
+  kNotSigned = 1,             // no Authorization, no X-Amz-Signature (403)
+  kMalformed = 2,             // an Authorization or X-Amz-* the grammar refuses
+  kUnsupportedAlgorithm = 3,  // anything but AWS4-HMAC-SHA256
+  kBadDate = 4,              // X-Amz-Date missing, malformed or not the scope's
+  kMissingSignedHeader = 5,  // SignedHeaders names a header the request lacks
+  kHostNotSigned = 6,        // SignedHeaders leaves out host
+  kMissingContentSha256 = 7,  // header auth without x-amz-content-sha256
+  kBadEncoding = 8,           // a % not followed by two hex digits
+  kTimeTooSkewed = 9,         // X-Amz-Date too far from the clock
+  kExpired = 10,              // a presigned URL past X-Amz-Expires
+  kNoCredentials = 20,        // nothing in the environment or the file
+  kBadCredentials = 21,       // a credentials file or variable refused
+};
+
+const std::error_category& Category();
+
+}  // namespace fencepost::sigv4
+
+template <>
+struct std::is_error_code_enum<fencepost::sigv4::Errc> : std::true_type {};
+
+namespace fencepost::sigv4 {
+inline std::error_code make_error_code(Errc e) {
+  return {static_cast<int>(e), Category()};
+}
+}  // namespace fencepost::sigv4
