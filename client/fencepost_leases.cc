@@ -59,7 +59,12 @@ class FencepostFenceWatch final : public FenceWatch {
     if (!r.header("fencepost-watch").empty()) return Outcome::kTimedOut;
     if (r.status == 200) {
       const std::optional<Fence> fence = ParseFence(r.body);
-      *detail = "the fence " + name_ + " went above token " +
+      // The lease's fence may be a scope's: name the fence that moved.
+      const std::string fence_name =
+          fence && !fence->name.empty() && fence->name != name_
+              ? fence->name + " (of the lease " + name_ + ")"
+              : name_;
+      *detail = "the fence " + fence_name + " went above token " +
                 std::to_string(token_) +
                 (fence ? " (to " + std::to_string(fence->token) + ")" : "") +
                 ": another holder was granted the lease, or the fence was "

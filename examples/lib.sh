@@ -84,7 +84,8 @@ serve() {
   while read -r variable; do
     unset+=(-u "$variable")
   done < <(compgen -e | grep '^FENCEPOST_' || true)
-  env "${unset[@]}" "$fencepost" serve "$@"
+  # exec: started with &, the subshell becomes fencepost, so $! is its pid.
+  exec env "${unset[@]}" "$fencepost" serve "$@"
 }
 
 # signal_lease_run SIGNAL PID: SIGNAL to `lease run` PID and its process
@@ -112,7 +113,7 @@ start_server() {
   trap stop_server EXIT
   local line=""
   for _ in $(seq 1 500); do
-    line=$(grep -m1 ' listening data=.* event=started' "$server_dir/server.log" 2>/dev/null || true)
+    line=$(grep -m1 ' listening .*event=started' "$server_dir/server.log" 2>/dev/null || true)
     [ -n "$line" ] && break
     sleep 0.01
   done

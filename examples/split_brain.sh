@@ -55,7 +55,7 @@ start_replicas() {
     replica_pids+=($!)
     line=""
     for _ in $(seq 1 500); do
-      line=$(grep -m1 ' listening data=.* event=started' "$server_dir/replica-$i.log" || true)
+      line=$(grep -m1 ' listening .*event=started' "$server_dir/replica-$i.log" || true)
       [ -n "$line" ] && break
       sleep 0.01
     done

@@ -36,11 +36,7 @@ void LogStarted(const proxy::Config& config, proxy::Assembly& assembly) {
       config.mode == proxy::Mode::kEnforce ? "enforce" : "observe";
   proxy::LogEvent(
       spdlog::level::info, "started",
-      fmt::format("fencepost {} listening data={} admin={} "
-                  "backend={} fence_store={} data_dir={} mode={}",
-                  FENCEPOST_VERSION, to_string(assembly.data()),
-                  to_string(assembly.admin()), config.backend,
-                  config.fence_store, shared ? "-" : config.data_dir, mode),
+      "fencepost listening",
       {{"version", FENCEPOST_VERSION},
        {"data", to_string(assembly.data())},
        {"admin", to_string(assembly.admin())},

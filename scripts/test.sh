@@ -88,12 +88,13 @@ BENCH_PREBUILT="$build" tests/bench/run.sh --smoke
 if [ "$sanitizers" != 0 ]; then
   wait_build
   phase "TSan: build the concurrent unit tests, in the background"
-  background_build "$build-tsan" thread fence_test proxy_test client_test
+  background_build "$build-tsan" thread fence_test proxy_test client_test \
+    etcd_fences_test
   phase "ASan+UBSan: every test, the fuzz corpora replayed"
   run "$build-asan" 3 -E 'LmdbBackend500Cycles'
   wait_build
   phase "TSan: the concurrent unit tests"
-  run "$build-tsan" 3 -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector|Watch' \
+  run "$build-tsan" 3 -R 'Committer|Wal|Shards|Service|FenceStore|Lease|LeaderElector|Watch|EtcdFences' \
     -E 'ZooKeeperLeasesTest|PostgresLeasesTest'
 fi
 phase "done"

@@ -8,7 +8,19 @@ set -euo pipefail
 free_port_claims=$(mktemp -d)
 trap 'rm -rf "$free_port_claims"' EXIT
 export free_port_claims
-free_port_range="20100 20107"
+# Eight ports in a row that nothing holds now (other tests run beside this
+# one and may hold some of any fixed range).
+first=""
+for ((base = 20100; base < 30000; base += 8)); do
+  if python3 -c 'import socket, sys
+for p in range(int(sys.argv[1]), int(sys.argv[1]) + 8):
+    socket.socket().bind(("127.0.0.1", p))' "$base" 2>/dev/null; then
+    first=$base
+    break
+  fi
+done
+[ -n "$first" ] || { echo "no eight free ports in a row" >&2; exit 1; }
+free_port_range="$first $((first + 7))"
 
 # One cluster: three client and three peer ports.
 ports=()

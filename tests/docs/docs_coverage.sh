@@ -56,7 +56,7 @@ done
 pid=$!
 admin=
 for _ in $(seq 200); do
-  admin=$(sed -nE 's/.*listening data=[^ ]+ admin=([^ ]+).*/\1/p' "$work/log")
+  admin=$(sed -nE 's/.* listening .*event=started.* admin=([^ ]+).*/\1/p' "$work/log")
   [[ -n $admin ]] && break
   kill -0 "$pid" 2>/dev/null || break
   sleep 0.1

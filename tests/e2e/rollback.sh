@@ -57,7 +57,7 @@ serve() {
   pid=$!
   local line=""
   for _ in $(seq 1 3000); do
-    line=$(grep -m1 ' listening data=' "$log" || true)
+    line=$(grep -m1 ' listening \(data=\|event=started\)' "$log" || true)
     if [ -n "$line" ]; then
       data=$(sed -n 's/.* data=\([^ ]*\) .*/\1/p' <<<"$line")
       admin=$(sed -n 's/.* admin=\([^ ]*\) .*/\1/p' <<<"$line")

@@ -8,11 +8,13 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "tests/testing/freeze.h"
 #include "tests/testing/temp_dir.h"
@@ -147,25 +149,31 @@ ServerProcess::ServerProcess(const std::string& data_dir,
   all.insert(all.end(), args.begin(), args.end());
   pid_ = Spawn(all, env, log_path_, wrapper);
 
-  const std::string kData = "listening data=127.0.0.1:";
-  const std::string kAdmin = "admin=127.0.0.1:";
   const auto deadline =
       std::chrono::steady_clock::now() +
       std::chrono::milliseconds(static_cast<int>(start_seconds * 1000));
   while (std::chrono::steady_clock::now() < deadline) {
     const std::string log = ReadFile(log_path_);
-    const auto data = log.find(kData);
-    const auto admin = log.find(kAdmin, data);
-    // The whole port: a read may catch the line half written.
-    const auto admin_end =
-        admin == std::string::npos
-            ? admin
-            : log.find_first_not_of("0123456789", admin + kAdmin.size());
-    if (data != std::string::npos && admin_end != std::string::npos) {
+    // The start-up line's fields, in either log format: data=127.0.0.1:N
+    // and admin=..., or "data":"127.0.0.1:N" and "admin":"...". The line
+    // ends with a newline once written whole.
+    for (const auto& [started, data_field, admin_field] :
+         {std::tuple{" event=started", " data=127.0.0.1:", " admin=127.0.0.1:"},
+          std::tuple{"\"event\":\"started\"", "\"data\":\"127.0.0.1:",
+                     "\"admin\":\"127.0.0.1:"}}) {
+      const auto at = log.find(started);
+      if (at == std::string::npos) continue;
+      const auto begin = log.rfind('\n', at) + 1;  // npos + 1 == 0
+      const auto end = log.find('\n', at);
+      if (end == std::string::npos) continue;
+      const std::string line = log.substr(begin, end - begin);
+      const auto data = line.find(data_field);
+      const auto admin = line.find(admin_field);
+      if (data == std::string::npos || admin == std::string::npos) continue;
       data_port_ = static_cast<std::uint16_t>(
-          std::stoi(log.substr(data + kData.size())));
+          std::stoi(line.substr(data + std::strlen(data_field))));
       admin_port_ = static_cast<std::uint16_t>(
-          std::stoi(log.substr(admin + kAdmin.size())));
+          std::stoi(line.substr(admin + std::strlen(admin_field))));
       return;
     }
     int status = 0;
