@@ -66,8 +66,10 @@ https://...) honours If-Match and If-None-Match: under a scratch
 key fencepost-probe-<random> below URL it writes a value and reads it back,
 then sends a PUT with a wrong If-Match, a PUT with If-None-Match: * over
 the value and a DELETE with a wrong If-Match; each must be 412 and leave
-the value as it was (a GET after each one checks). It removes the scratch
-key and prints a verdict per check and one for the store; with --token N
+the value as it was (a GET after each one checks). Then a PUT and a DELETE
+with If-Match carrying the ETag a GET answered, and a PUT with
+If-None-Match: * to a new key: each must be 2xx and apply. It removes the
+scratch keys and prints a verdict per check and one for the store; with --token N
 every write carries Fencing-Token N (to probe through a fencepost data
 port). Exit 0 when every check holds, 1 when one does not (or the store
 refuses the first write, or does not read back what it stores), 3 when the
