@@ -98,6 +98,37 @@ std::size_t FirstNotApplied(const WriteOutcome& outcome) {
   return outcome.batch.size();
 }
 
+int HeldSeconds(std::int64_t now_ns, std::int64_t until_ns) {
+  if (now_ns >= until_ns) return 0;
+  const std::int64_t ms = (until_ns - now_ns) / 1'000'000;
+  return static_cast<int>(std::max<std::int64_t>((ms + 999) / 1000, 1));
+}
+
+std::optional<WriteOutcome> RejectWhileHeld(const FencedWrite& write,
+                                            std::optional<Token> fence,
+                                            std::int64_t fence_updated_at_ns) {
+  WriteOutcome stale = DecideWrite(write, fence, fence_updated_at_ns, 0);
+  if (stale.verdict != Verdict::kRejected) return std::nullopt;
+  return stale;
+}
+
+WriteOutcome RecheckPrecondition(WriteOutcome committed,
+                                 const Precondition& precondition,
+                                 const ValueNow& now) {
+  if (PreconditionHolds(precondition, now)) return committed;
+  committed.verdict = Verdict::kPreconditionFailed;
+  committed.etag = now.tag;
+  return committed;
+}
+
+WriteOutcome AfterLanding(WriteOutcome committed, Landing landing,
+                          std::error_code error) {
+  if (landing == Landing::kApplied) return committed;
+  committed.verdict = Verdict::kFailed;
+  committed.error = error;
+  return committed;
+}
+
 namespace {
 
 bool HolderOfRecord(const LeaseOp& op, const LeaseState& state) {

@@ -3,13 +3,14 @@
 // The rulebook: every verdict fencepost gives, decided here and nowhere
 // else. Pure functions: no I/O, no storage, no clock (the time comes in as
 // an argument). An engine (the LMDB committer, the etcd store) reads what a
-// decision needs, calls these, and persists what they return; the `http://`
-// backend's gate asks the same accept rule.
+// decision needs, calls these, and persists what they return; the gate of the
+// stores that keep values elsewhere (fs:, http://) asks them too.
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "fence/lease.h"
@@ -90,6 +91,51 @@ std::vector<std::string_view> LeaseChanges(const StoredLease* before,
 inline bool RaisedBetween(std::optional<Token> before, Token after) {
   return !before || after > *before;
 }
+
+// --- Values kept elsewhere (fs:, http://, s3://) ----------------------------
+
+// A store that keeps values outside the fence store gets them through one
+// gate (storage/value_gate.h): the fence is made durable first, then the
+// value is written, one write per fence at a time. These are its verdicts.
+
+// What became of a value the store was asked to write after its fence was
+// committed: applied (written, or the store answered), not applied (it
+// failed, or the request never left: nothing changed), or unknown (sent and
+// no answer: the store may still apply it later).
+enum class Landing { kApplied, kNotApplied, kUnknown };
+
+// Seconds a client is told to wait (Retry-After) for a fence held closed
+// until `until_ns` (steady ns), at `now_ns`: 0 when it is not held, else at
+// least 1, the whole milliseconds left rounded up to seconds.
+int HeldSeconds(std::int64_t now_ns, std::int64_t until_ns);
+
+// The verdict on `write` while its fence (at `fence`, moved at
+// `fence_updated_at_ns`) is held closed: a stale token is still rejected as
+// DecideWrite rejects it (409 first); nullopt for any other write, which
+// waits (503 fence-held with HeldSeconds as Retry-After).
+std::optional<WriteOutcome> RejectWhileHeld(const FencedWrite& write,
+                                            std::optional<Token> fence,
+                                            std::int64_t fence_updated_at_ns);
+
+// The precondition decided again over the value as it is once the write
+// holds its fence's turn among replicas (`now`; another replica sharing the
+// store may have written it since the first read): `committed` (Applied)
+// when it still holds, else kPreconditionFailed with the value's tag in
+// `etag` and the value not written. The fence keeps the move `committed`
+// made, which is always safe.
+WriteOutcome RecheckPrecondition(WriteOutcome committed,
+                                 const Precondition& precondition,
+                                 const ValueNow& now);
+
+// The verdict once the store answered: `committed` (Applied) when the value
+// was applied, kFailed with `error` when it was not or its outcome is
+// unknown. The fence keeps its move either way.
+WriteOutcome AfterLanding(WriteOutcome committed, Landing landing,
+                          std::error_code error);
+
+// Whether `landing` holds the fence closed (for the settle time): only an
+// unknown outcome, which may still land and overwrite a newer write.
+inline bool HoldsFence(Landing landing) { return landing == Landing::kUnknown; }
 
 // --- Batches ----------------------------------------------------------------
 

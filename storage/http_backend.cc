@@ -11,7 +11,6 @@
 #include "fence/rules.h"
 #include "http/fields.h"
 #include "http/host_port.h"
-#include "storage/async_commit.h"
 #include "storage/errc.h"
 
 namespace fencepost::storage {
@@ -182,11 +181,9 @@ HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
       host_header_(fencepost::http::FormatHostPort(options.upstream.host,
                                                    options.upstream.port)),
       base_(options.upstream.base),
-      pool_(io, PoolOptions(io, options)) {
-  if (options.hold_at_start) {
-    all_held_until_ = std::chrono::steady_clock::now() + options.settle;
-  }
-}
+      pool_(io, PoolOptions(io, options)),
+      gate_(fences, *this,
+            {options.settle, options.hold_at_start, options.disable_gate}) {}
 
 HttpRequest HttpBackend::Upstream(const HttpRequest& original,
                                   std::string_view key) const {
@@ -225,23 +222,6 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original,
   return out;
 }
 
-bool HttpBackend::Held(const std::string& fence, int* seconds) {
-  const auto now = std::chrono::steady_clock::now();
-  auto until = all_held_until_;
-  if (auto it = held_until_.find(fence); it != held_until_.end()) {
-    if (now >= it->second) {
-      held_until_.erase(it);
-    } else {
-      until = std::max(until, it->second);
-    }
-  }
-  if (now >= until) return false;
-  const auto left =
-      std::chrono::duration_cast<std::chrono::milliseconds>(until - now);
-  *seconds = static_cast<int>((left.count() + 999) / 1000);
-  return true;
-}
-
 Awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   ReadResult result;
   const HttpRequest upstream = Upstream(*request.original, request.key);
@@ -260,38 +240,16 @@ Awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
 }
 
 Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
-  WriteResult result;
-  FenceLocks::Guard turn = co_await locks_.Acquire(request.fence);
+  co_return co_await gate_.Write(std::move(request));
+}
 
-  int wait = 0;
-  if (!options_.disable_gate && Held(request.fence, &wait)) {
-    // A stale token still gets 409 first.
-    const Fences::Read read = co_await fences_.Get(request.fence);
-    if (read.error) {
-      result.outcome.error = read.error;
-      co_return result;
-    }
-    const std::optional<fence::FenceRecord>& current = read.fence;
-    fence::WriteOutcome stale = fence::DecideWrite(
-        ToFencedWrite(request),
-        current ? std::optional(current->token) : std::nullopt,
-        current ? current->updated_at_ns : 0, 0);
-    if (stale.verdict == fence::WriteOutcome::Verdict::kRejected) {
-      result.outcome = std::move(stale);
-      co_return result;
-    }
-    result.outcome.error = Errc::kFenceHeld;
-    result.retry_after = wait;
-    co_return result;
-  }
+bool HttpBackend::TellRaises(FenceRaised raised) {
+  gate_.TellRaises(std::move(raised));
+  return true;
+}
 
-  auto [outcome, shared_turn] = co_await CommitFenceInTurn(fences_, request);
-  result.outcome = std::move(outcome);
-  if (!fence::Applied(result.outcome)) co_return result;
-  // Raised now, whatever the upstream answers (SPEC: it stands there).
-  TellIfRaised(raised_, request.fence, result.outcome);
-  using Verdict = fence::WriteOutcome::Verdict;
-
+Awaitable<ValueStore::Stored> HttpBackend::Store(const WriteRequest& request) {
+  Stored stored;
   const HttpRequest upstream = Upstream(*request.original, request.key);
   // A conditional PUT or DELETE is not sent twice either: if the first
   // landed, the second would be refused (412) and the client, told its
@@ -305,7 +263,7 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   // upstream may have closed meanwhile, and they cannot be sent again.
   HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, idempotent);
   if (exchange.sent != Sent::kAnswered) {
-    result.detail =
+    stored.detail =
         "upstream " + std::string(upstream.method_string()) + " " +
         std::string(upstream.target()) +
         (exchange.sent == Sent::kNotSent ? " was not sent: "
@@ -314,37 +272,23 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   }
   switch (exchange.sent) {
     case Sent::kAnswered:
-      result.created = exchange.response.result() == http::status::created;
-      result.upstream = Relay(std::move(exchange.response), false);
-      OwnLocations(*result.upstream, upstream.target());
+      // Whatever the upstream answered (a 412, a 5xx) is relayed as it is.
+      stored.created = exchange.response.result() == http::status::created;
+      stored.upstream = Relay(std::move(exchange.response), false);
+      OwnLocations(*stored.upstream, upstream.target());
       break;
     case Sent::kNotSent:
-      result.outcome.verdict = Verdict::kFailed;
-      result.outcome.error = Errc::kUpstreamFailed;
+      stored.landing = fence::Landing::kNotApplied;
+      stored.error = Errc::kUpstreamFailed;
       break;
     case Sent::kUnknown:
-      result.outcome.verdict = Verdict::kFailed;
-      result.outcome.error = Errc::kOutcomeUnknown;
       // The connection is closed (RoundTrip dropped it); the upstream may
-      // still apply the write, so the fence stays closed for `settle`.
-      if (!options_.disable_gate) {
-        held_until_[request.fence] =
-            std::chrono::steady_clock::now() + options_.settle;
-      }
+      // still apply the write: the gate holds the fence closed.
+      stored.landing = fence::Landing::kUnknown;
+      stored.error = Errc::kOutcomeUnknown;
       break;
   }
-  // Other replicas may forward under this fence once the upstream answered,
-  // or once an unknown outcome has had `settle` to land.
-  fences_.EndTurn(std::move(shared_turn),
-                  exchange.sent == Sent::kUnknown && !options_.disable_gate
-                      ? options_.settle
-                      : std::chrono::milliseconds(0));
-  co_return result;
-}
-
-bool HttpBackend::TellRaises(FenceRaised raised) {
-  raised_ = std::move(raised);
-  return true;
+  co_return stored;
 }
 
 Awaitable<bool> HttpBackend::Ready() {

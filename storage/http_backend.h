@@ -6,13 +6,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 
 #include "storage/backend.h"
 #include "storage/backend_spec.h"
-#include "storage/fence_locks.h"
 #include "storage/fences.h"
 #include "storage/http_pool.h"
+#include "storage/value_gate.h"
 
 namespace fencepost::storage {
 
@@ -20,9 +19,10 @@ namespace fencepost::storage {
 // upstream target is BASE, '/', the key's canonical path (fence::EncodeKey)
 // and the request's query: whatever spelling the client used, the upstream
 // is asked for exactly the resource that was fenced. GET and HEAD
-// pass through; PUT, DELETE, POST and PATCH are fenced: the write holds its
-// fence's turn, the fence is made durable, then the request is forwarded,
-// so writes to one fence reach the upstream one at a time, in token order.
+// pass through; PUT, DELETE, POST and PATCH are fenced through the gate of
+// values kept elsewhere (ValueGate): the write holds its fence's turn, the
+// fence is made durable, then the request is forwarded, so writes to one
+// fence reach the upstream one at a time, in token order.
 //
 // Outcomes: a refused connection, or a failure before any byte of the
 // request was sent, is 502 (Errc::kUpstreamFailed) and nothing was
@@ -63,7 +63,7 @@ namespace fencepost::storage {
 // an error: it is relayed in `upstream`.
 //
 // Thread safety: every call on the server's one io thread.
-class HttpBackend : public Backend {
+class HttpBackend : public Backend, private ValueStore {
  public:
   struct Options {
     BackendSpec upstream;  // of Kind::kHttp (see ParseBackendSpec)
@@ -108,19 +108,16 @@ class HttpBackend : public Backend {
   // Rewrites or drops `response`'s Location and Content-Location.
   void OwnLocations(HttpResponse& response,
                     std::string_view upstream_target) const;
-  // Whether `fence` is held now; sets *seconds to the time left.
-  bool Held(const std::string& fence, int* seconds);
+  // ValueStore: forwards the write (the upstream decides its
+  // preconditions, so nothing is read before it).
+  Awaitable<Stored> Store(const WriteRequest& request) override;
 
   Options options_;
   Fences& fences_;
-  FenceRaised raised_;
   std::string host_header_;
   std::string base_;
   HttpPool pool_;
-  FenceLocks locks_;
-  std::unordered_map<std::string, std::chrono::steady_clock::time_point>
-      held_until_;
-  std::chrono::steady_clock::time_point all_held_until_{};
+  ValueGate gate_;
 };
 
 }  // namespace fencepost::storage

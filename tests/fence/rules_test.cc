@@ -8,6 +8,7 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "fence/errc.h"
@@ -119,6 +120,147 @@ TEST(PreconditionRulesTest, EachFormOfIfMatchAndIfNoneMatch) {
     EXPECT_EQ(DecideWrite(write, 5, kEarlier, kNow, {true, "t"}).verdict,
               c.on_t ? Verdict::kAccepted : Verdict::kPreconditionFailed)
         << c.rule;
+  }
+}
+
+TEST(GateRulesTest, AHeldFenceTellsHowLongToWait) {
+  constexpr std::int64_t kMs = 1'000'000;
+  struct Case {
+    const char* rule;
+    std::int64_t now, until;
+    int seconds;
+  };
+  const Case cases[] = {
+      {"never held", 5000 * kMs, 0, 0},
+      {"the hold has ended", 5000 * kMs, 5000 * kMs, 0},
+      {"past its end", 5001 * kMs, 5000 * kMs, 0},
+      {"under a millisecond left is still a second", 0, kMs / 2, 1},
+      {"one millisecond left", 0, kMs, 1},
+      {"a whole second left", 0, 1000 * kMs, 1},
+      {"a second and a millisecond", 0, 1001 * kMs, 2},
+      {"partial milliseconds round down first", 0, 1000 * kMs + kMs / 2, 1},
+      {"the default settle", 0, 2000 * kMs, 2},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(HeldSeconds(c.now, c.until), c.seconds) << c.rule;
+  }
+}
+
+TEST(GateRulesTest, AStaleTokenIsStillRejectedWhileTheFenceIsHeld) {
+  struct Case {
+    const char* rule;
+    std::optional<Token> fence;
+    std::optional<Token> token;
+    bool observe;
+    bool rejected;  // else: the write waits (503 fence-held)
+  };
+  const Case cases[] = {
+      {"a stale token gets its 409 first", 9, 5, false, true},
+      {"an equal token waits", 9, 9, false, false},
+      {"a higher token waits", 9, 12, false, false},
+      {"the first write of a fence waits", std::nullopt, 1, false, false},
+      {"observe mode waits even when stale", 9, 5, true, false},
+      {"observe mode without a token waits", 9, std::nullopt, true, false},
+  };
+  for (const Case& c : cases) {
+    FencedWrite write{"orders/1", c.token, c.observe, std::nullopt};
+    // A precondition never makes a held write's answer.
+    write.precondition.has_match = true;
+    const std::optional<WriteOutcome> out =
+        RejectWhileHeld(write, c.fence, kEarlier);
+    ASSERT_EQ(out.has_value(), c.rejected) << c.rule;
+    if (!out) continue;
+    EXPECT_EQ(out->verdict, Verdict::kRejected) << c.rule;
+    EXPECT_EQ(out->current, c.fence) << c.rule;
+    EXPECT_EQ(out->updated_at_ns, kEarlier) << c.rule;
+    EXPECT_FALSE(MovesFence(*out)) << c.rule;
+  }
+}
+
+TEST(GateRulesTest, APreconditionIsDecidedAgainInTheTurn) {
+  Precondition if_match_t;
+  if_match_t.has_match = true;
+  if_match_t.match = {"t"};
+  Precondition create_only;
+  create_only.has_none_match = true;
+  create_only.none_match_any = true;
+  struct Case {
+    const char* rule;
+    Precondition pre;
+    ValueNow now;
+    Verdict verdict;
+    const char* etag;
+  };
+  const Case cases[] = {
+      {"no precondition always holds", {}, {true, "u"}, Verdict::kAccepted, ""},
+      {"If-Match still holds", if_match_t, {true, "t"}, Verdict::kAccepted, ""},
+      {"If-Match after another replica wrote",
+       if_match_t,
+       {true, "u"},
+       Verdict::kPreconditionFailed,
+       "u"},
+      {"If-Match after another replica deleted",
+       if_match_t,
+       {false, ""},
+       Verdict::kPreconditionFailed,
+       ""},
+      {"create-only still holds",
+       create_only,
+       {false, ""},
+       Verdict::kAccepted,
+       ""},
+      {"create-only after another replica created",
+       create_only,
+       {true, "u"},
+       Verdict::kPreconditionFailed,
+       "u"},
+  };
+  for (const Case& c : cases) {
+    FencedWrite write{"k", 7, false, std::nullopt};
+    const WriteOutcome committed = DecideWrite(write, 5, kEarlier, kNow);
+    ASSERT_TRUE(Applied(committed)) << c.rule;
+    const WriteOutcome out = RecheckPrecondition(committed, c.pre, c.now);
+    EXPECT_EQ(out.verdict, c.verdict) << c.rule;
+    EXPECT_EQ(out.etag, c.etag) << c.rule;
+    // The fence keeps the move its commit made, which is always safe.
+    EXPECT_EQ(out.current, Token{7}) << c.rule;
+    EXPECT_EQ(out.updated_at_ns, kNow) << c.rule;
+  }
+}
+
+TEST(GateRulesTest, WhatTheStoreDidDecidesTheAnswerAndTheHold) {
+  const std::error_code kStoreError = std::make_error_code(std::errc::io_error);
+  struct Case {
+    const char* rule;
+    bool observe;
+    Landing landing;
+    Verdict verdict;
+    bool error;
+    bool holds;
+  };
+  const Case cases[] = {
+      {"applied: the commit's verdict", false, Landing::kApplied,
+       Verdict::kAccepted, false, false},
+      {"applied in observe mode", true, Landing::kApplied, Verdict::kObserved,
+       false, false},
+      {"not applied fails; nothing may still land", false, Landing::kNotApplied,
+       Verdict::kFailed, true, false},
+      {"unknown fails and holds the fence closed", false, Landing::kUnknown,
+       Verdict::kFailed, true, true},
+      {"unknown in observe mode holds too", true, Landing::kUnknown,
+       Verdict::kFailed, true, true},
+  };
+  for (const Case& c : cases) {
+    FencedWrite write{"k", c.observe ? 3 : 7, c.observe, std::nullopt};
+    const WriteOutcome committed = DecideWrite(write, 5, kEarlier, kNow);
+    ASSERT_TRUE(Applied(committed)) << c.rule;
+    const WriteOutcome out = AfterLanding(committed, c.landing, kStoreError);
+    EXPECT_EQ(out.verdict, c.verdict) << c.rule;
+    EXPECT_EQ(out.error, c.error ? kStoreError : std::error_code{}) << c.rule;
+    EXPECT_EQ(HoldsFence(c.landing), c.holds) << c.rule;
+    // Whatever the store did, the fence stands where the commit put it.
+    EXPECT_EQ(out.current, committed.current) << c.rule;
+    EXPECT_EQ(out.decision.accepted, committed.decision.accepted) << c.rule;
   }
 }
 
