@@ -50,11 +50,6 @@ Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> Fences::CommitInTurn(
   co_return std::pair{std::move(outcome), Turn{}};
 }
 
-Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> CommitFenceInTurn(
-    Fences& fences, const WriteRequest& request) {
-  return fences.CommitInTurn(ToFencedWrite(request));
-}
-
 fence::FencedWrite ToFencedWrite(const WriteRequest& request) {
   fence::FencedWrite write;
   write.fence = request.fence;

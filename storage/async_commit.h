@@ -27,14 +27,6 @@ Awaitable<fence::WriteOutcome> AsyncSubmit(
 Awaitable<fence::WriteOutcome> AsyncCommit(Fences& fences,
                                            fence::FenceWrite write);
 
-// For backends that keep values outside the fence store: the fence write
-// of `request` alone (ToFencedWrite), made durable before the value is
-// written, taking the fence's turn among replicas (Fences::CommitInTurn;
-// end it with Fences::EndTurn). Outcomes and errors as AsyncCommit's, and
-// Errc::kFenceHeld. The caller keeps `request` alive until it completes.
-Awaitable<std::pair<fence::WriteOutcome, Fences::Turn>> CommitFenceInTurn(
-    Fences& fences, const WriteRequest& request);
-
 // The fence part of `request` (fence, token, observe, precondition; no
 // value): the one
 // place a WriteRequest becomes a fence write. Cannot fail.

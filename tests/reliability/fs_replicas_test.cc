@@ -219,6 +219,9 @@ TEST_F(FsReplicasTest, AConditionalWriteIsDecidedAgainInItsTurn) {
                    "first");  // B has its etcd lease before the relay holds
   ASSERT_EQ(put.status, 201) << put.body;
   const std::string tag = put.header("etag");
+  // B ends its turn in etcd after its answer: held by the relay, that
+  // would leave the turn taken for A.
+  ASSERT_TRUE(AwaitTurnEnded("doc"));
   struct Case {
     std::string key;
     std::string condition, value;

@@ -155,22 +155,36 @@ class Ballast {
  public:
   void Start(std::uint16_t port) {
     stop_ = false;
+    acked_bytes_ = 0;
     for (int w = 0; w < 2; ++w) {
       threads_.emplace_back([this, port, w] {
         try {
           testing::HttpClient client(port);
           const std::string body(256u << 10, 'b');
           for (int i = 0; !stop_; ++i) {
-            client.Request(
+            const auto r = client.Request(
                 "PUT",
                 "/ballast/" + std::to_string(w) + "/" + std::to_string(i % 4),
                 {{"Fencing-Token", std::to_string(++token_)}}, body);
+            if (r.status / 100 == 2) acked_bytes_ += body.size();
           }
         } catch (const std::exception&) {
           // The server was killed.
         }
       });
     }
+  }
+  // Waits (at most 30 s) until the writers have had `bytes` acknowledged
+  // since Start: enough for the log to switch segments in this life,
+  // however slow the machine.
+  bool AwaitAcknowledgedBytes(std::size_t bytes) {
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (acked_bytes_ < bytes) {
+      if (std::chrono::steady_clock::now() >= until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
   }
   void Stop() {
     stop_ = true;
@@ -182,6 +196,7 @@ class Ballast {
  private:
   std::atomic<bool> stop_ = false;
   std::atomic<std::uint64_t> token_ = 0;  // rises across restarts
+  std::atomic<std::size_t> acked_bytes_ = 0;  // since Start
   std::vector<std::thread> threads_;
 };
 
@@ -264,6 +279,11 @@ std::vector<std::string> PowerCuts(const PowerCutRun& run) {
     // the FUSE mount, and a restarted server's first answers can take
     // longer than a short pause on a loaded machine.
     load.AwaitAcknowledgedAbove(acked_before, std::chrono::seconds(20));
+    // A switch in every life: a segment's worth of ballast acknowledged.
+    if (run.segment_bytes != 0) {
+      EXPECT_TRUE(ballast.AwaitAcknowledgedBytes(run.segment_bytes))
+          << "cycle " << cycle << ": the ballast was not acknowledged";
+    }
     // Through http://, a start after a kill holds the fences for the settle
     // time (bumps go through): the cut lands once PUTs flow again.
     std::this_thread::sleep_for(std::chrono::milliseconds(
