@@ -79,9 +79,7 @@ class Prober {
     headers.insert(headers.end(), extra.begin(), extra.end());
     return client_.Send(method, target, headers, std::move(body));
   }
-  Result Read(const std::string& target) {
-    return client_.Send("GET", target);
-  }
+  Result Read(const std::string& target) { return client_.Send("GET", target); }
 
  private:
   Client client_;
@@ -134,21 +132,21 @@ struct Check {
 // refuses (412, nothing changed) every write whose precondition fails and
 // applies every write whose precondition holds.
 struct Verdict {
-  bool ignores = false;     // a write whose precondition failed changed
-                            // the value
-  bool misreports = false;  // one changed nothing but was not answered 412
-  bool refuses = false;    // a write whose precondition held was refused
-                           // or did not apply
-  bool unreadable = false;  // the value did not read back as written
+  bool ignores = false;      // a write whose precondition failed changed
+                             // the value
+  bool misreports = false;   // one changed nothing but was not answered 412
+  bool refuses = false;      // a write whose precondition held was refused
+                             // or did not apply
+  bool unreadable = false;   // the value did not read back as written
   bool unavailable = false;  // no answer, or a 5xx
-  bool stuck = false;      // the scratch value could not be put back
+  bool stuck = false;        // the scratch value could not be put back
   bool ended() const { return unavailable || stuck; }
 };
 
 void PrintCheck(const char* what, bool holds, int status,
                 const std::string& state) {
-  std::cout << what << ": " << (holds ? "holds" : "DOES NOT HOLD")
-            << " (HTTP " << status << ", " << state << ")\n";
+  std::cout << what << ": " << (holds ? "holds" : "DOES NOT HOLD") << " (HTTP "
+            << status << ", " << state << ")\n";
 }
 
 // Sends `check` and the GET after it; false, with the verdict marked
@@ -209,8 +207,7 @@ std::string RunAppliedCheck(Prober& prober, const std::string& target,
 
 // The ETag a GET of `target` answers now ("" for none), or nullopt when
 // the GET got no usable answer.
-std::optional<std::string> CurrentTag(Prober& prober,
-                                      const std::string& target,
+std::optional<std::string> CurrentTag(Prober& prober, const std::string& target,
                                       Verdict& verdict) {
   const Result read = prober.Read(target);
   if (Unreachable(read)) {
@@ -314,13 +311,13 @@ Verdict RunChecks(Prober& prober, const std::string& target,
   }
   if (!verdict.ended()) {
     const std::string created = prober.NewTarget();
-    const std::string state = RunAppliedCheck(
-        prober, created,
-        {"PUT with If-None-Match: * to a new key",
-         "PUT",
-         {{"If-None-Match", "*"}},
-         original},
-        verdict);
+    const std::string state =
+        RunAppliedCheck(prober, created,
+                        {"PUT with If-None-Match: * to a new key",
+                         "PUT",
+                         {{"If-None-Match", "*"}},
+                         original},
+                        verdict);
     if (state != "value missing" && !verdict.unavailable) {
       Remove(prober, created);
     }
@@ -349,8 +346,7 @@ void PrintVerdict(const std::string& url, const Verdict& verdict) {
     return;
   }
   if (Honours(verdict)) {
-    std::cout << "verdict: " << url
-              << " honours If-Match and If-None-Match\n";
+    std::cout << "verdict: " << url << " honours If-Match and If-None-Match\n";
     return;
   }
   std::vector<std::string> why;

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -100,7 +100,8 @@ std::size_t ShardCount(const std::string& dir, std::size_t wanted) {
       }
       throw Unusable(dir, file.string() + " does not hold a shard count");
     }
-    if (text != ShardsFile(count)) ReplaceFile(dir, "shards", ShardsFile(count));
+    if (text != ShardsFile(count))
+      ReplaceFile(dir, "shards", ShardsFile(count));
     return count;
   }
   if (fs::exists(fs::path(dir) / "data.mdb", ec)) {
@@ -186,11 +187,11 @@ std::vector<std::string> ValuesUnder(const Env& env, std::string_view prefix) {
     throw std::runtime_error("cannot read " + env.dir() + ": " +
                              mdb_strerror(txn.error()));
   }
-  const int rc = ForEachValueUnder(
-      txn.get(), env.values(), prefix,
-      [&](std::string_view name, const StoredValue&) {
-        if (!logged.contains(name)) keys.emplace_back(name);
-      });
+  const int rc =
+      ForEachValueUnder(txn.get(), env.values(), prefix,
+                        [&](std::string_view name, const StoredValue&) {
+                          if (!logged.contains(name)) keys.emplace_back(name);
+                        });
   if (rc != 0) {
     throw std::runtime_error("cannot read the values of " + env.dir() + ": " +
                              mdb_strerror(rc));
@@ -244,10 +245,9 @@ std::string Shards::RefuseScopeChange(const Scopes& before,
          " stored value" + (count == 1 ? "" : "s") + " (" + examples +
          (count > stranded.size() ? ", ..." : "") +
          ") would then be guarded by a fence in another of its " +
-         std::to_string(envs_.size()) +
-         " shards than the one that holds " + (count == 1 ? "it" : "them") +
-         ", where no read would find " + (count == 1 ? "it" : "them") +
-         ". Serve with the scopes of " + dir_ +
+         std::to_string(envs_.size()) + " shards than the one that holds " +
+         (count == 1 ? "it" : "them") + ", where no read would find " +
+         (count == 1 ? "it" : "them") + ". Serve with the scopes of " + dir_ +
          "/scopes, or delete those values first (a directory of one shard "
          "can change its scopes freely)";
 }

@@ -22,9 +22,10 @@ namespace fencepost::fence {
 //
 // Layout: DIR/shards holds the count, written once when DIR is created
 // (after a first line that releases before data format 3 refuse, so that
-// none of them serves a directory this release upgraded); DIR/scopes the scopes the directory was served with (NUL-terminated);
-// environment i lives in DIR/shard-i. The count of an existing directory
-// always wins over Options::count, since changing it would move fences.
+// none of them serves a directory this release upgraded); DIR/scopes the scopes
+// the directory was served with (NUL-terminated); environment i lives in
+// DIR/shard-i. The count of an existing directory always wins over
+// Options::count, since changing it would move fences.
 // --max-map-size is split evenly among the environments.
 //
 // Thread safety: the accessors may be called from any thread.

@@ -34,16 +34,14 @@ void LogStarted(const proxy::Config& config, proxy::Assembly& assembly) {
   const bool shared = config.etcd.has_value();
   const char* mode =
       config.mode == proxy::Mode::kEnforce ? "enforce" : "observe";
-  proxy::LogEvent(
-      spdlog::level::info, "started",
-      "fencepost listening",
-      {{"version", FENCEPOST_VERSION},
-       {"data", to_string(assembly.data())},
-       {"admin", to_string(assembly.admin())},
-       {"backend", config.backend},
-       {"fence_store", config.fence_store},
-       {"data_dir", shared ? "-" : config.data_dir},
-       {"mode", mode}});
+  proxy::LogEvent(spdlog::level::info, "started", "fencepost listening",
+                  {{"version", FENCEPOST_VERSION},
+                   {"data", to_string(assembly.data())},
+                   {"admin", to_string(assembly.admin())},
+                   {"backend", config.backend},
+                   {"fence_store", config.fence_store},
+                   {"data_dir", shared ? "-" : config.data_dir},
+                   {"mode", mode}});
 }
 
 int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {

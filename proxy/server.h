@@ -146,8 +146,7 @@ class Server {
   // One connection's request loop, over TCP or TLS: waits for a request,
   // reads it, hands it over, writes the answer; then winds down.
   template <class Stream>
-  Awaitable<void> Session(Stream& stream, Listener& listener,
-                          Connection& self);
+  Awaitable<void> Session(Stream& stream, Listener& listener, Connection& self);
   // A request that holds its connection (watch::HoldsConnection): 503 past
   // the port's watch cap; otherwise answered, streamed or long-polled with
   // a read pending on the connection (WatchClient), which ends it when the

@@ -76,7 +76,6 @@ class WatchSlot {
   std::size_t& count_;
 };
 
-
 }  // namespace
 
 template <class Stream>
@@ -99,13 +98,11 @@ Awaitable<bool> Server::ServeWatch(Stream& stream, beast::flat_buffer& buffer,
     const bool sent =
         co_await WriteResponse(stream, request, res, keep_alive, self);
     Account(listener.port, request, res, client, handled, handled);
-    co_return sent && keep_alive;
+    co_return sent&& keep_alive;
   }
   WatchSlot slot(listener.watches);
   ClientWatch watch(io_);
-  watch.on_left = [this, &request] {
-    service_.watches().ClientLeft(&request);
-  };
+  watch.on_left = [this, &request] { service_.watches().ClientLeft(&request); };
   // A stream's client sends nothing more that matters; a long poll's may
   // pipeline its next request, which is kept. No deadline on the read: the
   // wait is the watch's.

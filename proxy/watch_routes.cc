@@ -88,9 +88,7 @@ class WaitRegistration {
  public:
   WaitRegistration(storage::WatchHub& hub, std::string name,
                    const Request& request)
-      : hub_(hub),
-        name_(std::move(name)),
-        waiter_(hub.Wait(name_, &request)) {}
+      : hub_(hub), name_(std::move(name)), waiter_(hub.Wait(name_, &request)) {}
   ~WaitRegistration() { hub_.Unwait(name_, waiter_); }
   WaitRegistration(const WaitRegistration&) = delete;
   WaitRegistration& operator=(const WaitRegistration&) = delete;

@@ -83,10 +83,14 @@ std::string LocalFences::CheckLeases(const fence::Scopes& scopes) const {
             granted == name
                 ? "with no --fence-scope that covers " + name
                 : "with --fence-scope " + granted + " among the flags";
-        return "the lease " + name + " was granted under the fence " +
-               granted + ", but with these --fence-scope settings its fence "
-               "is " + std::string(fence) + ". A lease keeps its fence for "
-               "good: start " + how + " (the scopes it was granted under), "
+        return "the lease " + name + " was granted under the fence " + granted +
+               ", but with these --fence-scope settings its fence "
+               "is " +
+               std::string(fence) +
+               ". A lease keeps its fence for "
+               "good: start " +
+               how +
+               " (the scopes it was granted under), "
                "or serve the other scopes from a data directory of their own";
       }
     }

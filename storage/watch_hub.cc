@@ -123,7 +123,7 @@ void WatchHub::Unsubscribe(const std::shared_ptr<Subscriber>& subscriber) {
 }
 
 std::shared_ptr<WatchHub::Waiter> WatchHub::Wait(const std::string& name,
-                                                const void* request) {
+                                                 const void* request) {
   auto waiter = std::make_shared<Waiter>();
   waiter->signalled = closed_;
   waiter->request = request;

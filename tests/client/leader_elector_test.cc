@@ -16,9 +16,9 @@
 
 #include "client/documents.h"
 #include "tests/client/helpers.h"
+#include "tests/testing/bounds.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
-#include "tests/testing/bounds.h"
 
 namespace fencepost::client {
 namespace {
@@ -213,9 +213,9 @@ TEST(LeaderElectorTest, ATakeoverStopsTheWorkAtOnceAndItCampaignsAgain) {
   // The grant raised the fence above the elector's token: its watch of the
   // fence sees it (before the next renewal, which would be refused with
   // another reason) and the work stops.
-  ASSERT_TRUE(testing::Eventually(
-      [&] { return candidate.journal.losses() == 1; },
-      fencepost::testing::kNoHang));
+  ASSERT_TRUE(
+      testing::Eventually([&] { return candidate.journal.losses() == 1; },
+                          fencepost::testing::kNoHang));
   {
     std::lock_guard lock(candidate.journal.mu);
     EXPECT_EQ(candidate.journal.lost[0].first, first);

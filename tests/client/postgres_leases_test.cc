@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "tests/coordination/shell.h"
-#include "tests/testing/refusing_port.h"
 #include "tests/testing/bounds.h"
+#include "tests/testing/refusing_port.h"
 
 namespace fencepost::client {
 namespace {

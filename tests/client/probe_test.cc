@@ -98,14 +98,14 @@ TEST(ProbeTest, NginxIgnoresThePreconditionsAndIsToldSo) {
   const auto seen = nginx.AwaitRequests(3, "DELETE");
   std::vector<std::string> methods;
   for (const auto& request : seen) methods.push_back(request.method);
-  EXPECT_EQ(methods, (std::vector<std::string>{
-                         "PUT", "GET",                          //
-                         "PUT", "GET", "PUT",                   //
-                         "PUT", "GET", "PUT",                   //
-                         "DELETE", "GET", "PUT",                //
-                         "GET", "PUT", "GET", "GET", "DELETE",  //
-                         "GET",                                 //
-                         "PUT", "GET", "DELETE"}));
+  EXPECT_EQ(methods, (std::vector<std::string>{"PUT",    "GET",            //
+                                               "PUT",    "GET",    "PUT",  //
+                                               "PUT",    "GET",    "PUT",  //
+                                               "DELETE", "GET",    "PUT",  //
+                                               "GET",    "PUT",    "GET",
+                                               "GET",    "DELETE",  //
+                                               "GET",               //
+                                               "PUT",    "GET",    "DELETE"}));
   ASSERT_EQ(seen.size(), 20u);
   EXPECT_EQ(seen[16].uri, seen[0].uri);
   EXPECT_NE(seen[17].uri, seen[0].uri);  // the new key
@@ -295,11 +295,11 @@ TEST(ProbeTest, AStoreThatRefusesEveryConditionalWriteDoesNotHonourThem) {
                   "PUT with If-None-Match: * to a new key: DOES NOT HOLD "
                   "(HTTP 412, value missing)"))
       << probe.output;
-  EXPECT_TRUE(Has(probe.output,
-                  "verdict: " + url +
-                      " does NOT honour If-Match and If-None-Match: it "
-                      "refuses writes whose precondition holds, so a "
-                      "compare-and-set through it cannot succeed\n"))
+  EXPECT_TRUE(
+      Has(probe.output, "verdict: " + url +
+                            " does NOT honour If-Match and If-None-Match: it "
+                            "refuses writes whose precondition holds, so a "
+                            "compare-and-set through it cannot succeed\n"))
       << probe.output;
   EXPECT_FALSE(Has(probe.output, "could not be removed")) << probe.output;
   // The If-Match sent was the ETag the store answered, quotes and all.
@@ -328,11 +328,11 @@ TEST(ProbeTest, AStoreThatAnswers403ToAFailedPreconditionDoesNotHonourThem) {
             3u)
       << probe.output;
   EXPECT_EQ(Count(probe.output, ": holds (HTTP 2"), 3u) << probe.output;
-  EXPECT_TRUE(Has(probe.output,
-                  "verdict: " + url +
-                      " does NOT honour If-Match and If-None-Match: it "
-                      "answers a failed precondition with another status "
-                      "than 412"))
+  EXPECT_TRUE(
+      Has(probe.output, "verdict: " + url +
+                            " does NOT honour If-Match and If-None-Match: it "
+                            "answers a failed precondition with another status "
+                            "than 412"))
       << probe.output;
   for (const auto& request : store.Requests()) {
     EXPECT_EQ(store.Value(request.target), "") << request.target;

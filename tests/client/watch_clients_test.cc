@@ -166,8 +166,7 @@ TEST(WatchCommandTest, PrintsItsPrefixsEventsAndComesBackAfterARestart) {
   // Its reconnects back off up to 5 s apart while the server is down.
   ASSERT_TRUE(testing::Eventually(
       [&] {
-        return watch.Output().find("\"event\":\"reset\"") !=
-               std::string::npos;
+        return watch.Output().find("\"event\":\"reset\"") != std::string::npos;
       },
       std::chrono::seconds(5) + fencepost::testing::kNoHang))
       << watch.Output();

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "tests/coordination/shell.h"
-#include "tests/testing/freeze.h"
 #include "tests/testing/bounds.h"
+#include "tests/testing/freeze.h"
 
 namespace fencepost::client {
 namespace {
@@ -506,8 +506,7 @@ TEST(ZooKeeperLeasesUnreachableTest, FailsWithinTheTimeout) {
       EXPECT_EQ(failed.outcome, Outcome::kFailed) << url;
       EXPECT_FALSE(failed.detail.empty());
       EXPECT_GE(took, milliseconds(300)) << url;
-      EXPECT_LT(took, milliseconds(300) + fencepost::testing::kNoHang)
-          << url;
+      EXPECT_LT(took, milliseconds(300) + fencepost::testing::kNoHang) << url;
     }
     EXPECT_EQ(a.Renew(1, milliseconds(300)).outcome, Outcome::kRefused)
         << "never held";

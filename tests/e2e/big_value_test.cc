@@ -38,8 +38,8 @@ TEST(BigValueTest, TheLargestBodyAllowedSurvivesAKill) {
   TempDir dir;
   const std::string limit = std::to_string(fence::kMaxValueBytes);
   const std::string step = std::to_string(static_cast<int>(kBigStep));
-  const std::vector<std::string> args = {"--max-body", limit, "--read-timeout",
-                                         step, "--write-timeout", step};
+  const std::vector<std::string> args = {
+      "--max-body", limit, "--read-timeout", step, "--write-timeout", step};
   // The longest key, so the record is as large as one can be.
   const std::string key(fence::kMaxNameBytes, 'k');
   std::string body(fence::kMaxValueBytes, 'v');
@@ -47,9 +47,9 @@ TEST(BigValueTest, TheLargestBodyAllowedSurvivesAKill) {
   body.back() = 'Z';
   {
     ServerProcess server(dir / "d", args, {}, {}, kBigStep);
-    const auto put = HttpClient(server.data_port(), kBigStep)
-                         .Request("PUT", "/" + key, {{"Fencing-Token", "7"}},
-                                  body);
+    const auto put =
+        HttpClient(server.data_port(), kBigStep)
+            .Request("PUT", "/" + key, {{"Fencing-Token", "7"}}, body);
     ASSERT_EQ(put.status, 201) << put.body;
     server.Kill();  // before the applier could have put it in LMDB
   }
@@ -60,10 +60,9 @@ TEST(BigValueTest, TheLargestBodyAllowedSurvivesAKill) {
   EXPECT_EQ(get.header("fencing-token"), "7");
   EXPECT_TRUE(get.body == body)
       << "the value came back changed, " << get.body.size() << " bytes";
-  EXPECT_EQ(
-      client.Request("PUT", "/" + key, {{"Fencing-Token", "1"}}, "stale")
-          .status,
-      409);
+  EXPECT_EQ(client.Request("PUT", "/" + key, {{"Fencing-Token", "1"}}, "stale")
+                .status,
+            409);
 }
 
 TEST(BigValueTest, AMaxBodyAboveWhatALogRecordHoldsIsRefusedAtStart) {

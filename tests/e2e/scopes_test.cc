@@ -101,9 +101,9 @@ TEST(ScopesTest, ALeaseGrantedUnderAScopeNamesTheFlagItNeeds) {
               R"({"holder":"a","ttl_ms":60000})");
     ASSERT_EQ(lease.status, 200) << lease.body;
   }
-  const testing::RunResult refused = RunFencepost(
-      {"serve", "--data-dir", dir / "d", "--listen", "127.0.0.1:0",
-       "--admin-listen", "127.0.0.1:0"});
+  const testing::RunResult refused =
+      RunFencepost({"serve", "--data-dir", dir / "d", "--listen", "127.0.0.1:0",
+                    "--admin-listen", "127.0.0.1:0"});
   EXPECT_EQ(refused.exit_status, 2) << refused.output;
   EXPECT_NE(refused.output.find("start with --fence-scope orders/ among the "
                                 "flags"),
@@ -165,9 +165,9 @@ TEST(ScopesTest, OnShardsAScopeChangeThatWouldStrandValuesIsRefused) {
                 412)
           << key;
     }
-    const auto cas = Fetch(server.data_port(), "PUT", "/a/0",
-                           {{"Fencing-Token", "6"}, {"If-Match", tags[0]}},
-                           "v-7");
+    const auto cas =
+        Fetch(server.data_port(), "PUT", "/a/0",
+              {{"Fencing-Token", "6"}, {"If-Match", tags[0]}}, "v-7");
     EXPECT_EQ(cas.status, 200) << cas.body;
     for (int i = 0; i < 8; ++i) {
       EXPECT_EQ(Fetch(server.data_port(), "DELETE", "/a/" + std::to_string(i),
@@ -177,8 +177,8 @@ TEST(ScopesTest, OnShardsAScopeChangeThatWouldStrandValuesIsRefused) {
     }
   }
   // With the values gone, the scope is added, and starts at their fence.
-  ServerProcess server(dir / "d", {"--fence-scope", "b/", "--fence-scope",
-                                   "a/"});
+  ServerProcess server(dir / "d",
+                       {"--fence-scope", "b/", "--fence-scope", "a/"});
   EXPECT_EQ(Put(server, "a/9", "5"), 409);
   EXPECT_EQ(Put(server, "a/9", "6"), 201);
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/a/9").body, "v-6");

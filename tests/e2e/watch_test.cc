@@ -62,8 +62,8 @@ void PutMany(std::uint16_t port, const std::string& prefix, int count) {
 // Whether `pred` holds within `seconds` (asked every 20 ms).
 template <class Pred>
 bool Within(double seconds, Pred pred) {
-  const auto until = std::chrono::steady_clock::now() +
-                     std::chrono::duration<double>(seconds);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (!pred()) {
     if (std::chrono::steady_clock::now() >= until) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -177,8 +177,8 @@ TEST(WatchTest, AComebackTooFarBehindForItsQueueGetsAResetNotADrop) {
   PutMany(data, "b", 10000);
   Watcher back(admin, "/v1/watch", std::to_string(start));
   const std::vector<Event> reset = back.Events(1);
-  ASSERT_EQ(reset.size(), 1u) << "dropped before anything was sent: "
-                              << back.raw();
+  ASSERT_EQ(reset.size(), 1u)
+      << "dropped before anything was sent: " << back.raw();
   EXPECT_EQ(reset[0].type, "reset");
   ASSERT_EQ(Put(data, "after", 1), 201);
   const std::vector<Event> events = back.Events(2);
@@ -239,9 +239,8 @@ TEST(WatchTest, StreamsLeaveRoomForHealthMetricsAndLeaseCalls) {
   EXPECT_EQ(Watchers(admin), 56);
   EXPECT_EQ(Fetch(admin, "PUT", "/v1/leases/l", {}, lease).status, 200)
       << "the holder renews";
-  EXPECT_EQ(Fetch(admin, "GET", "/v1/fences/l?wait_above=0&timeout_ms=0")
-                .status,
-            503)
+  EXPECT_EQ(
+      Fetch(admin, "GET", "/v1/fences/l?wait_above=0&timeout_ms=0").status, 503)
       << "a long poll counts with the streams";
 }
 

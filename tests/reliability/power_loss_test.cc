@@ -195,7 +195,7 @@ class Ballast {
 
  private:
   std::atomic<bool> stop_ = false;
-  std::atomic<std::uint64_t> token_ = 0;  // rises across restarts
+  std::atomic<std::uint64_t> token_ = 0;      // rises across restarts
   std::atomic<std::size_t> acked_bytes_ = 0;  // since Start
   std::vector<std::thread> threads_;
 };

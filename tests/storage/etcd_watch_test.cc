@@ -106,8 +106,8 @@ TEST_F(EtcdWatchTest, AStreamThatBreaksGoesOnWithEachChangeToldOnce) {
   ASSERT_TRUE(RunUntil(io_, [this] { return etcd_.open_streams() == 1; }));
   Raise("f", 1);
   ASSERT_TRUE(RunUntil(io_, [this] { return told_.back() == "f@1"; }));
-  EXPECT_EQ(told_, (std::vector<std::string>{"a@1", "b@1", "c@1", "d@1",
-                                              "e@1", "f@1"}));
+  EXPECT_EQ(told_, (std::vector<std::string>{"a@1", "b@1", "c@1", "d@1", "e@1",
+                                             "f@1"}));
 }
 
 // Issue 36, item 6: while the stream was broken, etcd compacted away the
@@ -115,7 +115,8 @@ TEST_F(EtcdWatchTest, AStreamThatBreaksGoesOnWithEachChangeToldOnce) {
 // comes back with the id of an event from before the compaction gets a
 // reset first, not a replay without one (which would hide the changes
 // the compaction took).
-TEST_F(EtcdWatchTest, ACompactionWhileBrokenResetsWatchersComingBackFromBefore) {
+TEST_F(EtcdWatchTest,
+       ACompactionWhileBrokenResetsWatchersComingBackFromBefore) {
   Start();
   Raise("a", 1);
   Raise("b", 1);

@@ -24,8 +24,7 @@ std::string Kv(const std::string& key, const std::string& value,
                std::int64_t revision) {
   return "{\"key\":\"" + codec::EncodeBase64(key) +
          "\",\"create_revision\":\"1\",\"mod_revision\":" + Quoted(revision) +
-         ",\"version\":\"1\",\"value\":\"" + codec::EncodeBase64(value) +
-         "\"}";
+         ",\"version\":\"1\",\"value\":\"" + codec::EncodeBase64(value) + "\"}";
 }
 
 std::string Header(std::int64_t revision) {
@@ -45,7 +44,8 @@ std::int64_t StartOf(const std::string& body) {
 }  // namespace
 
 FakeEtcdWatch::FakeEtcdWatch(asio::io_context& io)
-    : io_(io), acceptor_(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0)) {
+    : io_(io),
+      acceptor_(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0)) {
   asio::co_spawn(io_, Accept(), asio::detached);
 }
 
@@ -87,10 +87,11 @@ void FakeEtcdWatch::Break() {
 }
 
 std::string FakeEtcdWatch::Message(const Change& change) const {
-  std::string event = "{\"kv\":" + Kv(change.key, change.value, change.revision);
+  std::string event =
+      "{\"kv\":" + Kv(change.key, change.value, change.revision);
   if (change.previous) {
-    event += ",\"prev_kv\":" + Kv(change.key, *change.previous,
-                                  change.revision - 1);
+    event +=
+        ",\"prev_kv\":" + Kv(change.key, *change.previous, change.revision - 1);
   }
   event += "}";
   return "{\"result\":" + Header(change.revision) + ",\"events\":[" + event +
@@ -100,8 +101,8 @@ std::string FakeEtcdWatch::Message(const Change& change) const {
 bool FakeEtcdWatch::Send(Socket& socket, const std::string& json) {
   char size[17];
   const int n = std::snprintf(size, sizeof size, "%zx", json.size() + 1);
-  const std::string chunk = std::string(size, static_cast<std::size_t>(n)) +
-                            "\r\n" + json + "\n\r\n";
+  const std::string chunk =
+      std::string(size, static_cast<std::size_t>(n)) + "\r\n" + json + "\n\r\n";
   boost::system::error_code ec;
   asio::write(socket, asio::buffer(chunk), ec);
   return !ec;

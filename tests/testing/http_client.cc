@@ -64,8 +64,8 @@ HttpResponse HttpClient::ReadResponse(bool head) {
                      done = true;
                    });
   if (!RunFor(impl_->io, impl_->socket, seconds_, done)) {
-    throw std::runtime_error("no response within " +
-                             std::to_string(seconds_) + " s");
+    throw std::runtime_error("no response within " + std::to_string(seconds_) +
+                             " s");
   }
   if (ec) throw boost::system::system_error(ec);
   HttpResponse out;

@@ -159,8 +159,8 @@ ServerProcess::ServerProcess(const std::string& data_dir,
     // ends with a newline once written whole.
     for (const auto& [started, data_field, admin_field] :
          {std::tuple{" event=started", " data=127.0.0.1:", " admin=127.0.0.1:"},
-          std::tuple{"\"event\":\"started\"", "\"data\":\"127.0.0.1:",
-                     "\"admin\":\"127.0.0.1:"}}) {
+          std::tuple{"\"event\":\"started\"",
+                     "\"data\":\"127.0.0.1:", "\"admin\":\"127.0.0.1:"}}) {
       const auto at = log.find(started);
       if (at == std::string::npos) continue;
       const auto begin = log.rfind('\n', at) + 1;  // npos + 1 == 0

@@ -82,8 +82,8 @@ bool Claim(std::uint16_t port) {
   const fs::path claim = claims / std::to_string(port);
   if (fs::create_directory(claim, ec)) return true;
   const auto written = fs::last_write_time(claim, ec);
-  if (ec || fs::file_time_type::clock::now() - written <
-                std::chrono::minutes(10)) {
+  if (ec ||
+      fs::file_time_type::clock::now() - written < std::chrono::minutes(10)) {
     return false;
   }
   fs::remove(claim, ec);
@@ -101,8 +101,7 @@ std::string Tag(const std::string& value) {
 }
 
 bool Tagged(const std::string& target) {
-  return target.rfind("/refuses/", 0) == 0 ||
-         target.rfind("/forbids/", 0) == 0;
+  return target.rfind("/refuses/", 0) == 0 || target.rfind("/forbids/", 0) == 0;
 }
 
 // Whether the write's If-Match or If-None-Match: * fails against `value`
