@@ -90,6 +90,11 @@ else
   # The second terminal: every change under orders/ as it happens.
   "$fencepost" watch orders/ >"$server_dir/watch.out" 2>&1 &
   watch_pid=$!
+  # The story starts once the stream is open, so the terminal sees it all.
+  for _ in $(seq 100); do
+    curl -s "$FENCEPOST_ADMIN/metrics" | grep -q '^fencepost_watchers [1-9]' && break
+    sleep 0.1
+  done
 fi
 # A through the first replica, B through the last, reads through the middle.
 a_admin=${admins[0]} a_data=${datas[0]}

@@ -213,10 +213,11 @@ class Server {
   Awaitable<void> StreamEvents(Stream& stream, const Request& request,
                                Response& head, Connection& self,
                                ClientWatch& watch);
-  // Writes `bytes` within --write-timeout; false when it failed.
+  // Writes `bytes` within --write-timeout; false when it failed. A stream
+  // whose client let the write time out set `*timed_out`.
   template <class Stream>
   Awaitable<bool> WriteBytes(Stream& stream, const std::string& bytes,
-                             Connection& self);
+                             Connection& self, bool* timed_out = nullptr);
 
   boost::asio::io_context& io_;
   Service& service_;

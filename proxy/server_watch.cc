@@ -204,7 +204,12 @@ Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
           std::min(subscriber.pending_bytes, storage::StreamBytes(event));
       subscriber.pending.pop_front();
     }
-    sent = co_await WriteBytes(stream, Chunk(events), self);
+    bool timed_out = false;
+    sent = co_await WriteBytes(stream, Chunk(events), self, &timed_out);
+    // A client that takes nothing for --write-timeout stopped reading: it
+    // is dropped like one whose queue passed the bound (which one comes
+    // first depends on how much the kernel's buffers took).
+    if (timed_out) service_.watches().Drop(subscriber);
   }
   if (sent && !watch.left) {
     co_await WriteBytes(stream, std::string("0\r\n\r\n"), self);
@@ -214,7 +219,7 @@ Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
 
 template <class Stream>
 Awaitable<bool> Server::WriteBytes(Stream& stream, const std::string& bytes,
-                                   Connection& self) {
+                                   Connection& self, bool* timed_out) {
   beast::error_code ec;
   auto& lowest = beast::get_lowest_layer(stream);
   lowest.expires_after(options_.write_timeout);
@@ -222,6 +227,7 @@ Awaitable<bool> Server::WriteBytes(Stream& stream, const std::string& bytes,
   co_await asio::async_write(stream, asio::buffer(bytes),
                              asio::redirect_error(kUseAwaitable, ec));
   lowest.expires_never();
+  if (timed_out) *timed_out = ec == beast::error::timeout;
   co_return !ec;
 }
 

@@ -51,14 +51,19 @@ void WatchHub::Deliver(const EventPtr& event, Subscriber& subscriber) {
   subscriber.pending.push_back(event);
   subscriber.pending_bytes += StreamBytes(*event);
   if (subscriber.pending_bytes > options_.max_unsent_bytes) {
-    subscriber.dropped = true;
-    subscriber.pending.clear();
-    subscriber.pending_bytes = 0;
-    ++dropped_total_;
+    Drop(subscriber);
   } else if (!was_empty) {
     return;  // woken already for the first one
   }
   if (subscriber.wake) subscriber.wake();
+}
+
+void WatchHub::Drop(Subscriber& subscriber) {
+  if (subscriber.dropped) return;
+  subscriber.dropped = true;
+  subscriber.pending.clear();
+  subscriber.pending_bytes = 0;
+  ++dropped_total_;
 }
 
 WatchHub::EventPtr WatchHub::ResetEvent() const {

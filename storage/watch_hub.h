@@ -96,6 +96,9 @@ class WatchHub {
   // is woken with `abandoned` set, so it ends instead of holding its
   // connection's slot until its timeout.
   void ClientLeft(const void* request);
+  // A subscriber that stopped taking its events (its queue passed the
+  // bound, or its client let a write time out): dropped and counted.
+  void Drop(Subscriber& subscriber);
 
   // Wakes every subscriber and waiter for the last time (shutdown).
   void Close();

@@ -96,6 +96,23 @@ TEST(WatchHubTest, AWatcherThatFallsBehindIsDroppedNotWaitedFor) {
   EXPECT_FALSE(other->dropped);
 }
 
+// A stream whose client let a write time out is dropped by the same rule:
+// its queue emptied, counted once however often it is told.
+TEST(WatchHubTest, AWatcherDroppedForATimedOutWriteIsCountedOnce) {
+  WatchHub hub(WatchHub::Options{10, 1u << 20, 0});
+  auto stalled = hub.Subscribe("", std::nullopt);
+  hub.Publish("fence", "k", "{}");
+  ASSERT_EQ(stalled->pending.size(), 1u);
+  hub.Drop(*stalled);
+  hub.Drop(*stalled);
+  EXPECT_TRUE(stalled->dropped);
+  EXPECT_TRUE(stalled->pending.empty());
+  EXPECT_EQ(stalled->pending_bytes, 0u);
+  EXPECT_EQ(hub.dropped_total(), 1u);
+  hub.Publish("fence", "k", "{}");
+  EXPECT_TRUE(stalled->pending.empty());
+}
+
 // Issue 36, item 6: the store's feed lost changes (an etcd compaction). A
 // client that saw events before the reset and comes back with their id must
 // get a reset, not a replay that skips what the reset stands for.
