@@ -13,7 +13,20 @@
 #                        AWS_SECRET_ACCESS_KEY=...
 #                        CEPH_CONF=DIR/ceph.conf
 #                      (`. DIR/env` in a shell; `set -a` first to export).
+#   rgw.sh start DIR OWNER_PID
+#                      the same, and the cluster is stopped and DIR removed
+#                      (by a watcher in the background, checking each second)
+#                      once process OWNER_PID has ended, however it ended:
+#                      a test that crashes leaves no daemons behind.
 #   rgw.sh stop DIR    stops the three daemons, waits for them, removes DIR
+#   rgw.sh gateway-stop DIR
+#                      kills radosgw alone (SIGKILL, as a crash) and waits
+#                      for it to exit; the objects stay in the OSD
+#   rgw.sh gateway-start DIR
+#                      starts radosgw again, same config, same port, and
+#                      waits until it answers (RGW_START_TIMEOUT)
+#   rgw.sh gateway-pid DIR
+#                      prints radosgw's pid (exit 1 when it does not run)
 # Every wait is bounded (RGW_START_TIMEOUT seconds in all, default 90); on
 # failure the daemons' logs go to stderr and what was started is stopped.
 # Inside the cluster there is no authentication (auth_* = none, and so crc
@@ -121,7 +134,55 @@ start_daemon() {
 }
 
 alive() {
-  [[ -f $dir/run/$1.daemon ]] && kill -0 "$(<"$dir/run/$1.daemon")" 2>/dev/null
+  [[ -f $dir/run/$1.daemon ]] && running "$(<"$dir/run/$1.daemon")"
+}
+
+# Whether process PID exists and is not a zombie.
+running() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]]
+}
+
+# The start time of process PID (field 22 of /proc/PID/stat), so that a
+# new process given the same pid is not taken for it.
+start_time() {
+  local stat
+  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
+  stat=${stat##*) }
+  set -- $stat
+  echo "${20}"
+}
+
+# Starts the watcher of OWNER_PID (see the usage above), detached from the
+# caller's session and output, so that it outlives the owner.
+start_reaper() {
+  local owner=$1 started
+  started=$(start_time "$owner") || die "no process $owner"
+  setsid "$script" reap "$dir" "$owner" "$started" </dev/null >/dev/null 2>&1 &
+}
+
+# reap: the watcher. Ends when DIR is gone (stopped by its owner).
+reap() {
+  local owner=$1 started=$2
+  echo $$ >"$dir/reaper.pid"
+  while [[ -d $dir ]]; do
+    if [[ $(start_time "$owner") != "$started" ]]; then
+      stop_daemons || true
+      rm -rf "$dir"
+      return 0
+    fi
+    sleep 1
+  done
+}
+
+# Stops the watcher, unless this is it.
+stop_reaper() {
+  local pid
+  [[ -f $dir/reaper.pid ]] || return 0
+  pid=$(<"$dir/reaper.pid")
+  [[ $pid == "$$" ]] || kill "$pid" 2>/dev/null || true
 }
 
 # Waits for CHECK (a command) to succeed, while daemon NAME runs.
@@ -262,17 +323,57 @@ try_start() {
   make_user_and_bucket "$rgw_port"
 }
 
+# gateway-stop: radosgw killed (a crash, and quick: a TERM'd radosgw takes
+# seconds), waited for at most 10 s.
+gateway_stop() {
+  local pid i
+  [[ -f $dir/run/rgw.daemon ]] || die "no radosgw was started in $dir"
+  pid=$(<"$dir/run/rgw.daemon")
+  kill -CONT "$pid" 2>/dev/null || true
+  kill -KILL "$pid" 2>/dev/null || true
+  for ((i = 0; i < 200; i++)); do
+    running "$pid" || return 0
+    sleep 0.05
+  done
+  die "radosgw ($pid) did not exit within 10 s"
+}
+
+# gateway-start: radosgw again on the port of DIR/env. Its port stays
+# claimed (free_port's claim renewed), so no other test is handed it.
+gateway_start() {
+  local port
+  [[ -f $dir/env ]] || die "no cluster in $dir"
+  alive rgw && die "radosgw already runs in $dir"
+  alive osd && alive mon || die "the cluster of $dir is not running"
+  port=$(sed -n 's|^S3_ENDPOINT=http://127.0.0.1:||p' "$dir/env")
+  [[ -n $port ]] || die "no port in $dir/env"
+  mkdir -p "$free_port_claims/$port" && touch "$free_port_claims/$port"
+  deadline=$((SECONDS + start_timeout_s))
+  start_daemon rgw radosgw -c "$dir/ceph.conf" -n client.rgw
+  while ! rgw_answers "$port"; do
+    if ! alive rgw || ((SECONDS >= deadline)); then
+      print_logs
+      kill -KILL "$(<"$dir/run/rgw.daemon")" 2>/dev/null || true
+      die "radosgw did not answer again on port $port"
+    fi
+    sleep 0.1
+  done
+}
+
+script=$(cd "$(dirname "$0")" && pwd)/${0##*/}
 cmd=${1:-}
 dir=${2:-}
-[[ -n $cmd && -n $dir ]] || die "usage: rgw.sh start|stop DIR"
+[[ -n $cmd && -n $dir ]] ||
+  die "usage: rgw.sh start DIR [OWNER_PID] | stop DIR | gateway-stop DIR | gateway-start DIR | gateway-pid DIR"
 case $cmd in
   start)
-    for p in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool curl; do
+    for p in ceph-mon ceph-osd radosgw radosgw-admin ceph monmaptool curl setsid; do
       command -v "$p" >/dev/null || die "$p not found (scripts/deps.sh installs it)"
     done
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
     alive mon 2>/dev/null && die "a cluster already runs in $dir"
+    [[ -z ${3:-} ]] || start_reaper "$3"
     deadline=$((SECONDS + start_timeout_s))
     for _ in 1 2 3; do
       if try_start; then
@@ -285,8 +386,25 @@ case $cmd in
   stop)
     [[ -d $dir ]] || exit 0
     dir=$(cd "$dir" && pwd)
+    stop_reaper
     stop_daemons
     rm -rf "$dir"
     ;;
-  *) die "unknown command '$cmd' (start or stop)" ;;
+  gateway-stop)
+    dir=$(cd "$dir" && pwd)
+    gateway_stop
+    ;;
+  gateway-start)
+    dir=$(cd "$dir" && pwd)
+    gateway_start
+    ;;
+  gateway-pid)
+    dir=$(cd "$dir" && pwd)
+    alive rgw || exit 1
+    cat "$dir/run/rgw.daemon"
+    ;;
+  reap) # internal: the watcher started by `start DIR OWNER_PID`
+    reap "$3" "$4"
+    ;;
+  *) die "unknown command '$cmd' (start, stop, gateway-stop, gateway-start, gateway-pid)" ;;
 esac
