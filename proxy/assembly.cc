@@ -22,7 +22,10 @@
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
 #include "storage/lmdb_backend.h"
+#include "storage/s3_backend.h"
 #include "storage/local_fences.h"
+#include "http/host_port.h"
+#include "sigv4/credentials.h"
 
 namespace fencepost::proxy {
 
@@ -92,6 +95,8 @@ std::string_view BackendName(storage::BackendSpec::Kind kind) {
       return "fs";
     case Kind::kHttp:
       return "http";
+    case Kind::kS3:
+      return "s3";
     case Kind::kEtcd:
       return "etcd";
     case Kind::kLmdb:
@@ -334,6 +339,7 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
       options.upstream = config.backend_spec;
       options.timeout = Millis(config.upstream_timeout);
       options.settle = Millis(config.upstream_settle);
+      options.tls_ca = config.upstream_tls_ca;
       options.forward_token = config.forward_token;
       // After a crash, writes the last process had forwarded may still be
       // applied upstream: every fence waits out the settle time first.
@@ -347,6 +353,8 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
             "unknown upstream outcomes; for tests only");
       }
       backend_ = std::make_unique<storage::HttpBackend>(io_, options, *fences_);
+    } else if (config.backend_spec.kind == Kind::kS3) {
+      return MakeS3Backend(config, test, failure);
     } else {
       backend_ = std::make_unique<storage::LmdbBackend>(*shards_);
     }
@@ -354,6 +362,55 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
     *failure = {e.what()};
     return false;
   }
+  return true;
+}
+
+bool Assembly::MakeS3Backend(const Config& config, const TestSwitches& test,
+                             Failure* failure) {
+  sigv4::LoadedCredentials loaded = sigv4::LoadCredentials(
+      {config.s3_credentials_file, config.s3_profile});
+  if (!loaded.credentials) {
+    *failure = {"--backend s3://: " + loaded.message};
+    return false;
+  }
+  storage::S3Backend::Options options;
+  options.spec = config.backend_spec;
+  const std::string& endpoint = config.s3_endpoint;  // checked by the config
+  options.bucket.tls = endpoint.rfind("https://", 0) == 0;
+  const auto authority =
+      fencepost::http::SplitHostPort(
+          endpoint.substr(options.bucket.tls ? 8 : 7));
+  if (!authority || authority->host.empty()) {
+    *failure = {"--s3-endpoint: '" + endpoint + "' has no usable HOST[:PORT]"};
+    return false;
+  }
+  options.bucket.host = authority->host;
+  options.bucket.port =
+      authority->port.value_or(options.bucket.tls ? "443" : "80");
+  options.bucket.bucket = config.backend_spec.bucket;
+  options.bucket.region = config.s3_region;
+  options.bucket.virtual_hosted = config.s3_addressing == "virtual";
+  options.credentials = std::move(*loaded.credentials);
+  options.tls_ca = config.upstream_tls_ca;
+  options.timeout = Millis(config.upstream_timeout);
+  options.settle = Millis(config.upstream_settle);
+  options.hold_at_start = lock_.unclean;
+  if (test.disable_upstream_gate) {
+    options.disable_gate = true;
+    spdlog::critical(
+        "FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1: fences are NOT held after "
+        "unknown upstream outcomes; for tests only");
+  }
+  try {
+    backend_ =
+        std::make_unique<storage::S3Backend>(io_, std::move(options), *fences_);
+  } catch (const std::exception& e) {
+    *failure = {e.what()};
+    return false;
+  }
+  spdlog::info("s3:// backend: bucket {} at {} ({}-style), credentials from {}",
+               config.backend_spec.bucket, endpoint, config.s3_addressing,
+               loaded.source);
   return true;
 }
 
@@ -434,9 +491,10 @@ bool Assembly::MakeServer(const Config& config, Failure* failure) {
       .idle_timeout = Millis(config.idle_timeout),
       .write_timeout = Millis(config.write_timeout),
       .tls = nullptr,
-      .max_connections =
-          FitConnectionCap(config, config.backend_spec.kind ==
-                                       storage::BackendSpec::Kind::kHttp),
+      .max_connections = FitConnectionCap(
+          config,
+          config.backend_spec.kind == storage::BackendSpec::Kind::kHttp ||
+              config.backend_spec.kind == storage::BackendSpec::Kind::kS3),
       .admin_max_connections = config.admin_max_connections,
       .access_log = config.access_log};
   if (!config.tls_cert.empty()) {

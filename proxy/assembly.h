@@ -80,6 +80,10 @@ class Assembly {
   Assembly() = default;
   static DataDirLock LockDataDir(const std::string& dir);
   // Each step sets *failure and returns false when the process must stop.
+  // --backend s3://: credentials loaded (none found is a failure), the
+  // endpoint resolved.
+  bool MakeS3Backend(const Config& config, const TestSwitches& test,
+                     Failure* failure);
   bool OpenEtcd(const Config& config, Failure* failure);
   // Counts and logs a lease the store noticed ran out (metrics_ set), on
   // the io thread.

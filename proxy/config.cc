@@ -205,6 +205,61 @@ void WriteFlags(std::map<std::string, Flag>* flags) {
         [](Config& c, const std::string& v) {
           c.upstream_settle = ParseSeconds("upstream-settle", v);
         }}},
+      {"s3-endpoint",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          const bool tls = v.rfind("https://", 0) == 0;
+          if (!tls && v.rfind("http://", 0) != 0) {
+            throw ConfigError("--s3-endpoint: '" + v +
+                              "' is not http://HOST[:PORT] or https://...");
+          }
+          const std::string rest = v.substr(tls ? 8 : 7);
+          const std::size_t slash = rest.find('/');
+          if (rest.empty() || (slash != std::string::npos &&
+                               rest.substr(slash) != "/")) {
+            throw ConfigError("--s3-endpoint: '" + v +
+                              "' must be a scheme and HOST[:PORT], no path");
+          }
+          c.s3_endpoint = v.substr(0, (tls ? 8 : 7) + slash);
+        }}},
+      {"s3-region",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v.empty() ||
+              v.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") !=
+                  std::string::npos) {
+            throw ConfigError("--s3-region: '" + v +
+                              "' is not a region name (a-z 0-9 -)");
+          }
+          c.s3_region = v;
+        }}},
+      {"s3-addressing",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v != "path" && v != "virtual") {
+            throw ConfigError("--s3-addressing: '" + v +
+                              "' is not path or virtual");
+          }
+          c.s3_addressing = v;
+        }}},
+      {"s3-credentials-file",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v.empty()) throw ConfigError("--s3-credentials-file: empty path");
+          c.s3_credentials_file = v;
+        }}},
+      {"s3-profile",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v.empty()) throw ConfigError("--s3-profile: empty name");
+          c.s3_profile = v;
+        }}},
+      {"upstream-tls-ca",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v.empty()) throw ConfigError("--upstream-tls-ca: empty path");
+          c.upstream_tls_ca = v;
+        }}},
       {"tls-cert",
        {Kind::kValue, [](Config& c, const std::string& v) { c.tls_cert = v; }}},
       {"tls-key",
@@ -343,6 +398,33 @@ void CheckTogether(Config& c) {
     c.etcd->cert_file = c.fence_store_cert;
     c.etcd->key_file = c.fence_store_key;
   }
+  const bool s3 = c.backend_spec.kind == BackendKind::kS3;
+  if (!s3 && (!c.s3_endpoint.empty() || !c.s3_addressing.empty() ||
+              !c.s3_credentials_file.empty() || !c.s3_profile.empty() ||
+              c.s3_region != "us-east-1")) {
+    throw ConfigError("the --s3-* flags need --backend s3://BUCKET[/PREFIX]");
+  }
+  if (s3) {
+    const bool aws = c.s3_endpoint.empty();
+    if (aws) c.s3_endpoint = "https://s3." + c.s3_region + ".amazonaws.com";
+    if (c.s3_addressing.empty()) c.s3_addressing = aws ? "virtual" : "path";
+    if (c.s3_addressing == "virtual" &&
+        c.backend_spec.bucket.find('.') != std::string::npos &&
+        c.s3_endpoint.rfind("https://", 0) == 0) {
+      throw ConfigError(
+          "--s3-addressing virtual: bucket '" + c.backend_spec.bucket +
+          "' has dots, which no certificate's wildcard covers; use "
+          "--s3-addressing path");
+    }
+  }
+  const bool tls_upstream =
+      (c.backend_spec.kind == BackendKind::kHttp && c.backend_spec.tls) ||
+      (s3 && c.s3_endpoint.rfind("https://", 0) == 0);
+  if (!c.upstream_tls_ca.empty() && !tls_upstream) {
+    throw ConfigError(
+        "--upstream-tls-ca needs --backend https://... or an https:// "
+        "--s3-endpoint");
+  }
   if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
     throw ConfigError("--backend etcd needs --fence-store etcd://...");
   }
@@ -465,7 +547,8 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --listen HOST:PORT           data port (default 127.0.0.1:7400)
   --admin-listen HOST:PORT     admin port: metrics, health, fences (default 127.0.0.1:7401)
   --data-dir DIR               LMDB environment directory (default ./fencepost-data)
-  --backend SPEC               lmdb | etcd | fs:DIR | http://HOST:PORT[/BASE] (default lmdb)
+  --backend SPEC               lmdb | etcd | fs:DIR | http[s]://HOST[:PORT][/BASE] |
+                               s3://BUCKET[/PREFIX] (default lmdb)
   --fence-store STORE          lmdb | etcd[s]://HOST:PORT[,HOST:PORT...][/PREFIX]: where fences
                                live; etcd is shared by replicas, with --backend etcd, fs: or
                                http:// (default lmdb)
@@ -480,6 +563,16 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --upstream-timeout SECONDS   http:// backend deadline (default 10)
   --upstream-settle SECONDS    http:// backend hold after an unknown outcome (default 2)
   --forward-token              http:// backend: send Fencing-Token upstream
+  --upstream-tls-ca FILE       https:// backends and S3 endpoints: the CA their certificate
+                               must chain to (default: the system's)
+  --s3-endpoint URL            s3:// backend: http[s]://HOST[:PORT] of the store
+                               (default https://s3.REGION.amazonaws.com)
+  --s3-region REGION           s3:// backend: the region requests are signed for (default us-east-1)
+  --s3-addressing path|virtual s3:// backend: bucket in the path or the host name
+                               (default virtual on AWS's endpoint, else path)
+  --s3-credentials-file FILE, --s3-profile NAME
+                               s3:// backend: AWS shared-credentials file and profile (default:
+                               AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN)
   --forward-authorization      http:// backend: send Authorization upstream even with --auth-token-file
   --auth-token-file FILE       writes and admin mutations need Authorization: Bearer <a token in FILE>
   --tls-cert FILE, --tls-key FILE

@@ -45,6 +45,17 @@ struct Config {
   double upstream_timeout = 10;
   double upstream_settle = 2;
   bool forward_token = false;
+  // --backend s3:// (SPEC "S3 backend"). Empty endpoint: AWS's for the
+  // region; empty addressing: "virtual" on AWS's endpoint, else "path" (set
+  // by the checks once every flag is read).
+  std::string s3_endpoint;
+  std::string s3_region = "us-east-1";
+  std::string s3_addressing;
+  std::string s3_credentials_file;
+  std::string s3_profile;
+  // https:// backends and S3 endpoints: the CA their certificate must chain
+  // to (empty: the system's).
+  std::string upstream_tls_ca;
   // Not in SPEC's table: with --auth-token-file, Authorization is
   // fencepost's credential and is not sent upstream unless this is set.
   bool forward_authorization = false;

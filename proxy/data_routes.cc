@@ -78,10 +78,13 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
                                &req};
   storage::ReadResult read = co_await backend_.Read(request);
   if (read.error) {
-    co_return context_.StorageFailure(req, read.error, key, "read", 0,
-                                      read.detail);
+    co_return context_.StorageFailure(
+        req, read.error, key, "read", 0, read.detail,
+        read.store_error ? &*read.store_error : nullptr);
   }
-  if (read.upstream) {
+  // A forwarding backend's answer as it is; another's (s3://) after the
+  // preconditions, which fencepost decides.
+  if (read.upstream && backend_.forwards_preconditions()) {
     read.upstream->version(req.version());
     co_return std::move(*read.upstream);
   }
@@ -110,6 +113,10 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
   if (!read.found) {
     co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
                               key, std::nullopt, std::nullopt});
+  }
+  if (read.upstream) {
+    read.upstream->version(req.version());
+    co_return std::move(*read.upstream);
   }
   Response res(http::status::ok, req.version());
   res.set(http::field::content_type, read.content_type.empty()
@@ -158,8 +165,17 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   using Verdict = fence::WriteOutcome::Verdict;
   switch (outcome.verdict) {
     case Verdict::kFailed:
-      co_return context_.StorageFailure(req, outcome.error, key, "write",
-                                        result.retry_after, result.detail);
+      if (result.store_error && result.store_error->status == 412) {
+        // The store's own check refused it (a writer went around fencepost
+        // since the value was read): a precondition that failed.
+        co_return context_.RefusePrecondition(
+            req, key, fence_name, token, std::nullopt, client,
+            "the store refused the write's precondition (the value changed "
+            "since fencepost read it)");
+      }
+      co_return context_.StorageFailure(
+          req, outcome.error, key, "write", result.retry_after, result.detail,
+          result.store_error ? &*result.store_error : nullptr);
     case Verdict::kRejected:
       co_return context_.RefuseStale(req, key, fence_name, token,
                                      outcome.current, client,

@@ -94,6 +94,9 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kPreconditionFailed:
       return {http::status::precondition_failed, "precondition-failed",
               "The value's entity tag does not meet the precondition"};
+    case ProblemType::kStoreError:
+      return {http::status::bad_gateway, "store-error",
+              "The store behind the fences answered an error"};
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }
@@ -138,7 +141,10 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
   } else if (error == storage::Errc::kValueTooLarge ||
              error == storage::Errc::kBatchTooLarge) {
     type = ProblemType::kBodyTooLarge;
-  } else if (error == storage::Errc::kSymlink ||
+  } else if (error == storage::Errc::kStoreRefused) {
+    type = ProblemType::kStoreError;
+  } else if (error == storage::Errc::kObjectKeyTooLong ||
+             error == storage::Errc::kSymlink ||
              error == storage::Errc::kSegmentTooLong ||
              error == storage::Errc::kReservedName) {
     type = ProblemType::kBadKey;
@@ -152,7 +158,9 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
   AppendJsonString(&body, TypeUri(problem.type));
   body += ",\"title\":";
   AppendJsonString(&body, info.title);
-  body += ",\"status\":" + std::to_string(static_cast<unsigned>(info.status));
+  const unsigned status =
+      problem.status.value_or(static_cast<unsigned>(info.status));
+  body += ",\"status\":" + std::to_string(status);
   body += ",\"detail\":";
   AppendJsonString(&body, problem.detail);
   if (problem.key) {
@@ -184,9 +192,17 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
   if (problem.expires_in_ms) {
     body += ",\"expires_in_ms\":" + std::to_string(*problem.expires_in_ms);
   }
+  if (problem.store_code) {
+    body += ",\"code\":";
+    AppendJsonString(&body, *problem.store_code);
+  }
+  if (problem.store_request_id) {
+    body += ",\"request_id\":";
+    AppendJsonString(&body, *problem.store_request_id);
+  }
   body += "}\n";
 
-  Response res(info.status, version);
+  Response res(static_cast<http::status>(status), version);
   res.set(http::field::content_type, "application/problem+json");
   if (problem.current_token) {
     res.set("Fencing-Token", std::to_string(*problem.current_token));

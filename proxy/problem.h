@@ -38,7 +38,8 @@ enum class ProblemType {
   kTokensExhausted,     // a grant on a fence at the largest token
   kTooManyLeases,       // a grant past --max-leases live leases
   kPreconditionFailed,  // If-Match / If-None-Match does not hold
-  kLast = kPreconditionFailed,
+  kStoreError,          // s3://: the store's own error, with its status
+  kLast = kStoreError,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,
@@ -68,6 +69,11 @@ struct Problem {
   // or null when there is no value.
   bool with_current_etag = false;
   std::optional<std::string> current_etag;
+  // store-error: the store's status (instead of StatusOf's), and its error
+  // code and request id (`code`, `request_id`).
+  std::optional<unsigned> status;
+  std::optional<std::string> store_code;
+  std::optional<std::string> store_request_id;
 };
 
 // The one mapping from an error case to its HTTP status.

@@ -169,10 +169,22 @@ Response RouteContext::RefusePrecondition(
 Response RouteContext::StorageFailure(const Request& req, std::error_code error,
                                       const std::string& key,
                                       std::string_view what, int retry_after,
-                                      std::string_view detail) {
-  const Problem problem = ProblemFromStorage(error, key);
+                                      std::string_view detail,
+                                      const storage::StoreError* store_error) {
+  Problem problem = ProblemFromStorage(error, key);
+  if (store_error != nullptr) {
+    problem.type = ProblemType::kStoreError;
+    problem.status = store_error->status;
+    problem.store_code = store_error->code;
+    problem.store_request_id = store_error->request_id;
+    problem.detail = "the store answered " +
+                     std::to_string(store_error->status) +
+                     (store_error->code.empty() ? "" : " " + store_error->code);
+    retry_after = std::max(retry_after, store_error->retry_after);
+  }
   const bool server_fault =
-      static_cast<unsigned>(StatusOf(problem.type)) >= 500 &&
+      problem.status.value_or(static_cast<unsigned>(StatusOf(problem.type))) >=
+          500 &&
       problem.type != ProblemType::kOverloaded &&
       problem.type != ProblemType::kFenceHeld;
   if (problem.type == ProblemType::kOverloaded) {

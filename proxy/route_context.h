@@ -96,10 +96,13 @@ class RouteContext {
   // its count (overloaded, upstream outcome unknown, backend error) and,
   // when it is storage's fault (5xx) rather than the request's, its log
   // line. `what` names the operation in the log line, `detail` (the
-  // backend's account of what failed, if any) is one of its fields.
+  // backend's account of what failed, if any) is one of its fields. With
+  // `store_error` (storage::Errc::kStoreRefused), the store's own answer is
+  // relayed: its status, code and request id in a store-error problem.
   Response StorageFailure(const Request& request, std::error_code error,
                           const std::string& key, std::string_view what,
-                          int retry_after = 0, std::string_view detail = {});
+                          int retry_after = 0, std::string_view detail = {},
+                          const storage::StoreError* store_error = nullptr);
   // Counts and logs a lease that ran out without a release (noticed once),
   // and tells watchers.
   void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);

@@ -48,6 +48,16 @@ struct WriteRequest {
   const HttpRequest* original = nullptr;  // for backends that forward it
 };
 
+// What the store behind the fences answered in its own terms (an S3 error
+// document), to relay to the client with that status: the store's code and
+// request id go into the problem document, and a 503 gets Retry-After.
+struct StoreError {
+  unsigned status = 0;
+  std::string code;        // "SlowDown", "AccessDenied", ...; may be empty
+  std::string request_id;  // the store's, for its operators; may be empty
+  int retry_after = 0;     // seconds, with a 503
+};
+
 struct WriteResult {
   fence::WriteOutcome outcome;
   bool created = false;  // the write made a value that did not exist before
@@ -55,6 +65,9 @@ struct WriteResult {
   // set, to relay as it is (plus Fencing-Token).
   std::optional<HttpResponse> upstream;
   int retry_after = 0;  // seconds, with Errc::kFenceHeld
+  // With Errc::kStoreRefused: the store's own answer (a 412 is the store's
+  // precondition failing).
+  std::optional<StoreError> store_error;
   // With an error: what failed, for the log line the caller writes (a
   // forwarding backend's upstream exchange). Storage itself never logs.
   std::string detail;
@@ -70,6 +83,7 @@ struct ReadResult {
   std::error_code error;
   std::optional<HttpResponse> upstream;  // a forwarding backend's answer
   std::string detail;  // with an error: what failed, for the log line
+  std::optional<StoreError> store_error;  // with Errc::kStoreRefused
 };
 
 // Tells watchers that a write raised `fence` (a `fence` event).

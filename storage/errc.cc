@@ -44,6 +44,11 @@ class StorageCategory : public std::error_category {
       case Errc::kBatchTooLarge:
         return "the batch holds more than one etcd transaction takes: at "
                "most 64 fences, 63 keys and 1 MiB";
+      case Errc::kStoreRefused:
+        return "the S3 store refused the request";
+      case Errc::kObjectKeyTooLong:
+        return "the object key (the backend's prefix, '/', the key) is "
+               "longer than the 1024 bytes S3 takes";
     }
     return "unknown storage error";
   }

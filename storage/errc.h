@@ -25,6 +25,10 @@ enum class Errc {
   // --fence-scope settings give it (500).
   kScopeMismatch = 12,
   kBatchTooLarge = 13,  // more than one etcd transaction holds (413)
+  // s3://: the store answered an error of its own (StoreError, relayed with
+  // its status); nothing was written.
+  kStoreRefused = 14,
+  kObjectKeyTooLong = 15,  // s3://: PREFIX/key over 1024 bytes (400)
 };
 
 const std::error_category& Category();

@@ -62,7 +62,8 @@ Awaitable<ValueStore::Current> FsBackend::Reread(const WriteRequest& request) {
   co_return current;
 }
 
-Awaitable<ValueStore::Stored> FsBackend::Store(const WriteRequest& request) {
+Awaitable<ValueStore::Stored> FsBackend::Store(
+    const WriteRequest& request, const fence::ValueNow* /*seen*/) {
   Stored stored;
   const std::error_code failed =
       co_await RunBlocking<std::error_code>(pool_, [this, &request, &stored] {

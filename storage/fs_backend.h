@@ -57,7 +57,8 @@ class FsBackend : public Backend, private ValueStore {
   Awaitable<Current> Prepare(const WriteRequest& request,
                              bool read_value) override;
   Awaitable<Current> Reread(const WriteRequest& request) override;
-  Awaitable<Stored> Store(const WriteRequest& request) override;
+  Awaitable<Stored> Store(const WriteRequest& request,
+                          const fence::ValueNow* seen) override;
 
   FsTree tree_;
   Fences& fences_;

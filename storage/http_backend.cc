@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
 #include <cctype>
 #include <optional>
 #include <stdexcept>
@@ -94,7 +95,9 @@ std::optional<std::string> HttpBackend::OwnReference(
     const std::size_t colon = value.find(':');
     std::string scheme(value.substr(0, colon));
     for (char& c : scheme) c = static_cast<char>(std::tolower(c));
-    if (scheme != "http") return std::nullopt;
+    if (scheme != (options_.upstream.tls ? "https" : "http")) {
+      return std::nullopt;
+    }
     value = value.substr(colon + 1);
     has_authority = value.substr(0, 2) == "//";
     if (!has_authority) return std::nullopt;
@@ -107,8 +110,9 @@ std::optional<std::string> HttpBackend::OwnReference(
     for (char& c : authority) c = static_cast<char>(std::tolower(c));
     std::string own = host_header_;
     for (char& c : own) c = static_cast<char>(std::tolower(c));
-    const bool default_port =
-        options_.upstream.port == "80" && authority + ":80" == own;
+    const std::string default_port_text = options_.upstream.tls ? "443" : "80";
+    const bool default_port = options_.upstream.port == default_port_text &&
+                              authority + ":" + default_port_text == own;
     if (authority != own && !default_port) return std::nullopt;
     value = value.substr(end);
     path = "/";  // an empty path after an authority
@@ -155,7 +159,8 @@ void HttpBackend::OwnLocations(HttpResponse& response,
 }
 
 HttpPool::Options HttpBackend::PoolOptions(asio::io_context& io,
-                                           const Options& options) {
+                                           const Options& options,
+                                           asio::ssl::context* tls) {
   const BackendSpec& url = options.upstream;
   HttpPool::Options out;
   out.host = url.host;
@@ -168,6 +173,7 @@ HttpPool::Options HttpBackend::PoolOptions(asio::io_context& io,
                              ec.message());
   }
   for (const auto& entry : results) out.endpoints.push_back(entry.endpoint());
+  out.tls = tls;
   out.timeout = options.timeout;
   out.max_idle = kMaxIdle;
   out.max_body = kMaxUpstreamBody;
@@ -181,9 +187,12 @@ HttpBackend::HttpBackend(asio::io_context& io, const Options& options,
       host_header_(fencepost::http::FormatHostPort(options.upstream.host,
                                                    options.upstream.port)),
       base_(options.upstream.base),
-      pool_(io, PoolOptions(io, options)),
+      tls_(options.upstream.tls ? MakeClientTls(options.tls_ca) : nullptr),
+      pool_(io, PoolOptions(io, options, tls_.get())),
       gate_(fences, *this,
             {options.settle, options.hold_at_start, options.disable_gate}) {}
+
+HttpBackend::~HttpBackend() = default;
 
 HttpRequest HttpBackend::Upstream(const HttpRequest& original,
                                   std::string_view key) const {
@@ -248,7 +257,8 @@ bool HttpBackend::TellRaises(FenceRaised raised) {
   return true;
 }
 
-Awaitable<ValueStore::Stored> HttpBackend::Store(const WriteRequest& request) {
+Awaitable<ValueStore::Stored> HttpBackend::Store(
+    const WriteRequest& request, const fence::ValueNow* /*seen*/) {
   Stored stored;
   const HttpRequest upstream = Upstream(*request.original, request.key);
   // A conditional PUT or DELETE is not sent twice either: if the first

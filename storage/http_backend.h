@@ -15,7 +15,8 @@
 
 namespace fencepost::storage {
 
-// --backend http://HOST:PORT[/BASE]: a legacy store behind the fence. The
+// --backend http://HOST:PORT[/BASE] (or https://, the upstream's certificate
+// verified): a legacy store behind the fence. The
 // upstream target is BASE, '/', the key's canonical path (fence::EncodeKey)
 // and the request's query: whatever spelling the client used, the upstream
 // is asked for exactly the resource that was fenced. GET and HEAD
@@ -67,6 +68,9 @@ class HttpBackend : public Backend, private ValueStore {
  public:
   struct Options {
     BackendSpec upstream;  // of Kind::kHttp (see ParseBackendSpec)
+    // https://: the CA the upstream's certificate must chain to (empty: the
+    // system's); its name is verified and sent as SNI.
+    std::string tls_ca;
     std::chrono::milliseconds timeout{10000};
     std::chrono::milliseconds settle{2000};
     bool forward_token = false;
@@ -86,6 +90,7 @@ class HttpBackend : public Backend, private ValueStore {
   // cannot be resolved.
   HttpBackend(boost::asio::io_context& io, const Options& options,
               Fences& fences);
+  ~HttpBackend() override;
 
   std::string_view name() const override { return "http"; }
   bool supports_post_patch() const override { return true; }
@@ -99,7 +104,8 @@ class HttpBackend : public Backend, private ValueStore {
   using Sent = HttpPool::Sent;
 
   static HttpPool::Options PoolOptions(boost::asio::io_context& io,
-                                       const Options& options);
+                                       const Options& options,
+                                       boost::asio::ssl::context* tls);
   HttpRequest Upstream(const HttpRequest& original, std::string_view key) const;
   // Fencepost's own reference for `value`, a Location or Content-Location of
   // the answer to `upstream_target`, or nullopt (see the class comment).
@@ -110,12 +116,14 @@ class HttpBackend : public Backend, private ValueStore {
                     std::string_view upstream_target) const;
   // ValueStore: forwards the write (the upstream decides its
   // preconditions, so nothing is read before it).
-  Awaitable<Stored> Store(const WriteRequest& request) override;
+  Awaitable<Stored> Store(const WriteRequest& request,
+                          const fence::ValueNow* seen) override;
 
   Options options_;
   Fences& fences_;
   std::string host_header_;
   std::string base_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;  // https:// only
   HttpPool pool_;
   ValueGate gate_;
 };

@@ -15,6 +15,7 @@
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <optional>
+#include <stdexcept>
 
 namespace fencepost::storage {
 
@@ -215,6 +216,27 @@ Awaitable<HttpPool::Exchange> HttpPool::RoundTrip(const http::Request& request,
     co_return out;
   }
   co_return out;  // not reached: the second attempt never retries
+}
+
+std::unique_ptr<ssl::context> MakeClientTls(const std::string& ca_file) {
+  auto tls = std::make_unique<ssl::context>(ssl::context::tls_client);
+  tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
+                   ssl::context::no_tlsv1_1);
+  tls->set_verify_mode(ssl::verify_peer);
+  boost::system::error_code ec;
+  if (ca_file.empty()) {
+    tls->set_default_verify_paths(ec);
+  } else {
+    tls->load_verify_file(ca_file, ec);
+  }
+  if (ec) {
+    throw std::runtime_error(
+        (ca_file.empty() ? std::string("cannot load the system's CAs")
+                         : "cannot load the CA file '" + ca_file + "'") +
+        ": " + ec.message());
+  }
+  return tls;
 }
 
 }  // namespace fencepost::storage

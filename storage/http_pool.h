@@ -94,4 +94,10 @@ class HttpPool {
   std::vector<std::unique_ptr<Conn>> idle_;
 };
 
+// A TLS 1.2+ client context that verifies the server against `ca_file`
+// (PEM), or the system's CAs when it is empty. Throws std::runtime_error
+// naming the file when it cannot be loaded.
+std::unique_ptr<boost::asio::ssl::context> MakeClientTls(
+    const std::string& ca_file);
+
 }  // namespace fencepost::storage

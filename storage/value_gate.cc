@@ -92,8 +92,9 @@ Awaitable<WriteResult> ValueGate::CommitAndStore(const WriteRequest& request) {
 
   // And again over the value as it is now that the turn among replicas is
   // taken too: another replica sharing the store may have written it.
+  ValueStore::Current now;
   if (conditional) {
-    const ValueStore::Current now = co_await store_.Reread(request);
+    now = co_await store_.Reread(request);
     result.outcome =
         now.error ? fence::AfterLanding(std::move(result.outcome),
                                         fence::Landing::kNotApplied, now.error)
@@ -102,7 +103,8 @@ Awaitable<WriteResult> ValueGate::CommitAndStore(const WriteRequest& request) {
   }
   fence::Landing landing = fence::Landing::kNotApplied;
   if (fence::Applied(result.outcome)) {
-    ValueStore::Stored stored = co_await store_.Store(request);
+    ValueStore::Stored stored =
+        co_await store_.Store(request, conditional ? &now.value : nullptr);
     landing = stored.landing;
     result.outcome = fence::AfterLanding(std::move(result.outcome),
                                          stored.landing, stored.error);
@@ -112,6 +114,7 @@ Awaitable<WriteResult> ValueGate::CommitAndStore(const WriteRequest& request) {
     result.created = stored.created;
     result.upstream = std::move(stored.upstream);
     result.detail = std::move(stored.detail);
+    result.store_error = std::move(stored.store_error);
   }
   // The fence closes for `settle` here and among replicas when the value
   // may still land; else the next write of the fence may go at once.

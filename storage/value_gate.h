@@ -42,6 +42,8 @@ class ValueStore {
     // A forwarding store's answer, ready to relay (WriteResult::upstream).
     std::optional<HttpResponse> upstream;
     std::string detail;  // with an error: what failed, for the log line
+    // The store's own error answer (with Errc::kStoreRefused).
+    std::optional<StoreError> store_error;
   };
 
   virtual ~ValueStore() = default;
@@ -55,12 +57,15 @@ class ValueStore {
   // The default is Prepare with `read_value`.
   virtual Awaitable<Current> Reread(const WriteRequest& request);
   // Writes (or deletes) `request`'s value: sends it once, never again after
-  // it may have reached the store.
-  virtual Awaitable<Stored> Store(const WriteRequest& request) = 0;
+  // it may have reached the store. `seen`: for a conditional write, the
+  // value as the precondition was last decided over (Reread), which a store
+  // that checks preconditions itself can be asked to hold still.
+  virtual Awaitable<Stored> Store(const WriteRequest& request,
+                                  const fence::ValueNow* seen) = 0;
 };
 
-// The one protocol for values kept elsewhere (fs:, http://): per fence, a
-// write
+// The one protocol for values kept elsewhere (fs:, http://, s3://): per
+// fence, a write
 //  1. waits for the fence's turn (FenceLocks): one write of a fence at a
 //     time, in arrival order, from its commit until its value's outcome is
 //     known;

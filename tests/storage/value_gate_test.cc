@@ -102,7 +102,8 @@ class FakeStore : public ValueStore {
     current.value = now;
     co_return current;
   }
-  Awaitable<Stored> Store(const WriteRequest& request) override {
+  Awaitable<Stored> Store(const WriteRequest& request,
+                          const fence::ValueNow* /*seen*/) override {
     const auto it = fences_.fences.find(request.fence);
     log.push_back("store " + request.key + " at " +
                   (it == fences_.fences.end()

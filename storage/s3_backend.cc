@@ -1,0 +1,288 @@
+#include "storage/s3_backend.h"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <stdexcept>
+#include <utility>
+
+#include "storage/errc.h"
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = asio::ip::tcp;
+using Sent = HttpPool::Sent;
+
+namespace {
+
+constexpr std::size_t kMaxIdle = 64;
+constexpr std::uint64_t kMaxObjectBody = 64ull << 20;
+
+// The fields of a GetObject or HeadObject answer relayed to the client.
+constexpr bhttp::field kRelayed[] = {
+    bhttp::field::etag,          bhttp::field::content_type,
+    bhttp::field::last_modified, bhttp::field::content_range,
+    bhttp::field::accept_ranges, bhttp::field::cache_control,
+    bhttp::field::content_encoding,
+    bhttp::field::content_disposition,
+    bhttp::field::content_language, bhttp::field::expires};
+
+// What one exchange says for the log line: the request, and how it ended.
+std::string Describe(const http::Request& request,
+                     const HttpPool::Exchange& exchange) {
+  std::string out = "S3 " + std::string(request.method_string()) + " " +
+                    std::string(request.target());
+  if (exchange.sent == Sent::kAnswered) {
+    const S3Error error = ParseS3Error(exchange.response);
+    out += " answered " + std::to_string(error.status);
+    if (!error.code.empty()) out += " " + error.code;
+    if (!error.request_id.empty()) out += " (request " + error.request_id + ")";
+  } else {
+    out += (exchange.sent == Sent::kNotSent ? " was not sent: "
+                                            : " has an unknown outcome: ") +
+           exchange.error;
+  }
+  return out;
+}
+
+// The store's error answer as it is relayed; 503 SlowDown (and any 503)
+// with a second's Retry-After unless the store said more.
+StoreError StoreErrorOf(const http::Response& response) {
+  const S3Error parsed = ParseS3Error(response);
+  StoreError error{parsed.status, parsed.code, parsed.request_id, 0};
+  if (parsed.status == 503) {
+    error.retry_after = 1;
+    const std::string_view after = response[bhttp::field::retry_after];
+    if (!after.empty() && after.size() <= 4 &&
+        after.find_first_not_of("0123456789") == std::string_view::npos) {
+      error.retry_after = std::max(1, std::stoi(std::string(after)));
+    }
+  }
+  return error;
+}
+
+HttpPool::Options PoolOptions(asio::io_context& io,
+                              const S3Backend::Options& options,
+                              asio::ssl::context* tls) {
+  HttpPool::Options out;
+  const S3Bucket& bucket = options.bucket;
+  out.host = bucket.virtual_hosted ? bucket.bucket + "." + bucket.host
+                                   : bucket.host;
+  out.port = bucket.port;
+  tcp::resolver resolver(io);
+  beast::error_code ec;
+  const auto results = resolver.resolve(out.host, out.port, ec);
+  if (ec) {
+    throw std::runtime_error("--s3-endpoint: cannot resolve " + out.host +
+                             ": " + ec.message());
+  }
+  for (const auto& entry : results) out.endpoints.push_back(entry.endpoint());
+  out.tls = tls;
+  out.timeout = options.timeout;
+  out.max_idle = kMaxIdle;
+  out.max_body = kMaxObjectBody;
+  return out;
+}
+
+std::unique_ptr<asio::ssl::context> TlsFor(const S3Backend::Options& options) {
+  if (!options.bucket.tls) return nullptr;
+  return MakeClientTls(options.tls_ca);
+}
+
+}  // namespace
+
+S3Backend::S3Backend(asio::io_context& io, Options options, Fences& fences)
+    : options_(std::move(options)),
+      fences_(fences),
+      tls_(TlsFor(options_)),
+      pool_(io, PoolOptions(io, options_, tls_.get())),
+      gate_(fences, *this,
+            {options_.settle, options_.hold_at_start, options_.disable_gate}) {
+}
+
+S3Backend::~S3Backend() = default;
+
+std::string S3Backend::ObjectOf(std::string_view key) const {
+  std::string object = ObjectKey(options_.spec.base, key);
+  if (object.size() > kMaxObjectKeyBytes) return "";
+  return object;
+}
+
+Awaitable<HttpPool::Exchange> S3Backend::Send(http::Request request,
+                                              bool reuse) {
+  SignS3(request, options_.bucket, options_.credentials,
+         std::chrono::system_clock::now());
+  HttpPool::Exchange exchange = co_await pool_.RoundTrip(request, reuse);
+  if (exchange.sent == Sent::kNotSent) {
+    // Nothing of it left: once more, on a new connection (signed again, in
+    // case the clock passed a second that matters to the store).
+    exchange = co_await pool_.RoundTrip(request, false);
+  }
+  co_return exchange;
+}
+
+Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
+  ReadResult result;
+  const std::string object = ObjectOf(request.key);
+  if (object.empty()) {
+    result.error = Errc::kObjectKeyTooLong;
+    co_return result;
+  }
+  http::Request get = S3Request(
+      options_.bucket, request.head ? bhttp::verb::head : bhttp::verb::get,
+      object, "");
+  if (request.original != nullptr) {
+    for (const bhttp::field name : {bhttp::field::range}) {
+      const auto it = request.original->find(name);
+      if (it != request.original->end()) get.set(name, it->value());
+    }
+  }
+  const std::string target(get.target());
+  HttpPool::Exchange exchange = co_await Send(std::move(get), true);
+  if (exchange.sent != Sent::kAnswered) {
+    result.error = Errc::kUpstreamFailed;
+    result.detail = "S3 GET " + target + " failed: " + exchange.error;
+    co_return result;
+  }
+  http::Response& answer = exchange.response;
+  const unsigned status = answer.result_int();
+  if (status == 404 && ParseS3Error(answer).code != "NoSuchBucket") {
+    co_return result;  // no such object: found false
+  }
+  if (status != 200 && status != 206) {
+    result.error = Errc::kStoreRefused;
+    result.store_error = StoreErrorOf(answer);
+    result.detail = "S3 GET " + target + " answered " + std::to_string(status);
+    co_return result;
+  }
+  result.found = true;
+  result.etag = UnquoteEtag(answer[bhttp::field::etag]);
+  result.token = TokenOfObject(answer);
+  result.content_type = answer[bhttp::field::content_type];
+  http::Response relay(answer.result(), 11);
+  for (const bhttp::field name : kRelayed) {
+    const auto it = answer.find(name);
+    if (it != answer.end()) relay.set(name, it->value());
+  }
+  if (result.token) relay.set("Fencing-Token", std::to_string(*result.token));
+  if (request.head) {
+    const auto length = answer.find(bhttp::field::content_length);
+    if (length != answer.end()) relay.set(length->name(), length->value());
+  } else {
+    relay.body() = std::move(answer.body());
+    relay.content_length(relay.body().size());
+  }
+  result.size = relay.body().size();
+  result.upstream = std::move(relay);
+  co_return result;
+}
+
+Awaitable<WriteResult> S3Backend::Write(WriteRequest request) {
+  co_return co_await gate_.Write(std::move(request));
+}
+
+bool S3Backend::TellRaises(FenceRaised raised) {
+  gate_.TellRaises(std::move(raised));
+  return true;
+}
+
+Awaitable<ValueStore::Current> S3Backend::Head(const std::string& object) {
+  Current current;
+  http::Request head =
+      S3Request(options_.bucket, bhttp::verb::head, object, "");
+  const std::string target(head.target());
+  HttpPool::Exchange exchange = co_await Send(std::move(head), true);
+  if (exchange.sent != Sent::kAnswered) {
+    current.error = Errc::kUpstreamFailed;
+    co_return current;
+  }
+  const unsigned status = exchange.response.result_int();
+  if (status == 200) {
+    current.value.exists = true;
+    current.value.tag = UnquoteEtag(exchange.response[bhttp::field::etag]);
+  } else if (status != 404) {
+    // The write cannot be decided: nothing is committed.
+    current.error = Errc::kUpstreamFailed;
+  }
+  co_return current;
+}
+
+Awaitable<ValueStore::Current> S3Backend::Prepare(const WriteRequest& request,
+                                                  bool read_value) {
+  const std::string object = ObjectOf(request.key);
+  if (object.empty()) co_return Current{Errc::kObjectKeyTooLong, {}};
+  if (!read_value) co_return Current{};
+  co_return co_await Head(object);
+}
+
+Awaitable<ValueStore::Current> S3Backend::Reread(const WriteRequest& request) {
+  co_return co_await Head(ObjectOf(request.key));
+}
+
+Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
+                                               const fence::ValueNow* seen) {
+  Stored stored;
+  const bool put = request.kind == WriteKind::kPut;
+  http::Request write =
+      S3Request(options_.bucket, put ? bhttp::verb::put : bhttp::verb::delete_,
+                ObjectOf(request.key), put ? request.body : "");
+  if (put && !request.content_type.empty()) {
+    write.set(bhttp::field::content_type, request.content_type);
+  }
+  if (put && request.token) {
+    write.set("x-amz-meta-fencing-token", std::to_string(*request.token));
+  }
+  // What the precondition was decided over, for the store to hold still.
+  if (seen != nullptr && seen->exists) {
+    write.set(bhttp::field::if_match, seen->tag);
+  } else if (seen != nullptr && put) {
+    write.set(bhttp::field::if_none_match, "*");
+  }
+  const http::Request described(write.method(), write.target(), 11);
+  // A conditional write is not sent twice on a kept-alive connection: if the
+  // first landed, the second would be refused for the write's own effect.
+  HttpPool::Exchange exchange = co_await Send(std::move(write), seen == nullptr);
+  stored.detail = Describe(described, exchange);
+  if (exchange.sent == Sent::kNotSent) {
+    stored.landing = fence::Landing::kNotApplied;
+    stored.error = Errc::kUpstreamFailed;
+    co_return stored;
+  }
+  if (exchange.sent == Sent::kUnknown) {
+    stored.landing = fence::Landing::kUnknown;
+    stored.error = Errc::kOutcomeUnknown;
+    co_return stored;
+  }
+  const http::Response& answer = exchange.response;
+  const unsigned status = answer.result_int();
+  if (status >= 200 && status < 300) {
+    stored.detail.clear();
+    if (put) stored.etag = UnquoteEtag(answer[bhttp::field::etag]);
+    stored.created = put && seen != nullptr && !seen->exists;
+    co_return stored;
+  }
+  const S3Error error = ParseS3Error(answer);
+  const bool unknown = (status >= 500 && status != 503) ||
+                       (status == 409 && error.code == "ConditionalRequestConflict");
+  if (unknown) {
+    stored.landing = fence::Landing::kUnknown;
+    stored.error = Errc::kOutcomeUnknown;
+    co_return stored;
+  }
+  stored.landing = fence::Landing::kNotApplied;
+  stored.error = Errc::kStoreRefused;
+  stored.store_error = StoreErrorOf(answer);
+  co_return stored;
+}
+
+Awaitable<bool> S3Backend::Ready() {
+  if (!co_await fences_.Ready()) co_return false;
+  HttpPool::Exchange exchange = co_await Send(
+      S3Request(options_.bucket, bhttp::verb::head, "", ""), true);
+  co_return exchange.sent == Sent::kAnswered &&
+      exchange.response.result_int() == 200;
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,105 @@
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "sigv4/signer.h"
+#include "storage/backend.h"
+#include "storage/backend_spec.h"
+#include "storage/fences.h"
+#include "storage/http_pool.h"
+#include "storage/s3_request.h"
+#include "storage/value_gate.h"
+
+namespace boost::asio::ssl {
+class context;
+}
+
+namespace fencepost::storage {
+
+// --backend s3://BUCKET[/PREFIX]: values are objects in an S3 bucket (SPEC
+// "S3 backend"); fences stay in the fence store. The value of key K is the
+// object PREFIX/K (ObjectKey: K's own bytes), every request signed with
+// SigV4 (payload hash signed). Writes go through the gate of values kept
+// elsewhere (ValueGate), as for fs: and http://: the fence's turn, the fence
+// durable and told first, then the PutObject or DeleteObject.
+//
+// Requests: PUT is PutObject with the body, its Content-Type and
+// x-amz-meta-fencing-token: N; DELETE is DeleteObject; GET and HEAD are
+// GetObject and HeadObject with the client's Range, relayed with ETag,
+// Content-Type, Last-Modified, Content-Length, Content-Range,
+// Accept-Ranges and Fencing-Token (from the object's metadata). The
+// client's query and other fields never reach the store.
+//
+// Preconditions are fencepost's: the object's ETag is read (HeadObject) in
+// the key's turn and again once the turn among replicas is taken, and the
+// rulebook decides. The write then also asks the store to hold still what
+// was decided over: If-Match with that ETag (unquoted, the form Ceph RGW
+// compares) when the object existed, If-None-Match: * when it did not. A
+// store that honours them refuses a writer that went around fencepost in
+// between: its 412 is relayed as precondition-failed. DELETE carries
+// If-Match too, though RGW 16.2 ignores it there.
+//
+// Outcomes of a write: answered 2xx, applied. No byte sent (connecting,
+// TLS), retried once on a new connection, then 502 (Errc::kUpstreamFailed).
+// No answer after sending, a 5xx other than 503 SlowDown, or S3's 409
+// ConditionalRequestConflict: unknown (Errc::kOutcomeUnknown, 504), the
+// fence held closed for `settle`, never sent again. 503 SlowDown and every
+// other error (4xx): not applied, Errc::kStoreRefused with the store's
+// status, code and request id (WriteResult::store_error). A PUT answers 201
+// when the object is known not to have existed (a conditional write read
+// it), else 200.
+//
+// Thread safety: every call on the server's one io thread.
+class S3Backend : public Backend, private ValueStore {
+ public:
+  struct Options {
+    BackendSpec spec;  // Kind::kS3: the bucket and the prefix (`base`)
+    S3Bucket bucket;   // where and how to reach it
+    sigv4::Credentials credentials;
+    std::string tls_ca;  // https: the CA file; empty: the system's
+    std::chrono::milliseconds timeout{10000};
+    std::chrono::milliseconds settle{2000};
+    bool hold_at_start = false;  // as HttpBackend::Options
+    bool disable_gate = false;   // test-only, as HttpBackend::Options
+  };
+
+  // Resolves the endpoint's host at once. Throws std::runtime_error when it
+  // cannot be resolved or the CA file cannot be loaded.
+  S3Backend(boost::asio::io_context& io, Options options, Fences& fences);
+  ~S3Backend() override;
+
+  std::string_view name() const override { return "s3"; }
+  bool supports_post_patch() const override { return false; }
+  Awaitable<ReadResult> Read(const ReadRequest& request) override;
+  Awaitable<WriteResult> Write(WriteRequest request) override;
+  // Fences ready, and HeadBucket answered 200.
+  Awaitable<bool> Ready() override;
+  bool TellRaises(FenceRaised raised) override;
+
+ private:
+  Awaitable<Current> Prepare(const WriteRequest& request,
+                             bool read_value) override;
+  Awaitable<Current> Reread(const WriteRequest& request) override;
+  Awaitable<Stored> Store(const WriteRequest& request,
+                          const fence::ValueNow* seen) override;
+
+  // The object key of `key`, or "" when it is too long for S3.
+  std::string ObjectOf(std::string_view key) const;
+  // Signs and sends `request`; a request never sent goes once more on a new
+  // connection. `reuse`: it may go on a kept-alive connection.
+  Awaitable<HttpPool::Exchange> Send(http::Request request, bool reuse);
+  // HeadObject of `object`: the value as it is, or the error.
+  Awaitable<Current> Head(const std::string& object);
+
+  Options options_;
+  Fences& fences_;
+  std::unique_ptr<boost::asio::ssl::context> tls_;
+  HttpPool pool_;
+  ValueGate gate_;
+};
+
+}  // namespace fencepost::storage
