@@ -54,7 +54,11 @@ const std::vector<CommandSpec>& Commands() {
       {"fence", "get", "KEY", {}},
       {"fence", "bump", "KEY", {"token"}},
       {"batch", "", "FILE", {"token"}, false, true},
-      {"probe", "", "URL", {"token"}},
+      {"probe",
+       "",
+       "URL",
+       {"token", "s3-endpoint", "s3-region", "s3-addressing",
+        "s3-credentials-file", "s3-profile"}},
       {"watch", "", "PREFIX", {}, false, true},
   };
   return kCommands;
@@ -100,6 +104,11 @@ Flags ParseFlags(const CommandSpec& spec,
     if (name == "wait") flags.wait = ParseDurationFlag(name, value);
     if (name == "grace") flags.grace = ParseDurationFlag(name, value);
     if (name == "via") flags.via = value;
+    if (name == "s3-endpoint") flags.s3_endpoint = value;
+    if (name == "s3-region") flags.s3_region = value;
+    if (name == "s3-addressing") flags.s3_addressing = value;
+    if (name == "s3-credentials-file") flags.s3_credentials_file = value;
+    if (name == "s3-profile") flags.s3_profile = value;
     if (name == "fence") {
       if (value.empty()) throw UsageError("--fence needs a key");
       flags.fences.push_back(value);

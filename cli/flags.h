@@ -38,6 +38,13 @@ struct Flags {
   std::string via;
   std::vector<std::string> fences;  // lease run --fence, repeatable
   std::optional<std::uint64_t> token;
+  // probe s3://: as serve's --s3-* flags (SPEC "S3 backend"); "" when not
+  // given.
+  std::string s3_endpoint;
+  std::string s3_region;
+  std::string s3_addressing;
+  std::string s3_credentials_file;
+  std::string s3_profile;
   std::vector<std::string> positional;
   std::vector<std::string> command;  // lease run: what follows "--"
 };

@@ -11,7 +11,8 @@
 #   proxy/    http/, sigv4/, fence/, storage/, metrics/, codec/; the
 #             `fencepost` executable's own sources (main.cc,
 #             test_switches_main.cc, entry.*) also cli/
-#   cli/      client/ (the client commands of the `fencepost` binary)
+#   cli/      client/, sigv4/ (the client commands of the `fencepost` binary;
+#             sigv4/ signs `probe s3://`'s requests)
 #   client/   codec/, nothing of the server's (it is installed on its own)
 #   examples/ client/
 #
@@ -36,7 +37,7 @@ allowed() {
     storage) echo "storage http sigv4 fence codec" ;;
     proxy) echo "proxy http sigv4 fence storage metrics codec" ;;
     proxy-executable) echo "proxy http sigv4 fence storage metrics codec cli" ;;
-    cli) echo "cli client codec" ;;
+    cli) echo "cli client sigv4 codec" ;;
     client) echo "client codec" ;;
     examples) echo "examples client" ;;
   esac

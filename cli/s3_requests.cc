@@ -1,0 +1,273 @@
+#include "cli/s3_requests.h"
+
+#include <charconv>
+#include <stdexcept>
+
+#include "sigv4/crypto.h"
+
+namespace fencepost::cli::s3 {
+
+namespace {
+
+std::invalid_argument Bad(std::string_view what, std::string_view text) {
+  return std::invalid_argument(std::string(what) + ": '" + std::string(text) +
+                               "'");
+}
+
+bool IsLowerAlnum(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+// S3's rule for new buckets, the one every store accepts.
+bool IsBucketName(std::string_view name) {
+  if (name.size() < 3 || name.size() > 63) return false;
+  if (!IsLowerAlnum(name.front()) || !IsLowerAlnum(name.back())) return false;
+  for (const char c : name) {
+    if (!IsLowerAlnum(c) && c != '.' && c != '-') return false;
+  }
+  return true;
+}
+
+// Whether `host` is an IPv4 or IPv6 literal: a bucket cannot go before it.
+bool IsIpLiteral(std::string_view host) {
+  if (host.find(':') != std::string_view::npos) return true;
+  for (const char c : host) {
+    if (c != '.' && (c < '0' || c > '9')) return false;
+  }
+  return true;
+}
+
+// The text of the first <name>...</name> inside `xml`, entities decoded;
+// "" when absent. S3's error documents are flat and carry no CDATA.
+std::string Element(std::string_view xml, std::string_view name) {
+  const std::string open = "<" + std::string(name) + ">";
+  const std::string close = "</" + std::string(name) + ">";
+  const auto start = xml.find(open);
+  if (start == std::string_view::npos) return "";
+  const auto from = start + open.size();
+  const auto end = xml.find(close, from);
+  if (end == std::string_view::npos) return "";
+  const std::string_view raw = xml.substr(from, end - from);
+  static constexpr std::pair<std::string_view, char> kEntities[] = {
+      {"&amp;", '&'},
+      {"&lt;", '<'},
+      {"&gt;", '>'},
+      {"&quot;", '"'},
+      {"&apos;", '\''}};
+  std::string out;
+  for (std::size_t i = 0; i < raw.size();) {
+    bool decoded = false;
+    for (const auto& [entity, c] : kEntities) {
+      if (raw.substr(i, entity.size()) == entity) {
+        out += c;
+        i += entity.size();
+        decoded = true;
+        break;
+      }
+    }
+    if (!decoded) out += raw[i++];
+  }
+  return out;
+}
+
+// Keeps an answer's text on one line and short: a store's message is
+// shown, but a page of it says nothing more.
+std::string OneLine(std::string text) {
+  for (char& c : text) {
+    if (static_cast<unsigned char>(c) < ' ') c = ' ';
+  }
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  return text;
+}
+
+}  // namespace
+
+std::optional<Addressing> ParseAddressing(std::string_view text) {
+  if (text == "path") return Addressing::kPath;
+  if (text == "virtual") return Addressing::kVirtual;
+  return std::nullopt;
+}
+
+std::string Endpoint::Authority() const {
+  const bool v6 = host.find(':') != std::string::npos;
+  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+}
+
+Endpoint ParseEndpoint(std::string_view url) {
+  Endpoint out;
+  std::string_view rest;
+  if (url.rfind("https://", 0) == 0) {
+    rest = url.substr(8);
+  } else if (url.rfind("http://", 0) == 0) {
+    out.tls = false;
+    out.port = 80;
+    rest = url.substr(7);
+  } else {
+    throw Bad("an S3 endpoint is http://HOST[:PORT] or https://...", url);
+  }
+  const auto slash = rest.find('/');
+  if (slash != std::string_view::npos && rest.substr(slash) != "/") {
+    throw Bad("an S3 endpoint has no path, query or fragment", url);
+  }
+  std::string_view authority = rest.substr(0, slash);
+  if (authority.find_first_of("@?#") != std::string_view::npos) {
+    throw Bad("an S3 endpoint has no user info, query or fragment", url);
+  }
+  std::string_view port;
+  bool has_port = false;
+  if (!authority.empty() && authority.front() == '[') {
+    const auto close = authority.find(']');
+    if (close == std::string_view::npos) throw Bad("unclosed '['", url);
+    out.host = std::string(authority.substr(1, close - 1));
+    const std::string_view after = authority.substr(close + 1);
+    if (!after.empty() && after.front() != ':') throw Bad("bad host", url);
+    has_port = !after.empty();
+    if (has_port) port = after.substr(1);
+  } else {
+    const auto colon = authority.find(':');
+    out.host = std::string(authority.substr(0, colon));
+    has_port = colon != std::string_view::npos;
+    if (has_port) port = authority.substr(colon + 1);
+  }
+  if (out.host.empty()) throw Bad("an S3 endpoint needs a host", url);
+  for (const char c : out.host) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= ' ' || u >= 0x7f) throw Bad("bad character in the host", url);
+  }
+  if (has_port) {
+    unsigned value = 0;
+    const auto [end, ec] =
+        std::from_chars(port.data(), port.data() + port.size(), value);
+    if (port.empty() || ec != std::errc() ||
+        end != port.data() + port.size() || value == 0 || value > 65535) {
+      throw Bad("the port must be 1 to 65535", url);
+    }
+    out.port = static_cast<std::uint16_t>(value);
+  }
+  return out;
+}
+
+std::string DefaultEndpoint(std::string_view region) {
+  return "https://s3." + std::string(region) + ".amazonaws.com";
+}
+
+Addressing DefaultAddressing(const Endpoint& endpoint) {
+  constexpr std::string_view kAws = ".amazonaws.com";
+  const std::string_view host = endpoint.host;
+  const bool aws = host.size() > kAws.size() &&
+                   host.substr(host.size() - kAws.size()) == kAws;
+  return aws ? Addressing::kVirtual : Addressing::kPath;
+}
+
+BucketUrl ParseBucketUrl(std::string_view url) {
+  constexpr std::string_view kScheme = "s3://";
+  if (url.rfind(kScheme, 0) != 0) throw Bad("not s3://BUCKET[/PREFIX]", url);
+  std::string_view rest = url.substr(kScheme.size());
+  const auto slash = rest.find('/');
+  BucketUrl out;
+  out.bucket = std::string(rest.substr(0, slash));
+  if (!IsBucketName(out.bucket)) {
+    throw Bad(
+        "BUCKET must be 3 to 63 of a-z 0-9 . -, starting and ending with a "
+        "letter or digit",
+        url);
+  }
+  std::string_view prefix =
+      slash == std::string_view::npos ? "" : rest.substr(slash + 1);
+  if (prefix.find_first_of("?#") != std::string_view::npos) {
+    throw Bad("s3://BUCKET/PREFIX has no query or fragment", url);
+  }
+  while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
+  std::optional<std::string> decoded = sigv4::PercentDecode(prefix);
+  if (!decoded) throw Bad("PREFIX has a '%' without two hex digits", url);
+  for (const char c : *decoded) {
+    if (static_cast<unsigned char>(c) < ' ' || c == '\x7f') {
+      throw Bad("PREFIX has a control character", url);
+    }
+  }
+  out.prefix = std::move(*decoded);
+  return out;
+}
+
+void Location::Check() const {
+  if (addressing != Addressing::kVirtual) return;
+  if (IsIpLiteral(endpoint.host)) {
+    throw std::invalid_argument(
+        "virtual-hosted addressing needs a host name, not an IP address, in "
+        "the endpoint: use --s3-addressing path");
+  }
+  if (endpoint.tls && bucket.find('.') != std::string::npos) {
+    throw std::invalid_argument(
+        "the bucket '" + bucket +
+        "' has a '.', which no wildcard certificate covers under "
+        "virtual-hosted addressing over https: use --s3-addressing path");
+  }
+}
+
+std::string Location::BaseUrl() const {
+  return std::string(endpoint.tls ? "https://" : "http://") + Host();
+}
+
+std::string Location::Host() const {
+  const std::string authority = endpoint.Authority();
+  return addressing == Addressing::kVirtual ? bucket + "." + authority
+                                            : authority;
+}
+
+std::string ObjectPath(const Location& location, std::string_view key) {
+  if (location.addressing == Addressing::kVirtual) {
+    return "/" + std::string(key);
+  }
+  return "/" + location.bucket + "/" + std::string(key);
+}
+
+SignedRequest SignObjectRequest(const Location& location,
+                                const sigv4::Credentials& credentials,
+                                std::string_view method, std::string_view key,
+                                const std::vector<sigv4::Header>& extra,
+                                std::string_view body,
+                                std::chrono::system_clock::time_point now) {
+  sigv4::Request request;
+  request.method = std::string(method);
+  request.path = ObjectPath(location, key);
+  request.path_style = sigv4::PathStyle::kS3;
+  request.headers.push_back({"host", location.Host()});
+  request.headers.insert(request.headers.end(), extra.begin(), extra.end());
+  request.payload_hash = sigv4::HexSha256(body);
+  sigv4::SigningParams params;
+  params.region = location.region;
+  params.time = now;
+  sigv4::SignRequest(request, credentials, params);
+  SignedRequest out;
+  out.method = request.method;
+  out.target = sigv4::CanonicalUri(request.path, sigv4::PathStyle::kS3);
+  for (sigv4::Header& header : request.headers) {
+    if (header.name != "host") out.headers.push_back(std::move(header));
+  }
+  return out;
+}
+
+std::optional<Error> ParseError(std::string_view body) {
+  const auto start = body.find("<Error>");
+  if (start == std::string_view::npos) return std::nullopt;
+  const std::string_view error = body.substr(start);
+  return Error{Element(error, "Code"), Element(error, "Message"),
+               Element(error, "RequestId")};
+}
+
+std::string DescribeAnswer(int status, std::string_view body,
+                           std::string_view request_id_field) {
+  std::string out = "HTTP " + std::to_string(status);
+  if (status / 100 == 2) return out;
+  const std::optional<Error> error = ParseError(body);
+  std::string request_id(request_id_field);
+  if (error) {
+    if (!error->code.empty()) out += " " + OneLine(error->code);
+    if (!error->message.empty()) out += ": " + OneLine(error->message);
+    if (!error->request_id.empty()) request_id = error->request_id;
+  }
+  if (!request_id.empty()) out += ", request id " + OneLine(request_id);
+  return out;
+}
+
+}  // namespace fencepost::cli::s3
