@@ -25,6 +25,9 @@ constexpr std::string_view kUsageText =
   fencepost fence bump KEY --token N
   fencepost batch --token N [FILE]
   fencepost probe URL [--token N]
+  fencepost probe s3://BUCKET[/PREFIX] [--s3-endpoint URL] [--s3-region REGION]
+                  [--s3-addressing path|virtual]
+                  [--s3-credentials-file FILE] [--s3-profile NAME]
   fencepost watch [PREFIX]
 
 Flags of every command:
@@ -74,6 +77,19 @@ every write carries Fencing-Token N (to probe through a fencepost data
 port). Exit 0 when every check holds, 1 when one does not (or the store
 refuses the first write, or does not read back what it stores), 3 when the
 store is unreachable, times out (10s a request) or answers 5xx.
+
+`probe s3://BUCKET[/PREFIX]` runs the same checks against the bucket
+itself, its scratch keys under PREFIX (percent-decoded once), every request
+signed with AWS Signature Version 4: --s3-endpoint (default
+https://s3.REGION.amazonaws.com), --s3-region (default us-east-1),
+--s3-addressing (virtual on AWS's endpoint, else path), and the credentials
+of --s3-credentials-file (profile --s3-profile, default "default") or else
+of AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN (or
+~/.aws/credentials); none found is exit 2, and no secret is ever shown. S3
+answers ETags quoted; when If-Match with the quoted tag is refused with 412
+it is sent again without the quotes, and the probe says which form the
+store compares. S3 error answers are shown with their code and request id.
+--tls-ca is the CAs for an https:// endpoint.
 
 `watch` follows the admin port's event stream (GET /v1/watch) under PREFIX
 (everything when absent) and prints one JSON object per event and line:

@@ -482,9 +482,9 @@ std::unique_ptr<ProbeStore> MakeHttpProbeStore(const Flags& flags,
 
 int Probe(const Flags& flags) {
   const std::string url = flags.positional.at(0);
-  const std::unique_ptr<ProbeStore> store = url.rfind("s3://", 0) == 0
-                                                ? MakeS3ProbeStore(flags, url)
-                                                : MakeHttpProbeStore(flags, url);
+  const std::unique_ptr<ProbeStore> store =
+      url.rfind("s3://", 0) == 0 ? MakeS3ProbeStore(flags, url)
+                                 : MakeHttpProbeStore(flags, url);
   const std::string scratch = store->NewKey();
   const std::string original = "fencepost probe " + RandomHex();
   const Result first = store->Write(scratch, "PUT", {}, original);

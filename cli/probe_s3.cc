@@ -94,8 +94,7 @@ std::string S3Store::FirstWriteHint(const Result& first) const {
     return " (the store refused the credentials of " + source_ + ")";
   }
   if (code == "AccessDenied") {
-    return " (the credentials of " + source_ +
-           " may not write to the bucket)";
+    return " (the credentials of " + source_ + " may not write to the bucket)";
   }
   if (code == "NoSuchBucket") {
     return " (no bucket '" + location_.bucket + "' at " +
@@ -175,8 +174,8 @@ std::unique_ptr<ProbeStore> MakeS3ProbeStore(const Flags& flags,
     throw UsageError(e.what());
   }
   s3::Location location = Locate(flags, bucket.bucket);
-  sigv4::LoadedCredentials loaded = sigv4::LoadCredentials(
-      {flags.s3_credentials_file, flags.s3_profile});
+  sigv4::LoadedCredentials loaded =
+      sigv4::LoadCredentials({flags.s3_credentials_file, flags.s3_profile});
   if (!loaded.credentials) throw UsageError(loaded.message);
   Client::Options options = PortOptions(flags, location.BaseUrl());
   options.timeout = kProbeTimeout;

@@ -138,8 +138,8 @@ Endpoint ParseEndpoint(std::string_view url) {
     unsigned value = 0;
     const auto [end, ec] =
         std::from_chars(port.data(), port.data() + port.size(), value);
-    if (port.empty() || ec != std::errc() ||
-        end != port.data() + port.size() || value == 0 || value > 65535) {
+    if (port.empty() || ec != std::errc() || end != port.data() + port.size() ||
+        value == 0 || value > 65535) {
       throw Bad("the port must be 1 to 65535", url);
     }
     out.port = static_cast<std::uint16_t>(value);

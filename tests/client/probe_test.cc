@@ -391,5 +391,35 @@ TEST(ProbeTest, ABadUrlOrFlagIs2) {
   EXPECT_TRUE(Has(RunFencepost({"--help"}).output, "fencepost probe URL"));
 }
 
+// probe s3:// refuses, before any request, what cannot name or sign for a
+// bucket (the runs against a real RGW are S3ProbeTest, probe_s3.sh).
+TEST(ProbeTest, AnS3UrlWithABadFlagIs2) {
+  const std::string closed = "http://127.0.0.1:1";
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"probe", "s3://Bad_Bucket", "--s3-endpoint", closed},
+           {"probe", "s3://fencepost/a%2", "--s3-endpoint", closed},
+           {"probe", "s3://fencepost", "--s3-endpoint", "ftp://127.0.0.1"},
+           {"probe", "s3://fencepost", "--s3-endpoint", closed, "--token", "5"},
+           {"probe", "s3://fencepost", "--s3-endpoint", closed,
+            "--auth-token-file", "/dev/null"},
+           {"probe", "s3://fencepost", "--s3-endpoint", closed,
+            "--s3-addressing", "dns"},
+           // No bucket before an IP address.
+           {"probe", "s3://fencepost", "--s3-endpoint", closed,
+            "--s3-addressing", "virtual"},
+           {"probe", "s3://fencepost", "--s3-region", "US East"},
+           {"probe", "s3://fencepost", "--s3-endpoint", closed,
+            "--s3-credentials-file", "/nonexistent/credentials"},
+           {"probe", "http://127.0.0.1:7400", "--s3-region", "us-east-1"},
+       }) {
+    const auto run = RunFencepost(args);
+    EXPECT_EQ(run.exit_status, 2) << args.back() << ": " << run.output;
+    EXPECT_TRUE(Has(run.output, "fencepost probe --help")) << run.output;
+  }
+  EXPECT_TRUE(Has(RunFencepost({"probe", "--help"}).output,
+                  "fencepost probe s3://BUCKET[/PREFIX] [--s3-endpoint URL]"));
+}
+
 }  // namespace
 }  // namespace fencepost::client

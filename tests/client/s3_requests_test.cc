@@ -180,9 +180,8 @@ TEST(S3RequestsTest, ASignedRequestIsWhatAStoreVerifies) {
   // Another secret signs otherwise: the secret is what the signature
   // proves, and it appears in no header.
   sigv4::Signed other;
-  ASSERT_FALSE(sigv4::ExpectedSignature(as_received, claim,
-                                        sigv4::Secret("not the secret"),
-                                        &other));
+  ASSERT_FALSE(sigv4::ExpectedSignature(
+      as_received, claim, sigv4::Secret("not the secret"), &other));
   EXPECT_NE(claim.signature, other.signature);
   for (const sigv4::Header& h : request.headers) {
     EXPECT_EQ(h.value.find("wJalrXUtnFEMI"), std::string::npos) << h.name;
@@ -192,9 +191,8 @@ TEST(S3RequestsTest, ASignedRequestIsWhatAStoreVerifies) {
 TEST(S3RequestsTest, ASessionTokenIsSentAndSigned) {
   sigv4::Credentials credentials = ExampleCredentials();
   credentials.session_token = sigv4::Secret("session-token-value");
-  const SignedRequest request =
-      SignObjectRequest(Rgw(Addressing::kPath), credentials, "GET", "k", {},
-                        "", ExampleTime());
+  const SignedRequest request = SignObjectRequest(
+      Rgw(Addressing::kPath), credentials, "GET", "k", {}, "", ExampleTime());
   EXPECT_EQ(HeaderOf(request, "x-amz-security-token"), "session-token-value");
   EXPECT_NE(HeaderOf(request, "Authorization")
                 .find("SignedHeaders=host;x-amz-content-sha256;x-amz-date;"
