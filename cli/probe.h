@@ -20,14 +20,23 @@ namespace fencepost::cli {
 //    fails both: a client has no tag to send);
 //  - a PUT with If-None-Match: * to a second, new scratch key: holds when
 //    it is answered 2xx and the value reads back.
-// It removes the scratch keys and prints a verdict per check, then one for
-// the store. With --token N every write carries Fencing-Token N;
-// --auth-token-file and --tls-ca are used as by the other commands. Every
-// request ends within 10 s and its answer is read up to 1 MiB.
+// It removes the scratch keys and prints a verdict per check, the checks
+// that failed, then a verdict for the store. With --token N every write
+// carries Fencing-Token N; --auth-token-file and --tls-ca are used as by
+// the other commands. Every request ends within 10 s and its answer is
+// read up to 1 MiB.
+//
+// `fencepost probe s3://BUCKET[/PREFIX]` runs the same checks against the
+// bucket, keys under PREFIX, every request signed with SigV4 (the --s3-*
+// flags and credentials of SPEC "S3 backend"; none found: UsageError). An
+// If-Match with the store's quoted ETag refused with 412 is sent again
+// without the quotes, and the line says which form held; the wrong tag is
+// sent bare. Answers are told with their S3 code and request id.
 //
 // Exit 0 when every check holds; 1 when one does not, the first write is
 // refused (4xx) or the value does not read back; 3 when the store is
-// unreachable, times out or answers 5xx; UsageError (2) for a bad URL.
+// unreachable, times out or answers 5xx; UsageError (2) for a bad URL or
+// flag, or (s3://) no credentials.
 int Probe(const Flags& flags);
 
 }  // namespace fencepost::cli
