@@ -13,6 +13,13 @@
 #    run` says it lost its lease (its watch of the fence and its clock
 #    race after a freeze); the watch terminal's lease renewals are left
 #    out (how many fall before a freeze is chance).
+#  - a ```console block after the marker <!-- tests/docs/readme_transcripts.sh
+#    runs the next console block against a real S3 store -->: the same,
+#    but against a real Ceph RGW started for it (tests/coordination/rgw.sh,
+#    stopped at the end), its endpoint and credentials exported to the
+#    server and to the block's commands (S3_ENDPOINT, AWS_*), and the
+#    server started with the flags of the README's last `fencepost serve`
+#    line before the marker.
 #  - the ```sh block after the marker <!-- tests/docs/readme_transcripts.sh
 #    runs the next sh block beside scripts/run.sh -->: run as written
 #    (ports rewritten) beside a server started as scripts/run.sh starts it,
@@ -34,7 +41,11 @@ while read -r name; do unset "$name"; done < <(compgen -e | grep '^FENCEPOST_' |
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-readme.XXXXXX")
 pids=()
+rgw_dir=
 cleanup() {
+  if [[ -n $rgw_dir && -d $rgw_dir ]]; then
+    "$root/tests/coordination/rgw.sh" stop "$rgw_dir" >/dev/null 2>&1 || true
+  fi
   for pid in "${pids[@]}"; do
     kill -TERM "$pid" 2>/dev/null || true
   done
@@ -129,18 +140,58 @@ matches() {
     }' "$1" "$2"
 }
 
-# The console blocks, one file each: block-N.
-awk -v dir="$work" '
-  /^```console$/ { inside = 1; ++n; next }
+# The console blocks, one file each: block-N. A block after the S3 marker
+# also gets block-N.s3: the last `fencepost serve` line before it.
+s3_marker='<!-- tests/docs/readme_transcripts.sh runs the next console block against a real S3 store -->'
+awk -v dir="$work" -v m="$s3_marker" '
+  /^fencepost serve / { serve = $0 }
+  $0 == m { s3 = 1; next }
+  /^```console$/ {
+    inside = 1; ++n
+    if (s3) { print serve > (dir "/block-" n ".s3"); close(dir "/block-" n ".s3") }
+    s3 = 0
+    next
+  }
   /^```/ && inside { inside = 0; next }
   inside { print > (dir "/block-" n) }
 ' "$readme"
 [[ -s $work/block-1 ]] || { echo "README.md shows no console block" >&2; exit 1; }
 
+# start_rgw: a real S3 store (rgw.sh, stopped by cleanup, or by its watcher
+# if this script dies), once; its endpoint and credentials exported.
+start_rgw() {
+  if [[ -z $rgw_dir ]]; then
+    rgw_dir=$work/rgw
+    if ! "$root/tests/coordination/rgw.sh" start "$rgw_dir" "$$" \
+      >"$work/rgw.log" 2>&1; then
+      cat "$work/rgw.log" >&2
+      return 1
+    fi
+  fi
+  set -a
+  # shellcheck disable=SC1091  # written by rgw.sh
+  . "$rgw_dir/env"
+  set +a
+}
+
 # run_block FILE: runs the commands of one console block and compares.
 run_block() {
-  local block=$1 cmd='' n='' server=''
-  if grep -qE 'localhost:740[01]' "$block"; then
+  local block=$1 cmd='' n='' server='' serve_line=''
+  local -a serve_flags=()
+  if [[ -e $block.s3 ]]; then
+    serve_line=$(cat "$block.s3")
+    if [[ $serve_line != 'fencepost serve '* ]]; then
+      fail "README.md has no \`fencepost serve\` line before its S3 block"
+      return
+    fi
+    if ! start_rgw; then
+      fail "the S3 store for README.md's S3 block did not start"
+      return
+    fi
+    eval "serve_flags=(${serve_line#fencepost serve })"
+    start_server "$work/$(basename "$block")-server" "${serve_flags[@]}"
+    server=$pid
+  elif grep -qE 'localhost:740[01]' "$block"; then
     start_server "$work/$(basename "$block")-server"
     server=$pid
   fi
@@ -175,6 +226,10 @@ run_block() {
     fi
   done
   [[ -z $server ]] || stop_server "$server"
+  if [[ -e $block.s3 ]]; then
+    unset S3_ENDPOINT S3_REGION S3_BUCKET AWS_ACCESS_KEY_ID \
+      AWS_SECRET_ACCESS_KEY CEPH_CONF
+  fi
 }
 
 blocks=$(grep -c '^```console$' "$readme")
