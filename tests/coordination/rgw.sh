@@ -146,11 +146,13 @@ running() {
 }
 
 # The start time of process PID (field 22 of /proc/PID/stat), so that a
-# new process given the same pid is not taken for it.
+# new process given the same pid is not taken for it; fails for a zombie
+# (it has ended; its parent may be slow to reap it).
 start_time() {
   local stat
   stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
   stat=${stat##*) }
+  [[ ${stat:0:1} != Z ]] || return 1
   set -- $stat
   echo "${20}"
 }

@@ -221,14 +221,12 @@ Rgw::Rgw() {
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw std::runtime_error("mkdtemp failed");
   }
-  // rgw.sh makes DIR itself; the temporary directory only reserves the name
-  // and holds it.
-  dir_ = pattern + "/cluster";
+  // rgw.sh stop (or its watcher, when this process dies) removes it.
+  dir_ = pattern;
   try {
     Script("start", std::to_string(::getpid()));
   } catch (...) {
     Run({kRgwSh, "stop", dir_}, {}, "", std::chrono::seconds(30));
-    ::rmdir(pattern.c_str());
     throw;
   }
   std::ifstream env(dir_ + "/env");
@@ -251,7 +249,6 @@ Rgw::Rgw() {
 Rgw::~Rgw() {
   // SIGKILL to each daemon: a paused gateway needs no SIGCONT first.
   Run({kRgwSh, "stop", dir_}, {}, "", std::chrono::seconds(30));
-  ::rmdir(dir_.substr(0, dir_.rfind('/')).c_str());
 }
 
 std::vector<std::string> Rgw::Env() const {
