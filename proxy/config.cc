@@ -173,38 +173,9 @@ void ListenAndStoreFlags(std::map<std::string, Flag>* flags) {
   });
 }
 
-// How writes are checked and forwarded, and who may make them.
-void WriteFlags(std::map<std::string, Flag>* flags) {
+// The s3:// backend's store, and the CA of any TLS upstream.
+void S3Flags(std::map<std::string, Flag>* flags) {
   flags->insert({
-      {"max-body",
-       {Kind::kValue,
-        [](Config& c, const std::string& v) {
-          c.max_body = ParseUnsigned("max-body", v);
-          if (c.max_body == 0) {
-            throw ConfigError("--max-body: must be at least 1 byte");
-          }
-        }}},
-      {"mode",
-       {Kind::kValue,
-        [](Config& c, const std::string& v) {
-          if (v == "enforce") {
-            c.mode = Mode::kEnforce;
-          } else if (v == "observe") {
-            c.mode = Mode::kObserve;
-          } else {
-            throw ConfigError("--mode: '" + v + "' is not enforce or observe");
-          }
-        }}},
-      {"upstream-timeout",
-       {Kind::kValue,
-        [](Config& c, const std::string& v) {
-          c.upstream_timeout = ParseSeconds("upstream-timeout", v);
-        }}},
-      {"upstream-settle",
-       {Kind::kValue,
-        [](Config& c, const std::string& v) {
-          c.upstream_settle = ParseSeconds("upstream-settle", v);
-        }}},
       {"s3-endpoint",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -220,7 +191,8 @@ void WriteFlags(std::map<std::string, Flag>* flags) {
             throw ConfigError("--s3-endpoint: '" + v +
                               "' must be a scheme and HOST[:PORT], no path");
           }
-          c.s3_endpoint = v.substr(0, (tls ? 8 : 7) + slash);
+          c.s3_endpoint =
+              slash == std::string::npos ? v : v.substr(0, (tls ? 8 : 7) + slash);
         }}},
       {"s3-region",
        {Kind::kValue,
@@ -259,6 +231,41 @@ void WriteFlags(std::map<std::string, Flag>* flags) {
         [](Config& c, const std::string& v) {
           if (v.empty()) throw ConfigError("--upstream-tls-ca: empty path");
           c.upstream_tls_ca = v;
+        }}},
+  });
+}
+
+// How writes are checked and forwarded, and who may make them.
+void WriteFlags(std::map<std::string, Flag>* flags) {
+  flags->insert({
+      {"max-body",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.max_body = ParseUnsigned("max-body", v);
+          if (c.max_body == 0) {
+            throw ConfigError("--max-body: must be at least 1 byte");
+          }
+        }}},
+      {"mode",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v == "enforce") {
+            c.mode = Mode::kEnforce;
+          } else if (v == "observe") {
+            c.mode = Mode::kObserve;
+          } else {
+            throw ConfigError("--mode: '" + v + "' is not enforce or observe");
+          }
+        }}},
+      {"upstream-timeout",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.upstream_timeout = ParseSeconds("upstream-timeout", v);
+        }}},
+      {"upstream-settle",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.upstream_settle = ParseSeconds("upstream-settle", v);
         }}},
       {"tls-cert",
        {Kind::kValue, [](Config& c, const std::string& v) { c.tls_cert = v; }}},
@@ -367,6 +374,7 @@ const std::map<std::string, Flag>& Flags() {
     std::map<std::string, Flag> all;
     ListenAndStoreFlags(&all);
     WriteFlags(&all);
+    S3Flags(&all);
     LimitFlags(&all);
     return all;
   }();

@@ -18,6 +18,40 @@ struct Info {
   std::string_view title;
 };
 
+// The problems of the storage behind the fences.
+Info StorageInfoOf(ProblemType type) {
+  switch (type) {
+    case ProblemType::kMapFull:
+      return {http::status::insufficient_storage, "map-full",
+              "Storage is full (LMDB map at --max-map-size)"};
+    case ProblemType::kKeyCollision:
+      return {http::status::conflict, "key-collision",
+              "The key collides with a file or directory of the other kind"};
+    case ProblemType::kDiskFull:
+      return {http::status::insufficient_storage, "disk-full",
+              "The backend's file system is full"};
+    case ProblemType::kUpstreamFailed:
+      return {http::status::bad_gateway, "upstream-failed",
+              "The upstream refused or failed before the write was sent"};
+    case ProblemType::kOutcomeUnknown:
+      return {http::status::gateway_timeout, "upstream-outcome-unknown",
+              "The upstream's outcome is unknown"};
+    case ProblemType::kFenceHeld:
+      return {http::status::service_unavailable, "fence-held",
+              "The fence is held closed after an unknown upstream outcome"};
+    case ProblemType::kStorageFailure:
+      return {http::status::internal_server_error, "storage-failure",
+              "Storage failure"};
+    case ProblemType::kStoreUnavailable:
+      return {http::status::service_unavailable, "fence-store-unavailable",
+              "The fence store (etcd) is unavailable"};
+    default:
+      break;
+  }
+  return {http::status::bad_gateway, "store-error",
+          "The store behind the fences answered an error"};
+}
+
 Info InfoOf(ProblemType type) {
   switch (type) {
     case ProblemType::kStaleToken:
@@ -47,38 +81,14 @@ Info InfoOf(ProblemType type) {
               "Method not allowed"};
     case ProblemType::kNotFound:
       return {http::status::not_found, "not-found", "Not found"};
-    case ProblemType::kMapFull:
-      return {http::status::insufficient_storage, "map-full",
-              "Storage is full (LMDB map at --max-map-size)"};
-    case ProblemType::kKeyCollision:
-      return {http::status::conflict, "key-collision",
-              "The key collides with a file or directory of the other kind"};
-    case ProblemType::kDiskFull:
-      return {http::status::insufficient_storage, "disk-full",
-              "The backend's file system is full"};
-    case ProblemType::kUpstreamFailed:
-      return {http::status::bad_gateway, "upstream-failed",
-              "The upstream refused or failed before the write was sent"};
-    case ProblemType::kOutcomeUnknown:
-      return {http::status::gateway_timeout, "upstream-outcome-unknown",
-              "The upstream's outcome is unknown"};
-    case ProblemType::kFenceHeld:
-      return {http::status::service_unavailable, "fence-held",
-              "The fence is held closed after an unknown upstream outcome"};
     case ProblemType::kUnauthorized:
       return {http::status::unauthorized, "unauthorized",
               "A valid bearer token is required"};
-    case ProblemType::kStorageFailure:
-      return {http::status::internal_server_error, "storage-failure",
-              "Storage failure"};
     case ProblemType::kOverloaded:
       return {http::status::service_unavailable, "overloaded", "Overloaded"};
     case ProblemType::kLeaseHeld:
       return {http::status::conflict, "lease-held",
               "The lease is held by another holder"};
-    case ProblemType::kStoreUnavailable:
-      return {http::status::service_unavailable, "fence-store-unavailable",
-              "The fence store (etcd) is unavailable"};
     case ProblemType::kLeaseNotHeld:
       return {http::status::conflict, "lease-not-held",
               "The lease is not held by this holder with this token"};
@@ -94,9 +104,16 @@ Info InfoOf(ProblemType type) {
     case ProblemType::kPreconditionFailed:
       return {http::status::precondition_failed, "precondition-failed",
               "The value's entity tag does not meet the precondition"};
+    case ProblemType::kMapFull:
+    case ProblemType::kKeyCollision:
+    case ProblemType::kDiskFull:
+    case ProblemType::kUpstreamFailed:
+    case ProblemType::kOutcomeUnknown:
+    case ProblemType::kFenceHeld:
+    case ProblemType::kStorageFailure:
+    case ProblemType::kStoreUnavailable:
     case ProblemType::kStoreError:
-      return {http::status::bad_gateway, "store-error",
-              "The store behind the fences answered an error"};
+      return StorageInfoOf(type);
   }
   return {http::status::internal_server_error, "internal", "Internal error"};
 }
