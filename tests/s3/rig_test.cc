@@ -106,9 +106,9 @@ TEST(S3RigTest, ObjectsReadBackByteExactWithTheirMetadata) {
   const std::string prefix = rgw.UniquePrefix("exact");
   std::string body;
   for (int i = 0; i < 1024; ++i) body.push_back(static_cast<char>(i % 256));
-  std::vector<std::string> keys = {prefix + "a key with spaces",
-                                   prefix + "plus+and%25percent%",
-                                   prefix + "\xc3\xa9t\xc3\xa9/\xe6\x97\xa5/\xf0\x9f\x94\x91"};
+  std::vector<std::string> keys = {
+      prefix + "a key with spaces", prefix + "plus+and%25percent%",
+      prefix + "\xc3\xa9t\xc3\xa9/\xe6\x97\xa5/\xf0\x9f\x94\x91"};
   keys.push_back(prefix + std::string(1024 - prefix.size(), 'k'));
   ASSERT_EQ(keys.back().size(), 1024u);
   std::vector<std::string> etags;

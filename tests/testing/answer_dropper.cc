@@ -101,7 +101,13 @@ class Framer {
 
  private:
   enum class State {
-    kHead, kLength, kChunkLine, kChunkData, kTrailer, kUntilClose, kBlind
+    kHead,
+    kLength,
+    kChunkLine,
+    kChunkData,
+    kTrailer,
+    kUntilClose,
+    kBlind
   };
 
   void End(Step* step) {
@@ -153,10 +159,14 @@ class Framer {
     }
     if (requests_) {
       method_ = std::string(line.substr(0, sp1));
-      target_ = sp1 == line.npos ? "" : std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
+      target_ = sp1 == line.npos
+                    ? ""
+                    : std::string(line.substr(sp1 + 1, sp2 - sp1 - 1));
       status_ = 0;
     } else {
-      status_ = sp1 == line.npos ? 0 : std::atoi(std::string(line.substr(sp1 + 1, 3)).c_str());
+      status_ = sp1 == line.npos
+                    ? 0
+                    : std::atoi(std::string(line.substr(sp1 + 1, 3)).c_str());
       if (status_ == 101) {
         state_ = State::kBlind;
         return;
@@ -226,7 +236,8 @@ int Listen(std::uint16_t* port) {
     address.sin_family = AF_INET;
     address.sin_port = htons(candidate);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) ==
+            0 &&
         ::listen(fd, 128) == 0) {
       *port = candidate;
       return fd;
@@ -242,7 +253,8 @@ int Connect(const std::string& host, std::uint16_t port) {
   address.sin_port = htons(port);
   if (::inet_pton(AF_INET, host.c_str(), &address.sin_addr) != 1) return -1;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) !=
+      0) {
     ::close(fd);
     return -1;
   }
@@ -297,8 +309,7 @@ std::string AnswerDropper::endpoint() const {
   return "http://127.0.0.1:" + std::to_string(port_);
 }
 
-void AnswerDropper::DropAnswersTo(std::string method, std::string path,
-                                  int n) {
+void AnswerDropper::DropAnswersTo(std::string method, std::string path, int n) {
   std::lock_guard lock(mu_);
   rules_.push_back({std::move(method), std::move(path), n});
 }
@@ -426,7 +437,8 @@ void AnswerDropper::Requests(Connection* connection) {
   Framer framer(/*requests=*/true);
   std::string buffer(kReadSize, '\0');
   while (true) {
-    const ssize_t n = ::recv(connection->client, buffer.data(), buffer.size(), 0);
+    const ssize_t n =
+        ::recv(connection->client, buffer.data(), buffer.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     std::string_view in(buffer.data(), n);

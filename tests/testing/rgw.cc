@@ -132,8 +132,8 @@ Outcome Run(const std::vector<std::string>& argv,
       }
     }
     if (fds[2].fd >= 0 && fds[2].revents != 0) {
-      const ssize_t n = WriteToPipe(in[1], input.data() + written,
-                                    input.size() - written);
+      const ssize_t n =
+          WriteToPipe(in[1], input.data() + written, input.size() - written);
       if (n > 0) written += n;
       if (n < 0 && errno != EAGAIN && errno != EINTR) written = input.size();
       if (written == input.size()) ::close(in[1]);
@@ -244,6 +244,7 @@ Rgw::Rgw() {
   port_ = static_cast<std::uint16_t>(
       std::atoi(endpoint_.substr(endpoint_.rfind(':') + 1).c_str()));
   gateway_pid_ = std::atoi(Script("gateway-pid").c_str());
+  if (gateway_pid_ <= 0) throw std::runtime_error("rgw.sh named no radosgw");
 }
 
 Rgw::~Rgw() {
@@ -278,7 +279,8 @@ std::string Rgw::Script(const std::string& command,
 
 void Rgw::PauseGateway() {
   std::lock_guard lock(mu_);
-  if (::kill(gateway_pid_, SIGSTOP) != 0) {
+  // Never kill(-1 or 0, ...): that would stop every process we may signal.
+  if (gateway_pid_ <= 0 || ::kill(gateway_pid_, SIGSTOP) != 0) {
     throw std::runtime_error("radosgw cannot be paused: it does not run");
   }
   paused_ = true;
@@ -286,13 +288,14 @@ void Rgw::PauseGateway() {
 
 void Rgw::ResumeGateway() {
   std::lock_guard lock(mu_);
-  if (paused_) ::kill(gateway_pid_, SIGCONT);
+  if (paused_ && gateway_pid_ > 0) ::kill(gateway_pid_, SIGCONT);
   paused_ = false;
 }
 
 void Rgw::StopGateway() {
   std::lock_guard lock(mu_);
   Script("gateway-stop");
+  gateway_pid_ = -1;  // its pid may be another process's soon
   paused_ = false;
 }
 
@@ -303,6 +306,7 @@ void Rgw::StartGateway() {
   if (running.exit_status == 0) return;
   Script("gateway-start");
   gateway_pid_ = std::atoi(Script("gateway-pid").c_str());
+  if (gateway_pid_ <= 0) throw std::runtime_error("rgw.sh named no radosgw");
 }
 
 pid_t Rgw::gateway_pid() const {
@@ -359,11 +363,12 @@ S3Object Rgw::Delete(std::string_view key, std::string_view if_match) const {
 
 std::vector<std::string> Rgw::List(std::string_view prefix) const {
   std::vector<std::string> keys;
-  const S3Object answer = Client({"--", "list", std::string(prefix)}, "", &keys);
+  const S3Object answer =
+      Client({"--", "list", std::string(prefix)}, "", &keys);
   if (answer.status != 200) {
-    throw std::runtime_error("listing " + std::string(prefix) +
-                             " answered " + std::to_string(answer.status) +
-                             " " + answer.error);
+    throw std::runtime_error("listing " + std::string(prefix) + " answered " +
+                             std::to_string(answer.status) + " " +
+                             answer.error);
   }
   return keys;
 }

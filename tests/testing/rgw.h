@@ -97,7 +97,7 @@ class Rgw {
   // (returns once it answers).
   void StopGateway();
   void StartGateway();
-  pid_t gateway_pid() const;
+  pid_t gateway_pid() const;  // -1 while stopped
 
   // The independent client (s3_object.py), one request each, no retries.
   S3Object Get(std::string_view key) const;
