@@ -5,11 +5,15 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -403,6 +407,89 @@ TEST(S3BackendTest, AWriteOfAKilledProcessCannotLandOverANewerOne) {
           << "negative control: the dead process's write landed over token 3";
     }
   }
+}
+
+// tests/coordination/s3_scripted.py: an S3 endpoint answering, by key, what
+// RGW cannot be made to answer (SlowDown, ConditionalRequestConflict,
+// InternalError). Stopped on destruction.
+class ScriptedStore {
+ public:
+  ScriptedStore() {
+    int out[2];
+    if (::pipe(out) != 0) throw std::runtime_error("pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    const std::string script =
+        std::string(FENCEPOST_SOURCE_DIR) + "/tests/coordination/s3_scripted.py";
+    char* const argv[] = {const_cast<char*>("/usr/bin/python3"),
+                          const_cast<char*>(script.c_str()), nullptr};
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv, environ) != 0) {
+      throw std::runtime_error("cannot start " + script);
+    }
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    std::string line;
+    char c;
+    while (::read(out[0], &c, 1) == 1 && c != '\n') line.push_back(c);
+    ::close(out[0]);
+    port_ = static_cast<std::uint16_t>(std::stoi(line));
+  }
+  ~ScriptedStore() {
+    ::kill(pid_, SIGTERM);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::string endpoint() const {
+    return "http://127.0.0.1:" + std::to_string(port_);
+  }
+  // The PUTs and DELETEs it was sent, "METHOD PATH" each.
+  std::string Writes() const { return Fetch(port_, "GET", "/_writes").body; }
+
+ private:
+  pid_t pid_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+// The store's own errors: 503 SlowDown relayed with Retry-After and
+// nothing held; 409 ConditionalRequestConflict and 500 are outcomes
+// unknown, 504 and the fence held, the write never sent again; a 403 is a
+// store-error with the store's code and request id.
+TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
+  ScriptedStore store;
+  TempDir dir;
+  ServerProcess server(dir / "data",
+                       {"--backend", "s3://scripted", "--s3-endpoint",
+                        store.endpoint(), "--upstream-settle", "5"},
+                       {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=s"});
+  HttpClient client(server.data_port());
+  const auto slow = client.Request("PUT", "/slowdown", Token(1), "v");
+  EXPECT_EQ(slow.status, 503) << slow.body;
+  EXPECT_EQ(slow.header("retry-after"), "3");
+  EXPECT_NE(slow.body.find("\"code\":\"SlowDown\""), std::string::npos);
+  EXPECT_NE(slow.body.find("\"request_id\":\"tx"), std::string::npos);
+  EXPECT_NE(slow.body.find("store-error"), std::string::npos);
+  // Not held: the store said it did not take the write.
+  EXPECT_EQ(client.Request("PUT", "/slowdown", Token(2), "v").status, 503);
+
+  const auto denied = client.Request("DELETE", "/denied", Token(1));
+  EXPECT_EQ(denied.status, 403) << denied.body;
+  EXPECT_NE(denied.body.find("\"code\":\"AccessDenied\""), std::string::npos);
+
+  for (const std::string key : {"conflict", "internal"}) {
+    const auto unknown = client.Request("PUT", "/" + key, Token(1), "v");
+    EXPECT_EQ(unknown.status, 504) << key << ": " << unknown.body;
+    const auto held = client.Request("PUT", "/" + key, Token(2), "v");
+    EXPECT_EQ(held.status, 503) << key << ": " << held.body;
+    EXPECT_NE(held.body.find("fence-held"), std::string::npos) << held.body;
+  }
+  EXPECT_EQ(store.Writes(),
+            "PUT /scripted/slowdown\nPUT /scripted/slowdown\n"
+            "DELETE /scripted/denied\nPUT /scripted/conflict\n"
+            "PUT /scripted/internal\n")
+      << "each sent once, none while its fence was held";
+  const std::string metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"), 2);
 }
 
 // Wrong credentials: the store's refusal relayed with its status, S3 code
