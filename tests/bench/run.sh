@@ -16,7 +16,9 @@
 # peers, BENCH_MICRO=0 skips the Google Benchmark programs, BENCH_ROUNDS (3)
 # A/B rounds against Redis at each of BENCH_AB_CLIENTS ("32 128"), BENCH_PREBUILT=DIR
 # uses the binaries of an existing build (the test command's) instead of
-# building Release.
+# building Release. Then tests/bench/s3.sh (fenced PUTs through fencepost to
+# a Ceph RGW against PutObject straight to it; its own table, --smoke in
+# smoke mode, about 20 s there); BENCH_S3=0 skips it.
 #
 # Installs what it needs from Debian, starts every server on 127.0.0.1 in a
 # temp directory, stops them all on exit, and prints one table. Every run
@@ -78,7 +80,8 @@ if [[ -z ${BENCH_PREBUILT:-} ]]; then
   log "building Release in $BUILD"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFENCEPOST_BUILD_TESTS=OFF -DFENCEPOST_BUILD_BENCH=ON >/dev/null
-  cmake --build "$BUILD" --target fencepost raw_lmdb null_server micro_bench >/dev/null
+  cmake --build "$BUILD" --target fencepost raw_lmdb null_server micro_bench \
+    s3_put >/dev/null
 fi
 BUILD=$(cd "$BUILD" && pwd)
 FENCEPOST=$BUILD/proxy/fencepost
@@ -590,5 +593,11 @@ if ((MICRO)); then
   echo
   "$BUILD/tests/bench/micro_bench" --benchmark_min_time=0.2 \
     2>/dev/null
+fi
+if ((${BENCH_S3:-1})); then
+  echo
+  s3_args=()
+  ((SMOKE)) && s3_args=(--smoke)
+  BENCH_PREBUILT=$BUILD "$BENCH/s3.sh" "${s3_args[@]}" || fail "tests/bench/s3.sh"
 fi
 ((FAILED == 0)) || { echo "FAILED: see the messages above" >&2; exit 1; }

@@ -3,19 +3,24 @@
 # (signed by the client, tests/bench/s3_put.cc) against the same clients'
 # fenced PUTs through fencepost's s3:// backend to the same RGW, in one run:
 # BENCH_CLIENTS clients (32), one keep-alive connection each, 4 KiB objects,
-# each client over keys of its own. The two phases alternate for
-# BENCH_S3_ROUNDS rounds, so a neighbour's load hits both alike; each round
-# prints the ratio fenced ÷ direct. Then, unless BENCH_PERF=0, one more
-# fenced phase under `perf record -g` on fencepost, and its top symbols.
+# each client over keys of its own. The phases alternate for
+# BENCH_S3_ROUNDS rounds, so a neighbour's load hits them alike; each round
+# prints the ratio fenced ÷ direct. A third phase (unless BENCH_S3_TMPFS=0)
+# sends the fenced PUTs to a second fencepost whose fences live on tmpfs
+# (/dev/shm): not a safe set-up (a power cut loses the fences), a diagnosis
+# that splits fencepost's cost into the fence's fdatasync and the rest.
+# Then, unless BENCH_PERF=0, one more fenced phase under `perf record -g`
+# on fencepost, and its top symbols.
 #
-#   tests/bench/s3.sh            # about 90 s (the cluster starts in ~15 s)
-#   tests/bench/s3.sh --smoke    # 2 s per phase, no perf; checks only that
-#                                # the counts add up
+#   tests/bench/s3.sh            # about 2 minutes (the cluster starts in ~15 s)
+#   tests/bench/s3.sh --smoke    # 2 s per phase, no tmpfs phase, no perf;
+#                                # checks only that the counts add up
 #
 # Environment: BENCH_SECONDS (10; smoke 2), BENCH_CLIENTS (32),
 # BENCH_S3_SIZE (4096), BENCH_S3_KEYS (64 per client), BENCH_S3_ROUNDS (2),
-# BENCH_PERF (1), BENCH_PREBUILT=DIR uses the binaries of an existing build
-# (configured with FENCEPOST_BUILD_BENCH=ON) instead of building Release.
+# BENCH_S3_TMPFS (1), BENCH_PERF (1), BENCH_PREBUILT=DIR uses the binaries
+# of an existing build (configured with FENCEPOST_BUILD_BENCH=ON) instead of
+# building Release.
 #
 # The cluster (tests/coordination/rgw.sh: one monitor, one memstore OSD, one
 # radosgw, all on 127.0.0.1) and fencepost run in a temp directory and are
@@ -39,13 +44,16 @@ SIZE=${BENCH_S3_SIZE:-4096}
 KEYS=${BENCH_S3_KEYS:-64}
 ROUNDS=${BENCH_S3_ROUNDS:-2}
 PERF=${BENCH_PERF:-1}
+TMPFS=${BENCH_S3_TMPFS:-1}
 WARMUP=1
 if ((SMOKE)); then
   SECS=${BENCH_SECONDS:-2}
   ROUNDS=1
   PERF=0
+  TMPFS=0
   WARMUP=0.5
 fi
+[[ -d /dev/shm ]] || TMPFS=0
 TOKEN=2  # every fenced PUT's; the stale check sends 1
 
 log() { printf '== %s\n' "$*" >&2; }
@@ -59,7 +67,7 @@ else
   log "building Release in $BUILD"
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFENCEPOST_BUILD_TESTS=OFF -DFENCEPOST_BUILD_BENCH=ON >/dev/null
-  cmake --build "$BUILD" --target fencepost s3_put >/dev/null
+  cmake --build "$BUILD" --target fencepost s3_put raw_lmdb >/dev/null
 fi
 BUILD=$(cd "$BUILD" && pwd)
 FENCEPOST=$BUILD/proxy/fencepost
@@ -71,14 +79,15 @@ if ((PERF)) && ! command -v perf >/dev/null; then
 fi
 
 WORK=$(mktemp -d /tmp/fencepost-s3bench.XXXXXX)
-FP_PID=""
+SHM=""
+# The fencepost of each fenced mode: fenced (fences on disk), tmpfs.
+declare -A FP_PID FP_PORT FP_ADMIN
 cleanup() {
-  if [[ -n $FP_PID ]]; then
-    kill "$FP_PID" 2>/dev/null || true
-    wait "$FP_PID" 2>/dev/null || true
-  fi
+  local pid
+  for pid in "${FP_PID[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${FP_PID[@]}"; do wait "$pid" 2>/dev/null || true; done
   tests/coordination/rgw.sh stop "$WORK/rgw" >/dev/null 2>&1 || true
-  rm -rf "$WORK"
+  rm -rf "$WORK" ${SHM:+"$SHM"}
 }
 trap cleanup EXIT
 
@@ -102,26 +111,34 @@ wait_for() {  # command... : retries for up to 10 s
   return 1
 }
 
-start_fencepost() {
-  local attempt
-  for attempt in 1 2 3 4 5; do  # another program may take a port meanwhile
-    FP_PORT=$(free_port)
-    FP_ADMIN=$(free_port)
-    "$FENCEPOST" serve --data-dir "$WORK/fp" --listen "127.0.0.1:$FP_PORT" \
-      --admin-listen "127.0.0.1:$FP_ADMIN" --log-level warn \
+start_fencepost() {  # MODE DATA_DIR
+  local mode=$1 dir=$2 port admin
+  for _ in 1 2 3 4 5; do  # another program may take a port meanwhile
+    port=$(free_port)
+    admin=$(free_port)
+    "$FENCEPOST" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
+      --admin-listen "127.0.0.1:$admin" --log-level warn \
       --backend "s3://$S3_BUCKET" --s3-endpoint "$S3_ENDPOINT" \
       --s3-region "$S3_REGION" >>"$WORK/fencepost.log" 2>&1 &
-    FP_PID=$!
-    if wait_for curl -fsS "http://127.0.0.1:$FP_ADMIN/readyz"; then return; fi
-    kill "$FP_PID" 2>/dev/null || true
-    wait "$FP_PID" 2>/dev/null || true
+    FP_PID[$mode]=$!
+    FP_PORT[$mode]=$port
+    FP_ADMIN[$mode]=$admin
+    if wait_for curl -fsS "http://127.0.0.1:$admin/readyz"; then return; fi
+    kill "${FP_PID[$mode]}" 2>/dev/null || true
+    wait "${FP_PID[$mode]}" 2>/dev/null || true
   done
   cat "$WORK/fencepost.log" >&2
   echo "FAIL: fencepost did not start" >&2
   exit 1
 }
 log "starting fencepost (s3://$S3_BUCKET)"
-start_fencepost
+start_fencepost fenced "$WORK/fp"
+MODES=(direct fenced)
+if ((TMPFS)); then
+  SHM=$(mktemp -d /dev/shm/fencepost-s3bench.XXXXXX)
+  start_fencepost tmpfs "$SHM/fp"
+  MODES+=(tmpfs)
+fi
 
 # cpu_ticks PID: the process's user plus system time so far, in clock ticks.
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -130,16 +147,17 @@ cpu_us() { echo $(($1 * 1000000 / $(getconf CLK_TCK) / ($2 > 0 ? $2 : 1))); }
 # field NAME LINE: the value of NAME=value in s3_put's line.
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
-# load MODE [extra s3_put args]: one s3_put run, its line on stdout.
+# load MODE [extra s3_put args]: one s3_put run, its line on stdout. Each
+# mode writes objects under a prefix of its own (its name).
 load() {
   local mode=$1 target
   shift
   if [[ $mode == direct ]]; then
-    target=("$S3_ENDPOINT" "$S3_BUCKET" --region "$S3_REGION" --token "$TOKEN")
+    target=(direct "$S3_ENDPOINT" "$S3_BUCKET" --region "$S3_REGION")
   else
-    target=("http://127.0.0.1:$FP_PORT" --token "$TOKEN")
+    target=(fenced "http://127.0.0.1:${FP_PORT[$mode]}")
   fi
-  timeout $((SECS * 3 + 60)) "$S3_PUT" "$mode" "${target[@]}" \
+  timeout $((SECS * 3 + 60)) "$S3_PUT" "${target[@]}" --token "$TOKEN" \
     --prefix "$mode" --clients "$CLIENTS" --seconds "$SECS" \
     --warmup "$WARMUP" --size "$SIZE" --keys "$KEYS" "$@"
 }
@@ -148,25 +166,30 @@ load() {
 # ROUND MODE OPS P50 P99 MAX OK FAILED CPU_FP CPU_RGW CPU_OSD CPU_CLIENT
 phase() {
   local mode=$1 round=$2 out
+  # The fencepost this mode loads; direct: the fenced one, which must see
+  # nothing.
+  local fp_mode=$mode
+  [[ $mode == direct ]] && fp_mode=fenced
+  local fp_pid=${FP_PID[$fp_mode]} fp_admin=${FP_ADMIN[$fp_mode]}
   local fp0 rgw0 osd0 acc0
-  fp0=$(cpu_ticks "$FP_PID")
+  fp0=$(cpu_ticks "$fp_pid")
   rgw0=$(cpu_ticks "$RGW_PID")
   osd0=$(cpu_ticks "$OSD_PID")
-  acc0=$(metric "$FP_ADMIN" fencepost_writes_accepted_total)
+  acc0=$(metric "$fp_admin" fencepost_writes_accepted_total)
   out=$(load "$mode") || { fail "$mode round $round: s3_put exited with $?"; return; }
   local fp rgw osd acc all_ok all_failed requests
-  fp=$(($(cpu_ticks "$FP_PID") - fp0))
+  fp=$(($(cpu_ticks "$fp_pid") - fp0))
   rgw=$(($(cpu_ticks "$RGW_PID") - rgw0))
   osd=$(($(cpu_ticks "$OSD_PID") - osd0))
-  acc=$(($(metric "$FP_ADMIN" fencepost_writes_accepted_total) - acc0))
+  acc=$(($(metric "$fp_admin" fencepost_writes_accepted_total) - acc0))
   all_ok=$(field all_ok "$out")
   all_failed=$(field all_failed "$out")
   requests=$((all_ok + all_failed))
   ((all_failed == 0)) || fail "$mode round $round: $all_failed requests failed"
   (($(field ok "$out") > 0)) || fail "$mode round $round: no request succeeded"
-  if [[ $mode == fenced ]]; then
+  if [[ $mode != direct ]]; then
     ((acc == all_ok)) ||
-      fail "fenced round $round: fencepost accepted $acc, its clients saw $all_ok"
+      fail "$mode round $round: fencepost accepted $acc, its clients saw $all_ok"
   else
     ((acc == 0)) || fail "direct round $round: fencepost accepted $acc writes"
   fi
@@ -174,44 +197,55 @@ phase() {
     "$(field ops_per_s "$out")" "$(field p50_ms "$out")" \
     "$(field p99_ms "$out")" "$(field max_ms "$out")" "$(field ok "$out")" \
     "$(field failed "$out")" \
-    "$(if [[ $mode == fenced ]]; then cpu_us "$fp" "$requests"; else echo -; fi)" \
+    "$(if [[ $mode != direct ]]; then cpu_us "$fp" "$requests"; else echo -; fi)" \
     "$(cpu_us "$rgw" "$requests")" "$(cpu_us "$osd" "$requests")" \
     "$(field client_cpu_us_per_req "$out")" >>"$ROWS"
 }
 
 for round in $(seq "$ROUNDS"); do
-  log "round $round: PutObject straight to RGW"
-  phase direct "$round"
-  log "round $round: fenced PUTs through fencepost"
-  phase fenced "$round"
+  for mode in "${MODES[@]}"; do
+    log "round $round: $mode"
+    phase "$mode" "$round"
+  done
 done
 
 # --- the checks on the bucket -------------------------------------------------
-s3_object() { timeout 60 python3 tests/coordination/s3_object.py "$@"; }
-json_field() {  # NAME JSON: a top-level number or string
-  python3 -c 'import json, sys; v = json.loads(sys.argv[2]); print(v.get(sys.argv[1]) if sys.argv[1] != "token" else v.get("metadata", {}).get("fencing-token"))' "$1" "$2"
-}
-check_object() {  # KEY WANT_TOKEN ("" for none)
-  local out
-  out=$(s3_object head "$1") || { fail "HeadObject $1: $out"; return; }
-  [[ $(json_field status "$out") == 200 ]] || { fail "HeadObject $1: $out"; return; }
-  [[ $(json_field content_length "$out") == "$SIZE" ]] ||
-    fail "$1 holds $(json_field content_length "$out") bytes, not $SIZE"
-  [[ $(json_field token "$out") == "${2:-$TOKEN}" ]] ||
-    fail "$1's fencing-token metadata is '$(json_field token "$out")', not ${2:-$TOKEN}"
+# HeadObject with curl's own SigV4 (independent of fencepost's signer and
+# quicker to start than boto3); RGW wants x-amz-content-sha256.
+check_object() {  # KEY
+  local head status length token
+  head=$(curl -sS -I --max-time 20 --aws-sigv4 "aws:amz:$S3_REGION:s3" \
+    --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+    -H 'x-amz-content-sha256: UNSIGNED-PAYLOAD' \
+    "$S3_ENDPOINT/$S3_BUCKET/$1" | tr -d '\r') || { fail "HeadObject $1: curl failed"; return; }
+  status=$(awk 'NR == 1 { print $2 }' <<<"$head")
+  length=$(awk 'tolower($1) == "content-length:" { print $2 }' <<<"$head")
+  token=$(awk 'tolower($1) == "x-amz-meta-fencing-token:" { print $2 }' <<<"$head")
+  [[ $status == 200 ]] || { fail "HeadObject $1 answered '$status'"; return; }
+  [[ $length == "$SIZE" ]] || fail "$1 holds '$length' bytes, not $SIZE"
+  [[ $token == "$TOKEN" ]] || fail "$1's fencing-token metadata is '$token', not $TOKEN"
 }
 log "checking the objects"
-check_object direct/c0/k0 "$TOKEN"  # s3_put sends the same metadata direct
-check_object fenced/c0/k0 "$TOKEN"
+# s3_put sends the same metadata direct as fencepost does.
+for mode in "${MODES[@]}"; do check_object "$mode/c0/k0"; done
 stale=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Fencing-Token: 1' \
-  --data-binary stale "http://127.0.0.1:$FP_PORT/fenced/c0/k0")
+  --data-binary stale "http://127.0.0.1:${FP_PORT[fenced]}/fenced/c0/k0")
 [[ $stale == 409 ]] || fail "a stale PUT (token 1 < $TOKEN) answered $stale, not 409"
+
+# --- the disk under the fences ------------------------------------------------
+DISK=""
+if ((!SMOKE)) && [[ -x $BUILD/tests/bench/raw_lmdb ]]; then
+  log "the disk: one 4 KiB write + fdatasync"
+  probe=$("$BUILD/tests/bench/raw_lmdb" --dir "$WORK/probe" --sync-probe 1)
+  DISK=$(awk '{ for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] / 1000 } }
+    END { printf "p50 %.2f ms, p99 %.2f ms", v["fdatasync_p50_us"], v["fdatasync_p99_us"] }' <<<"$probe")
+fi
 
 # --- the profile ------------------------------------------------------------
 PERF_OUT=$WORK/perf.txt
 if ((PERF)); then
   log "fenced PUTs again, fencepost under perf record -g"
-  perf record -g -F 999 -p "$FP_PID" -o "$WORK/perf.data" -- \
+  perf record -g -F 2999 -p "${FP_PID[fenced]}" -o "$WORK/perf.data" -- \
     sleep "$(awk -v s="$SECS" -v w="$WARMUP" 'BEGIN { print s + w }')" \
     >"$WORK/perf.log" 2>&1 &
   perf_pid=$!
@@ -222,16 +256,25 @@ if ((PERF)); then
       "$(field failed "$out")" "$(field client_cpu_us_per_req "$out")" >>"$ROWS"
   fi
   if wait "$perf_pid"; then
+    # top LINES perf-report-args: the first LINES entries by self time,
+    # each squeezed, a template's name cut at 110 characters. (awk reads
+    # to the end: no SIGPIPE for pipefail to see.)
+    top() {
+      local lines=$1
+      shift
+      perf report -i "$WORK/perf.data" --no-children -g none --stdio "$@" \
+        2>/dev/null | awk -v n="$lines" '/%/ && shown < n {
+          $1 = $1; sub(/ - -$/, ""); print "    " substr($0, 1, 110); shown++ }'
+    }
     {
-      echo "fencepost's top symbols (self time, perf record -g -F 999):"
+      echo "fencepost under perf record -g -F 2999, self time:"
       echo
-      perf report -i "$WORK/perf.data" --no-children --sort symbol -g none \
-        --stdio --percent-limit 1.5 2>/dev/null | grep '%' | head -20
-      echo
-      echo "by library:"
-      echo
-      perf report -i "$WORK/perf.data" --no-children --sort dso -g none \
-        --stdio --percent-limit 1 2>/dev/null | grep '%' | head -10
+      echo "  by library:"
+      top 8 --sort dso --percent-limit 1
+      echo "  top symbols:"
+      top 15 --sort symbol
+      echo "  top symbols of fencepost's own code:"
+      top 10 --sort symbol --dsos fencepost
     } >"$PERF_OUT"
   else
     echo "perf record failed (not permitted here?): $(tail -3 "$WORK/perf.log")" >"$PERF_OUT"
@@ -251,19 +294,29 @@ awk -F'\t' '{
   path = $2
   if ($2 == "direct") path = "PutObject straight to RGW (signed)"
   if ($2 == "fenced") path = "fenced PUT through fencepost"
+  if ($2 == "tmpfs") path = "fenced PUT, fences on tmpfs (diagnosis, unsafe)"
   printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s |\n",
     $1, path, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }' "$ROWS"
 echo
 awk -F'\t' '
   $2 == "direct" { d[$1] = $3; dp[$1] = $5 }
   $2 == "fenced" { f[$1] = $3; fp[$1] = $5 }
+  $2 == "tmpfs" { t[$1] = $3; tp[$1] = $5 }
   END {
     for (r in d) if (r in f && d[r] > 0) {
       ratio = f[r] / d[r]; extra = fp[r] - dp[r]
-      printf "round %s: fenced ÷ direct throughput %.2f×, p99 %+.2f ms (goal: ≥ 0.90×, ≤ +1 ms: %s)\n",
+      printf "round %s: fenced ÷ direct throughput %.2f×, p99 %+.2f ms (goal: ≥ 0.90×, ≤ +1 ms: %s)", \
         r, ratio, extra, (ratio >= 0.9 && extra <= 1) ? "met" : "not met"
+      if (r in t) printf "; fences on tmpfs: %.2f×, p99 %+.2f ms", t[r] / d[r], tp[r] - dp[r]
+      printf "\n"
     }
   }' "$ROWS" | sort
+if [[ -n $DISK ]]; then
+  echo
+  echo "The disk under the fences (fencepost's data dir): one 4 KiB write + fdatasync, $DISK."
+  echo "The fenced PUT makes its fence durable before the PutObject (SPEC); RGW's memstore OSD"
+  echo "keeps objects in memory, so the direct PUT has no fdatasync of its own to hide this one in."
+fi
 if [[ -s $PERF_OUT ]]; then
   echo
   cat "$PERF_OUT"
