@@ -158,8 +158,7 @@ void Report(int client, std::string_view what) {
 
 class Client {
  public:
-  Client(const Options& options, const sigv4::Credentials* credentials,
-         int id)
+  Client(const Options& options, const sigv4::Credentials* credentials, int id)
       : options_(options),
         credentials_(credentials),
         id_(id),
@@ -268,8 +267,8 @@ class Client {
     }
     if (!response.keep_alive()) socket_.close(ec);
     if (response.result_int() / 100 == 2) return true;
-    Report(id_, "PUT answered " + std::to_string(response.result_int()) +
-                    ": " + response.body().substr(0, 300));
+    Report(id_, "PUT answered " + std::to_string(response.result_int()) + ": " +
+                    response.body().substr(0, 300));
     return false;
   }
 
