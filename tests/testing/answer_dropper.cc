@@ -314,6 +314,34 @@ void AnswerDropper::DropAnswersTo(std::string method, std::string path, int n) {
   rules_.push_back({std::move(method), std::move(path), n});
 }
 
+void AnswerDropper::HoldRequestsTo(std::string method, std::string path,
+                                   int n) {
+  std::lock_guard lock(mu_);
+  rules_.push_back({std::move(method), std::move(path), n, true});
+}
+
+void AnswerDropper::ReleaseHeld() {
+  {
+    std::lock_guard lock(mu_);
+    ++releases_;
+  }
+  resumed_.notify_all();
+}
+
+int AnswerDropper::held() const {
+  std::lock_guard lock(mu_);
+  return held_;
+}
+
+bool AnswerDropper::AwaitRelease() {
+  std::unique_lock lock(mu_);
+  const std::uint64_t seen = releases_;
+  ++held_;
+  resumed_.wait(lock, [&] { return releases_ != seen || stopping_; });
+  --held_;
+  return !stopping_;
+}
+
 void AnswerDropper::Pause() {
   std::lock_guard lock(mu_);
   paused_ = true;
@@ -341,18 +369,18 @@ int AnswerDropper::dropped() const {
   return dropped_;
 }
 
-bool AnswerDropper::Matches(const std::string& method,
-                            const std::string& target) {
+AnswerDropper::Fate AnswerDropper::Matches(const std::string& method,
+                                           const std::string& target) {
   std::lock_guard lock(mu_);
   ++requests_[method];
   for (Rule& rule : rules_) {
     if (rule.remaining > 0 && rule.method == method &&
         target.find(rule.path) != std::string::npos) {
       --rule.remaining;
-      return true;
+      return rule.hold ? Fate::kHold : Fate::kDrop;
     }
   }
-  return false;
+  return Fate::kRelay;
 }
 
 bool AnswerDropper::AwaitRunning() {
@@ -446,10 +474,17 @@ void AnswerDropper::Requests(Connection* connection) {
       const Framer::Step step = framer.Feed(in);
       in.remove_prefix(step.consumed);
       std::string out;
+      bool hold = false;
       if (step.head) {
-        const bool drop = Matches(framer.method(), framer.target());
+        const Fate fate = Matches(framer.method(), framer.target());
+        hold = fate == Fate::kHold;
         std::lock_guard lock(connection->pending_mu);
-        connection->pending.push_back({framer.method() == "HEAD", drop});
+        connection->pending.push_back(
+            {framer.method() == "HEAD", fate == Fate::kDrop});
+      }
+      if (hold && !AwaitRelease()) {
+        Cut(connection, SHUT_RDWR, SHUT_RDWR);
+        return;
       }
       if (step.head || step.blind) out = framer.head();
       out.append(step.body);

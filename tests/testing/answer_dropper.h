@@ -49,6 +49,13 @@ class AnswerDropper {
   std::string endpoint() const;  // "http://127.0.0.1:PORT"
 
   void DropAnswersTo(std::string method, std::string path, int n);
+  // The next n requests matching as for DropAnswersTo are held whole
+  // before their first byte reaches the server, until ReleaseHeld();
+  // held() counts those waiting now. For a test that acts on the store
+  // between what a client decided and the write it then sent.
+  void HoldRequestsTo(std::string method, std::string path, int n);
+  void ReleaseHeld();
+  int held() const;
   void Pause();
   void Resume();
   int requests(std::string_view method = "") const;
@@ -60,7 +67,9 @@ class AnswerDropper {
     std::string method;
     std::string path;
     int remaining = 0;
+    bool hold = false;  // HoldRequestsTo's, else DropAnswersTo's
   };
+  enum class Fate { kRelay, kDrop, kHold };
 
   void AcceptLoop();
   void Serve(Connection* connection);
@@ -68,7 +77,10 @@ class AnswerDropper {
   void Answers(Connection* connection);
   // Whether the request METHOD TARGET is one whose answer to drop (and
   // counts it).
-  bool Matches(const std::string& method, const std::string& target);
+  Fate Matches(const std::string& method, const std::string& target);
+  // Waits while a held request's release has not come; false when the
+  // relay stops.
+  bool AwaitRelease();
   // Waits while paused; false when the relay stops.
   bool AwaitRunning();
   // Sends all of `data` to `fd`; false when the peer is gone.
@@ -84,6 +96,8 @@ class AnswerDropper {
   mutable std::mutex mu_;
   std::condition_variable resumed_;
   bool paused_ = false;
+  int held_ = 0;
+  std::uint64_t releases_ = 0;  // ReleaseHeld calls
   bool stopping_ = false;
   std::vector<Rule> rules_;
   std::map<std::string, int, std::less<>> requests_;

@@ -328,7 +328,8 @@ ChildProcess::~ChildProcess() {
   waitpid(pid_, nullptr, 0);
 }
 
-NginxProcess::NginxProcess(const std::string& root, const std::string& work)
+NginxProcess::NginxProcess(const std::string& root, const std::string& work,
+                           const NginxOptions& options)
     : work_(work) {
   namespace fs = std::filesystem;
   fs::create_directories(root);
@@ -348,9 +349,21 @@ NginxProcess::NginxProcess(const std::string& root, const std::string& work)
         << "  client_body_temp_path " << t << ";\n  proxy_temp_path " << t
         << ";\n  fastcgi_temp_path " << t << ";\n  uwsgi_temp_path " << t
         << ";\n  scgi_temp_path " << t << ";\n"
-        << "  server {\n    listen 127.0.0.1:" << port_ << ";\n    root "
-        << root << ";\n    location / { dav_methods PUT DELETE; "
-        << "create_full_put_path on; }\n  }\n}\n";
+        << "  server {\n    listen 127.0.0.1:" << port_
+        << (options.tls_cert.empty() ? "" : " ssl") << ";\n"
+        << (options.tls_cert.empty()
+                ? ""
+                : "    ssl_certificate " + options.tls_cert +
+                      ";\n    ssl_certificate_key " + options.tls_key + ";\n")
+        << "    client_max_body_size 0;\n    root " << root << ";\n"
+        << (options.proxy_port == 0
+                ? std::string("    location / { dav_methods PUT DELETE; "
+                              "create_full_put_path on; }\n")
+                : "    location / { proxy_pass http://127.0.0.1:" +
+                      std::to_string(options.proxy_port) +
+                      "; proxy_set_header Host $http_host; "
+                      "proxy_request_buffering off; }\n")
+        << "  }\n}\n";
     const pid_t pid = fork();
     if (pid < 0) throw std::runtime_error("fork failed");
     if (pid == 0) {

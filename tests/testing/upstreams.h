@@ -105,10 +105,19 @@ class ChildProcess {
 };
 
 // Debian's nginx on 127.0.0.1 as a WebDAV store (PUT and DELETE enabled) over
-// a root directory, in the foreground, logging to files under `work`.
+// a root directory, in the foreground, logging to files under `work`. With
+// `tls`, it serves TLS with that certificate and key (PEM); with
+// `proxy_port`, it is a reverse proxy to 127.0.0.1:proxy_port instead, the
+// Host field passed on as the client sent it (so a signature over it holds).
+struct NginxOptions {
+  std::string tls_cert;
+  std::string tls_key;
+  std::uint16_t proxy_port = 0;
+};
 class NginxProcess {
  public:
-  NginxProcess(const std::string& root, const std::string& work);
+  NginxProcess(const std::string& root, const std::string& work,
+               const NginxOptions& options = {});
   ~NginxProcess();
   NginxProcess(const NginxProcess&) = delete;
   NginxProcess& operator=(const NginxProcess&) = delete;
