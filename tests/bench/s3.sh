@@ -91,6 +91,13 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# Copies, so that a rebuild of a shared build directory mid-run neither
+# changes the binaries nor hides fencepost's symbols from perf.
+cp "$FENCEPOST" "$WORK/fencepost"
+cp "$S3_PUT" "$WORK/s3_put"
+FENCEPOST=$WORK/fencepost
+S3_PUT=$WORK/s3_put
+
 FAILED=0
 fail() { echo "FAIL: $*" >&2; FAILED=1; }
 ROWS=$WORK/rows.tsv
