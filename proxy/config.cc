@@ -416,6 +416,19 @@ void CheckTogether(Config& c) {
     const bool aws = c.s3_endpoint.empty();
     if (aws) c.s3_endpoint = "https://s3." + c.s3_region + ".amazonaws.com";
     if (c.s3_addressing.empty()) c.s3_addressing = aws ? "virtual" : "path";
+    const std::string host = c.s3_endpoint.substr(
+        c.s3_endpoint.find("://") + 3,
+        c.s3_endpoint.find_first_of(":/", c.s3_endpoint.find("://") + 3) -
+            (c.s3_endpoint.find("://") + 3));
+    const bool ip_literal =
+        c.s3_endpoint.find("://[") != std::string::npos ||
+        host.find_first_not_of("0123456789.") == std::string::npos;
+    if (c.s3_addressing == "virtual" && ip_literal) {
+      throw ConfigError("--s3-addressing virtual: the endpoint " +
+                        c.s3_endpoint +
+                        " is an IP address, which cannot take the bucket in "
+                        "its name; use --s3-addressing path");
+    }
     if (c.s3_addressing == "virtual" &&
         c.backend_spec.bucket.find('.') != std::string::npos &&
         c.s3_endpoint.rfind("https://", 0) == 0) {

@@ -80,6 +80,44 @@ TEST(ConfigTest, EnvironmentFillsInAndCommandLineWins) {
   EXPECT_EQ(c.log_format, LogFormat::kJson);
 }
 
+TEST(ConfigTest, TheS3FlagsAndTheirDefaults) {
+  Config aws = Parse({"--backend", "s3://state/env", "--s3-region",
+                      "eu-west-1"}).config;
+  EXPECT_EQ(aws.backend_spec.kind, storage::BackendSpec::Kind::kS3);
+  EXPECT_EQ(aws.s3_endpoint, "https://s3.eu-west-1.amazonaws.com");
+  EXPECT_EQ(aws.s3_addressing, "virtual");
+  Config local = Parse({"--backend", "s3://state", "--s3-endpoint",
+                        "http://127.0.0.1:7480/"},
+                       {{"FENCEPOST_S3_PROFILE", "ops"}})
+                     .config;
+  EXPECT_EQ(local.s3_endpoint, "http://127.0.0.1:7480");
+  EXPECT_EQ(local.s3_addressing, "path");
+  EXPECT_EQ(local.s3_profile, "ops");
+  EXPECT_EQ(Parse({"--backend", "s3://state", "--s3-endpoint",
+                   "https://store.example:9000", "--s3-addressing", "virtual",
+                   "--upstream-tls-ca", "ca.pem"})
+                .config.s3_addressing,
+            "virtual");
+  for (const std::vector<std::string>& bad :
+       std::vector<std::vector<std::string>>{
+           {"--s3-endpoint", "http://127.0.0.1:1"},  // without s3://
+           {"--backend", "s3://b-1", "--s3-endpoint", "ftp://x"},
+           {"--backend", "s3://b-1", "--s3-endpoint", "http://x/path"},
+           {"--backend", "s3://b-1", "--s3-region", "EU WEST"},
+           {"--backend", "s3://b-1", "--s3-addressing", "host"},
+           {"--backend", "s3://b-1", "--s3-endpoint", "http://10.0.0.1:80",
+            "--s3-addressing", "virtual"},
+           {"--backend", "s3://a.b.c", "--s3-addressing", "virtual"},
+           {"--backend", "s3://b-1", "--s3-endpoint", "http://x",
+            "--upstream-tls-ca", "ca.pem"},
+           {"--backend", "http://x", "--upstream-tls-ca", "ca.pem"},
+       }) {
+    EXPECT_THROW(Parse(bad), ConfigError) << bad[0] << " " << bad[1];
+  }
+  EXPECT_NO_THROW(
+      Parse({"--backend", "https://x/base", "--upstream-tls-ca", "ca.pem"}));
+}
+
 TEST(ConfigTest, HelpAndVersion) {
   EXPECT_EQ(Parse({"--help"}).command, Command::kHelp);
   EXPECT_EQ(Parse({"--version"}).command, Command::kVersion);
