@@ -387,25 +387,9 @@ std::string EnvName(const std::string& flag) {
   return name;
 }
 
-// The flags that need (or exclude) one another, once all are read; fills
-// the etcd spec's TLS files from theirs.
-void CheckTogether(Config& c) {
+// The s3:// backend's flags, and the defaults that depend on the endpoint.
+void CheckS3(Config& c) {
   using BackendKind = storage::BackendSpec::Kind;
-  if (c.fence_store_cert.empty() != c.fence_store_key.empty()) {
-    throw ConfigError("--fence-store-cert and --fence-store-key go together");
-  }
-  const bool tls_files =
-      !c.fence_store_ca.empty() || !c.fence_store_cert.empty();
-  if (tls_files && !(c.etcd && c.etcd->tls)) {
-    throw ConfigError(
-        "--fence-store-ca, --fence-store-cert and --fence-store-key need "
-        "--fence-store etcds://...");
-  }
-  if (c.etcd) {
-    c.etcd->ca_file = c.fence_store_ca;
-    c.etcd->cert_file = c.fence_store_cert;
-    c.etcd->key_file = c.fence_store_key;
-  }
   const bool s3 = c.backend_spec.kind == BackendKind::kS3;
   if (!s3 && (!c.s3_endpoint.empty() || !c.s3_addressing.empty() ||
               !c.s3_credentials_file.empty() || !c.s3_profile.empty() ||
@@ -446,6 +430,28 @@ void CheckTogether(Config& c) {
         "--upstream-tls-ca needs --backend https://... or an https:// "
         "--s3-endpoint");
   }
+}
+
+// The flags that need (or exclude) one another, once all are read; fills
+// the etcd spec's TLS files from theirs.
+void CheckTogether(Config& c) {
+  using BackendKind = storage::BackendSpec::Kind;
+  if (c.fence_store_cert.empty() != c.fence_store_key.empty()) {
+    throw ConfigError("--fence-store-cert and --fence-store-key go together");
+  }
+  const bool tls_files =
+      !c.fence_store_ca.empty() || !c.fence_store_cert.empty();
+  if (tls_files && !(c.etcd && c.etcd->tls)) {
+    throw ConfigError(
+        "--fence-store-ca, --fence-store-cert and --fence-store-key need "
+        "--fence-store etcds://...");
+  }
+  if (c.etcd) {
+    c.etcd->ca_file = c.fence_store_ca;
+    c.etcd->cert_file = c.fence_store_cert;
+    c.etcd->key_file = c.fence_store_key;
+  }
+  CheckS3(c);
   if (c.backend_spec.kind == BackendKind::kEtcd && !c.etcd) {
     throw ConfigError("--backend etcd needs --fence-store etcd://...");
   }
