@@ -531,6 +531,9 @@ TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
       << "each sent once, none while its fence was held";
   const std::string metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
   EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"), 2);
+  // The store's 5xx are backend errors of backend "s3" (the 403 is not).
+  EXPECT_EQ(MetricValue(metrics, "fencepost_backend_errors_total{backend=\"s3\"}"),
+            4);
 }
 
 // A CA, and a certificate for 127.0.0.1 it signed, in `dir` (ca.pem,
