@@ -37,6 +37,24 @@ class SigV4Category : public std::error_category {
         return "no AWS credentials found";
       case Errc::kBadCredentials:
         return "AWS credentials refused";
+      case Errc::kBadChunk:
+        return "malformed aws-chunked body";
+      case Errc::kIncompleteBody:
+        return "the aws-chunked body ends before its last chunk";
+      case Errc::kLengthMismatch:
+        return "the decoded body is not x-amz-decoded-content-length bytes";
+      case Errc::kChunkSignatureMismatch:
+        return "a chunk or trailer signature does not match";
+      case Errc::kBadTrailer:
+        return "malformed or unannounced trailer";
+      case Errc::kMissingChecksum:
+        return "the trailing checksum x-amz-trailer announces is missing";
+      case Errc::kChecksumMismatch:
+        return "the checksum does not match the data";
+      case Errc::kUnsupportedChecksum:
+        return "unsupported checksum algorithm";
+      case Errc::kChecksumConflict:
+        return "more than one checksum";
     }
     return "unknown sigv4 error";
   }

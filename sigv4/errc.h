@@ -21,6 +21,16 @@ enum class Errc {
   kExpired = 10,              // a presigned URL past X-Amz-Expires
   kNoCredentials = 20,        // nothing in the environment or the file
   kBadCredentials = 21,       // a credentials file or variable refused
+  // An aws-chunked body or an x-amz-checksum-* (chunked.h, checksum.h).
+  kBadChunk = 30,                // framing refused: size line, CRLF, garbage
+  kIncompleteBody = 31,          // ends before its final chunk and trailer
+  kLengthMismatch = 32,          // not x-amz-decoded-content-length bytes
+  kChunkSignatureMismatch = 33,  // a chunk or trailer signature absent/wrong
+  kBadTrailer = 34,              // a trailer line malformed or not announced
+  kMissingChecksum = 35,         // the announced trailing checksum is absent
+  kChecksumMismatch = 36,        // a checksum that is not the data's
+  kUnsupportedChecksum = 37,     // x-amz-trailer names no known checksum
+  kChecksumConflict = 38,        // two x-amz-checksum-* announced or sent
 };
 
 const std::error_category& Category();

@@ -1,0 +1,216 @@
+#include "sigv4/checksum.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+
+#include "sigv4/errc.h"
+
+namespace fencepost::sigv4 {
+namespace {
+
+// The byte-at-a-time table of a reflected CRC with polynomial `poly`.
+template <typename T>
+constexpr std::array<T, 256> ReflectedTable(T poly) {
+  std::array<T, 256> table{};
+  for (unsigned i = 0; i < 256; ++i) {
+    T crc = i;
+    for (int bit = 0; bit < 8; ++bit) crc = (crc >> 1) ^ ((crc & 1) ? poly : 0);
+    table[i] = crc;
+  }
+  return table;
+}
+
+constexpr auto kCrc32Table = ReflectedTable<std::uint32_t>(0xEDB88320u);
+constexpr auto kCrc32cTable = ReflectedTable<std::uint32_t>(0x82F63B78u);
+constexpr auto kCrc64NvmeTable =
+    ReflectedTable<std::uint64_t>(0x9A6C9329AC4BC9B5ull);
+
+// `crc` is the previous result (0 to start): the all-ones init and xorout
+// cancel, so results chain.
+template <typename T>
+T Reflected(const std::array<T, 256>& table, std::string_view data, T crc) {
+  crc = ~crc;
+  for (unsigned char c : data) crc = table[(crc ^ c) & 0xff] ^ (crc >> 8);
+  return ~crc;
+}
+
+template <typename T>
+std::string BigEndian(T value) {
+  std::string out(sizeof(T), '\0');
+  for (std::size_t i = sizeof(T); i-- > 0; value >>= 8) {
+    out[i] = static_cast<char>(value & 0xff);
+  }
+  return out;
+}
+
+const EVP_MD* Md(ChecksumAlgorithm algorithm) {
+  static EVP_MD* sha1 = EVP_MD_fetch(nullptr, "SHA1", nullptr);
+  static EVP_MD* sha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  const EVP_MD* md = algorithm == ChecksumAlgorithm::kSha1 ? sha1 : sha256;
+  if (md == nullptr) std::abort();
+  return md;
+}
+
+bool IsDigest(ChecksumAlgorithm algorithm) {
+  return algorithm == ChecksumAlgorithm::kSha1 ||
+         algorithm == ChecksumAlgorithm::kSha256;
+}
+
+bool EqualsLower(std::string_view name, std::string_view lower) {
+  if (name.size() != lower.size()) return false;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    char c = name[i];
+    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
+    if (c != lower[i]) return false;
+  }
+  return true;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
+    s.remove_prefix(1);
+  }
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
+    s.remove_suffix(1);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string_view ChecksumHeaderName(ChecksumAlgorithm algorithm) {
+  switch (algorithm) {
+    case ChecksumAlgorithm::kCrc32:
+      return "x-amz-checksum-crc32";
+    case ChecksumAlgorithm::kCrc32c:
+      return "x-amz-checksum-crc32c";
+    case ChecksumAlgorithm::kCrc64Nvme:
+      return "x-amz-checksum-crc64nvme";
+    case ChecksumAlgorithm::kSha1:
+      return "x-amz-checksum-sha1";
+    case ChecksumAlgorithm::kSha256:
+      return "x-amz-checksum-sha256";
+  }
+  std::abort();
+}
+
+std::optional<ChecksumAlgorithm> ChecksumFromHeaderName(std::string_view name) {
+  for (auto algorithm :
+       {ChecksumAlgorithm::kCrc32, ChecksumAlgorithm::kCrc32c,
+        ChecksumAlgorithm::kCrc64Nvme, ChecksumAlgorithm::kSha1,
+        ChecksumAlgorithm::kSha256}) {
+    if (EqualsLower(name, ChecksumHeaderName(algorithm))) return algorithm;
+  }
+  return std::nullopt;
+}
+
+std::uint32_t Crc32(std::string_view data, std::uint32_t crc) {
+  return Reflected(kCrc32Table, data, crc);
+}
+
+std::uint32_t Crc32c(std::string_view data, std::uint32_t crc) {
+  return Reflected(kCrc32cTable, data, crc);
+}
+
+std::uint64_t Crc64Nvme(std::string_view data, std::uint64_t crc) {
+  return Reflected(kCrc64NvmeTable, data, crc);
+}
+
+std::string Base64(std::string_view bytes) {
+  static constexpr char kDigits[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    std::size_t n = std::min<std::size_t>(3, bytes.size() - i);
+    std::uint32_t group = 0;
+    for (std::size_t j = 0; j < 3; ++j) {
+      group <<= 8;
+      if (j < n) group |= static_cast<unsigned char>(bytes[i + j]);
+    }
+    for (std::size_t j = 0; j < 4; ++j) {
+      out.push_back(j <= n ? kDigits[(group >> (18 - 6 * j)) & 0x3f] : '=');
+    }
+  }
+  return out;
+}
+
+void Checksum::Free::operator()(evp_md_ctx_st* ctx) const {
+  EVP_MD_CTX_free(ctx);
+}
+
+Checksum::Checksum(ChecksumAlgorithm algorithm) : algorithm_(algorithm) {
+  if (!IsDigest(algorithm)) return;
+  md_.reset(EVP_MD_CTX_new());
+  if (md_ == nullptr ||
+      EVP_DigestInit_ex2(md_.get(), Md(algorithm), nullptr) != 1) {
+    std::abort();
+  }
+}
+
+Checksum::~Checksum() = default;
+
+void Checksum::Update(std::string_view data) {
+  switch (algorithm_) {
+    case ChecksumAlgorithm::kCrc32:
+      crc_ = Crc32(data, static_cast<std::uint32_t>(crc_));
+      return;
+    case ChecksumAlgorithm::kCrc32c:
+      crc_ = Crc32c(data, static_cast<std::uint32_t>(crc_));
+      return;
+    case ChecksumAlgorithm::kCrc64Nvme:
+      crc_ = Crc64Nvme(data, crc_);
+      return;
+    case ChecksumAlgorithm::kSha1:
+    case ChecksumAlgorithm::kSha256:
+      if (EVP_DigestUpdate(md_.get(), data.data(), data.size()) != 1) {
+        std::abort();
+      }
+      return;
+  }
+}
+
+std::string Checksum::Base64Digest() {
+  switch (algorithm_) {
+    case ChecksumAlgorithm::kCrc32:
+    case ChecksumAlgorithm::kCrc32c:
+      return Base64(BigEndian(static_cast<std::uint32_t>(crc_)));
+    case ChecksumAlgorithm::kCrc64Nvme:
+      return Base64(BigEndian(crc_));
+    case ChecksumAlgorithm::kSha1:
+    case ChecksumAlgorithm::kSha256:
+      break;
+  }
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(md_.get(), md, &size) != 1) std::abort();
+  return Base64({reinterpret_cast<const char*>(md), size});
+}
+
+std::string Base64Checksum(ChecksumAlgorithm algorithm, std::string_view data) {
+  Checksum checksum(algorithm);
+  checksum.Update(data);
+  return checksum.Base64Digest();
+}
+
+std::error_code CheckChecksumHeaders(std::span<const Header> headers,
+                                     std::string_view body) {
+  const Header* found = nullptr;
+  std::optional<ChecksumAlgorithm> algorithm;
+  for (const Header& h : headers) {
+    auto a = ChecksumFromHeaderName(h.name);
+    if (!a) continue;
+    if (found != nullptr) return Errc::kChecksumConflict;
+    found = &h;
+    algorithm = a;
+  }
+  if (found == nullptr) return {};
+  return Base64Checksum(*algorithm, body) == Trim(found->value)
+             ? std::error_code()
+             : Errc::kChecksumMismatch;
+}
+
+}  // namespace fencepost::sigv4

@@ -1,0 +1,78 @@
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "sigv4/canonical.h"
+
+struct evp_md_ctx_st;
+
+namespace fencepost::sigv4 {
+
+// S3's additional checksums (x-amz-checksum-crc32, -crc32c, -crc64nvme,
+// -sha1, -sha256): sent as a header beside a plain body, or as the trailer
+// of an aws-chunked one. The value is the base64 of the digest's bytes, a
+// CRC's most significant byte first. CRC-32 is zlib's (reflected
+// 0xEDB88320), CRC-32C Castagnoli's (reflected 0x82F63B78), CRC-64/NVME
+// reflected 0x9A6C9329AC4BC9B5, all three with all-ones init and xorout;
+// SHA-1 and SHA-256 through libcrypto.
+
+enum class ChecksumAlgorithm { kCrc32, kCrc32c, kCrc64Nvme, kSha1, kSha256 };
+
+// "x-amz-checksum-crc32c" and so on.
+std::string_view ChecksumHeaderName(ChecksumAlgorithm algorithm);
+
+// The algorithm a header name stands for, any case ("X-Amz-Checksum-CRC32");
+// nullopt for any other name (x-amz-checksum-type, x-amz-checksum-foo).
+std::optional<ChecksumAlgorithm> ChecksumFromHeaderName(std::string_view name);
+
+// Raw CRCs, for known answers: Crc32c("123456789") == 0xE3069283.
+std::uint32_t Crc32(std::string_view data, std::uint32_t crc = 0);
+std::uint32_t Crc32c(std::string_view data, std::uint32_t crc = 0);
+std::uint64_t Crc64Nvme(std::string_view data, std::uint64_t crc = 0);
+// Each takes the previous result as `crc` to continue over more data:
+// Crc32(b, Crc32(a)) == Crc32(a + b).
+
+// Standard base64 with '=' padding, as the x-amz-checksum-* values are.
+std::string Base64(std::string_view bytes);
+
+// A checksum of data that arrives in pieces. Not thread-safe.
+class Checksum {
+ public:
+  explicit Checksum(ChecksumAlgorithm algorithm);
+  ~Checksum();
+  Checksum(const Checksum&) = delete;
+  Checksum& operator=(const Checksum&) = delete;
+
+  ChecksumAlgorithm algorithm() const { return algorithm_; }
+  void Update(std::string_view data);
+  // The value as S3 spells it (base64 of the digest); call once.
+  std::string Base64Digest();
+
+ private:
+  struct Free {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
+  ChecksumAlgorithm algorithm_;
+  std::uint64_t crc_ = 0;
+  std::unique_ptr<evp_md_ctx_st, Free> md_;  // SHA-1, SHA-256
+};
+
+// The base64 value of `data`'s checksum: Base64Checksum(kCrc32c, "") is
+// "AAAAAA==".
+std::string Base64Checksum(ChecksumAlgorithm algorithm, std::string_view data);
+
+// Checks a plain (not aws-chunked) body against the x-amz-checksum-<alg>
+// headers among `headers` (any case; other headers ignored, x-amz-checksum-
+// type and unknown x-amz-checksum-* names among them). Success when there is
+// none, or one that matches. Errors: kChecksumConflict (two or more),
+// kChecksumMismatch (the value is not the body's, base64 compared exactly).
+std::error_code CheckChecksumHeaders(std::span<const Header> headers,
+                                     std::string_view body);
+
+}  // namespace fencepost::sigv4
