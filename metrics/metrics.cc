@@ -20,7 +20,15 @@ std::uint32_t MethodIndex(std::string_view method) {
 }
 
 const char* PortLabel(Port port) {
-  return port == Port::kData ? "data" : "admin";
+  switch (port) {
+    case Port::kData:
+      return "data";
+    case Port::kAdmin:
+      return "admin";
+    case Port::kS3:
+      break;
+  }
+  return "s3";
 }
 
 }  // namespace
@@ -139,7 +147,8 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
       0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
       0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
   durations_ = {&durations.Add({{"port", "data"}}, buckets),
-                &durations.Add({{"port", "admin"}}, buckets)};
+                &durations.Add({{"port", "admin"}}, buckets),
+                &durations.Add({{"port", "s3"}}, buckets)};
   auto& etcd = BuildHistogram()
                    .Name("fencepost_etcd_request_duration_seconds")
                    .Help(
@@ -208,7 +217,7 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                                 "Failed accepts (out of descriptors, say), by "
                                 "port.")
                             .Register(r);
-  for (Port port : {Port::kData, Port::kAdmin}) {
+  for (Port port : {Port::kData, Port::kAdmin, Port::kS3}) {
     const int i = static_cast<int>(port);
     const prometheus::Labels labels = {{"port", PortLabel(port)}};
     connections_[i] = &open.Add(labels);

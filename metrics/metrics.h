@@ -22,7 +22,8 @@ enum class RejectReason {
   kInvalidToken,
   kPreconditionFailed,
 };
-enum class Port { kData, kAdmin };
+// kS3: the S3 front door (--s3-listen), a data port speaking S3.
+enum class Port { kData, kAdmin, kS3 };
 
 // Owns the Prometheus registry and every metric family fencepost exports
 // (SPEC's metric table), and serializes them in the text exposition format
@@ -104,15 +105,15 @@ class Metrics {
   // family's own lookup builds a label map per call.
   std::mutex request_mu_;
   std::unordered_map<std::uint32_t, prometheus::Counter*> request_children_;
-  std::array<prometheus::Histogram*, 2> durations_;
+  std::array<prometheus::Histogram*, 3> durations_;
   prometheus::Counter* backend_errors_;
   prometheus::Counter* would_reject_;
   prometheus::Counter* outcome_unknown_;
   prometheus::Counter* overloaded_;
-  std::array<prometheus::Gauge*, 2> connections_;
-  std::array<prometheus::Counter*, 2> connections_refused_;
-  std::array<prometheus::Counter*, 2> connections_shed_;
-  std::array<prometheus::Counter*, 2> accept_errors_;
+  std::array<prometheus::Gauge*, 3> connections_;
+  std::array<prometheus::Counter*, 3> connections_refused_;
+  std::array<prometheus::Counter*, 3> connections_shed_;
+  std::array<prometheus::Counter*, 3> accept_errors_;
   std::array<prometheus::Histogram*, 2> etcd_durations_;  // txn, range
   prometheus::Counter* etcd_errors_;
   prometheus::Counter* etcd_retries_;

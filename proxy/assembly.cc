@@ -521,6 +521,35 @@ bool Assembly::MakeServer(const Config& config, Failure* failure) {
                 e.what()};
     return false;
   }
+  return !config.s3_listen || ListenS3(config, failure);
+}
+
+bool Assembly::ListenS3(const Config& config, Failure* failure) {
+  S3Door::Options options;
+  options.bucket = config.backend_spec.bucket;
+  options.region = config.s3_region;
+  options.max_body = config.max_body;
+  try {
+    options.clients = S3Door::LoadClients(config.s3_client_credentials);
+  } catch (const std::exception& e) {
+    *failure = {std::string("--s3-client-credentials: ") + e.what()};
+    return false;
+  }
+  auto* backend = dynamic_cast<storage::S3Backend*>(backend_.get());
+  Service* service = service_.get();
+  s3_door_ = std::make_unique<S3Door>(
+      std::move(options), *backend,
+      [service](const Request& request, const std::string& client) {
+        return service->HandleAuthenticated(request, client);
+      });
+  service_->SetS3Door(s3_door_.get());
+  try {
+    s3_ = server_->Listen(metrics::Port::kS3, Endpoint(*config.s3_listen));
+  } catch (const std::exception& e) {
+    *failure = {"cannot listen on " + config.s3_listen->ToString() + ": " +
+                e.what()};
+    return false;
+  }
   return true;
 }
 

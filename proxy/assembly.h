@@ -54,6 +54,8 @@ class Assembly {
   }
   const boost::asio::ip::tcp::endpoint& data() const { return data_; }
   const boost::asio::ip::tcp::endpoint& admin() const { return admin_; }
+  // The S3 front door's address (with --s3-listen).
+  const boost::asio::ip::tcp::endpoint& s3() const { return s3_; }
 
   // After io().run() returned: stops the LMDB shards' threads.
   void Stop();
@@ -84,6 +86,9 @@ class Assembly {
   // endpoint resolved.
   bool MakeS3Backend(const Config& config, const TestSwitches& test,
                      Failure* failure);
+  // --s3-listen: the S3 front door over the s3:// backend, its clients'
+  // keys loaded.
+  bool ListenS3(const Config& config, Failure* failure);
   bool OpenEtcd(const Config& config, Failure* failure);
   // Counts and logs a lease the store noticed ran out (metrics_ set), on
   // the io thread.
@@ -110,7 +115,8 @@ class Assembly {
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<storage::EtcdWatch> etcd_watch_;  // with etcd_
-  boost::asio::ip::tcp::endpoint data_, admin_;
+  boost::asio::ip::tcp::endpoint data_, admin_, s3_;
+  std::unique_ptr<S3Door> s3_door_;  // with --s3-listen
 };
 
 }  // namespace fencepost::proxy

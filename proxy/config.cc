@@ -205,6 +205,19 @@ void S3Flags(std::map<std::string, Flag>* flags) {
           }
           c.s3_region = v;
         }}},
+      {"s3-listen",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.s3_listen = ParseListen("s3-listen", v);
+        }}},
+      {"s3-client-credentials",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          if (v.empty()) {
+            throw ConfigError("--s3-client-credentials: empty path");
+          }
+          c.s3_client_credentials = v;
+        }}},
       {"s3-addressing",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -391,7 +404,12 @@ std::string EnvName(const std::string& flag) {
 void CheckS3(Config& c) {
   using BackendKind = storage::BackendSpec::Kind;
   const bool s3 = c.backend_spec.kind == BackendKind::kS3;
-  if (!s3 && (!c.s3_endpoint.empty() || !c.s3_addressing.empty() ||
+  if (c.s3_listen.has_value() != !c.s3_client_credentials.empty()) {
+    throw ConfigError(
+        "--s3-listen and --s3-client-credentials go together (the front "
+        "door's clients sign with those keys)");
+  }
+  if (!s3 && (c.s3_listen || !c.s3_endpoint.empty() || !c.s3_addressing.empty() ||
               !c.s3_credentials_file.empty() || !c.s3_profile.empty() ||
               c.s3_region != "us-east-1")) {
     throw ConfigError("the --s3-* flags need --backend s3://BUCKET[/PREFIX]");
@@ -595,6 +613,10 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --s3-endpoint URL            s3:// backend: http[s]://HOST[:PORT] of the store
                                (default https://s3.REGION.amazonaws.com)
   --s3-region REGION           s3:// backend: the region requests are signed for (default us-east-1)
+  --s3-listen HOST:PORT        s3:// backend: a port that speaks S3 itself for the bucket
+                               (the S3 front door; default off)
+  --s3-client-credentials FILE with --s3-listen: ACCESS_KEY_ID SECRET per line, the keys
+                               fencepost's S3 clients sign with
   --s3-addressing path|virtual s3:// backend: bucket in the path or the host name
                                (default virtual on AWS's endpoint, else path)
   --s3-credentials-file FILE, --s3-profile NAME

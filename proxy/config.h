@@ -53,6 +53,10 @@ struct Config {
   std::string s3_addressing;
   std::string s3_credentials_file;
   std::string s3_profile;
+  // The S3 front door (SPEC "S3 front door"): its address, and the keys of
+  // fencepost's own S3 clients.
+  std::optional<ListenAddress> s3_listen;
+  std::string s3_client_credentials;
   // https:// backends and S3 endpoints: the CA their certificate must chain
   // to (empty: the system's).
   std::string upstream_tls_ca;

@@ -34,6 +34,12 @@ void LogStarted(const proxy::Config& config, proxy::Assembly& assembly) {
   const bool shared = config.etcd.has_value();
   const char* mode =
       config.mode == proxy::Mode::kEnforce ? "enforce" : "observe";
+  if (config.s3_listen) {
+    proxy::LogEvent(spdlog::level::info, "s3_started",
+                    "fencepost's S3 front door listening",
+                    {{"s3", to_string(assembly.s3())},
+                     {"bucket", config.backend_spec.bucket}});
+  }
   proxy::LogEvent(spdlog::level::info, "started", "fencepost listening",
                   {{"version", FENCEPOST_VERSION},
                    {"data", to_string(assembly.data())},

@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <unordered_set>
 
 #include "fence/lease_table.h"
 #include "fence/scope.h"
@@ -99,6 +100,10 @@ class RouteContext {
   // backend's account of what failed, if any) is one of its fields. With
   // `store_error` (storage::Errc::kStoreRefused), the store's own answer is
   // relayed: its status, code and request id in a store-error problem.
+  // `request` (an object fencepost made, never one read from a socket) is
+  // authenticated already: the bearer check lets it by until Untrust.
+  void Trust(const Request* request) { trusted_.insert(request); }
+  void Untrust(const Request* request) { trusted_.erase(request); }
   Response StorageFailure(const Request& request, std::error_code error,
                           const std::string& key, std::string_view what,
                           int retry_after = 0, std::string_view detail = {},
@@ -136,6 +141,7 @@ class RouteContext {
   storage::Fences& fences_;
   storage::Backend& backend_;
   BearerAuth auth_;
+  std::unordered_set<const Request*> trusted_;  // Trust's
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;
   std::atomic<bool> draining_ = false;

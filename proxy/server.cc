@@ -78,6 +78,7 @@ bool HeaderEnd(const beast::flat_buffer& buffer) {
 }
 
 const char* PortName(metrics::Port port) {
+  if (port == metrics::Port::kS3) return "s3";
   return port == metrics::Port::kData ? "data" : "admin";
 }
 
@@ -118,9 +119,10 @@ Server::Server(asio::io_context& io, Service& service,
 }
 
 tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
-  const std::size_t cap = port == metrics::Port::kData
-                              ? options_.max_connections
-                              : options_.admin_max_connections;
+  // The S3 front door is a data port too: it shares the data port's cap.
+  const std::size_t cap = port == metrics::Port::kAdmin
+                              ? options_.admin_max_connections
+                              : options_.max_connections;
   auto listener = std::make_unique<Listener>(
       Listener{port, cap, WatchCap(cap), 0, Acceptor(io_), {}, {}, 0});
   Acceptor& acceptor = listener->acceptor;

@@ -20,6 +20,9 @@ Service::Service(const Config& config, storage::Fences& fences,
 
 Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
                                     const std::string& client) {
+  if (port == metrics::Port::kS3 && s3_door_ != nullptr) {
+    co_return co_await s3_door_->Handle(request, client);
+  }
   if (auto refused = RefuseTarget(port, request)) co_return std::move(*refused);
   const Route* route = FindRoute(port, request, units_);
   if (route == nullptr) {
@@ -38,6 +41,14 @@ Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
   co_return co_await route->answer(units_, call);
 }
 
+Awaitable<Response> Service::HandleAuthenticated(const Request& request,
+                                                 const std::string& client) {
+  context_.Trust(&request);
+  Response res = co_await Handle(metrics::Port::kData, request, client);
+  context_.Untrust(&request);
+  co_return res;
+}
+
 Awaitable<Response> Service::Handle(metrics::Port port,
                                     const Request& request) {
   static const std::string kUnknown = "unknown";
@@ -46,6 +57,8 @@ Awaitable<Response> Service::Handle(metrics::Port port,
 
 std::optional<Response> Service::Screen(metrics::Port port,
                                         const Request& req) {
+  // The S3 front door checks a request's signature once it is whole.
+  if (port == metrics::Port::kS3) return std::nullopt;
   if (auto refused = RefuseTarget(port, req)) return refused;
   const Route* route = FindRoute(port, req, units_);
   if (route == nullptr) return std::nullopt;

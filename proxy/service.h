@@ -18,6 +18,7 @@
 #include "proxy/lease_routes.h"
 #include "proxy/route_context.h"
 #include "proxy/route_table.h"
+#include "proxy/s3_door.h"
 #include "storage/backend.h"
 #include "storage/fences.h"
 
@@ -61,6 +62,14 @@ class Service {
   // Returns what is wrong, or an empty string; called once at start.
   std::string CheckLeases() const { return leases_.CheckLeases(); }
 
+  // The S3 front door answers Port::kS3 (set once, before serving).
+  void SetS3Door(S3Door* door) { s3_door_ = door; }
+  // A data-port request made by fencepost itself for a client already
+  // authenticated another way (the S3 front door's SigV4): answered as the
+  // data port answers it, without --auth-token-file's bearer check.
+  Awaitable<Response> HandleAuthenticated(const Request& request,
+                                          const std::string& client);
+
   // The changes watchers are told of.
   storage::WatchHub& watches() { return context_.watches(); }
   // What the routes share; the assembly feeds it the changes of etcd's
@@ -89,6 +98,7 @@ class Service {
   std::optional<Response> Admit(const Route& route, const Request& request,
                                 bool whole, std::string* key);
 
+  S3Door* s3_door_ = nullptr;
   RouteContext context_;
   DataRoutes data_;
   AdminRoutes admin_;

@@ -174,6 +174,14 @@ ServerProcess::ServerProcess(const std::string& data_dir,
           std::stoi(line.substr(data + std::strlen(data_field))));
       admin_port_ = static_cast<std::uint16_t>(
           std::stoi(line.substr(admin + std::strlen(admin_field))));
+      // The S3 front door's line comes before it, in either format.
+      for (const char* s3_field : {" s3=127.0.0.1:", "\"s3\":\"127.0.0.1:"}) {
+        const auto s3 = log.find(s3_field);
+        if (s3 != std::string::npos && s3 < at) {
+          s3_port_ = static_cast<std::uint16_t>(
+              std::stoi(log.substr(s3 + std::strlen(s3_field))));
+        }
+      }
       return;
     }
     int status = 0;

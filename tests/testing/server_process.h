@@ -42,6 +42,8 @@ class ServerProcess {
 
   std::uint16_t data_port() const { return data_port_; }
   std::uint16_t admin_port() const { return admin_port_; }
+  // The S3 front door's port (served with --s3-listen 127.0.0.1:0), or 0.
+  std::uint16_t s3_port() const { return s3_port_; }
   pid_t pid() const { return pid_; }
 
   // Sends `signal` without waiting. Any signal but SIGSTOP and SIGCONT
@@ -68,6 +70,7 @@ class ServerProcess {
   std::string log_path_;
   std::uint16_t data_port_ = 0;
   std::uint16_t admin_port_ = 0;
+  std::uint16_t s3_port_ = 0;
 };
 
 // The names of the FENCEPOST_* variables of this process's environment.

@@ -1,0 +1,429 @@
+#include "proxy/s3_door.h"
+
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <vector>
+
+#include "codec/json.h"
+#include "fence/key.h"
+#include "sigv4/canonical.h"
+#include "sigv4/checksum.h"
+#include "sigv4/chunked.h"
+#include "sigv4/crypto.h"
+#include "sigv4/errc.h"
+#include "sigv4/verifier.h"
+
+namespace fencepost::proxy {
+
+namespace http = boost::beast::http;
+
+struct S3Door::Refusal {
+  unsigned status = 400;
+  std::string code;
+  std::string message;
+};
+
+struct S3Door::Verified {
+  std::optional<Refusal> refusal;
+  std::string body;  // decoded
+};
+
+namespace {
+
+std::string RequestId() {
+  thread_local std::mt19937_64 random(std::random_device{}());
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx",
+                static_cast<unsigned long long>(random()));
+  return text;
+}
+
+std::string XmlEscape(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') out += c;
+    }
+  }
+  return out;
+}
+
+// S3's error document, with its request id in x-amz-request-id.
+Response ErrorXml(const Request& request, unsigned status,
+                  std::string_view code, std::string_view message,
+                  const std::string& request_id) {
+  Response res(static_cast<http::status>(status), request.version());
+  std::string body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>";
+  body += XmlEscape(code);
+  body += "</Code><Message>";
+  body += XmlEscape(message);
+  body += "</Message><Resource>";
+  body += XmlEscape(std::string_view(request.target())
+                        .substr(0, request.target().find('?')));
+  body += "</Resource><RequestId>" + request_id + "</RequestId></Error>\n";
+  res.set(http::field::content_type, "application/xml");
+  res.set("x-amz-request-id", request_id);
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+// The S3 error of a verifier's or decoder's error code.
+std::pair<unsigned, std::string> S3CodeOf(std::error_code e) {
+  using sigv4::Errc;
+  if (e == Errc::kNotSigned) return {403, "AccessDenied"};
+  if (e == Errc::kTimeTooSkewed) return {403, "RequestTimeTooSkewed"};
+  if (e == Errc::kExpired) return {403, "AccessDenied"};
+  if (e == Errc::kChunkSignatureMismatch) return {403, "SignatureDoesNotMatch"};
+  if (e == Errc::kChecksumMismatch) return {400, "BadDigest"};
+  if (e == Errc::kIncompleteBody || e == Errc::kLengthMismatch) {
+    return {400, "IncompleteBody"};
+  }
+  if (e == Errc::kBadTrailer || e == Errc::kMissingChecksum) {
+    return {400, "MalformedTrailerError"};
+  }
+  if (e == Errc::kMalformed || e == Errc::kUnsupportedAlgorithm ||
+      e == Errc::kBadDate || e == Errc::kHostNotSigned) {
+    return {400, "AuthorizationHeaderMalformed"};
+  }
+  return {400, "InvalidArgument"};
+}
+
+bool IsHex64(std::string_view text) {
+  return text.size() == 64 &&
+         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// The query's parameter names, less those of a presigned URL's signature
+// and the operation hint some SDKs add (x-id).
+std::vector<sigv4::QueryParam> OperationParams(std::string_view query) {
+  std::vector<sigv4::QueryParam> out;
+  for (auto& param : sigv4::ParseQuery(query).value_or(
+           std::vector<sigv4::QueryParam>{{"?", ""}})) {
+    std::string lower = param.name;
+    for (char& c : lower) c = static_cast<char>(std::tolower(c));
+    if (lower.rfind("x-amz-", 0) == 0 || lower == "x-id") continue;
+    out.push_back(std::move(param));
+  }
+  return out;
+}
+
+// What a problem+json answer of the data port is in S3's terms.
+Response S3Answer(const Request& request, Response answer,
+                  const std::string& request_id) {
+  if (answer[http::field::content_type] != "application/problem+json") {
+    answer.set("x-amz-request-id", request_id);
+    if (const auto t = answer.find("Fencing-Token"); t != answer.end()) {
+      answer.set("x-amz-meta-fencing-token", t->value());
+    }
+    if (request.method() == http::verb::put && answer.result_int() == 201) {
+      answer.result(http::status::ok);  // S3 answers 200 to every PutObject
+    }
+    return answer;
+  }
+  codec::JsonValue problem;
+  codec::ParseJson(answer.body(), &problem);
+  const auto text = [&problem](std::string_view name) -> std::string {
+    const codec::JsonValue* v = problem.Find(name);
+    return v == nullptr ? "" : v->text;
+  };
+  const std::string type = text("type");
+  const std::string slug = type.substr(type.rfind(':') + 1);
+  unsigned status = answer.result_int();
+  std::string code = "InternalError";
+  if (slug == "stale-token") {
+    code = "StaleFencingToken";
+  } else if (slug == "missing-token") {
+    code = "MissingFencingToken";
+  } else if (slug == "invalid-token" || slug == "bad-key" ||
+             slug == "bad-request") {
+    code = "InvalidArgument";
+  } else if (slug == "precondition-failed") {
+    code = "PreconditionFailed";
+  } else if (slug == "body-too-large") {
+    code = "EntityTooLarge";
+  } else if (slug == "not-found") {
+    code = "NoSuchKey";
+  } else if (slug == "method-not-allowed") {
+    code = "MethodNotAllowed";
+  } else if (slug == "fence-held" || slug == "overloaded") {
+    code = "SlowDown";
+  } else if (slug == "store-error" && !text("code").empty()) {
+    code = text("code");
+  } else if (slug == "upstream-outcome-unknown") {
+    code = "OutcomeUnknown";
+  } else if (slug == "upstream-failed") {
+    code = "ServiceUnavailable";
+  }
+  Response res = ErrorXml(request, status, code, text("detail"), request_id);
+  for (const auto name : {http::field::retry_after}) {
+    if (const auto it = answer.find(name); it != answer.end()) {
+      res.set(name, it->value());
+    }
+  }
+  if (const auto t = answer.find("Fencing-Token"); t != answer.end()) {
+    res.set("Fencing-Token", t->value());
+  }
+  return res;
+}
+
+}  // namespace
+
+S3Door::S3Door(Options options, storage::S3Backend& backend, DataPort data)
+    : options_(std::move(options)), backend_(backend), data_(std::move(data)) {}
+
+std::map<std::string, sigv4::Secret> S3Door::LoadClients(
+    const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error("cannot read " + path);
+  std::map<std::string, sigv4::Secret> clients;
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::size_t start = line.find_first_not_of(" \t");
+    if (start == std::string::npos || line[start] == '#') continue;
+    std::istringstream fields(line);
+    std::string id, secret, extra;
+    fields >> id >> secret;
+    const std::string where = path + " line " + std::to_string(number);
+    if (id.empty() || secret.empty() || (fields >> extra)) {
+      throw std::runtime_error(where +
+                               ": expected ACCESS_KEY_ID SECRET (two fields)");
+    }
+    if (!clients.emplace(id, sigv4::Secret(secret)).second) {
+      throw std::runtime_error(where + ": access key id " + id +
+                               " given twice");
+    }
+  }
+  if (clients.empty()) throw std::runtime_error(path + " holds no client key");
+  return clients;
+}
+
+S3Door::Verified S3Door::Authenticate(const Request& request) const {
+  Verified out;
+  const auto refuse = [&out](unsigned status, std::string code,
+                             std::string message) {
+    out.refusal = Refusal{status, std::move(code), std::move(message)};
+    return std::move(out);
+  };
+  std::vector<sigv4::Header> headers;
+  for (const auto& field : request) {
+    headers.push_back(
+        {std::string(field.name_string()), std::string(field.value())});
+  }
+  const sigv4::Received received{request.method_string(), request.target(),
+                                 headers};
+  sigv4::Claim claim;
+  if (const std::error_code e = sigv4::ParseClaim(received, &claim)) {
+    auto [status, code] = S3CodeOf(e);
+    return refuse(status, code,
+                  e == sigv4::Errc::kNotSigned
+                      ? "requests must be signed (SigV4) with a key of "
+                        "--s3-client-credentials"
+                      : e.message());
+  }
+  if (claim.scope.service != "s3" || claim.scope.region != options_.region) {
+    return refuse(400, "AuthorizationHeaderMalformed",
+                  "the credential scope must be for service s3 in region " +
+                      options_.region);
+  }
+  const auto client = options_.clients.find(claim.access_key_id);
+  if (client == options_.clients.end()) {
+    return refuse(403, "InvalidAccessKeyId",
+                  "the access key id is not one of fencepost's clients");
+  }
+  if (const std::error_code e = sigv4::CheckTime(
+          claim, std::chrono::system_clock::now(), options_.max_skew)) {
+    auto [status, code] = S3CodeOf(e);
+    return refuse(status, code, e.message());
+  }
+  sigv4::Signed expected;
+  if (const std::error_code e = sigv4::ExpectedSignature(
+          received, claim, client->second, &expected)) {
+    return refuse(e == sigv4::Errc::kMissingContentSha256 ? 400 : 403,
+                  e == sigv4::Errc::kMissingContentSha256
+                      ? "InvalidRequest"
+                      : "SignatureDoesNotMatch",
+                  e.message());
+  }
+  if (!sigv4::ConstantTimeEqual(expected.signature, claim.signature)) {
+    return refuse(403, "SignatureDoesNotMatch",
+                  "the request signature does not match the one computed "
+                  "with the key's secret");
+  }
+  const std::string& body = request.body();
+  const std::string payload(request["x-amz-content-sha256"]);
+  if (claim.presigned || payload == sigv4::kUnsignedPayload) {
+    out.body = body;
+  } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {
+    sigv4::ChunkedCheck check;
+    check.kind = *kind;
+    check.signing_key = sigv4::SigningKey(client->second, claim.scope);
+    check.amz_date = claim.amz_date;
+    check.scope = claim.scope;
+    check.seed_signature = claim.signature;
+    check.trailer_header = request["x-amz-trailer"];
+    const std::string decoded_length(request["x-amz-decoded-content-length"]);
+    if (!decoded_length.empty()) {
+      if (decoded_length.size() > 19 ||
+          decoded_length.find_first_not_of("0123456789") != std::string::npos) {
+        return refuse(400, "InvalidArgument",
+                      "x-amz-decoded-content-length is not a length");
+      }
+      check.decoded_length = std::stoull(decoded_length);
+      if (*check.decoded_length > options_.max_body) {
+        return refuse(413, "EntityTooLarge",
+                      "the object is larger than --max-body");
+      }
+    }
+    sigv4::ChunkedBody decoded;
+    if (const std::error_code e =
+            sigv4::DecodeAwsChunked(body, check, &decoded)) {
+      auto [status, code] = S3CodeOf(e);
+      return refuse(status, code, e.message());
+    }
+    out.body = std::move(decoded.data);
+  } else if (IsHex64(payload)) {
+    if (!sigv4::ConstantTimeEqual(sigv4::HexSha256(body), payload)) {
+      return refuse(400, "XAmzContentSHA256Mismatch",
+                    "x-amz-content-sha256 is not the body's SHA-256");
+    }
+    out.body = body;
+  } else {
+    return refuse(400, "InvalidArgument",
+                  "x-amz-content-sha256 is not a SHA-256, UNSIGNED-PAYLOAD or "
+                  "an aws-chunked form fencepost decodes");
+  }
+  if (const std::error_code e = sigv4::CheckChecksumHeaders(headers, out.body)) {
+    auto [status, code] = S3CodeOf(e);
+    return refuse(status, code, e.message());
+  }
+  return out;
+}
+
+Awaitable<Response> S3Door::Handle(const Request& request,
+                                   const std::string& client) {
+  const std::string id = RequestId();
+  const auto error = [&](unsigned status, std::string_view code,
+                         std::string_view message) {
+    return ErrorXml(request, status, code, message, id);
+  };
+  Verified verified = Authenticate(request);
+  if (verified.refusal) {
+    co_return error(verified.refusal->status, verified.refusal->code,
+                    verified.refusal->message);
+  }
+  const std::string_view target = request.target();
+  const std::size_t question = std::min(target.find('?'), target.size());
+  const std::string_view path = target.substr(0, question);
+  const std::string_view query =
+      question < target.size() ? target.substr(question + 1) : "";
+  const std::string prefix = "/" + options_.bucket;
+  if (path == "/" ||
+      (path.substr(0, prefix.size()) != prefix ||
+       (path.size() > prefix.size() && path[prefix.size()] != '/'))) {
+    co_return path == "/"
+        ? error(501, "NotImplemented",
+                "fencepost serves one bucket; listing buckets is not "
+                "supported")
+        : error(404, "NoSuchBucket",
+                "fencepost serves the bucket " + options_.bucket + " only");
+  }
+  const std::vector<sigv4::QueryParam> params = OperationParams(query);
+  const std::string_view rest = path.substr(prefix.size());
+  const http::verb method = request.method();
+  if (rest.empty() || rest == "/") {
+    if (method == http::verb::head && params.empty()) {
+      Response res(http::status::ok, request.version());
+      res.set("x-amz-request-id", id);
+      res.set("x-amz-bucket-region", options_.region);
+      res.content_length(0);
+      co_return res;
+    }
+    if (method == http::verb::get && params.size() == 1 &&
+        params[0].name == "location") {
+      Response res(http::status::ok, request.version());
+      res.set(http::field::content_type, "application/xml");
+      res.set("x-amz-request-id", id);
+      res.body() =
+          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
+          "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">" +
+          (options_.region == "us-east-1" ? "" : options_.region) +
+          "</LocationConstraint>\n";
+      res.prepare_payload();
+      co_return res;
+    }
+    co_return error(501, "NotImplemented",
+                    "on the bucket fencepost answers HEAD, GET ?location and "
+                    "ListObjectsV2 (GET ?list-type=2) only");
+  }
+  if (!params.empty() || request.count("x-amz-copy-source") > 0 ||
+      method == http::verb::post) {
+    co_return error(
+        501, "NotImplemented",
+        "fencepost fences PutObject, GetObject, HeadObject and DeleteObject "
+        "only: multipart uploads, copies, ACLs, tagging and the rest are not "
+        "supported (a fence cannot be checked across parts)");
+  }
+  if (method != http::verb::put && method != http::verb::get &&
+      method != http::verb::head && method != http::verb::delete_) {
+    co_return error(405, "MethodNotAllowed",
+                    "the object answers PUT, GET, HEAD and DELETE");
+  }
+  const std::optional<std::string> key =
+      sigv4::PercentDecode(rest.substr(1));
+  if (!key) co_return error(400, "InvalidURI", "the key's escapes are bad");
+  co_return co_await Object(request, *key, std::move(verified.body), client,
+                            id);
+}
+
+Awaitable<Response> S3Door::Object(const Request& request, std::string key,
+                                   std::string body, const std::string& client,
+                                   const std::string& request_id) {
+  Request data(request.method(), "/" + fence::EncodeKey(key),
+               request.version());
+  for (const http::field name :
+       {http::field::content_type, http::field::if_match,
+        http::field::if_none_match, http::field::range}) {
+    if (const auto it = request.find(name); it != request.end()) {
+      data.set(name, it->value());
+    }
+  }
+  const auto header = request.find("Fencing-Token");
+  const auto metadata = request.find("x-amz-meta-fencing-token");
+  if (header != request.end() && metadata != request.end() &&
+      header->value() != metadata->value()) {
+    co_return ErrorXml(request, 400, "InvalidArgument",
+                       "Fencing-Token and x-amz-meta-fencing-token differ",
+                       request_id);
+  }
+  if (header != request.end()) {
+    data.set("Fencing-Token", header->value());
+  } else if (metadata != request.end()) {
+    data.set("Fencing-Token", metadata->value());
+  }
+  if (request.method() == http::verb::put) {
+    data.body() = std::move(body);
+    data.content_length(data.body().size());
+  }
+  Response answer = co_await data_(data, client);
+  co_return S3Answer(request, std::move(answer), request_id);
+}
+
+}  // namespace fencepost::proxy

@@ -1,0 +1,95 @@
+#pragma once
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "http/coro.h"
+#include "proxy/http_types.h"
+#include "sigv4/secret.h"
+#include "storage/s3_backend.h"
+
+namespace fencepost::proxy {
+
+// The S3 front door (--s3-listen; SPEC "S3 front door"): a data port that
+// speaks path-style S3 for the s3:// backend's bucket, so that S3 clients
+// (boto3, the AWS CLI, s3cmd, rclone) are fenced by adding one header.
+//
+// Every request must be signed with SigV4 by one of fencepost's own clients
+// (--s3-client-credentials: an access key id and its secret per line); the
+// store's credentials are never handed out. Header-signed and presigned
+// requests; the payload hash is checked against the body, aws-chunked
+// bodies are decoded with every chunk signature and checksum checked; a
+// clock more than 15 minutes off is refused.
+//
+// PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY go through the data
+// port's own routes (`data`, called as an authenticated request): the
+// fence is the key's, as on the data port, and every rule, count, event and
+// log line is the same. The token comes from Fencing-Token or
+// x-amz-meta-fencing-token. GET /BUCKET?list-type=2 is the store's listing
+// within PREFIX; HEAD /BUCKET and GET /BUCKET?location answer for the
+// bucket. Every other operation (multipart uploads, copies, ACLs, other
+// buckets' names aside) is 501 NotImplemented.
+//
+// Errors are S3's error XML (Code, Message, Resource, RequestId) with an
+// x-amz-request-id: 409 StaleFencingToken (the current token in the message
+// and in Fencing-Token), 428 MissingFencingToken, 412 PreconditionFailed,
+// 400 InvalidArgument, 413 EntityTooLarge, 404 NoSuchKey and NoSuchBucket,
+// 403 AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch and
+// RequestTimeTooSkewed, 503 SlowDown (a fence held closed, or overload)
+// and the store's own codes as the store answered them.
+//
+// Thread safety: Handle on the server's one io thread.
+class S3Door {
+ public:
+  // Answers a request of the data port as if it were authenticated.
+  using DataPort = std::function<Awaitable<Response>(const Request& request,
+                                                     const std::string& client)>;
+
+  struct Options {
+    std::string bucket;  // the s3:// backend's bucket name
+    std::string region;  // requests must be signed for it
+    // Access key id -> secret of fencepost's clients.
+    std::map<std::string, sigv4::Secret> clients;
+    std::chrono::seconds max_skew{15 * 60};
+    std::uint64_t max_body = 4194304;  // --max-body, of the decoded body
+  };
+
+  // `backend` lists the bucket; `data` answers object requests. Both must
+  // outlive the door.
+  S3Door(Options options, storage::S3Backend& backend, DataPort data);
+
+  // The response is complete (Content-Length set).
+  Awaitable<Response> Handle(const Request& request, const std::string& client);
+
+  // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
+  // lines and '#' comments skipped). Throws std::runtime_error naming the
+  // file and line, never a secret, when it cannot be read, a line is
+  // malformed, an id is repeated or there is none.
+  static std::map<std::string, sigv4::Secret> LoadClients(
+      const std::string& path);
+
+ private:
+  struct Refusal;
+  struct Verified;
+
+  // The request's signature and body checked: the body to use, or why not.
+  Verified Authenticate(const Request& request) const;
+  // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY) through the
+  // data port's routes, its answer in S3's terms.
+  Awaitable<Response> Object(const Request& request, std::string key,
+                             std::string body, const std::string& client,
+                             const std::string& request_id);
+
+  Options options_;
+  storage::S3Backend& backend_;
+  DataPort data_;
+};
+
+}  // namespace fencepost::proxy
