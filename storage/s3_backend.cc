@@ -179,6 +179,54 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
   co_return result;
 }
 
+Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
+  ReadResult result;
+  const std::string_view target = client_request.target();
+  const std::size_t mark = target.find('?');
+  const std::string key_prefix = ObjectKey(options_.spec.base, "");
+  const S3ListQuery query = ParseListQuery(
+      mark == std::string_view::npos ? "" : target.substr(mark + 1),
+      key_prefix);
+  if (!query.error.empty()) {
+    result.error = std::make_error_code(std::errc::invalid_argument);
+    result.detail = query.error;
+    co_return result;
+  }
+  http::Request get = S3ListRequest(options_.bucket, query.store);
+  const std::string store_target(get.target());
+  HttpPool::Exchange exchange = co_await Send(std::move(get), true);
+  if (exchange.sent != Sent::kAnswered) {
+    result.error = Errc::kUpstreamFailed;
+    result.detail = "S3 GET " + store_target + " failed: " + exchange.error;
+    co_return result;
+  }
+  const http::Response& answer = exchange.response;
+  if (answer.result_int() != 200) {
+    result.error = Errc::kStoreRefused;
+    result.store_error = StoreErrorOf(answer);
+    result.detail = "S3 GET " + store_target + " answered " +
+                    std::to_string(answer.result_int());
+    co_return result;
+  }
+  std::string why;
+  std::optional<std::string> listing = RewriteListing(
+      answer.body(), key_prefix, query, options_.bucket.bucket, &why);
+  if (!listing) {
+    result.error = Errc::kUpstreamFailed;
+    result.detail = "S3 GET " + store_target + ": " + why;
+    co_return result;
+  }
+  http::Response relay(bhttp::status::ok, 11);
+  relay.set(bhttp::field::content_type, "application/xml");
+  relay.body() = std::move(*listing);
+  relay.content_length(relay.body().size());
+  result.found = true;
+  result.size = relay.body().size();
+  result.content_type = "application/xml";
+  result.upstream = std::move(relay);
+  co_return result;
+}
+
 Awaitable<WriteResult> S3Backend::Write(WriteRequest request) {
   co_return co_await gate_.Write(std::move(request));
 }

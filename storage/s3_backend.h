@@ -76,6 +76,19 @@ class S3Backend : public Backend, private ValueStore {
   bool supports_post_patch() const override { return false; }
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
+  // ListObjectsV2 within PREFIX for an S3 client (SPEC "S3 front door"):
+  // `client_request` is GET /BUCKET?list-type=2&... (its path the caller's
+  // to route; its query read by ParseListQuery), sent to the store as
+  // GET /BUCKET?list-type=2&prefix=PREFIX/... and answered with the
+  // store's listing rewritten by RewriteListing. found, and `upstream`: 200
+  // with the client's ListBucketResult (application/xml, Content-Length).
+  // Errors (nothing else set): std::errc::invalid_argument when the query is
+  // refused, `detail` then S3's message for a 400 InvalidArgument;
+  // Errc::kUpstreamFailed when the store did not answer (a request never
+  // sent goes once more) or its listing cannot be read; Errc::kStoreRefused
+  // with `store_error` for the store's own error answers (as Read). The
+  // caller keeps `client_request` alive until the awaitable completes.
+  Awaitable<ReadResult> List(const HttpRequest& client_request);
   // Fences ready, and HeadBucket answered 200.
   Awaitable<bool> Ready() override;
   bool TellRaises(FenceRaised raised) override;

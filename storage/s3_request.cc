@@ -1,5 +1,9 @@
 #include "storage/s3_request.h"
 
+#include <algorithm>
+#include <map>
+
+#include "codec/base64.h"
 #include "fence/token.h"
 #include "http/host_port.h"
 #include "sigv4/canonical.h"
@@ -79,9 +83,16 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
             std::chrono::system_clock::time_point time) {
   sigv4::Request to_sign;
   to_sign.method = std::string(request.method_string());
-  // The target is the path UriEncode'd once; SigV4 encodes the decoded one.
-  to_sign.path = sigv4::PercentDecode(request.target()).value_or("/");
+  // The target is the path UriEncode'd once, then the query as S3ListRequest
+  // spells it; SigV4 encodes the decoded path and parameters itself.
+  const std::string_view target = request.target();
+  const std::size_t mark = target.find('?');
+  to_sign.path = sigv4::PercentDecode(target.substr(0, mark)).value_or("/");
   to_sign.path_style = sigv4::PathStyle::kS3;
+  if (mark != std::string_view::npos) {
+    to_sign.query =
+        sigv4::ParseQuery(target.substr(mark + 1)).value_or(to_sign.query);
+  }
   for (const auto& field : request) {
     if (field.name() == bhttp::field::connection) continue;
     to_sign.headers.push_back(
@@ -128,6 +139,501 @@ std::optional<std::uint64_t> TokenOfObject(const http::Response& response) {
   const auto it = response.find("x-amz-meta-fencing-token");
   if (it == response.end()) return std::nullopt;
   return fence::ParseToken(it->value());
+}
+
+// ListObjectsV2 within PREFIX.
+
+namespace {
+
+constexpr std::size_t kMaxListKeys = 1000;
+constexpr std::size_t kMaxTokenBytes = 8192;
+constexpr std::string_view kListParams[] = {
+    "list-type",          "prefix",      "delimiter",   "max-keys",
+    "continuation-token", "start-after", "fetch-owner", "encoding-type"};
+
+S3ListQuery RefuseList(std::string why) {
+  S3ListQuery query;
+  query.error = std::move(why);
+  return query;
+}
+
+bool StartsWithNoCase(std::string_view text, std::string_view lower_head) {
+  if (text.size() < lower_head.size()) return false;
+  for (std::size_t i = 0; i < lower_head.size(); ++i) {
+    const char c = text[i];
+    if ((c >= 'A' && c <= 'Z' ? char(c - 'A' + 'a') : c) != lower_head[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// max-keys as S3 takes it (0 to 2147483647), then at most 1000.
+std::optional<std::string> MaxKeys(std::string_view text) {
+  if (text.empty() || text.size() > 10 ||
+      text.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  const unsigned long long keys = std::stoull(std::string(text));
+  if (keys > 2147483647ull) return std::nullopt;
+  return std::to_string(std::min<unsigned long long>(keys, kMaxListKeys));
+}
+
+using ListParams = std::map<std::string, std::string, std::less<>>;
+
+// The store's query for the client's parameters, each known and given once.
+S3ListQuery ListQueryOf(const ListParams& given, std::string_view key_prefix) {
+  const auto value = [&given](std::string_view name) -> const std::string* {
+    const auto it = given.find(name);
+    return it == given.end() ? nullptr : &it->second;
+  };
+  S3ListQuery query;
+  const std::string* list_type = value("list-type");
+  if (list_type == nullptr || *list_type != "2") {
+    return RefuseList("Only ListObjectsV2 (list-type=2) is served");
+  }
+  query.store.push_back({"list-type", "2"});
+  const std::string* prefix = value("prefix");
+  std::string store_prefix(key_prefix);
+  if (prefix != nullptr) store_prefix += *prefix;
+  if (!store_prefix.empty()) query.store.push_back({"prefix", store_prefix});
+  if (const std::string* delimiter = value("delimiter");
+      delimiter != nullptr && !delimiter->empty()) {
+    query.store.push_back({"delimiter", *delimiter});
+  }
+  if (const std::string* given_max = value("max-keys")) {
+    const std::optional<std::string> max_keys = MaxKeys(*given_max);
+    if (!max_keys) {
+      return RefuseList(
+          "Provided max-keys not an integer or within integer range");
+    }
+    query.store.push_back({"max-keys", *max_keys});
+  }
+  if (const std::string* token = value("continuation-token")) {
+    std::optional<std::string> store_token =
+        StoreContinuationToken(*token, key_prefix);
+    if (!store_token) {
+      return RefuseList("The continuation token provided is incorrect");
+    }
+    query.store.push_back({"continuation-token", std::move(*store_token)});
+    query.continuation_token = *token;
+  }
+  if (const std::string* after = value("start-after");
+      after != nullptr && !after->empty()) {
+    query.store.push_back({"start-after", std::string(key_prefix) + *after});
+  }
+  if (const std::string* owner = value("fetch-owner")) {
+    if (*owner != "true" && *owner != "false") {
+      return RefuseList("Invalid fetch-owner: it is true or false");
+    }
+    query.store.push_back({"fetch-owner", *owner});
+  }
+  if (const std::string* encoding = value("encoding-type")) {
+    if (*encoding != "url") {
+      return RefuseList("Invalid Encoding Method specified in Request");
+    }
+    query.url_encoding = true;
+  }
+  return query;
+}
+
+bool XmlSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+bool NameChar(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+         (c >= '0' && c <= '9');
+}
+
+// One element as the store wrote it: <name ...>inner</name> or <name/>;
+// `raw` is the whole of it.
+struct XmlElement {
+  std::string_view name;
+  std::string_view inner;
+  std::string_view raw;
+};
+
+// The next element of `text` from *at on (whitespace before it skipped),
+// *at then past it. S3's listings never nest an element in one of its own
+// name and escape every '<' of their text, so the first closing tag of the
+// name closes it. False at the end of `text`, or with *malformed set when
+// what follows is not an element.
+bool NextElement(std::string_view text, std::size_t* at, XmlElement* element,
+                 bool* malformed) {
+  while (*at < text.size() && XmlSpace(text[*at])) ++*at;
+  if (*at == text.size()) return false;
+  *malformed = true;
+  const std::size_t start = *at;
+  std::size_t name_end = start + 1;
+  while (name_end < text.size() && NameChar(text[name_end])) ++name_end;
+  const std::size_t gt = text.find('>', name_end);
+  if (text[start] != '<' || name_end == start + 1 ||
+      gt == std::string_view::npos ||
+      (text[name_end] != '>' && text[name_end] != '/' &&
+       !XmlSpace(text[name_end]))) {
+    return false;
+  }
+  element->name = text.substr(start + 1, name_end - start - 1);
+  element->inner = {};
+  *at = gt + 1;
+  if (text[gt - 1] != '/') {
+    const std::string close = "</" + std::string(element->name) + ">";
+    const std::size_t end = text.find(close, gt + 1);
+    if (end == std::string_view::npos) return false;
+    element->inner = text.substr(gt + 1, end - gt - 1);
+    *at = end + close.size();
+  }
+  element->raw = text.substr(start, *at - start);
+  *malformed = false;
+  return true;
+}
+
+// Past the XML declaration, processing instructions and comments before
+// the root; npos when one of them does not end.
+std::size_t SkipProlog(std::string_view text) {
+  std::size_t at = 0;
+  for (;;) {
+    while (at < text.size() && XmlSpace(text[at])) ++at;
+    std::string_view end;
+    if (text.substr(at, 2) == "<?") {
+      end = "?>";
+    } else if (text.substr(at, 4) == "<!--") {
+      end = "-->";
+    } else {
+      return at;
+    }
+    const std::size_t found = text.find(end, at);
+    if (found == std::string_view::npos) return std::string_view::npos;
+    at = found + end.size();
+  }
+}
+
+// The character a reference's digits ("65", "x41") name, if any.
+std::optional<std::uint32_t> CharRef(std::string_view digits) {
+  std::uint32_t base = 10;
+  if (!digits.empty() && digits.front() == 'x') {
+    base = 16;
+    digits.remove_prefix(1);
+  }
+  if (digits.empty() || digits.size() > 8) return std::nullopt;
+  std::uint32_t value = 0;
+  for (const char c : digits) {
+    std::uint32_t digit = 99;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    if (base == 16 && c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    if (base == 16 && c >= 'A' && c <= 'F') digit = c - 'A' + 10;
+    if (digit >= base) return std::nullopt;
+    value = value * base + digit;
+  }
+  if (value == 0 || value > 0x10ffff || (value >= 0xd800 && value <= 0xdfff)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+void AppendUtf8(std::uint32_t c, std::string* out) {
+  if (c < 0x80) {
+    out->push_back(char(c));
+  } else if (c < 0x800) {
+    out->push_back(char(0xc0 | (c >> 6)));
+    out->push_back(char(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out->push_back(char(0xe0 | (c >> 12)));
+    out->push_back(char(0x80 | ((c >> 6) & 0x3f)));
+    out->push_back(char(0x80 | (c & 0x3f)));
+  } else {
+    out->push_back(char(0xf0 | (c >> 18)));
+    out->push_back(char(0x80 | ((c >> 12) & 0x3f)));
+    out->push_back(char(0x80 | ((c >> 6) & 0x3f)));
+    out->push_back(char(0x80 | (c & 0x3f)));
+  }
+}
+
+// Character data as the store wrote it, decoded: the five named entities
+// and character references (as UTF-8). nullopt for anything else: a '<',
+// an unknown or unterminated entity, a reference to no character.
+std::optional<std::string> DecodeXmlText(std::string_view text) {
+  static const std::map<std::string_view, char> kNamed = {
+      {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}};
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '<') return std::nullopt;
+    if (text[i] != '&') {
+      out.push_back(text[i]);
+      continue;
+    }
+    const std::size_t semi = text.find(';', i);
+    if (semi == std::string_view::npos || semi - i > 12) return std::nullopt;
+    const std::string_view entity = text.substr(i + 1, semi - i - 1);
+    i = semi;
+    if (const auto named = kNamed.find(entity); named != kNamed.end()) {
+      out.push_back(named->second);
+    } else if (entity.size() > 1 && entity.front() == '#') {
+      const std::optional<std::uint32_t> c = CharRef(entity.substr(1));
+      if (!c) return std::nullopt;
+      AppendUtf8(*c, &out);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+// Text escaped for XML character data; a CR as a reference, so that a
+// reader's line-end normalisation keeps it.
+std::string EscapeXml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// A key, prefix, delimiter or start-after as the client reads it.
+std::string ForClient(std::string_view raw, bool url) {
+  return EscapeXml(url ? sigv4::UriEncode(raw, true) : std::string(raw));
+}
+
+// `raw` less `key_prefix`, or nullopt when it is not under it or names
+// PREFIX/ itself.
+std::optional<std::string_view> Strip(std::string_view raw,
+                                      std::string_view key_prefix) {
+  if (raw.substr(0, key_prefix.size()) != key_prefix) return std::nullopt;
+  raw.remove_prefix(key_prefix.size());
+  if (raw.empty()) return std::nullopt;
+  return raw;
+}
+
+// The client's listing as it is read from the store's.
+struct ListPage {
+  std::map<std::string, std::string, std::less<>> leaves;  // decoded
+  std::string entries;  // Contents and CommonPrefixes, for the client
+  std::size_t kept = 0;
+};
+
+// A Contents or CommonPrefixes element (`entry`) for the client, its
+// `key_name` child (Key, Prefix) without PREFIX and its other children as
+// the store wrote them; nothing when it is not under PREFIX. False when it
+// cannot be read.
+bool AddEntry(const XmlElement& entry, std::string_view key_name,
+              std::string_view key_prefix, bool url, ListPage* page) {
+  std::optional<std::string> key;
+  std::string others;
+  std::size_t at = 0;
+  XmlElement child;
+  bool malformed = false;
+  while (NextElement(entry.inner, &at, &child, &malformed)) {
+    if (child.name != key_name) {
+      others += child.raw;
+    } else if (key || !(key = DecodeXmlText(child.inner))) {
+      return false;
+    }
+  }
+  if (malformed || !key) return false;
+  const std::optional<std::string_view> stripped = Strip(*key, key_prefix);
+  if (!stripped) return true;
+  const std::string name(entry.name);
+  const std::string tag(key_name);
+  page->entries += "<" + name + "><" + tag + ">" + ForClient(*stripped, url) +
+                   "</" + tag + ">" + others + "</" + name + ">";
+  ++page->kept;
+  return true;
+}
+
+// One child of ListBucketResult into `page`; false, with why, when it
+// cannot be read.
+bool ReadChild(const XmlElement& child, std::string_view key_prefix, bool url,
+               ListPage* page, std::string* error) {
+  static constexpr std::string_view kLeaves[] = {"Prefix",
+                                                 "Delimiter",
+                                                 "StartAfter",
+                                                 "ContinuationToken",
+                                                 "NextContinuationToken",
+                                                 "MaxKeys",
+                                                 "IsTruncated"};
+  if (child.name == "EncodingType") {
+    *error = "the store encoded its listing unasked";
+    return false;
+  }
+  if (child.name == "Contents" || child.name == "CommonPrefixes") {
+    const bool contents = child.name == "Contents";
+    if (AddEntry(child, contents ? "Key" : "Prefix", key_prefix, url, page)) {
+      return true;
+    }
+    *error = "a " + std::string(child.name) +
+             " of the store's listing is unreadable";
+    return false;
+  }
+  if (std::find(std::begin(kLeaves), std::end(kLeaves), child.name) ==
+      std::end(kLeaves)) {
+    return true;  // Name (the bucket's, written anew), KeyCount, others
+  }
+  std::optional<std::string> text = DecodeXmlText(child.inner);
+  if (!text || !page->leaves.emplace(child.name, std::move(*text)).second) {
+    *error = "the store's " + std::string(child.name) + " is unreadable";
+    return false;
+  }
+  return true;
+}
+
+// The client's ListBucketResult.
+std::string WriteListing(const ListPage& page, std::string_view key_prefix,
+                         const S3ListQuery& query, std::string_view bucket) {
+  const auto leaf = [&page](std::string_view name) -> const std::string* {
+    const auto it = page.leaves.find(name);
+    return it == page.leaves.end() ? nullptr : &it->second;
+  };
+  const auto element = [](std::string_view name, std::string_view text) {
+    return "<" + std::string(name) + ">" + std::string(text) + "</" +
+           std::string(name) + ">";
+  };
+  const bool url = query.url_encoding;
+  std::string out =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListBucketResult "
+      "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">";
+  out += element("Name", EscapeXml(bucket));
+  std::optional<std::string_view> prefix;
+  if (const std::string* given = leaf("Prefix")) {
+    prefix = Strip(*given, key_prefix);
+  }
+  out += element("Prefix", ForClient(prefix.value_or(""), url));
+  if (const std::string* delimiter = leaf("Delimiter")) {
+    out += element("Delimiter", ForClient(*delimiter, url));
+  }
+  if (const std::string* after = leaf("StartAfter")) {
+    if (const auto stripped = Strip(*after, key_prefix)) {
+      out += element("StartAfter", ForClient(*stripped, url));
+    }
+  }
+  if (!query.continuation_token.empty()) {
+    out += element("ContinuationToken", EscapeXml(query.continuation_token));
+  }
+  out += element("KeyCount", std::to_string(page.kept));
+  if (const std::string* max_keys = leaf("MaxKeys")) {
+    out += element("MaxKeys", EscapeXml(*max_keys));
+  }
+  if (url) out += element("EncodingType", "url");
+  if (const std::string* truncated = leaf("IsTruncated")) {
+    out += element("IsTruncated", EscapeXml(*truncated));
+  }
+  if (const std::string* next = leaf("NextContinuationToken")) {
+    out += element("NextContinuationToken",
+                   EscapeXml(ClientContinuationToken(*next, key_prefix)));
+  }
+  out += page.entries;
+  out += "</ListBucketResult>";
+  return out;
+}
+
+}  // namespace
+
+S3ListQuery ParseListQuery(std::string_view client_query,
+                           std::string_view key_prefix) {
+  const auto params = sigv4::ParseQuery(client_query);
+  if (!params) {
+    return RefuseList("The query string is not percent-encoded correctly");
+  }
+  ListParams given;
+  for (const sigv4::QueryParam& param : *params) {
+    if (StartsWithNoCase(param.name, "x-amz-")) continue;
+    if (param.name == "x-id" && param.value == "ListObjectsV2") continue;
+    if (std::find(std::begin(kListParams), std::end(kListParams), param.name) ==
+        std::end(kListParams)) {
+      return RefuseList("ListObjectsV2 does not take the parameter " +
+                        Bounded(param.name));
+    }
+    if (!given.emplace(param.name, param.value).second) {
+      return RefuseList("The parameter " + param.name + " is given twice");
+    }
+  }
+  return ListQueryOf(given, key_prefix);
+}
+
+http::Request S3ListRequest(const S3Bucket& bucket,
+                            const std::vector<sigv4::QueryParam>& store_query) {
+  http::Request request = S3Request(bucket, bhttp::verb::get, "", "");
+  std::string target(request.target());
+  const std::string query = sigv4::CanonicalQuery(store_query);
+  if (!query.empty()) target += "?" + query;
+  request.target(target);
+  return request;
+}
+
+std::string ClientContinuationToken(std::string_view store_token,
+                                    std::string_view key_prefix) {
+  if (!key_prefix.empty() &&
+      store_token.substr(0, key_prefix.size()) == key_prefix) {
+    return codec::EncodeBase64(
+        "k" + std::string(store_token.substr(key_prefix.size())));
+  }
+  return codec::EncodeBase64("t" + std::string(store_token));
+}
+
+std::optional<std::string> StoreContinuationToken(std::string_view client_token,
+                                                  std::string_view key_prefix) {
+  std::string bytes;
+  if (client_token.size() > kMaxTokenBytes ||
+      !codec::DecodeBase64(client_token, &bytes) || bytes.empty()) {
+    return std::nullopt;
+  }
+  if (bytes.front() == 'k') return std::string(key_prefix) + bytes.substr(1);
+  if (bytes.front() == 't') return bytes.substr(1);
+  return std::nullopt;
+}
+
+std::optional<std::string> RewriteListing(std::string_view store_xml,
+                                          std::string_view key_prefix,
+                                          const S3ListQuery& query,
+                                          std::string_view bucket,
+                                          std::string* error) {
+  if (store_xml.size() > kMaxListingBytes) {
+    *error = "the store's listing is larger than " +
+             std::to_string(kMaxListingBytes) + " bytes";
+    return std::nullopt;
+  }
+  std::size_t at = SkipProlog(store_xml);
+  XmlElement root;
+  bool malformed = false;
+  if (at == std::string_view::npos ||
+      !NextElement(store_xml, &at, &root, &malformed) ||
+      root.name != "ListBucketResult") {
+    *error = "the store's answer is not a ListBucketResult";
+    return std::nullopt;
+  }
+  ListPage page;
+  at = 0;
+  XmlElement child;
+  while (NextElement(root.inner, &at, &child, &malformed)) {
+    if (!ReadChild(child, key_prefix, query.url_encoding, &page, error)) {
+      return std::nullopt;
+    }
+  }
+  if (malformed) {
+    *error = "the store's ListBucketResult is not well-formed";
+    return std::nullopt;
+  }
+  return WriteListing(page, key_prefix, query, bucket);
 }
 
 }  // namespace fencepost::storage
