@@ -1,0 +1,369 @@
+// The S3 front door against a real Ceph RGW: requests signed here with the
+// SigV4 library (and forged: a wrong secret, an old date, a tampered body
+// or chunk, none at all), sent raw to the door; what landed in the bucket
+// checked with the independent client. Each refusal must change nothing.
+
+#include <gtest/gtest.h>
+
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sigv4/crypto.h"
+#include "sigv4/signer.h"
+#include "storage/s3_request.h"
+#include "tests/testing/exposition.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/rgw.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::testing {
+namespace {
+
+namespace bhttp = boost::beast::http;
+using std::chrono::minutes;
+using Clock = std::chrono::system_clock;
+
+constexpr char kKeyId[] = "door-client";
+constexpr char kSecret[] = "door-client-secret-0123456789";
+
+// fencepost with the front door over s3://BUCKET/PREFIX of the shared RGW.
+class Door {
+ public:
+  explicit Door(const std::string& prefix) {
+    Rgw& rgw = Rgw::Shared();
+    std::ofstream(dir_ / "clients")
+        << "# fencepost's S3 clients\n"
+        << kKeyId << " " << kSecret << "\nother-client other-secret\n";
+    server_.emplace(
+        dir_ / "data",
+        std::vector<std::string>{
+            "--backend",
+            "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
+            "--s3-endpoint", rgw.endpoint(), "--s3-listen", "127.0.0.1:0",
+            "--s3-client-credentials", dir_ / "clients"},
+        rgw.Env());
+  }
+  ServerProcess& server() { return *server_; }
+  std::uint16_t port() const { return server_->s3_port(); }
+  storage::S3Bucket Bucket() const {
+    return {"127.0.0.1", std::to_string(port()), false,
+            Rgw::Shared().bucket(), "us-east-1", false};
+  }
+
+ private:
+  TempDir dir_;
+  std::optional<ServerProcess> server_;
+};
+
+sigv4::Credentials Key(const std::string& secret = kSecret,
+                       const std::string& id = kKeyId) {
+  return {id, sigv4::Secret(secret), sigv4::Secret()};
+}
+
+// Sends `request` as it is on a new connection.
+HttpResponse Send(std::uint16_t port, const http::Request& request) {
+  std::ostringstream wire;
+  wire << request;
+  HttpClient client(port);
+  return client.Raw(wire.str());
+}
+
+// A request to the door for `key`, with `fields`, signed with `key` at
+// `time` over `body`.
+http::Request Signed(const Door& door, bhttp::verb method,
+                     const std::string& key, const std::string& body,
+                     Headers fields = {}, const sigv4::Credentials& with = Key(),
+                     Clock::time_point time = Clock::now()) {
+  http::Request request =
+      storage::S3Request(door.Bucket(), method, key, body);
+  for (const auto& [name, value] : fields) request.set(name, value);
+  storage::SignS3(request, door.Bucket(), with, time);
+  return request;
+}
+
+std::string Code(const HttpResponse& response) {
+  const auto from = response.body.find("<Code>");
+  const auto to = response.body.find("</Code>");
+  if (from == std::string::npos || to == std::string::npos) return "";
+  return response.body.substr(from + 6, to - from - 6);
+}
+
+TEST(S3DoorTest, SignedWritesAreFencedAndReadBack) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("door");
+  Door door(prefix);
+  const auto a = Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
+                                          "from A", {{"Fencing-Token", "33"}}));
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_FALSE(a.header("x-amz-request-id").empty());
+  const auto b = Send(door.port(),
+                      Signed(door, bhttp::verb::put, "orders/s", "from B",
+                             {{"x-amz-meta-fencing-token", "34"},
+                              {"Content-Type", "text/plain"}}));
+  ASSERT_EQ(b.status, 200) << b.body;
+  const auto stale = Send(door.port(), Signed(door, bhttp::verb::put,
+                                              "orders/s", "late A",
+                                              {{"Fencing-Token", "33"}}));
+  EXPECT_EQ(stale.status, 409);
+  EXPECT_EQ(Code(stale), "StaleFencingToken") << stale.body;
+  EXPECT_EQ(stale.header("fencing-token"), "34");
+  EXPECT_NE(stale.body.find("34"), std::string::npos);
+  const S3Object object = rgw.Get(prefix + "orders/s");
+  EXPECT_EQ(object.body, "from B");
+  EXPECT_EQ(object.metadata.at("fencing-token"), "34");
+
+  const auto got =
+      Send(door.port(), Signed(door, bhttp::verb::get, "orders/s", ""));
+  EXPECT_EQ(got.status, 200);
+  EXPECT_EQ(got.body, "from B");
+  EXPECT_EQ(got.header("x-amz-meta-fencing-token"), "34");
+  EXPECT_EQ(got.header("etag"), object.etag);
+
+  // The same fence as the data port's: a token below it is refused there.
+  EXPECT_EQ(Fetch(door.server().data_port(), "PUT", "/orders/s",
+                  {{"Fencing-Token", "33"}}, "x")
+                .status,
+            409);
+  ASSERT_EQ(Fetch(door.server().data_port(), "PUT", "/orders/s",
+                  {{"Fencing-Token", "40"}}, "from C")
+                .status,
+            200);
+  EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
+                                          "x", {{"Fencing-Token", "39"}}))),
+            "StaleFencingToken");
+
+  // Tokens: missing, malformed, and two that differ.
+  EXPECT_EQ(Code(Send(door.port(),
+                      Signed(door, bhttp::verb::put, "orders/s", "x"))),
+            "MissingFencingToken");
+  EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
+                                          "x", {{"Fencing-Token", "4x"}}))),
+            "InvalidArgument");
+  EXPECT_EQ(Code(Send(door.port(),
+                      Signed(door, bhttp::verb::put, "orders/s", "x",
+                             {{"Fencing-Token", "41"},
+                              {"x-amz-meta-fencing-token", "42"}}))),
+            "InvalidArgument");
+  // Preconditions, and a missing key.
+  EXPECT_EQ(Code(Send(door.port(),
+                      Signed(door, bhttp::verb::put, "orders/s", "x",
+                             {{"Fencing-Token", "41"},
+                              {"If-None-Match", "*"}}))),
+            "PreconditionFailed");
+  EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::get, "none", ""))),
+            "NoSuchKey");
+  EXPECT_EQ(rgw.Get(prefix + "orders/s").body, "from C");
+
+  // DELETE: 204, then gone.
+  EXPECT_EQ(Send(door.port(), Signed(door, bhttp::verb::delete_, "orders/s",
+                                     "", {{"Fencing-Token", "41"}}))
+                .status,
+            204);
+  EXPECT_EQ(rgw.Get(prefix + "orders/s").status, 404);
+  const std::string metrics =
+      Fetch(door.server().admin_port(), "GET", "/metrics").body;
+  EXPECT_GE(MetricValue(metrics, "fencepost_http_requests_total{code=\"200\","
+                                 "method=\"PUT\",port=\"s3\"}"),
+            2);
+}
+
+// Forged and malformed requests: each refused with S3's code, nothing
+// written. Seen failing: with the signature comparison, the payload hash
+// check or the skew check of S3Door::Authenticate removed, the matching
+// case below was accepted.
+TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("forged");
+  Door door(prefix);
+  const Headers token = {{"Fencing-Token", "7"}};
+  struct Case {
+    std::string name;
+    http::Request request;
+    unsigned status;
+    std::string code;
+  };
+  std::vector<Case> cases;
+  {
+    http::Request unsigned_put =
+        storage::S3Request(door.Bucket(), bhttp::verb::put, "k", "v");
+    unsigned_put.set("Fencing-Token", "7");
+    cases.push_back({"unsigned", unsigned_put, 403, "AccessDenied"});
+  }
+  cases.push_back({"wrong secret",
+                   Signed(door, bhttp::verb::put, "k", "v", token,
+                          Key("not-the-secret")),
+                   403, "SignatureDoesNotMatch"});
+  cases.push_back({"unknown key",
+                   Signed(door, bhttp::verb::put, "k", "v", token,
+                          Key(kSecret, "nobody")),
+                   403, "InvalidAccessKeyId"});
+  cases.push_back({"the store's own key",
+                   Signed(door, bhttp::verb::put, "k", "v", token,
+                          Key(rgw.secret_access_key(), rgw.access_key_id())),
+                   403, "InvalidAccessKeyId"});
+  cases.push_back({"20 minutes old",
+                   Signed(door, bhttp::verb::put, "k", "v", token, Key(),
+                          Clock::now() - minutes(20)),
+                   403, "RequestTimeTooSkewed"});
+  {
+    http::Request tampered =
+        Signed(door, bhttp::verb::put, "k", "signed body", token);
+    tampered.body() = "other body!";
+    cases.push_back({"tampered body", tampered, 400,
+                     "XAmzContentSHA256Mismatch"});
+  }
+  {
+    http::Request retargeted = Signed(door, bhttp::verb::put, "k", "v", token);
+    retargeted.target(std::string(retargeted.target()) + "2");
+    cases.push_back({"another key than signed", retargeted, 403,
+                     "SignatureDoesNotMatch"});
+  }
+  {
+    http::Request retokened = Signed(door, bhttp::verb::put, "k", "v",
+                                     {{"x-amz-meta-fencing-token", "7"}});
+    retokened.set("x-amz-meta-fencing-token", "8");
+    cases.push_back({"a signed token changed", retokened, 403,
+                     "SignatureDoesNotMatch"});
+  }
+  cases.push_back({"multipart upload",
+                   [&] {
+                     http::Request r = storage::S3Request(
+                         door.Bucket(), bhttp::verb::post, "k", "");
+                     r.target(std::string(r.target()) + "?uploads");
+                     storage::SignS3(r, door.Bucket(), Key(), Clock::now());
+                     return r;
+                   }(),
+                   501, "NotImplemented"});
+  cases.push_back({"copy",
+                   Signed(door, bhttp::verb::put, "k", "", {{"Fencing-Token", "7"},
+                          {"x-amz-copy-source", "/b/other"}}),
+                   501, "NotImplemented"});
+  {
+    storage::S3Bucket other = door.Bucket();
+    other.bucket = "another-bucket";
+    http::Request r = storage::S3Request(other, bhttp::verb::put, "k", "v");
+    r.set("Fencing-Token", "7");
+    storage::SignS3(r, other, Key(), Clock::now());
+    cases.push_back({"another bucket", r, 404, "NoSuchBucket"});
+  }
+  for (const Case& c : cases) {
+    const auto answer = Send(door.port(), c.request);
+    EXPECT_EQ(answer.status, static_cast<int>(c.status)) << c.name << ": "
+                                                         << answer.body;
+    EXPECT_EQ(Code(answer), c.code) << c.name << ": " << answer.body;
+    EXPECT_EQ(answer.header("content-type"), "application/xml") << c.name;
+  }
+  EXPECT_EQ(rgw.Get(prefix + "k").status, 404) << "a refusal wrote";
+  EXPECT_EQ(rgw.Get(prefix + "k2").status, 404) << "a refusal wrote";
+  // And the fence was never raised by any of them.
+  EXPECT_EQ(Fetch(door.server().admin_port(), "GET", "/v1/fences/k").status,
+            404);
+  // The same request signed rightly is accepted.
+  EXPECT_EQ(Send(door.port(), Signed(door, bhttp::verb::put, "k", "v", token))
+                .status,
+            200);
+}
+
+// aws-chunked bodies (STREAMING-AWS4-HMAC-SHA256-PAYLOAD): decoded, every
+// chunk signature checked, the final empty chunk's included (RGW 16.2
+// accepts a forged one). Seen failing: with the final chunk's check
+// removed from sigv4::DecodeAwsChunked, the last case was accepted.
+TEST(S3DoorTest, AwsChunkedBodiesAreDecodedAndEveryChunkChecked) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("chunked");
+  Door door(prefix);
+  const std::string data(70000, 'c');
+  // `tamper`: 0 none, 1 a data chunk's signature, 2 the final chunk's.
+  const auto chunked = [&](const std::string& key, int tamper) {
+    http::Request request =
+        storage::S3Request(door.Bucket(), bhttp::verb::put, key, "");
+    const auto now = Clock::now();
+    const std::string amz_date = sigv4::FormatAmzDate(now);
+    const sigv4::Scope scope{amz_date.substr(0, 8), "us-east-1", "s3"};
+    request.set("Fencing-Token", "9");
+    request.set(bhttp::field::content_encoding, "aws-chunked");
+    request.set("x-amz-decoded-content-length", std::to_string(data.size()));
+    request.content_length(sigv4::ChunkedContentLength(data.size(), 65536));
+    sigv4::Request to_sign;
+    to_sign.method = "PUT";
+    to_sign.path = "/" + Rgw::Shared().bucket() + "/" + key;
+    for (const auto& field : request) {
+      if (field.name() == bhttp::field::connection) continue;
+      to_sign.headers.push_back(
+          {std::string(field.name_string()), std::string(field.value())});
+    }
+    to_sign.payload_hash = std::string(sigv4::kStreamingPayload);
+    sigv4::SigningParams params;
+    params.region = "us-east-1";
+    params.time = now;
+    const std::size_t given = to_sign.headers.size();
+    const sigv4::Signed seed = sigv4::SignRequest(to_sign, Key(), params);
+    for (std::size_t i = given; i < to_sign.headers.size(); ++i) {
+      request.set(to_sign.headers[i].name, to_sign.headers[i].value);
+    }
+    sigv4::ChunkSigner signer(sigv4::SigningKey(Key().secret_access_key, scope),
+                              amz_date, scope, seed.signature);
+    std::string body;
+    const std::string parts[] = {data.substr(0, 65536), data.substr(65536), ""};
+    for (int i = 0; i < 3; ++i) {
+      std::string signature = signer.Next(parts[i]);
+      if ((tamper == 1 && i == 0) || (tamper == 2 && i == 2)) {
+        signature[0] = signature[0] == 'a' ? 'b' : 'a';
+      }
+      body += sigv4::ChunkHeader(parts[i].size(), signature) + parts[i] + "\r\n";
+    }
+    request.body() = body;
+    return request;
+  };
+  const auto good = Send(door.port(), chunked("whole", 0));
+  ASSERT_EQ(good.status, 200) << good.body;
+  EXPECT_EQ(rgw.Get(prefix + "whole").body, data);
+  for (const int tamper : {1, 2}) {
+    const auto forged = Send(door.port(), chunked("forged", tamper));
+    EXPECT_EQ(forged.status, 403) << tamper << ": " << forged.body;
+    EXPECT_EQ(Code(forged), "SignatureDoesNotMatch") << tamper;
+  }
+  EXPECT_EQ(rgw.Get(prefix + "forged").status, 404);
+}
+
+// A presigned GET (query-string authentication) reads; one whose time is
+// up is refused.
+TEST(S3DoorTest, PresignedUrlsReadUntilTheyExpire) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("presigned");
+  Door door(prefix);
+  ASSERT_EQ(Send(door.port(), Signed(door, bhttp::verb::put, "p", "shared",
+                                     {{"Fencing-Token", "1"}}))
+                .status,
+            200);
+  const auto presign = [&](Clock::time_point at, std::chrono::seconds expires) {
+    sigv4::Request request;
+    request.method = "GET";
+    request.path = "/" + rgw.bucket() + "/p";
+    request.headers = {{"host", "127.0.0.1:" + std::to_string(door.port())}};
+    sigv4::SigningParams params;
+    params.region = "us-east-1";
+    params.time = at;
+    const sigv4::Presigned url = sigv4::Presign(request, Key(), params, expires);
+    http::Request get(bhttp::verb::get,
+                      "/" + rgw.bucket() + "/p?" + url.query, 11);
+    get.set(bhttp::field::host, request.headers[0].value);
+    return get;
+  };
+  const auto fresh = Send(door.port(), presign(Clock::now(), std::chrono::seconds(60)));
+  EXPECT_EQ(fresh.status, 200) << fresh.body;
+  EXPECT_EQ(fresh.body, "shared");
+  const auto expired =
+      Send(door.port(), presign(Clock::now() - minutes(10), std::chrono::seconds(60)));
+  EXPECT_EQ(expired.status, 403) << expired.body;
+  EXPECT_EQ(Code(expired), "AccessDenied");
+}
+
+}  // namespace
+}  // namespace fencepost::testing
