@@ -3,22 +3,33 @@
 # (signed by the client, tests/bench/s3_put.cc) against the same clients'
 # fenced PUTs through fencepost's s3:// backend to the same RGW, in one run:
 # BENCH_CLIENTS clients (32), one keep-alive connection each, 4 KiB objects,
-# each client over keys of its own. The phases alternate for
-# BENCH_S3_ROUNDS rounds, so a neighbour's load hits them alike; each round
-# prints the ratio fenced ÷ direct. A third phase (unless BENCH_S3_TMPFS=0)
+# each client over keys of its own. A third phase, door, sends direct's
+# signed PutObject (the token in x-amz-meta-fencing-token) to the same
+# fencepost's S3 front door (--s3-listen), signed with a key of its
+# --s3-client-credentials: what an S3 client pointed at fencepost costs.
+# The phases alternate for BENCH_S3_ROUNDS rounds, so a neighbour's load
+# hits them alike; each round prints the ratios fenced ÷ direct and
+# door ÷ direct. A fourth phase (unless BENCH_S3_TMPFS=0)
 # sends the fenced PUTs to a second fencepost whose fences live on tmpfs
 # (/dev/shm): not a safe set-up (a power cut loses the fences), a diagnosis
 # that splits fencepost's cost into the fence's fdatasync and the rest.
-# Then, unless BENCH_PERF=0, one more fenced phase under `perf record -g`
-# on fencepost, and its top symbols.
+# Then the boto3 phase (tests/bench/s3_boto3.py, Debian's python3-boto3):
+# one client, BENCH_S3_BOTO3 sequential put_object calls of SIZE bytes to
+# RGW straight and as many through the front door (token in Metadata),
+# alternating; p50/p99 per call of each, and the p50 difference (issue 38's
+# goal: at most 1 ms). Then, unless BENCH_PERF=0, one more phase of each
+# of BENCH_PERF_MODES under `perf record -g` on fencepost, and its top
+# symbols.
 #
-#   tests/bench/s3.sh            # about 2 minutes (the cluster starts in ~15 s)
-#   tests/bench/s3.sh --smoke    # 2 s per phase, no tmpfs phase, no perf;
-#                                # checks only that the counts add up
+#   tests/bench/s3.sh            # about 3 minutes (the cluster starts in ~15 s)
+#   tests/bench/s3.sh --smoke    # 2 s per phase, 50 boto3 calls each, no
+#                                # tmpfs phase, no perf; checks only that
+#                                # the counts add up
 #
 # Environment: BENCH_SECONDS (10; smoke 2), BENCH_CLIENTS (32),
 # BENCH_S3_SIZE (4096), BENCH_S3_KEYS (64 per client), BENCH_S3_ROUNDS (2),
-# BENCH_S3_TMPFS (1), BENCH_PERF (1), BENCH_PREBUILT=DIR uses the binaries
+# BENCH_S3_TMPFS (1), BENCH_S3_BOTO3 (1000 calls per target; smoke 50; 0
+# skips), BENCH_PERF (1), BENCH_PERF_MODES ("fenced door"), BENCH_PREBUILT=DIR uses the binaries
 # of an existing build (configured with FENCEPOST_BUILD_BENCH=ON) instead of
 # building Release.
 #
@@ -26,7 +37,8 @@
 # radosgw, all on 127.0.0.1) and fencepost run in a temp directory and are
 # stopped on exit. Checks, never timings: no request failed, fencepost
 # accepted exactly the fenced PUTs its clients saw answered 2xx, the objects
-# hold the bytes and (fenced) the token, a stale token is refused. Exit
+# hold the bytes and the token, a stale token is refused through the data
+# port and through the front door. Exit
 # status 1 when a check fails.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,9 +57,14 @@ KEYS=${BENCH_S3_KEYS:-64}
 ROUNDS=${BENCH_S3_ROUNDS:-2}
 PERF=${BENCH_PERF:-1}
 TMPFS=${BENCH_S3_TMPFS:-1}
+BOTO3=${BENCH_S3_BOTO3:-1000}
+BOTO3_WARMUP=50
+PERF_MODES=${BENCH_PERF_MODES:-fenced door}
 WARMUP=1
 if ((SMOKE)); then
   SECS=${BENCH_SECONDS:-2}
+  BOTO3=${BENCH_S3_BOTO3:-50}
+  BOTO3_WARMUP=5
   ROUNDS=1
   PERF=0
   TMPFS=0
@@ -77,11 +94,16 @@ if ((PERF)) && ! command -v perf >/dev/null; then
   log "perf not found: no profile"
   PERF=0
 fi
+if ((BOTO3)) && ! /usr/bin/python3 -c 'import boto3' 2>/dev/null; then
+  log "no boto3 for /usr/bin/python3 (scripts/deps.sh): no boto3 phase"
+  BOTO3=0
+fi
 
 WORK=$(mktemp -d /tmp/fencepost-s3bench.XXXXXX)
 SHM=""
-# The fencepost of each fenced mode: fenced (fences on disk), tmpfs.
-declare -A FP_PID FP_PORT FP_ADMIN
+# The fencepost of each fenced mode: fenced (fences on disk; door goes to
+# its front door), tmpfs.
+declare -A FP_PID FP_PORT FP_ADMIN FP_S3_PORT
 cleanup() {
   local pid
   for pid in "${FP_PID[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -111,6 +133,12 @@ set -a
 . "$WORK/rgw/env"
 set +a
 RGW_PID=$(<"$WORK/rgw/run/rgw.daemon")
+# The front door's client key (fencepost's own; never the store's).
+DOOR_KEY_ID=bench-client
+DOOR_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '+/=' | head -c 40)
+DOOR_CREDENTIALS=$WORK/door-credentials
+echo "$DOOR_KEY_ID $DOOR_SECRET" >"$DOOR_CREDENTIALS"
+chmod 600 "$DOOR_CREDENTIALS"
 OSD_PID=$(<"$WORK/rgw/run/osd.daemon")
 
 wait_for() {  # command... : retries for up to 10 s
@@ -119,17 +147,21 @@ wait_for() {  # command... : retries for up to 10 s
 }
 
 start_fencepost() {  # MODE DATA_DIR
-  local mode=$1 dir=$2 port admin
+  local mode=$1 dir=$2 port admin s3
   for _ in 1 2 3 4 5; do  # another program may take a port meanwhile
     port=$(free_port)
     admin=$(free_port)
+    s3=$(free_port)
     "$FENCEPOST" serve --data-dir "$dir" --listen "127.0.0.1:$port" \
       --admin-listen "127.0.0.1:$admin" --log-level warn \
       --backend "s3://$S3_BUCKET" --s3-endpoint "$S3_ENDPOINT" \
-      --s3-region "$S3_REGION" >>"$WORK/fencepost.log" 2>&1 &
+      --s3-region "$S3_REGION" --s3-listen "127.0.0.1:$s3" \
+      --s3-client-credentials "$DOOR_CREDENTIALS" \
+      >>"$WORK/fencepost.log" 2>&1 &
     FP_PID[$mode]=$!
     FP_PORT[$mode]=$port
     FP_ADMIN[$mode]=$admin
+    FP_S3_PORT[$mode]=$s3
     if wait_for curl -fsS "http://127.0.0.1:$admin/readyz"; then return; fi
     kill "${FP_PID[$mode]}" 2>/dev/null || true
     wait "${FP_PID[$mode]}" 2>/dev/null || true
@@ -140,7 +172,7 @@ start_fencepost() {  # MODE DATA_DIR
 }
 log "starting fencepost (s3://$S3_BUCKET)"
 start_fencepost fenced "$WORK/fp"
-MODES=(direct fenced)
+MODES=(direct fenced door)
 if ((TMPFS)); then
   SHM=$(mktemp -d /dev/shm/fencepost-s3bench.XXXXXX)
   start_fencepost tmpfs "$SHM/fp"
@@ -157,16 +189,22 @@ field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 # load MODE [extra s3_put args]: one s3_put run, its line on stdout. Each
 # mode writes objects under a prefix of its own (its name).
 load() {
-  local mode=$1 target
+  local mode=$1 target keys=()
   shift
   if [[ $mode == direct ]]; then
     target=(direct "$S3_ENDPOINT" "$S3_BUCKET" --region "$S3_REGION")
+  elif [[ $mode == door ]]; then
+    target=(door "http://127.0.0.1:${FP_S3_PORT[fenced]}" "$S3_BUCKET"
+      --region "$S3_REGION")
+    # The client's key, in the variables s3_put signs with.
+    keys=(-u AWS_SESSION_TOKEN "AWS_ACCESS_KEY_ID=$DOOR_KEY_ID"
+      "AWS_SECRET_ACCESS_KEY=$DOOR_SECRET")
   else
     target=(fenced "http://127.0.0.1:${FP_PORT[$mode]}")
   fi
-  timeout $((SECS * 3 + 60)) "$S3_PUT" "${target[@]}" --token "$TOKEN" \
-    --prefix "$mode" --clients "$CLIENTS" --seconds "$SECS" \
-    --warmup "$WARMUP" --size "$SIZE" --keys "$KEYS" "$@"
+  timeout $((SECS * 3 + 60)) env "${keys[@]}" "$S3_PUT" "${target[@]}" \
+    --token "$TOKEN" --prefix "$mode" --clients "$CLIENTS" \
+    --seconds "$SECS" --warmup "$WARMUP" --size "$SIZE" --keys "$KEYS" "$@"
 }
 
 # phase MODE ROUND: runs the load, checks its counts, appends a row:
@@ -174,9 +212,9 @@ load() {
 phase() {
   local mode=$1 round=$2 out
   # The fencepost this mode loads; direct: the fenced one, which must see
-  # nothing.
+  # nothing; door: the fenced one's front door.
   local fp_mode=$mode
-  [[ $mode == direct ]] && fp_mode=fenced
+  [[ $mode == direct || $mode == door ]] && fp_mode=fenced
   local fp_pid=${FP_PID[$fp_mode]} fp_admin=${FP_ADMIN[$fp_mode]}
   local fp0 rgw0 osd0 acc0
   fp0=$(cpu_ticks "$fp_pid")
@@ -216,6 +254,35 @@ for round in $(seq "$ROUNDS"); do
   done
 done
 
+# --- boto3, one client --------------------------------------------------------
+# line NAME OUTPUT: the line of s3_boto3.py's output for target NAME.
+line() { grep "^mode=boto3-$1 " <<<"$2" || true; }
+BOTO3_OUT=""
+if ((BOTO3)); then
+  log "boto3: $BOTO3 put_object calls straight to RGW and $BOTO3 through the front door, alternating"
+  acc0=$(metric "${FP_ADMIN[fenced]}" fencepost_writes_accepted_total)
+  if BOTO3_OUT=$(timeout $((BOTO3 / 10 + 120)) /usr/bin/python3 \
+    "$BENCH/s3_boto3.py" "$S3_ENDPOINT" \
+    "http://127.0.0.1:${FP_S3_PORT[fenced]}" "$S3_BUCKET" \
+    "$DOOR_CREDENTIALS" --count "$BOTO3" --warmup "$BOTO3_WARMUP" \
+    --size "$SIZE" --keys "$KEYS" --region "$S3_REGION" --token "$TOKEN"); then
+    acc=$(($(metric "${FP_ADMIN[fenced]}" fencepost_writes_accepted_total) - acc0))
+    for target in direct door; do
+      l=$(line "$target" "$BOTO3_OUT")
+      [[ -n $l ]] || { fail "boto3 $target: no result"; continue; }
+      (($(field all_failed "$l") == 0)) ||
+        fail "boto3 $target: $(field all_failed "$l") calls failed"
+      (($(field count "$l") == BOTO3)) ||
+        fail "boto3 $target: $(field count "$l") calls counted, not $BOTO3"
+    done
+    door_ok=$(field all_ok "$(line door "$BOTO3_OUT")")
+    ((acc == ${door_ok:-0})) ||
+      fail "boto3: fencepost accepted $acc writes, the door's client saw ${door_ok:-0}"
+  else
+    fail "boto3: s3_boto3.py exited with $?"
+  fi
+fi
+
 # --- the checks on the bucket -------------------------------------------------
 # HeadObject with curl's own SigV4 (independent of fencepost's signer and
 # quicker to start than boto3); RGW wants x-amz-content-sha256.
@@ -235,9 +302,22 @@ check_object() {  # KEY
 log "checking the objects"
 # s3_put sends the same metadata direct as fencepost does.
 for mode in "${MODES[@]}"; do check_object "$mode/c0/k0"; done
+if ((BOTO3)); then
+  check_object boto3-direct/k0
+  check_object boto3-door/k0
+fi
 stale=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H 'Fencing-Token: 1' \
   --data-binary stale "http://127.0.0.1:${FP_PORT[fenced]}/fenced/c0/k0")
 [[ $stale == 409 ]] || fail "a stale PUT (token 1 < $TOKEN) answered $stale, not 409"
+# Through the front door, signed with the client's key: S3's error XML.
+stale=$(curl -s -w ' %{http_code}' -X PUT --aws-sigv4 "aws:amz:$S3_REGION:s3" \
+  --user "$DOOR_KEY_ID:$DOOR_SECRET" -H 'x-amz-meta-fencing-token: 1' \
+  -H "x-amz-content-sha256: $(printf stale | sha256sum | cut -d' ' -f1)" \
+  --data-binary stale \
+  "http://127.0.0.1:${FP_S3_PORT[fenced]}/$S3_BUCKET/door/c0/k0")
+[[ $stale == *'<Code>StaleFencingToken</Code>'*' 409' ]] ||
+  fail "a stale PutObject through the front door answered '$stale', not 409 StaleFencingToken"
+check_object door/c0/k0  # unchanged
 
 # --- the disk under the fences ------------------------------------------------
 DISK=""
@@ -250,42 +330,49 @@ fi
 
 # --- the profile ------------------------------------------------------------
 PERF_OUT=$WORK/perf.txt
-if ((PERF)); then
-  log "fenced PUTs again, fencepost under perf record -g"
-  perf record -g -F 2999 -p "${FP_PID[fenced]}" -o "$WORK/perf.data" -- \
+# profile MODE: one more phase of MODE, fencepost under perf record -g; its
+# row (round "perf") and its top symbols (appended to PERF_OUT).
+profile() {
+  local mode=$1 data=$WORK/perf-$1.data out
+  log "$mode PUTs again, fencepost under perf record -g"
+  perf record -g -F 2999 -p "${FP_PID[fenced]}" -o "$data" -- \
     sleep "$(awk -v s="$SECS" -v w="$WARMUP" 'BEGIN { print s + w }')" \
     >"$WORK/perf.log" 2>&1 &
-  perf_pid=$!
-  if out=$(load fenced); then
-    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n' perf "fenced, under perf" \
+  local perf_pid=$!
+  if out=$(load "$mode"); then
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t-\t%s\n' perf "$mode, under perf" \
       "$(field ops_per_s "$out")" "$(field p50_ms "$out")" \
       "$(field p99_ms "$out")" "$(field max_ms "$out")" "$(field ok "$out")" \
       "$(field failed "$out")" "$(field client_cpu_us_per_req "$out")" >>"$ROWS"
   fi
-  if wait "$perf_pid"; then
-    # top LINES perf-report-args: the first LINES entries by self time,
-    # each squeezed, a template's name cut at 110 characters. (awk reads
-    # to the end: no SIGPIPE for pipefail to see.)
-    top() {
-      local lines=$1
-      shift
-      perf report -i "$WORK/perf.data" --no-children -g none --stdio "$@" \
-        2>/dev/null | awk -v n="$lines" '/%/ && shown < n {
-          $1 = $1; sub(/ - -$/, ""); print "    " substr($0, 1, 110); shown++ }'
-    }
-    {
-      echo "fencepost under perf record -g -F 2999, self time:"
-      echo
-      echo "  by library:"
-      top 8 --sort dso --percent-limit 1
-      echo "  top symbols:"
-      top 15 --sort symbol
-      echo "  top symbols of fencepost's own code:"
-      top 10 --sort symbol --dsos fencepost
-    } >"$PERF_OUT"
-  else
-    echo "perf record failed (not permitted here?): $(tail -3 "$WORK/perf.log")" >"$PERF_OUT"
+  if ! wait "$perf_pid"; then
+    echo "perf record failed (not permitted here?): $(tail -3 "$WORK/perf.log")" >>"$PERF_OUT"
+    return
   fi
+  # top LINES perf-report-args: the first LINES entries by self time,
+  # each squeezed, a template's name cut at 110 characters. (awk reads
+  # to the end: no SIGPIPE for pipefail to see.)
+  top() {
+    local lines=$1
+    shift
+    perf report -i "$data" --no-children -g none --stdio "$@" \
+      2>/dev/null | awk -v n="$lines" '/%/ && shown < n {
+        $1 = $1; sub(/ - -$/, ""); print "    " substr($0, 1, 110); shown++ }'
+  }
+  {
+    echo "fencepost under perf record -g -F 2999 during the $mode phase, self time:"
+    echo
+    echo "  by library:"
+    top 8 --sort dso --percent-limit 1
+    echo "  top symbols:"
+    top 15 --sort symbol
+    echo "  top symbols of fencepost's own code:"
+    top 10 --sort symbol --dsos fencepost
+    echo
+  } >>"$PERF_OUT"
+}
+if ((PERF)); then
+  for mode in $PERF_MODES; do profile "$mode"; done
 fi
 
 # --- the table --------------------------------------------------------------
@@ -301,6 +388,7 @@ awk -F'\t' '{
   path = $2
   if ($2 == "direct") path = "PutObject straight to RGW (signed)"
   if ($2 == "fenced") path = "fenced PUT through fencepost"
+  if ($2 == "door") path = "PutObject through the S3 front door (signed)"
   if ($2 == "tmpfs") path = "fenced PUT, fences on tmpfs (diagnosis, unsafe)"
   printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s / %s / %s / %s |\n",
     $1, path, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12 }' "$ROWS"
@@ -309,15 +397,40 @@ awk -F'\t' '
   $2 == "direct" { d[$1] = $3; dp[$1] = $5 }
   $2 == "fenced" { f[$1] = $3; fp[$1] = $5 }
   $2 == "tmpfs" { t[$1] = $3; tp[$1] = $5 }
+  $2 == "door" { o[$1] = $3; op[$1] = $4 }
+  $2 == "direct" { dp50[$1] = $4 }
   END {
     for (r in d) if (r in f && d[r] > 0) {
       ratio = f[r] / d[r]; extra = fp[r] - dp[r]
       printf "round %s: fenced ÷ direct throughput %.2f×, p99 %+.2f ms (goal: ≥ 0.90×, ≤ +1 ms: %s)", \
         r, ratio, extra, (ratio >= 0.9 && extra <= 1) ? "met" : "not met"
       if (r in t) printf "; fences on tmpfs: %.2f×, p99 %+.2f ms", t[r] / d[r], tp[r] - dp[r]
+      if (r in o) printf "; door ÷ direct: %.2f×, p50 %+.2f ms", o[r] / d[r], op[r] - dp50[r]
       printf "\n"
     }
   }' "$ROWS" | sort
+if [[ -n $BOTO3_OUT ]]; then
+  echo
+  echo "boto3 $(/usr/bin/python3 -c 'import boto3; print(boto3.__version__)'), one client," \
+    "$BOTO3 sequential put_object calls of $SIZE bytes to each (after $BOTO3_WARMUP)," \
+    "alternating, the token in Metadata:"
+  echo
+  echo "| path | p50 ms | p99 ms | max ms | mean ms | calls | failed |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  for target in direct door; do
+    l=$(line "$target" "$BOTO3_OUT")
+    if [[ $target == direct ]]; then path="put_object straight to RGW"
+    else path="put_object through the S3 front door"; fi
+    echo "| $path | $(field p50_ms "$l") | $(field p99_ms "$l") |" \
+      "$(field max_ms "$l") | $(field mean_ms "$l") | $(field count "$l") |" \
+      "$(field failed "$l") |"
+  done
+  echo
+  awk -v d="$(field p50_ms "$(line direct "$BOTO3_OUT")")" \
+    -v o="$(field p50_ms "$(line door "$BOTO3_OUT")")" 'BEGIN {
+    printf "boto3 through the front door: p50 %+.2f ms (goal: ≤ +1 ms: %s)\n",
+      o - d, (o - d <= 1) ? "met" : "not met" }'
+fi
 if [[ -n $DISK ]]; then
   echo
   echo "The disk under the fences (fencepost's data dir): one 4 KiB write + fdatasync, $DISK."

@@ -1,29 +1,36 @@
 // The load generator of the S3 benchmark (tests/bench/s3.sh): CLIENTS
 // threads, each one keep-alive connection, PUT objects of SIZE bytes in a
 // loop for SECONDS, each client over KEYS keys of its own. wrk cannot do
-// the direct phase: every PutObject needs its own SigV4 signature.
+// the direct and door phases: every PutObject needs its own SigV4 signature.
 //
 //   s3_put direct URL BUCKET [options]   signed PutObject straight to the
 //                                        store (path-style; credentials
 //                                        from AWS_ACCESS_KEY_ID and
 //                                        AWS_SECRET_ACCESS_KEY)
+//   s3_put door URL BUCKET [options]     the same signed PutObject (the
+//                                        token in x-amz-meta-fencing-token)
+//                                        to fencepost's S3 front door, with
+//                                        a key of --s3-client-credentials
+//                                        in those two variables
 //   s3_put fenced URL [options]          plain PUT with Fencing-Token to
 //                                        fencepost's data port
 //   options: --clients N (32) --seconds S (10) --warmup S (1) --size B
 //            (4096) --keys K (64) --prefix P (bench) --region R (us-east-1)
 //            --token T (1)
 //
-// Both phases send the same object: the same body, Content-Type and
-// x-amz-meta-fencing-token (fencepost adds it itself), so the store does
-// the same work and the difference is fencepost's. Latency is the client's,
-// from building the request (signing included) to the last byte of the
-// answer. Requests of the warm-up are not counted. Prints one line:
+// All modes send the same object: the same body, Content-Type and
+// x-amz-meta-fencing-token (fencepost adds it itself on the data port), so
+// the store does the same work and the difference is fencepost's; direct
+// and door send the same bytes but for the key that signs them. Latency is
+// the client's, from building the request (signing included) to the last
+// byte of the answer. Requests of the warm-up are not counted. Prints one
+// line:
 //   mode=direct clients=32 seconds=10.00 ok=N failed=N ops_per_s=N
 //   p50_ms=X p99_ms=X max_ms=X client_cpu_us_per_req=N all_ok=N
 //   all_failed=N
-// (all_*: the warm-up's requests too, what the servers counted) and, on
-// stderr, the first failures. Exit status 0 even when requests
-// failed: the script checks the counts.
+// (mode= direct, door or fenced; all_*: the warm-up's requests too, what
+// the servers counted) and, on stderr, the first failures. Exit status 0
+// even when requests failed: the script checks the counts.
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -61,8 +68,13 @@ using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 namespace sigv4 = fencepost::sigv4;
 
+// direct and door send the same signed PutObject, to the store or to the
+// front door; fenced a plain PUT to the data port.
+enum class Mode { kDirect, kDoor, kFenced };
+
 struct Options {
-  bool direct = false;
+  Mode mode = Mode::kFenced;
+  bool Signed() const { return mode != Mode::kFenced; }
   std::string host;
   std::string port;
   std::string bucket;
@@ -78,8 +90,8 @@ struct Options {
 
 [[noreturn]] void Usage(const char* why) {
   std::fprintf(stderr,
-               "s3_put: %s\nusage: s3_put direct URL BUCKET [options] | "
-               "s3_put fenced URL [options]\n",
+               "s3_put: %s\nusage: s3_put direct|door URL BUCKET [options] "
+               "| s3_put fenced URL [options]\n",
                why);
   std::exit(2);
 }
@@ -100,12 +112,17 @@ Options Parse(int argc, char** argv) {
   Options options;
   if (argc < 3) Usage("missing arguments");
   const std::string_view mode = argv[1];
-  if (mode != "direct" && mode != "fenced") Usage("unknown mode");
-  options.direct = mode == "direct";
+  if (mode == "direct") {
+    options.mode = Mode::kDirect;
+  } else if (mode == "door") {
+    options.mode = Mode::kDoor;
+  } else if (mode != "fenced") {
+    Usage("unknown mode");
+  }
   ParseUrl(argv[2], options);
   int i = 3;
-  if (options.direct) {
-    if (argc < 4) Usage("direct needs a bucket");
+  if (options.Signed()) {
+    if (argc < 4) Usage("direct and door need a bucket");
     options.bucket = argv[i++];
   }
   for (; i + 1 < argc; i += 2) {
@@ -219,13 +236,13 @@ class Client {
   http::request<http::string_body> Build(std::uint64_t n) const {
     const std::string key = Key(n);
     const std::string path =
-        options_.direct ? "/" + options_.bucket + "/" + key : "/" + key;
+        options_.Signed() ? "/" + options_.bucket + "/" + key : "/" + key;
     http::request<http::string_body> request(http::verb::put, path, 11);
     request.set(http::field::host, host_);
     request.set(http::field::content_type, "application/octet-stream");
     request.body() = body_;
     request.content_length(body_.size());
-    if (!options_.direct) {
+    if (!options_.Signed()) {
       request.set("Fencing-Token", options_.token);
       return request;
     }
@@ -282,6 +299,18 @@ class Client {
   beast::flat_buffer buffer_;
 };
 
+const char* ModeName(Mode mode) {
+  switch (mode) {
+    case Mode::kDirect:
+      return "direct";
+    case Mode::kDoor:
+      return "door";
+    case Mode::kFenced:
+      return "fenced";
+  }
+  return "?";
+}
+
 double CpuSeconds() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
@@ -300,7 +329,7 @@ double Percentile(const std::vector<float>& sorted, double p) {
 int main(int argc, char** argv) {
   const Options options = Parse(argc, argv);
   std::optional<sigv4::Credentials> credentials;
-  if (options.direct) {
+  if (options.Signed()) {
     sigv4::LoadedCredentials loaded = sigv4::LoadCredentials({});
     if (!loaded.credentials) {
       std::fprintf(stderr, "s3_put: %s\n", loaded.message.c_str());
@@ -357,8 +386,8 @@ int main(int argc, char** argv) {
       "mode=%s clients=%d seconds=%.2f ok=%ld failed=%ld ops_per_s=%.0f "
       "p50_ms=%.2f p99_ms=%.2f max_ms=%.2f client_cpu_us_per_req=%.0f "
       "all_ok=%ld all_failed=%ld\n",
-      options.direct ? "direct" : "fenced", options.clients, elapsed, ok,
-      failed, ok / elapsed, Percentile(all, 0.50), Percentile(all, 0.99),
+      ModeName(options.mode), options.clients, elapsed, ok, failed,
+      ok / elapsed, Percentile(all, 0.50), Percentile(all, 0.99),
       all.empty() ? 0.0 : all.back(),
       ok + failed > 0 ? cpu * 1e6 / static_cast<double>(ok + failed) : 0.0,
       ok + warmup_ok, failed + warmup_failed);
