@@ -185,6 +185,10 @@ Response S3Answer(const Request& request, Response answer,
 
 }  // namespace
 
+Response S3Door::InS3Terms(const Request& request, Response answer) {
+  return S3Answer(request, std::move(answer), RequestId());
+}
+
 S3Door::S3Door(Options options, storage::S3Backend& backend, DataPort data)
     : options_(std::move(options)), backend_(backend), data_(std::move(data)) {}
 
@@ -267,6 +271,19 @@ S3Door::Verified S3Door::Authenticate(const Request& request) const {
                   "the request signature does not match the one computed "
                   "with the key's secret");
   }
+  return Payload(request, claim, client->second, headers);
+}
+
+S3Door::Verified S3Door::Payload(const Request& request,
+                                 const sigv4::Claim& claim,
+                                 const sigv4::Secret& secret,
+                                 const std::vector<sigv4::Header>& headers) const {
+  Verified out;
+  const auto refuse = [&out](unsigned status, std::string code,
+                             std::string message) {
+    out.refusal = Refusal{status, std::move(code), std::move(message)};
+    return std::move(out);
+  };
   const std::string& body = request.body();
   const std::string payload(request["x-amz-content-sha256"]);
   if (claim.presigned || payload == sigv4::kUnsignedPayload) {
@@ -274,7 +291,7 @@ S3Door::Verified S3Door::Authenticate(const Request& request) const {
   } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {
     sigv4::ChunkedCheck check;
     check.kind = *kind;
-    check.signing_key = sigv4::SigningKey(client->second, claim.scope);
+    check.signing_key = sigv4::SigningKey(secret, claim.scope);
     check.amz_date = claim.amz_date;
     check.scope = claim.scope;
     check.seed_signature = claim.signature;

@@ -9,10 +9,12 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "http/coro.h"
 #include "proxy/http_types.h"
 #include "sigv4/secret.h"
+#include "sigv4/verifier.h"
 #include "storage/s3_backend.h"
 
 namespace fencepost::proxy {
@@ -68,6 +70,10 @@ class S3Door {
   // The response is complete (Content-Length set).
   Awaitable<Response> Handle(const Request& request, const std::string& client);
 
+  // A problem+json answer made before the door saw the request (a body over
+  // --max-body, bad framing) in S3's terms: its error XML.
+  static Response InS3Terms(const Request& request, Response answer);
+
   // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
   // lines and '#' comments skipped). Throws std::runtime_error naming the
   // file and line, never a secret, when it cannot be read, a line is
@@ -81,6 +87,11 @@ class S3Door {
 
   // The request's signature and body checked: the body to use, or why not.
   Verified Authenticate(const Request& request) const;
+  // The body of a request whose signature holds, checked against its
+  // payload hash, decoded when aws-chunked, and against its checksums.
+  Verified Payload(const Request& request, const sigv4::Claim& claim,
+                   const sigv4::Secret& secret,
+                   const std::vector<sigv4::Header>& headers) const;
   // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY) through the
   // data port's routes, its answer in S3's terms.
   Awaitable<Response> Object(const Request& request, std::string key,

@@ -25,6 +25,7 @@
 #include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"
+#include "proxy/s3_door.h"
 #include "proxy/server_wire.h"
 #include "proxy/watch.h"
 #include "storage/watch_hub.h"
@@ -428,7 +429,12 @@ Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
                                    const std::string& client) {
   // A refusal's framing is in doubt: it is answered in HTTP/1.1 and the
   // connection closes without reading on.
-  if (received.refusal) co_return MakeProblemResponse(*received.refusal, 11);
+  if (received.refusal) {
+    Response res = MakeProblemResponse(*received.refusal, 11);
+    // The S3 front door's clients read S3's error XML.
+    if (port == metrics::Port::kS3) res = S3Door::InS3Terms(request, res);
+    co_return res;
+  }
   if (received.screened) co_return std::move(*received.screened);
   co_return co_await service_.Handle(port, request, client);
 }

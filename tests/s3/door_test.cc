@@ -259,6 +259,18 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
     EXPECT_EQ(Code(answer), c.code) << c.name << ": " << answer.body;
     EXPECT_EQ(answer.header("content-type"), "application/xml") << c.name;
   }
+  {
+    // A body over --max-body is refused from its Content-Length, before
+    // the door: in S3's terms too. Only the head is sent.
+    const http::Request big = Signed(door, bhttp::verb::put, "k",
+                                     std::string((4 << 20) + 1, 'b'), token);
+    std::ostringstream wire;
+    wire << big.base();
+    HttpClient client(door.port());
+    const auto answer = client.Raw(wire.str());
+    EXPECT_EQ(answer.status, 413) << answer.body;
+    EXPECT_EQ(Code(answer), "EntityTooLarge") << answer.body;
+  }
   EXPECT_EQ(rgw.Get(prefix + "k").status, 404) << "a refusal wrote";
   EXPECT_EQ(rgw.Get(prefix + "k2").status, 404) << "a refusal wrote";
   // And the fence was never raised by any of them.
