@@ -8,11 +8,16 @@ front door (door, a key of --s3-client-credentials: the first line of
 DOOR_CREDENTIALS, "ACCESS_KEY_ID SECRET"). Both send the same object, the
 token in Metadata={"fencing-token": TOKEN}. The calls alternate between the
 two (direct then door, then door then direct, ...) so that a neighbour's
-load hits both alike; the first WARMUP pairs are not counted.
+load hits both alike; the first WARMUP pairs are not counted. With
+--door-tmpfs URL, a third target (door-tmpfs, the same client key) joins
+the rotation: the front door of a fencepost whose fences live on tmpfs, a
+diagnosis that splits the door's cost into the fence's fdatasync and the
+rest.
 
   s3_boto3.py ENDPOINT DOOR_ENDPOINT BUCKET DOOR_CREDENTIALS [options]
   options: --count N (1000) --warmup N (50) --size B (4096) --keys K (64)
            --prefix P (boto3) --region R (us-east-1) --token T (1)
+           --door-tmpfs URL
 
 Prints one line per target:
   mode=boto3-direct count=N failed=N p50_ms=X p99_ms=X max_ms=X mean_ms=X
@@ -46,6 +51,7 @@ def parse():
     parser.add_argument("--prefix", default="boto3")
     parser.add_argument("--region", default="us-east-1")
     parser.add_argument("--token", default="1")
+    parser.add_argument("--door-tmpfs")
     return parser.parse_args()
 
 
@@ -116,13 +122,19 @@ def main():
                                      os.environ["AWS_SECRET_ACCESS_KEY"]))
     door = Target("door", client(args.door_endpoint, args.region, door_key_id,
                                  door_secret))
+    targets = [direct, door]
+    if args.door_tmpfs:
+        targets.append(Target("door-tmpfs", client(args.door_tmpfs,
+                                                   args.region, door_key_id,
+                                                   door_secret)))
     body = b"v" * args.size
     for i in range(args.warmup + args.count):
-        pair = (direct, door) if i % 2 == 0 else (door, direct)
-        for target in pair:
+        # Each target first, second, ... in turn.
+        shift = i % len(targets)
+        for target in targets[shift:] + targets[:shift]:
             target.put(args, body, i, i >= args.warmup)
-    print(direct.line())
-    print(door.line())
+    for target in targets:
+        print(target.line())
 
 
 if __name__ == "__main__":
