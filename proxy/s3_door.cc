@@ -1,5 +1,6 @@
 #include "proxy/s3_door.h"
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -366,29 +367,7 @@ Awaitable<Response> S3Door::Handle(const Request& request,
   const std::string_view rest = path.substr(prefix.size());
   const http::verb method = request.method();
   if (rest.empty() || rest == "/") {
-    if (method == http::verb::head && params.empty()) {
-      Response res(http::status::ok, request.version());
-      res.set("x-amz-request-id", id);
-      res.set("x-amz-bucket-region", options_.region);
-      res.content_length(0);
-      co_return res;
-    }
-    if (method == http::verb::get && params.size() == 1 &&
-        params[0].name == "location") {
-      Response res(http::status::ok, request.version());
-      res.set(http::field::content_type, "application/xml");
-      res.set("x-amz-request-id", id);
-      res.body() =
-          "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
-          "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">" +
-          (options_.region == "us-east-1" ? "" : options_.region) +
-          "</LocationConstraint>\n";
-      res.prepare_payload();
-      co_return res;
-    }
-    co_return error(501, "NotImplemented",
-                    "on the bucket fencepost answers HEAD, GET ?location and "
-                    "ListObjectsV2 (GET ?list-type=2) only");
+    co_return co_await Bucket(request, params, id);
   }
   if (!params.empty() || request.count("x-amz-copy-source") > 0 ||
       method == http::verb::post) {
@@ -408,6 +387,74 @@ Awaitable<Response> S3Door::Handle(const Request& request,
   if (!key) co_return error(400, "InvalidURI", "the key's escapes are bad");
   co_return co_await Object(request, *key, std::move(verified.body), client,
                             id);
+}
+
+Awaitable<Response> S3Door::Bucket(const Request& request,
+                                   const std::vector<sigv4::QueryParam>& params,
+                                   const std::string& id) {
+  const http::verb method = request.method();
+  const auto error = [&](unsigned status, std::string_view code,
+                         std::string_view message) {
+    return ErrorXml(request, status, code, message, id);
+  };
+  if (method == http::verb::head && params.empty()) {
+    Response res(http::status::ok, request.version());
+    res.set("x-amz-request-id", id);
+    res.set("x-amz-bucket-region", options_.region);
+    res.content_length(0);
+    co_return res;
+  }
+  const bool listing =
+      !params.empty() && std::all_of(params.begin(), params.end(),
+                                     [](const sigv4::QueryParam& p) {
+                                       return p.name != "location" &&
+                                              p.name != "uploads";
+                                     }) &&
+      std::any_of(params.begin(), params.end(),
+                  [](const sigv4::QueryParam& p) {
+                    return p.name == "list-type" && p.value == "2";
+                  });
+  if (method == http::verb::get && listing) {
+    co_return co_await List(request, id);
+  }
+  if (method == http::verb::get && params.size() == 1 &&
+      params[0].name == "location") {
+    Response res(http::status::ok, request.version());
+    res.set(http::field::content_type, "application/xml");
+    res.set("x-amz-request-id", id);
+    res.body() =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
+        "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">" +
+        (options_.region == "us-east-1" ? "" : options_.region) +
+        "</LocationConstraint>\n";
+    res.prepare_payload();
+    co_return res;
+  }
+  co_return error(501, "NotImplemented",
+                  "on the bucket fencepost answers HEAD, GET ?location and "
+                  "ListObjectsV2 (GET ?list-type=2) only");
+}
+
+Awaitable<Response> S3Door::List(const Request& request,
+                                 const std::string& request_id) {
+  storage::ReadResult listed = co_await backend_.List(request);
+  if (listed.error == std::errc::invalid_argument) {
+    co_return ErrorXml(request, 400, "InvalidArgument", listed.detail,
+                       request_id);
+  }
+  if (listed.store_error) {
+    co_return ErrorXml(request, listed.store_error->status,
+                       listed.store_error->code, "the store refused the listing",
+                       request_id);
+  }
+  if (listed.error || !listed.upstream) {
+    co_return ErrorXml(request, 502, "ServiceUnavailable",
+                       "the store did not answer the listing", request_id);
+  }
+  Response res = std::move(*listed.upstream);
+  res.version(request.version());
+  res.set("x-amz-request-id", request_id);
+  co_return res;
 }
 
 Awaitable<Response> S3Door::Object(const Request& request, std::string key,

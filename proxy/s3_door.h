@@ -92,6 +92,13 @@ class S3Door {
   Verified Payload(const Request& request, const sigv4::Claim& claim,
                    const sigv4::Secret& secret,
                    const std::vector<sigv4::Header>& headers) const;
+  // A request for the bucket itself (HEAD, ?location, a listing).
+  Awaitable<Response> Bucket(const Request& request,
+                             const std::vector<sigv4::QueryParam>& params,
+                             const std::string& id);
+  // GET /BUCKET?list-type=2: the store's listing within PREFIX.
+  Awaitable<Response> List(const Request& request,
+                           const std::string& request_id);
   // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY) through the
   // data port's routes, its answer in S3's terms.
   Awaitable<Response> Object(const Request& request, std::string key,
