@@ -14,18 +14,18 @@
 #include <filesystem>
 #include <iostream>
 
+#include "http/host_port.h"
 #include "proxy/auth.h"
 #include "proxy/scope_start.h"
+#include "sigv4/credentials.h"
 #include "storage/commit_loop.h"
 #include "storage/etcd_backend.h"
 #include "storage/etcd_client.h"
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
 #include "storage/lmdb_backend.h"
-#include "storage/s3_backend.h"
 #include "storage/local_fences.h"
-#include "http/host_port.h"
-#include "sigv4/credentials.h"
+#include "storage/s3_backend.h"
 
 namespace fencepost::proxy {
 
@@ -367,8 +367,8 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
 
 bool Assembly::MakeS3Backend(const Config& config, const TestSwitches& test,
                              Failure* failure) {
-  sigv4::LoadedCredentials loaded = sigv4::LoadCredentials(
-      {config.s3_credentials_file, config.s3_profile});
+  sigv4::LoadedCredentials loaded =
+      sigv4::LoadCredentials({config.s3_credentials_file, config.s3_profile});
   if (!loaded.credentials) {
     *failure = {"--backend s3://: " + loaded.message};
     return false;
@@ -377,9 +377,8 @@ bool Assembly::MakeS3Backend(const Config& config, const TestSwitches& test,
   options.spec = config.backend_spec;
   const std::string& endpoint = config.s3_endpoint;  // checked by the config
   options.bucket.tls = endpoint.rfind("https://", 0) == 0;
-  const auto authority =
-      fencepost::http::SplitHostPort(
-          endpoint.substr(options.bucket.tls ? 8 : 7));
+  const auto authority = fencepost::http::SplitHostPort(
+      endpoint.substr(options.bucket.tls ? 8 : 7));
   if (!authority || authority->host.empty()) {
     *failure = {"--s3-endpoint: '" + endpoint + "' has no usable HOST[:PORT]"};
     return false;

@@ -186,13 +186,14 @@ void S3Flags(std::map<std::string, Flag>* flags) {
           }
           const std::string rest = v.substr(tls ? 8 : 7);
           const std::size_t slash = rest.find('/');
-          if (rest.empty() || (slash != std::string::npos &&
-                               rest.substr(slash) != "/")) {
+          if (rest.empty() ||
+              (slash != std::string::npos && rest.substr(slash) != "/")) {
             throw ConfigError("--s3-endpoint: '" + v +
                               "' must be a scheme and HOST[:PORT], no path");
           }
-          c.s3_endpoint =
-              slash == std::string::npos ? v : v.substr(0, (tls ? 8 : 7) + slash);
+          c.s3_endpoint = slash == std::string::npos
+                              ? v
+                              : v.substr(0, (tls ? 8 : 7) + slash);
         }}},
       {"s3-region",
        {Kind::kValue,
@@ -409,9 +410,9 @@ void CheckS3(Config& c) {
         "--s3-listen and --s3-client-credentials go together (the front "
         "door's clients sign with those keys)");
   }
-  if (!s3 && (c.s3_listen || !c.s3_endpoint.empty() || !c.s3_addressing.empty() ||
-              !c.s3_credentials_file.empty() || !c.s3_profile.empty() ||
-              c.s3_region != "us-east-1")) {
+  if (!s3 && (c.s3_listen || !c.s3_endpoint.empty() ||
+              !c.s3_addressing.empty() || !c.s3_credentials_file.empty() ||
+              !c.s3_profile.empty() || c.s3_region != "us-east-1")) {
     throw ConfigError("the --s3-* flags need --backend s3://BUCKET[/PREFIX]");
   }
   if (s3) {

@@ -70,13 +70,14 @@ Response ErrorXml(const Request& request, unsigned status,
                   std::string_view code, std::string_view message,
                   const std::string& request_id) {
   Response res(static_cast<http::status>(status), request.version());
-  std::string body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>";
+  std::string body =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>";
   body += XmlEscape(code);
   body += "</Code><Message>";
   body += XmlEscape(message);
   body += "</Message><Resource>";
-  body += XmlEscape(std::string_view(request.target())
-                        .substr(0, request.target().find('?')));
+  body += XmlEscape(
+      std::string_view(request.target()).substr(0, request.target().find('?')));
   body += "</Resource><RequestId>" + request_id + "</RequestId></Error>\n";
   res.set(http::field::content_type, "application/xml");
   res.set("x-amz-request-id", request_id);
@@ -275,10 +276,10 @@ S3Door::Verified S3Door::Authenticate(const Request& request) const {
   return Payload(request, claim, client->second, headers);
 }
 
-S3Door::Verified S3Door::Payload(const Request& request,
-                                 const sigv4::Claim& claim,
-                                 const sigv4::Secret& secret,
-                                 const std::vector<sigv4::Header>& headers) const {
+S3Door::Verified S3Door::Payload(
+    const Request& request, const sigv4::Claim& claim,
+    const sigv4::Secret& secret,
+    const std::vector<sigv4::Header>& headers) const {
   Verified out;
   const auto refuse = [&out](unsigned status, std::string code,
                              std::string message) {
@@ -328,7 +329,8 @@ S3Door::Verified S3Door::Payload(const Request& request,
                   "x-amz-content-sha256 is not a SHA-256, UNSIGNED-PAYLOAD or "
                   "an aws-chunked form fencepost decodes");
   }
-  if (const std::error_code e = sigv4::CheckChecksumHeaders(headers, out.body)) {
+  if (const std::error_code e =
+          sigv4::CheckChecksumHeaders(headers, out.body)) {
     auto [status, code] = S3CodeOf(e);
     return refuse(status, code, e.message());
   }
@@ -382,8 +384,7 @@ Awaitable<Response> S3Door::Handle(const Request& request,
     co_return error(405, "MethodNotAllowed",
                     "the object answers PUT, GET, HEAD and DELETE");
   }
-  const std::optional<std::string> key =
-      sigv4::PercentDecode(rest.substr(1));
+  const std::optional<std::string> key = sigv4::PercentDecode(rest.substr(1));
   if (!key) co_return error(400, "InvalidURI", "the key's escapes are bad");
   co_return co_await Object(request, *key, std::move(verified.body), client,
                             id);
@@ -405,15 +406,14 @@ Awaitable<Response> S3Door::Bucket(const Request& request,
     co_return res;
   }
   const bool listing =
-      !params.empty() && std::all_of(params.begin(), params.end(),
-                                     [](const sigv4::QueryParam& p) {
-                                       return p.name != "location" &&
-                                              p.name != "uploads";
-                                     }) &&
-      std::any_of(params.begin(), params.end(),
+      !params.empty() &&
+      std::all_of(params.begin(), params.end(),
                   [](const sigv4::QueryParam& p) {
-                    return p.name == "list-type" && p.value == "2";
-                  });
+                    return p.name != "location" && p.name != "uploads";
+                  }) &&
+      std::any_of(params.begin(), params.end(), [](const sigv4::QueryParam& p) {
+        return p.name == "list-type" && p.value == "2";
+      });
   if (method == http::verb::get && listing) {
     co_return co_await List(request, id);
   }
@@ -444,8 +444,8 @@ Awaitable<Response> S3Door::List(const Request& request,
   }
   if (listed.store_error) {
     co_return ErrorXml(request, listed.store_error->status,
-                       listed.store_error->code, "the store refused the listing",
-                       request_id);
+                       listed.store_error->code,
+                       "the store refused the listing", request_id);
   }
   if (listed.error || !listed.upstream) {
     co_return ErrorXml(request, 502, "ServiceUnavailable",

@@ -51,8 +51,8 @@ namespace fencepost::proxy {
 class S3Door {
  public:
   // Answers a request of the data port as if it were authenticated.
-  using DataPort = std::function<Awaitable<Response>(const Request& request,
-                                                     const std::string& client)>;
+  using DataPort = std::function<Awaitable<Response>(
+      const Request& request, const std::string& client)>;
 
   struct Options {
     std::string bucket;  // the s3:// backend's bucket name

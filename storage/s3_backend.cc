@@ -21,13 +21,16 @@ constexpr std::size_t kMaxIdle = 64;
 constexpr std::uint64_t kMaxObjectBody = 64ull << 20;
 
 // The fields of a GetObject or HeadObject answer relayed to the client.
-constexpr bhttp::field kRelayed[] = {
-    bhttp::field::etag,          bhttp::field::content_type,
-    bhttp::field::last_modified, bhttp::field::content_range,
-    bhttp::field::accept_ranges, bhttp::field::cache_control,
-    bhttp::field::content_encoding,
-    bhttp::field::content_disposition,
-    bhttp::field::content_language, bhttp::field::expires};
+constexpr bhttp::field kRelayed[] = {bhttp::field::etag,
+                                     bhttp::field::content_type,
+                                     bhttp::field::last_modified,
+                                     bhttp::field::content_range,
+                                     bhttp::field::accept_ranges,
+                                     bhttp::field::cache_control,
+                                     bhttp::field::content_encoding,
+                                     bhttp::field::content_disposition,
+                                     bhttp::field::content_language,
+                                     bhttp::field::expires};
 
 // What one exchange says for the log line: the request, and how it ended.
 std::string Describe(const http::Request& request,
@@ -68,8 +71,8 @@ HttpPool::Options PoolOptions(asio::io_context& io,
                               asio::ssl::context* tls) {
   HttpPool::Options out;
   const S3Bucket& bucket = options.bucket;
-  out.host = bucket.virtual_hosted ? bucket.bucket + "." + bucket.host
-                                   : bucket.host;
+  out.host =
+      bucket.virtual_hosted ? bucket.bucket + "." + bucket.host : bucket.host;
   out.port = bucket.port;
   tcp::resolver resolver(io);
   beast::error_code ec;
@@ -99,8 +102,7 @@ S3Backend::S3Backend(asio::io_context& io, Options options, Fences& fences)
       tls_(TlsFor(options_)),
       pool_(io, PoolOptions(io, options_, tls_.get())),
       gate_(fences, *this,
-            {options_.settle, options_.hold_at_start, options_.disable_gate}) {
-}
+            {options_.settle, options_.hold_at_start, options_.disable_gate}) {}
 
 S3Backend::~S3Backend() = default;
 
@@ -291,7 +293,8 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
   const http::Request described(write.method(), write.target(), 11);
   // A conditional write is not sent twice on a kept-alive connection: if the
   // first landed, the second would be refused for the write's own effect.
-  HttpPool::Exchange exchange = co_await Send(std::move(write), seen == nullptr);
+  HttpPool::Exchange exchange =
+      co_await Send(std::move(write), seen == nullptr);
   stored.detail = Describe(described, exchange);
   if (exchange.sent == Sent::kNotSent) {
     stored.landing = fence::Landing::kNotApplied;
@@ -312,8 +315,9 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
     co_return stored;
   }
   const S3Error error = ParseS3Error(answer);
-  const bool unknown = (status >= 500 && status != 503) ||
-                       (status == 409 && error.code == "ConditionalRequestConflict");
+  const bool unknown =
+      (status >= 500 && status != 503) ||
+      (status == 409 && error.code == "ConditionalRequestConflict");
   if (unknown) {
     stored.landing = fence::Landing::kUnknown;
     stored.error = Errc::kOutcomeUnknown;
@@ -329,8 +333,8 @@ Awaitable<bool> S3Backend::Ready() {
   if (!co_await fences_.Ready()) co_return false;
   HttpPool::Exchange exchange = co_await Send(
       S3Request(options_.bucket, bhttp::verb::head, "", ""), true);
-  co_return exchange.sent == Sent::kAnswered &&
-      exchange.response.result_int() == 200;
+  co_return exchange.sent == Sent::kAnswered&& exchange.response.result_int() ==
+      200;
 }
 
 }  // namespace fencepost::storage

@@ -493,8 +493,8 @@ TEST(CommandsTest, LeaseRunWaitsForTheLease) {
   })) << run.Output();
   EXPECT_EQ(run.Wait(milliseconds(300)), -1) << "it waits: " << run.Output();
   EXPECT_FALSE(std::filesystem::exists(ran)) << "nothing ran while it waited";
-  ASSERT_EQ(
-      admin.ReleaseLease("jobs/w", "first", held->token).response.status, 204);
+  ASSERT_EQ(admin.ReleaseLease("jobs/w", "first", held->token).response.status,
+            204);
   EXPECT_EQ(run.Wait(), 0) << run.Output();
   EXPECT_TRUE(std::filesystem::exists(ran));
 }

@@ -81,8 +81,8 @@ TEST(ConfigTest, EnvironmentFillsInAndCommandLineWins) {
 }
 
 TEST(ConfigTest, TheS3FlagsAndTheirDefaults) {
-  Config aws = Parse({"--backend", "s3://state/env", "--s3-region",
-                      "eu-west-1"}).config;
+  Config aws =
+      Parse({"--backend", "s3://state/env", "--s3-region", "eu-west-1"}).config;
   EXPECT_EQ(aws.backend_spec.kind, storage::BackendSpec::Kind::kS3);
   EXPECT_EQ(aws.s3_endpoint, "https://s3.eu-west-1.amazonaws.com");
   EXPECT_EQ(aws.s3_addressing, "virtual");
@@ -204,9 +204,9 @@ TEST(ConfigTest, FenceStoreInEtcdIsParsedAndPairedWithABackend) {
     }
     return "";
   };
-  for (const char* bad : {"etcd://", "etcd://h", "etcd://h:", "etcd://h:x",
-                          "etcd://h:99999", "etcd://h:1,", "http://h:1",
-                          "zk://h:1"}) {
+  for (const char* bad :
+       {"etcd://", "etcd://h", "etcd://h:", "etcd://h:x", "etcd://h:99999",
+        "etcd://h:1,", "http://h:1", "zk://h:1"}) {
     EXPECT_NE(message({"--fence-store", bad, "--backend", "etcd"})
                   .find("--fence-store"),
               std::string::npos)

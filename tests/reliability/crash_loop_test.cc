@@ -267,9 +267,11 @@ TEST(CrashLoopTest, S3BackendNeverLosesAFence) {
   testing::Rgw& rgw = testing::Rgw::Shared();
   const std::string prefix = rgw.UniquePrefix("crashloop");
   std::vector<std::string> args = {
-      "--backend", "s3://" + rgw.bucket() + "/" +
-                       prefix.substr(0, prefix.size() - 1),
-      "--s3-endpoint", rgw.endpoint(), "--upstream-settle",
+      "--backend",
+      "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
+      "--s3-endpoint",
+      rgw.endpoint(),
+      "--upstream-settle",
       std::to_string(kSettleMs / 1000.0)};
   // The store's credentials, as the server's environment would give them.
   for (const std::string& var : rgw.Env()) {

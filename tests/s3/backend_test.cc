@@ -11,9 +11,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
-#include <chrono>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -56,9 +56,8 @@ class S3Server {
     Rgw& rgw = Rgw::Shared();
     std::string spec = "s3://" + rgw.bucket();
     if (!prefix.empty()) spec += "/" + prefix.substr(0, prefix.size() - 1);
-    args.insert(args.begin(),
-                {"--backend", spec, "--s3-endpoint",
-                 endpoint.empty() ? rgw.endpoint() : endpoint});
+    args.insert(args.begin(), {"--backend", spec, "--s3-endpoint",
+                               endpoint.empty() ? rgw.endpoint() : endpoint});
     for (const std::string& var : rgw.Env()) env.push_back(var);
     process_.emplace(data_dir_, args, env);
   }
@@ -71,11 +70,10 @@ class S3Server {
                const std::string& endpoint, const std::string& prefix) {
     process_.reset();
     Rgw& rgw = Rgw::Shared();
-    args.insert(args.begin(),
-                {"--backend",
-                 "s3://" + rgw.bucket() + "/" +
-                     prefix.substr(0, prefix.size() - 1),
-                 "--s3-endpoint", endpoint});
+    args.insert(args.begin(), {"--backend",
+                               "s3://" + rgw.bucket() + "/" +
+                                   prefix.substr(0, prefix.size() - 1),
+                               "--s3-endpoint", endpoint});
     for (const std::string& var : rgw.Env()) env.push_back(var);
     process_.emplace(data_dir_, args, env);
   }
@@ -102,12 +100,13 @@ TEST(S3BackendTest, TheSplitBrainStoryAgainstABucket) {
   HttpClient client(server.data());
   const auto a = client.Request("PUT", "/orders/state", Token(33), "from A");
   ASSERT_EQ(a.status, 200) << a.body;
-  const auto b = client.Request("PUT", "/orders/state",
-                                Token(34, {{"Content-Type", "text/plain"}}),
-                                "from B");
+  const auto b =
+      client.Request("PUT", "/orders/state",
+                     Token(34, {{"Content-Type", "text/plain"}}), "from B");
   ASSERT_EQ(b.status, 200) << b.body;
   EXPECT_EQ(b.header("fencing-token"), "34");
-  const auto stale = client.Request("PUT", "/orders/state", Token(33), "late A");
+  const auto stale =
+      client.Request("PUT", "/orders/state", Token(33), "late A");
   EXPECT_EQ(stale.status, 409) << stale.body;
   EXPECT_NE(stale.body.find("\"current_token\":34"), std::string::npos);
 
@@ -126,7 +125,8 @@ TEST(S3BackendTest, TheSplitBrainStoryAgainstABucket) {
   EXPECT_EQ(got.header("fencing-token"), "34");
   EXPECT_EQ(got.header("content-type"), "text/plain");
   EXPECT_FALSE(got.header("last-modified").empty());
-  const auto part = client.Request("GET", "/orders/state", {{"Range", "bytes=5-"}});
+  const auto part =
+      client.Request("GET", "/orders/state", {{"Range", "bytes=5-"}});
   EXPECT_EQ(part.status, 206);
   EXPECT_EQ(part.body, "B");
   EXPECT_EQ(part.header("content-range"), "bytes 5-5/6");
@@ -153,8 +153,10 @@ TEST(S3BackendTest, KeysAreObjectsOfExactlyTheirBytes) {
   HttpClient client(server.data());
   const std::string longest(1024 - prefix.size(), 'k');
   const std::vector<std::string> keys = {
-      "with space", "plus+sign", "per%cent", "caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac",
-      "a/b/c", "tilde~and'quote", longest};
+      "with space", "plus+sign",
+      "per%cent",   "caf\xc3\xa9/\xe6\x97\xa5\xe6\x9c\xac",
+      "a/b/c",      "tilde~and'quote",
+      longest};
   std::uint64_t token = 1;
   for (const std::string& key : keys) {
     const std::string body = "value of " + key + std::string(1, '\0') + "\xff";
@@ -199,7 +201,8 @@ TEST(S3BackendTest, ConditionalWritesAreDecidedAgainstTheObjectsEtag) {
       client.Request("PUT", "/k", Token(1, {{"If-Match", tag}}), "v2");
   ASSERT_EQ(updated.status, 200) << updated.body;
   EXPECT_EQ(rgw.Get(prefix + "k").body, "v2");
-  const auto late = client.Request("PUT", "/k", Token(1, {{"If-Match", tag}}), "x");
+  const auto late =
+      client.Request("PUT", "/k", Token(1, {{"If-Match", tag}}), "x");
   EXPECT_EQ(late.status, 412);
   const std::string now_tag = updated.header("etag");
   EXPECT_NE(late.body.find(now_tag.substr(1, now_tag.size() - 2)),
@@ -207,9 +210,10 @@ TEST(S3BackendTest, ConditionalWritesAreDecidedAgainstTheObjectsEtag) {
       << "the 412 names the tag the object has: " << late.body;
   // A stale token is refused first, whatever the precondition.
   ASSERT_EQ(client.Request("PUT", "/k", Token(5), "v3").status, 200);
-  EXPECT_EQ(client.Request("PUT", "/k", Token(4, {{"If-Match", "\"nope\""}}), "x")
-                .status,
-            409);
+  EXPECT_EQ(
+      client.Request("PUT", "/k", Token(4, {{"If-Match", "\"nope\""}}), "x")
+          .status,
+      409);
   // DELETE with a wrong If-Match: refused by fencepost, though RGW 16.2
   // would have deleted the object.
   EXPECT_EQ(
@@ -236,8 +240,8 @@ TEST(S3BackendTest, AWriterGoingAroundBetweenTheReadAndTheWriteIsCaught) {
   S3Server server(prefix, {}, {}, relay.endpoint());
   const auto first = Fetch(server.data(), "PUT", "/k", Token(1), "first");
   ASSERT_EQ(first.status, 200) << first.body;
-  for (const std::string& condition : {std::string("If-Match"),
-                                       std::string("If-None-Match")}) {
+  for (const std::string& condition :
+       {std::string("If-Match"), std::string("If-None-Match")}) {
     const std::string tag = Fetch(server.data(), "GET", "/k").header("etag");
     relay.HoldRequestsTo("PUT", "/k", 1);
     HttpResponse answer;
@@ -301,8 +305,8 @@ TEST(S3BackendTest, AnIfMatchCounterLosesNoIncrementEvenWithAWriterAround) {
       S3Put put;
       put.if_match = got.etag.substr(1, got.etag.size() - 2);  // as RGW wants
       put.metadata["fencing-token"] = "1";
-      const S3Object wrote = rgw.Put(
-          prefix + "n", std::to_string(std::stoi(got.body) + 1), put);
+      const S3Object wrote =
+          rgw.Put(prefix + "n", std::to_string(std::stoi(got.body) + 1), put);
       if (wrote.status == 200) {
         ++acknowledged;
         ++done;
@@ -315,7 +319,8 @@ TEST(S3BackendTest, AnIfMatchCounterLosesNoIncrementEvenWithAWriterAround) {
   for (auto& c : clients) c.join();
   around.join();
   const int final_value = std::stoi(rgw.Get(prefix + "n").body);
-  EXPECT_GE(final_value, acknowledged.load()) << "an acknowledged increment was lost";
+  EXPECT_GE(final_value, acknowledged.load())
+      << "an acknowledged increment was lost";
   EXPECT_LE(final_value, acknowledged + unknown.load());
   EXPECT_GE(acknowledged.load(), kClients * kEach / 2);
 }
@@ -349,7 +354,8 @@ TEST(S3BackendTest, ALostAnswerIs504AndHoldsTheFence) {
       EXPECT_EQ(client.Request("PUT", "/k", Token(6), "x").status, 409);
       EXPECT_EQ(relay.requests("PUT"), puts) << "nothing sent while held";
     } else {
-      EXPECT_EQ(next.status, 200) << "negative control: no hold without the gate";
+      EXPECT_EQ(next.status, 200)
+          << "negative control: no hold without the gate";
     }
   }
 }
@@ -363,7 +369,8 @@ TEST(S3BackendTest, ALostAnswerIs504AndHoldsTheFence) {
 TEST(S3BackendTest, AStoreThatFreezesAndDiesLosesNothingAcknowledged) {
   Rgw& rgw = Rgw::Shared();
   const std::string prefix = rgw.UniquePrefix("freeze");
-  S3Server server(prefix, {"--upstream-timeout", "1", "--upstream-settle", "2"});
+  S3Server server(prefix,
+                  {"--upstream-timeout", "1", "--upstream-settle", "2"});
   std::atomic<bool> stop = false;
   std::atomic<std::uint64_t> token = 1, highest_acked = 0;
   std::atomic<int> bad = 0;
@@ -371,8 +378,8 @@ TEST(S3BackendTest, AStoreThatFreezesAndDiesLosesNothingAcknowledged) {
     while (!stop) {
       const std::uint64_t t = token++;
       // A connection each: fencepost closes one whose write had no answer.
-      const auto put = Fetch(server.data(), "PUT", "/k", Token(t),
-                             std::to_string(t));
+      const auto put =
+          Fetch(server.data(), "PUT", "/k", Token(t), std::to_string(t));
       if (put.status == 200) {
         std::uint64_t seen = highest_acked;
         while (t > seen && !highest_acked.compare_exchange_weak(seen, t)) {
@@ -462,8 +469,8 @@ class ScriptedStore {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, out[1], 1);
     posix_spawn_file_actions_addclose(&actions, out[0]);
-    const std::string script =
-        std::string(FENCEPOST_SOURCE_DIR) + "/tests/coordination/s3_scripted.py";
+    const std::string script = std::string(FENCEPOST_SOURCE_DIR) +
+                               "/tests/coordination/s3_scripted.py";
     char* const argv[] = {const_cast<char*>("/usr/bin/python3"),
                           const_cast<char*>(script.c_str()), nullptr};
     if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv, environ) != 0) {
@@ -529,11 +536,14 @@ TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
             "DELETE /scripted/denied\nPUT /scripted/conflict\n"
             "PUT /scripted/internal\n")
       << "each sent once, none while its fence was held";
-  const std::string metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
-  EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"), 2);
+  const std::string metrics =
+      Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"),
+            2);
   // The store's 5xx are backend errors of backend "s3" (the 403 is not).
-  EXPECT_EQ(MetricValue(metrics, "fencepost_backend_errors_total{backend=\"s3\"}"),
-            4);
+  EXPECT_EQ(
+      MetricValue(metrics, "fencepost_backend_errors_total{backend=\"s3\"}"),
+      4);
 }
 
 // A CA, and a certificate for 127.0.0.1 it signed, in `dir` (ca.pem,
@@ -589,8 +599,8 @@ TEST(S3BackendTest, HttpsStoresAreVerified) {
                       {dir / "server.pem", dir / "server.key", 0});
   const std::string store =
       "https://127.0.0.1:" + std::to_string(webdav.port()) + "/store";
-  ServerProcess legacy(dir / "legacy",
-                       {"--backend", store, "--upstream-tls-ca", dir / "ca.pem"});
+  ServerProcess legacy(dir / "legacy", {"--backend", store, "--upstream-tls-ca",
+                                        dir / "ca.pem"});
   const auto put = Fetch(legacy.data_port(), "PUT", "/doc", Token(1), "dav");
   EXPECT_EQ(put.status, 201) << put.body;
   EXPECT_EQ(ReadFile(dir / "root/store/doc"), "dav");
@@ -608,12 +618,11 @@ TEST(S3BackendTest, BadCredentialsAreAClearErrorAndNoneAreRefusedAtStart) {
   const std::string prefix = rgw.UniquePrefix("creds");
   const std::string wrong = "wrong-secret-" + std::string(20, 'z');
   TempDir dir;
-  ServerProcess server(
-      dir / "data",
-      {"--backend", "s3://" + rgw.bucket() + "/creds", "--s3-endpoint",
-       rgw.endpoint()},
-      {"AWS_ACCESS_KEY_ID=" + rgw.access_key_id(),
-       "AWS_SECRET_ACCESS_KEY=" + wrong});
+  ServerProcess server(dir / "data",
+                       {"--backend", "s3://" + rgw.bucket() + "/creds",
+                        "--s3-endpoint", rgw.endpoint()},
+                       {"AWS_ACCESS_KEY_ID=" + rgw.access_key_id(),
+                        "AWS_SECRET_ACCESS_KEY=" + wrong});
   const auto put = Fetch(server.data_port(), "PUT", "/k", Token(1), "v");
   EXPECT_EQ(put.status, 403) << put.body;
   EXPECT_NE(put.body.find("store-error"), std::string::npos) << put.body;
@@ -626,11 +635,11 @@ TEST(S3BackendTest, BadCredentialsAreAClearErrorAndNoneAreRefusedAtStart) {
   EXPECT_EQ(server.Log().find(wrong), std::string::npos);
   EXPECT_EQ(put.body.find(wrong), std::string::npos);
 
-  const RunResult none = RunFencepost(
-      {"serve", "--data-dir", dir / "none", "--backend", "s3://b-1/p",
-       "--s3-endpoint", rgw.endpoint(), "--listen", "127.0.0.1:0",
-       "--admin-listen", "127.0.0.1:0"},
-      {"HOME=" + dir.path()});
+  const RunResult none =
+      RunFencepost({"serve", "--data-dir", dir / "none", "--backend",
+                    "s3://b-1/p", "--s3-endpoint", rgw.endpoint(), "--listen",
+                    "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"},
+                   {"HOME=" + dir.path()});
   EXPECT_EQ(none.exit_status, 2) << none.output;
   EXPECT_NE(none.output.find("AWS_ACCESS_KEY_ID"), std::string::npos)
       << none.output;

@@ -56,8 +56,9 @@ class Door {
   ServerProcess& server() { return *server_; }
   std::uint16_t port() const { return server_->s3_port(); }
   storage::S3Bucket Bucket() const {
-    return {"127.0.0.1", std::to_string(port()), false,
-            Rgw::Shared().bucket(), "us-east-1", false};
+    return {"127.0.0.1", std::to_string(port()),
+            false,       Rgw::Shared().bucket(),
+            "us-east-1", false};
   }
 
  private:
@@ -82,10 +83,10 @@ HttpResponse Send(std::uint16_t port, const http::Request& request) {
 // `time` over `body`.
 http::Request Signed(const Door& door, bhttp::verb method,
                      const std::string& key, const std::string& body,
-                     Headers fields = {}, const sigv4::Credentials& with = Key(),
+                     Headers fields = {},
+                     const sigv4::Credentials& with = Key(),
                      Clock::time_point time = Clock::now()) {
-  http::Request request =
-      storage::S3Request(door.Bucket(), method, key, body);
+  http::Request request = storage::S3Request(door.Bucket(), method, key, body);
   for (const auto& [name, value] : fields) request.set(name, value);
   storage::SignS3(request, door.Bucket(), with, time);
   return request;
@@ -106,14 +107,14 @@ TEST(S3DoorTest, SignedWritesAreFencedAndReadBack) {
                                           "from A", {{"Fencing-Token", "33"}}));
   ASSERT_EQ(a.status, 200) << a.body;
   EXPECT_FALSE(a.header("x-amz-request-id").empty());
-  const auto b = Send(door.port(),
-                      Signed(door, bhttp::verb::put, "orders/s", "from B",
-                             {{"x-amz-meta-fencing-token", "34"},
-                              {"Content-Type", "text/plain"}}));
+  const auto b =
+      Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "from B",
+                               {{"x-amz-meta-fencing-token", "34"},
+                                {"Content-Type", "text/plain"}}));
   ASSERT_EQ(b.status, 200) << b.body;
-  const auto stale = Send(door.port(), Signed(door, bhttp::verb::put,
-                                              "orders/s", "late A",
-                                              {{"Fencing-Token", "33"}}));
+  const auto stale =
+      Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "late A",
+                               {{"Fencing-Token", "33"}}));
   EXPECT_EQ(stale.status, 409);
   EXPECT_EQ(Code(stale), "StaleFencingToken") << stale.body;
   EXPECT_EQ(stale.header("fencing-token"), "34");
@@ -143,37 +144,38 @@ TEST(S3DoorTest, SignedWritesAreFencedAndReadBack) {
             "StaleFencingToken");
 
   // Tokens: missing, malformed, and two that differ.
-  EXPECT_EQ(Code(Send(door.port(),
-                      Signed(door, bhttp::verb::put, "orders/s", "x"))),
-            "MissingFencingToken");
+  EXPECT_EQ(
+      Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "x"))),
+      "MissingFencingToken");
   EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
                                           "x", {{"Fencing-Token", "4x"}}))),
             "InvalidArgument");
-  EXPECT_EQ(Code(Send(door.port(),
-                      Signed(door, bhttp::verb::put, "orders/s", "x",
-                             {{"Fencing-Token", "41"},
-                              {"x-amz-meta-fencing-token", "42"}}))),
-            "InvalidArgument");
+  EXPECT_EQ(
+      Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "x",
+                                    {{"Fencing-Token", "41"},
+                                     {"x-amz-meta-fencing-token", "42"}}))),
+      "InvalidArgument");
   // Preconditions, and a missing key.
-  EXPECT_EQ(Code(Send(door.port(),
-                      Signed(door, bhttp::verb::put, "orders/s", "x",
-                             {{"Fencing-Token", "41"},
-                              {"If-None-Match", "*"}}))),
-            "PreconditionFailed");
+  EXPECT_EQ(
+      Code(Send(door.port(),
+                Signed(door, bhttp::verb::put, "orders/s", "x",
+                       {{"Fencing-Token", "41"}, {"If-None-Match", "*"}}))),
+      "PreconditionFailed");
   EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::get, "none", ""))),
             "NoSuchKey");
   EXPECT_EQ(rgw.Get(prefix + "orders/s").body, "from C");
 
   // DELETE: 204, then gone.
-  EXPECT_EQ(Send(door.port(), Signed(door, bhttp::verb::delete_, "orders/s",
-                                     "", {{"Fencing-Token", "41"}}))
+  EXPECT_EQ(Send(door.port(), Signed(door, bhttp::verb::delete_, "orders/s", "",
+                                     {{"Fencing-Token", "41"}}))
                 .status,
             204);
   EXPECT_EQ(rgw.Get(prefix + "orders/s").status, 404);
   const std::string metrics =
       Fetch(door.server().admin_port(), "GET", "/metrics").body;
-  EXPECT_GE(MetricValue(metrics, "fencepost_http_requests_total{code=\"200\","
-                                 "method=\"PUT\",port=\"s3\"}"),
+  EXPECT_GE(MetricValue(metrics,
+                        "fencepost_http_requests_total{code=\"200\","
+                        "method=\"PUT\",port=\"s3\"}"),
             2);
 }
 
@@ -199,14 +201,14 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
     unsigned_put.set("Fencing-Token", "7");
     cases.push_back({"unsigned", unsigned_put, 403, "AccessDenied"});
   }
-  cases.push_back({"wrong secret",
-                   Signed(door, bhttp::verb::put, "k", "v", token,
-                          Key("not-the-secret")),
-                   403, "SignatureDoesNotMatch"});
-  cases.push_back({"unknown key",
-                   Signed(door, bhttp::verb::put, "k", "v", token,
-                          Key(kSecret, "nobody")),
-                   403, "InvalidAccessKeyId"});
+  cases.push_back(
+      {"wrong secret",
+       Signed(door, bhttp::verb::put, "k", "v", token, Key("not-the-secret")),
+       403, "SignatureDoesNotMatch"});
+  cases.push_back(
+      {"unknown key",
+       Signed(door, bhttp::verb::put, "k", "v", token, Key(kSecret, "nobody")),
+       403, "InvalidAccessKeyId"});
   cases.push_back({"the store's own key",
                    Signed(door, bhttp::verb::put, "k", "v", token,
                           Key(rgw.secret_access_key(), rgw.access_key_id())),
@@ -219,21 +221,21 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
     http::Request tampered =
         Signed(door, bhttp::verb::put, "k", "signed body", token);
     tampered.body() = "other body!";
-    cases.push_back({"tampered body", tampered, 400,
-                     "XAmzContentSHA256Mismatch"});
+    cases.push_back(
+        {"tampered body", tampered, 400, "XAmzContentSHA256Mismatch"});
   }
   {
     http::Request retargeted = Signed(door, bhttp::verb::put, "k", "v", token);
     retargeted.target(std::string(retargeted.target()) + "2");
-    cases.push_back({"another key than signed", retargeted, 403,
-                     "SignatureDoesNotMatch"});
+    cases.push_back(
+        {"another key than signed", retargeted, 403, "SignatureDoesNotMatch"});
   }
   {
     http::Request retokened = Signed(door, bhttp::verb::put, "k", "v",
                                      {{"x-amz-meta-fencing-token", "7"}});
     retokened.set("x-amz-meta-fencing-token", "8");
-    cases.push_back({"a signed token changed", retokened, 403,
-                     "SignatureDoesNotMatch"});
+    cases.push_back(
+        {"a signed token changed", retokened, 403, "SignatureDoesNotMatch"});
   }
   cases.push_back({"multipart upload",
                    [&] {
@@ -244,10 +246,11 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
                      return r;
                    }(),
                    501, "NotImplemented"});
-  cases.push_back({"copy",
-                   Signed(door, bhttp::verb::put, "k", "", {{"Fencing-Token", "7"},
-                          {"x-amz-copy-source", "/b/other"}}),
-                   501, "NotImplemented"});
+  cases.push_back(
+      {"copy",
+       Signed(door, bhttp::verb::put, "k", "",
+              {{"Fencing-Token", "7"}, {"x-amz-copy-source", "/b/other"}}),
+       501, "NotImplemented"});
   {
     storage::S3Bucket other = door.Bucket();
     other.bucket = "another-bucket";
@@ -258,8 +261,8 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
   }
   for (const Case& c : cases) {
     const auto answer = Send(door.port(), c.request);
-    EXPECT_EQ(answer.status, static_cast<int>(c.status)) << c.name << ": "
-                                                         << answer.body;
+    EXPECT_EQ(answer.status, static_cast<int>(c.status))
+        << c.name << ": " << answer.body;
     EXPECT_EQ(Code(answer), c.code) << c.name << ": " << answer.body;
     EXPECT_EQ(answer.header("content-type"), "application/xml") << c.name;
   }
@@ -281,9 +284,9 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
   EXPECT_EQ(Fetch(door.server().admin_port(), "GET", "/v1/fences/k").status,
             404);
   // The same request signed rightly is accepted.
-  EXPECT_EQ(Send(door.port(), Signed(door, bhttp::verb::put, "k", "v", token))
-                .status,
-            200);
+  EXPECT_EQ(
+      Send(door.port(), Signed(door, bhttp::verb::put, "k", "v", token)).status,
+      200);
 }
 
 // aws-chunked bodies (STREAMING-AWS4-HMAC-SHA256-PAYLOAD): decoded, every
@@ -332,7 +335,8 @@ TEST(S3DoorTest, AwsChunkedBodiesAreDecodedAndEveryChunkChecked) {
       if ((tamper == 1 && i == 0) || (tamper == 2 && i == 2)) {
         signature[0] = signature[0] == 'a' ? 'b' : 'a';
       }
-      body += sigv4::ChunkHeader(parts[i].size(), signature) + parts[i] + "\r\n";
+      body +=
+          sigv4::ChunkHeader(parts[i].size(), signature) + parts[i] + "\r\n";
     }
     request.body() = body;
     return request;
@@ -358,14 +362,14 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
   Door door(prefix);
   const std::string data = "unsigned chunks, checked by their checksum";
   const auto put = [&](const std::string& key, const std::string& checksum) {
-    const std::string body = [&] {
-                               char size[32];
-                               std::snprintf(size, sizeof size, "%zx",
-                                             data.size());
-                               return std::string(size);
-                             }() +
-                             "\r\n" + data + "\r\n0\r\nx-amz-checksum-crc32:" +
-                             checksum + "\r\n\r\n";
+    const std::string body =
+        [&] {
+          char size[32];
+          std::snprintf(size, sizeof size, "%zx", data.size());
+          return std::string(size);
+        }() +
+        "\r\n" + data + "\r\n0\r\nx-amz-checksum-crc32:" + checksum +
+        "\r\n\r\n";
     http::Request request =
         storage::S3Request(door.Bucket(), bhttp::verb::put, key, "");
     request.set("Fencing-Token", "3");
@@ -419,9 +423,9 @@ TEST(S3DoorTest, BotoListsTheBucketWithinThePrefix) {
                   .status,
               200);
   }
-  ASSERT_EQ(rgw.Put(prefix.substr(0, prefix.size() - 1) + "x/beside", "no")
-                .status,
-            200);
+  ASSERT_EQ(
+      rgw.Put(prefix.substr(0, prefix.size() - 1) + "x/beside", "no").status,
+      200);
   TempDir dir;
   std::ofstream(dir / "list.py")
       << "import boto3, sys\n"
@@ -436,9 +440,9 @@ TEST(S3DoorTest, BotoListsTheBucketWithinThePrefix) {
          "r = s3.list_objects_v2(Bucket=sys.argv[4], Delimiter='/')\n"
          "print('dirs', [p['Prefix'] for p in r.get('CommonPrefixes', [])])\n";
   const std::string command =
-      "/usr/bin/python3 " + (dir / "list.py") + " http://127.0.0.1:" +
-      std::to_string(door.port()) + " " + kKeyId + " " + kSecret + " " +
-      rgw.bucket() + " > " + (dir / "out") + " 2>&1";
+      "/usr/bin/python3 " + (dir / "list.py") +
+      " http://127.0.0.1:" + std::to_string(door.port()) + " " + kKeyId + " " +
+      kSecret + " " + rgw.bucket() + " > " + (dir / "out") + " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << ReadFile(dir / "out");
   EXPECT_EQ(ReadFile(dir / "out"), "a b\nc/d\nc/e\nf&g\nh+i\ndirs ['c/']\n");
 }
@@ -461,17 +465,19 @@ TEST(S3DoorTest, PresignedUrlsReadUntilTheyExpire) {
     sigv4::SigningParams params;
     params.region = "us-east-1";
     params.time = at;
-    const sigv4::Presigned url = sigv4::Presign(request, Key(), params, expires);
-    http::Request get(bhttp::verb::get,
-                      "/" + rgw.bucket() + "/p?" + url.query, 11);
+    const sigv4::Presigned url =
+        sigv4::Presign(request, Key(), params, expires);
+    http::Request get(bhttp::verb::get, "/" + rgw.bucket() + "/p?" + url.query,
+                      11);
     get.set(bhttp::field::host, request.headers[0].value);
     return get;
   };
-  const auto fresh = Send(door.port(), presign(Clock::now(), std::chrono::seconds(60)));
+  const auto fresh =
+      Send(door.port(), presign(Clock::now(), std::chrono::seconds(60)));
   EXPECT_EQ(fresh.status, 200) << fresh.body;
   EXPECT_EQ(fresh.body, "shared");
-  const auto expired =
-      Send(door.port(), presign(Clock::now() - minutes(10), std::chrono::seconds(60)));
+  const auto expired = Send(door.port(), presign(Clock::now() - minutes(10),
+                                                 std::chrono::seconds(60)));
   EXPECT_EQ(expired.status, 403) << expired.body;
   EXPECT_EQ(Code(expired), "AccessDenied");
 }

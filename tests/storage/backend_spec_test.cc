@@ -53,8 +53,8 @@ TEST(BackendSpecTest, ParsesS3Urls) {
   const std::string too_long = "s3://" + std::string(64, 'a');
   for (const std::string& bad : std::vector<std::string>{
            "s3://", "s3://ab", "s3://Bucket", "s3://-abc", "s3://abc-",
-        "s3://a_b_c", "s3://a..b", "s3://abc/a/../b", "s3://abc/a b",
-        "s3://abc/a?x", too_long}) {
+           "s3://a_b_c", "s3://a..b", "s3://abc/a/../b", "s3://abc/a b",
+           "s3://abc/a?x", too_long}) {
     EXPECT_THROW(ParseBackendSpec(bad), BadBackendSpec) << bad;
   }
 }

@@ -17,8 +17,8 @@ namespace {
 namespace bhttp = boost::beast::http;
 
 S3Bucket Bucket(bool virtual_hosted, std::string port = "9000") {
-  return {"127.0.0.1", std::move(port), false, "state", "us-east-1",
-          virtual_hosted};
+  return {"127.0.0.1", std::move(port), false,
+          "state",     "us-east-1",     virtual_hosted};
 }
 
 TEST(S3RequestTest, ObjectKeysAreThePrefixDecodedThenTheKeysOwnBytes) {
@@ -45,8 +45,8 @@ TEST(S3RequestTest, PathStyleAndVirtualHostedAddressing) {
             "/state");
   EXPECT_EQ(S3Request(Bucket(true), bhttp::verb::head, "", "").target(), "/");
   // An empty PUT still says its length.
-  EXPECT_EQ(S3Request(Bucket(false), bhttp::verb::put, "k", "")
-                [bhttp::field::content_length],
+  EXPECT_EQ(S3Request(Bucket(false), bhttp::verb::put, "k",
+                      "")[bhttp::field::content_length],
             "0");
 }
 
