@@ -42,29 +42,6 @@ std::string RequestId() {
   return text;
 }
 
-std::string XmlEscape(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') out += c;
-    }
-  }
-  return out;
-}
-
 // S3's error document, with its request id in x-amz-request-id.
 Response ErrorXml(const Request& request, unsigned status,
                   std::string_view code, std::string_view message,
@@ -72,11 +49,11 @@ Response ErrorXml(const Request& request, unsigned status,
   Response res(static_cast<http::status>(status), request.version());
   std::string body =
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>";
-  body += XmlEscape(code);
+  body += storage::EscapeXml(code);
   body += "</Code><Message>";
-  body += XmlEscape(message);
+  body += storage::EscapeXml(message);
   body += "</Message><Resource>";
-  body += XmlEscape(
+  body += storage::EscapeXml(
       std::string_view(request.target()).substr(0, request.target().find('?')));
   body += "</Resource><RequestId>" + request_id + "</RequestId></Error>\n";
   res.set(http::field::content_type, "application/xml");

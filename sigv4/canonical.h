@@ -92,4 +92,11 @@ CanonicalHeaders CanonicalizeHeaders(std::span<const Header> headers);
 // query, canonical headers, signed headers and payload hash, one per line.
 CanonicalRequest Canonicalize(const Request& request);
 
+// Whether `name` is `lower` (all lower case) but for the case of its ASCII
+// letters: how header names are compared.
+bool EqualsLowerCase(std::string_view name, std::string_view lower);
+
+// `s` without the spaces and tabs around it.
+std::string_view TrimSpaces(std::string_view s);
+
 }  // namespace fencepost::sigv4

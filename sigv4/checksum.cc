@@ -59,26 +59,6 @@ bool IsDigest(ChecksumAlgorithm algorithm) {
          algorithm == ChecksumAlgorithm::kSha256;
 }
 
-bool EqualsLower(std::string_view name, std::string_view lower) {
-  if (name.size() != lower.size()) return false;
-  for (std::size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-    if (c != lower[i]) return false;
-  }
-  return true;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 }  // namespace
 
 std::string_view ChecksumHeaderName(ChecksumAlgorithm algorithm) {
@@ -102,7 +82,7 @@ std::optional<ChecksumAlgorithm> ChecksumFromHeaderName(std::string_view name) {
        {ChecksumAlgorithm::kCrc32, ChecksumAlgorithm::kCrc32c,
         ChecksumAlgorithm::kCrc64Nvme, ChecksumAlgorithm::kSha1,
         ChecksumAlgorithm::kSha256}) {
-    if (EqualsLower(name, ChecksumHeaderName(algorithm))) return algorithm;
+    if (EqualsLowerCase(name, ChecksumHeaderName(algorithm))) return algorithm;
   }
   return std::nullopt;
 }
@@ -208,7 +188,7 @@ std::error_code CheckChecksumHeaders(std::span<const Header> headers,
     algorithm = a;
   }
   if (found == nullptr) return {};
-  return Base64Checksum(*algorithm, body) == Trim(found->value)
+  return Base64Checksum(*algorithm, body) == TrimSpaces(found->value)
              ? std::error_code()
              : Errc::kChecksumMismatch;
 }

@@ -14,16 +14,6 @@ constexpr std::string_view kSignatureExtension = "chunk-signature=";
 constexpr std::string_view kTrailerSignature = "x-amz-trailer-signature";
 constexpr std::size_t kMaxSizeDigits = 16;  // a uint64_t
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 std::string Lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
@@ -101,7 +91,7 @@ std::error_code Announced(std::string_view header,
   std::optional<ChecksumAlgorithm> found;
   while (!header.empty()) {
     std::size_t comma = header.find(',');
-    std::string_view name = Trim(header.substr(0, comma));
+    std::string_view name = TrimSpaces(header.substr(0, comma));
     header = comma == std::string_view::npos ? std::string_view()
                                              : header.substr(comma + 1);
     if (name.empty()) continue;
@@ -212,7 +202,7 @@ class Decoder {
         return Errc::kBadTrailer;
       }
       std::string field = Lower(line.substr(0, colon));
-      std::string field_value(Trim(line.substr(colon + 1)));
+      std::string field_value(TrimSpaces(line.substr(colon + 1)));
       if (signer_ && field == kTrailerSignature) {
         signature = std::move(field_value);
       } else if (field == name && !value) {

@@ -9,32 +9,12 @@ namespace {
 
 constexpr auto kMaxExpires = std::chrono::seconds(7 * 24 * 3600);
 
-bool EqualsLower(std::string_view name, std::string_view lower) {
-  if (name.size() != lower.size()) return false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    char c = name[i];
-    if (c >= 'A' && c <= 'Z') c = char(c - 'A' + 'a');
-    if (c != lower[i]) return false;
-  }
-  return true;
-}
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
-
 // The headers named `lower`, in the order received.
 std::vector<const Header*> Find(std::span<const Header> headers,
                                 std::string_view lower) {
   std::vector<const Header*> found;
   for (const Header& h : headers) {
-    if (EqualsLower(h.name, lower)) found.push_back(&h);
+    if (EqualsLowerCase(h.name, lower)) found.push_back(&h);
   }
   return found;
 }
@@ -106,7 +86,7 @@ std::error_code CheckDate(Claim* claim) {
 
 // "AWS4-HMAC-SHA256 Credential=..., SignedHeaders=..., Signature=..."
 std::error_code ParseAuthorization(std::string_view value, Claim* claim) {
-  value = Trim(value);
+  value = TrimSpaces(value);
   size_t space = value.find(' ');
   if (space == std::string_view::npos) return Errc::kMalformed;
   if (value.substr(0, space) != kAlgorithm) {
@@ -116,7 +96,7 @@ std::error_code ParseAuthorization(std::string_view value, Claim* claim) {
   std::string_view rest = value.substr(space + 1);
   while (!rest.empty()) {
     size_t comma = rest.find(',');
-    std::string_view item = Trim(rest.substr(0, comma));
+    std::string_view item = TrimSpaces(rest.substr(0, comma));
     rest = comma == std::string_view::npos ? std::string_view()
                                            : rest.substr(comma + 1);
     size_t eq = item.find('=');
@@ -199,7 +179,7 @@ std::error_code ParseClaim(const Received& request, Claim* claim) {
   }
   auto date = Find(request.headers, "x-amz-date");
   if (date.size() != 1) return Errc::kBadDate;
-  claim->amz_date = std::string(Trim(date.front()->value));
+  claim->amz_date = std::string(TrimSpaces(date.front()->value));
   return CheckDate(claim);
 }
 
@@ -230,7 +210,7 @@ std::error_code ExpectedSignature(const Received& received, const Claim& claim,
   } else {
     auto hash = Find(received.headers, "x-amz-content-sha256");
     if (hash.size() != 1) return Errc::kMissingContentSha256;
-    request.payload_hash = std::string(Trim(hash.front()->value));
+    request.payload_hash = std::string(TrimSpaces(hash.front()->value));
   }
   *expected =
       SignCanonical(request, claim.amz_date, claim.scope, secret_access_key);

@@ -381,35 +381,6 @@ std::optional<std::string> DecodeXmlText(std::string_view text) {
   return out;
 }
 
-// Text escaped for XML character data; a CR as a reference, so that a
-// reader's line-end normalisation keeps it.
-std::string EscapeXml(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\r':
-        out += "&#13;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
-
 // A key, prefix, delimiter or start-after as the client reads it.
 std::string ForClient(std::string_view raw, bool url) {
   return EscapeXml(url ? sigv4::UriEncode(raw, true) : std::string(raw));
@@ -634,6 +605,38 @@ std::optional<std::string> RewriteListing(std::string_view store_xml,
     return std::nullopt;
   }
   return WriteListing(page, key_prefix, query, bucket);
+}
+
+// Text escaped for XML character data; a CR as a reference, so that a
+// reader's line-end normalisation keeps it.
+std::string EscapeXml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        // XML 1.0 has no other C0 control characters: they are dropped.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
 }
 
 }  // namespace fencepost::storage

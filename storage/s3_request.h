@@ -156,4 +156,9 @@ std::optional<std::string> RewriteListing(std::string_view store_xml,
                                           std::string_view bucket,
                                           std::string* error);
 
+// `text` as XML character data or an attribute value: & < > " escaped, a
+// CR as &#13; (which a reader's line-end normalisation keeps), the other
+// C0 control characters but tab and newline dropped.
+std::string EscapeXml(std::string_view text);
+
 }  // namespace fencepost::storage
