@@ -81,21 +81,13 @@ EtcdClient::EtcdClient(asio::io_context& io, EtcdSpec spec,
 }
 
 std::unique_ptr<ssl::context> EtcdClient::TlsContext(const EtcdSpec& spec) {
-  auto tls = std::make_unique<ssl::context>(ssl::context::tls_client);
-  tls->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                   ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                   ssl::context::no_tlsv1_1);
-  tls->set_verify_mode(ssl::verify_peer);
+  std::unique_ptr<ssl::context> tls;
+  try {
+    tls = MakeClientTls(spec.ca_file);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(std::string("etcd: ") + e.what());
+  }
   boost::system::error_code ec;
-  if (spec.ca_file.empty()) {
-    tls->set_default_verify_paths(ec);
-  } else {
-    tls->load_verify_file(spec.ca_file, ec);
-  }
-  if (ec) {
-    throw std::runtime_error("cannot load the etcd CA file '" + spec.ca_file +
-                             "': " + ec.message());
-  }
   if (!spec.cert_file.empty()) {
     tls->use_certificate_chain_file(spec.cert_file, ec);
     if (ec) {
