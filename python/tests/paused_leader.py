@@ -1,0 +1,59 @@
+"""A Python leader that a test pauses (test_split_brain.py).
+
+It leads with a LeaderElector and writes "A TOKEN" to KEY every INTERVAL.
+When PAUSE_FILE appears it removes it, prints "pausing", stops itself
+(SIGSTOP) as a GC pause would, between its check and its write, and once
+continued sends that write with its token. Prints:
+  elected TOKEN
+  late-write refused CURRENT | late-write accepted
+  lost TOKEN MONOTONIC REASON
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+
+import fencepost
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--ttl", type=float, required=True)
+    parser.add_argument("--pause-file", required=True)
+    parser.add_argument("--interval", type=float, default=0.05)
+    args = parser.parse_args()
+    client = fencepost.Client.from_env(timeout=5.0)
+
+    def work(token: int) -> None:
+        print(f"elected {token}", flush=True)
+        while True:
+            elector.check()
+            if os.path.exists(args.pause_file):
+                os.remove(args.pause_file)
+                print("pausing", flush=True)
+                os.kill(os.getpid(), signal.SIGSTOP)
+                try:
+                    client.put(args.key, f"A {token}", token=token)
+                    print("late-write accepted", flush=True)
+                except fencepost.StaleToken as e:
+                    print(f"late-write refused {e.current_token}", flush=True)
+                    return
+            client.put(args.key, f"A {token}", token=token)
+            elector.sleep(args.interval)
+
+    def lost(token: int, reason: str) -> None:
+        print(f"lost {token} {time.monotonic()!r} {reason}", flush=True)
+        elector.stop()
+
+    elector = fencepost.LeaderElector(client, args.name, ttl=args.ttl,
+                                      on_elected=work, on_lost=lost)
+    elector.run()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The split brain with a paused Python leader (SIGSTOP between its check
+and its write): its late write is refused and its elector reports the loss.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import fencepost
+from conftest import Server
+from test_race import stopped
+
+
+class Leader:
+    """paused_leader.py in a process of its own, its lines in a queue."""
+
+    def __init__(self, server: Server, tmp_path: Path, ttl: float,
+                 interval: float = 0.05) -> None:
+        self.pause_file = tmp_path / "pause"
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).parent / "paused_leader.py"),
+             "--name", "sb/leader", "--key", "sb/data", "--ttl", str(ttl),
+             "--pause-file", str(self.pause_file),
+             "--interval", str(interval)],
+            env=server.env(), stdout=subprocess.PIPE, text=True)
+        self.lines: "queue.Queue[str]" = queue.Queue()
+        stdout: IO[str] = self.process.stdout  # type: ignore[assignment]
+        threading.Thread(target=lambda: [self.lines.put(line.strip())
+                                         for line in stdout],
+                         daemon=True).start()
+
+    def expect(self, prefix: str, timeout: float = 10) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            line = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            if line.startswith(prefix):
+                return line
+
+    def pause(self) -> None:
+        self.pause_file.touch()
+        self.expect("pausing")
+        deadline = time.monotonic() + 10
+        while not stopped(self.process.pid):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    def finish(self) -> None:
+        try:
+            self.process.wait(15)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+
+
+def test_paused_leader_is_fenced_when_the_next_leader_is_granted(
+        server: Server, tmp_path: Path) -> None:
+    client = server.client()
+    leader = Leader(server, tmp_path, ttl=1.0)
+    token_a = int(leader.expect("elected").split()[1])
+    leader.pause()
+    # B campaigns as a Python leader does; it wins once A's lease ran out.
+    with fencepost.Lease.acquire(client, "sb/leader", ttl=5.0, holder="B",
+                                 wait=10) as b:
+        assert b.token > token_a
+        client.put("sb/data", f"B {b.token}", token=b.token)
+        os.kill(leader.process.pid, signal.SIGCONT)
+        assert leader.expect("late-write") == f"late-write refused {b.token}"
+        lost = leader.expect("lost").split(maxsplit=3)
+        assert int(lost[1]) == token_a
+        assert client.get("sb/data").text() == f"B {b.token}"
+        b.check()
+    leader.finish()
+    assert leader.process.returncode == 0
+
+
+def test_paused_leader_learns_of_the_bump_from_the_long_poll(
+        start_server: "type[Server]", tmp_path: Path) -> None:
+    """With a 30 s TTL the next renewal is 10 s away and the client's
+    deadline 27 s: a loss reported at once names the fence that moved. The
+    lease and the data share the scope sb/, so the bump fences both."""
+    server = start_server("--fence-scope", "sb/")  # type: ignore[call-arg]
+    client = server.client()
+    leader = Leader(server, tmp_path, ttl=30.0)
+    token_a = int(leader.expect("elected").split()[1])
+    leader.pause()
+    client.bump("sb/leader", token=token_a + 1)  # a new leader announces itself
+    continued = time.monotonic()
+    os.kill(leader.process.pid, signal.SIGCONT)
+    assert leader.expect("late-write") == f"late-write refused {token_a + 1}"
+    lost = leader.expect("lost", timeout=8).split(maxsplit=3)
+    assert int(lost[1]) == token_a
+    assert "the fence sb/ (of the lease sb/leader) went above token" in lost[3], lost[3]
+    print(f"loss reported {1000 * (float(lost[2]) - continued):.1f} ms after "
+          "the SIGCONT")
+    leader.finish()
+
+
+def test_running_leader_stops_within_a_round_trip_of_the_bump(
+        start_server: "type[Server]", tmp_path: Path) -> None:
+    server = start_server("--fence-scope", "sb/")  # type: ignore[call-arg]
+    client = server.client()
+    # It writes once, then waits: the loss comes from the elector, not from
+    # a refused write.
+    leader = Leader(server, tmp_path, ttl=30.0, interval=60)
+    token_a = int(leader.expect("elected").split()[1])
+    while True:  # its write landed; it waits now
+        try:
+            client.get("sb/data")
+            break
+        except fencepost.NotFound:
+            time.sleep(0.01)
+    bumped = time.monotonic()
+    client.bump("sb/leader", token=token_a + 1)
+    lost = leader.expect("lost", timeout=8).split(maxsplit=3)
+    assert "the fence sb/ (of the lease sb/leader) went above token" in lost[3], lost[3]
+    print(f"loss reported {1000 * (float(lost[2]) - bumped):.1f} ms after "
+          "the bump")
+    leader.finish()
+    with_token_a = client.get("sb/data")
+    assert with_token_a.token == token_a  # no write of A after the bump
