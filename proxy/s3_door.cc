@@ -84,6 +84,23 @@ std::pair<unsigned, std::string> S3CodeOf(std::error_code e) {
   return {400, "InvalidArgument"};
 }
 
+// The first field the door acts on (the token's, the preconditions') that
+// the signature leaves out, lower-case; "" when each one present is signed.
+// A replayed or relayed request could otherwise be given any token: S3
+// refuses unsigned x-amz-* fields alike.
+std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
+  static constexpr std::string_view kMustBeSigned[] = {
+      "fencing-token", "x-amz-meta-fencing-token", "if-match", "if-none-match"};
+  for (const std::string_view name : kMustBeSigned) {
+    if (request.count(name) > 0 &&
+        std::find(claim.signed_headers.begin(), claim.signed_headers.end(),
+                  name) == claim.signed_headers.end()) {
+      return std::string(name);
+    }
+  }
+  return "";
+}
+
 bool IsHex64(std::string_view text) {
   return text.size() == 64 &&
          text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
@@ -106,7 +123,10 @@ std::vector<sigv4::QueryParam> OperationParams(std::string_view query) {
 // What a problem+json answer of the data port is in S3's terms.
 Response S3Answer(const Request& request, Response answer,
                   const std::string& request_id) {
-  if (answer[http::field::content_type] != "application/problem+json") {
+  // An object's own Content-Type may be problem+json too: only an error
+  // status is the data port's problem.
+  if (answer.result_int() < 400 ||
+      answer[http::field::content_type] != "application/problem+json") {
     answer.set("x-amz-request-id", request_id);
     if (const auto t = answer.find("Fencing-Token"); t != answer.end()) {
       answer.set("x-amz-meta-fencing-token", t->value());
@@ -249,6 +269,12 @@ S3Door::Verified S3Door::Authenticate(const Request& request) const {
     return refuse(403, "SignatureDoesNotMatch",
                   "the request signature does not match the one computed "
                   "with the key's secret");
+  }
+  if (const std::string field = UnsignedField(request, claim); !field.empty()) {
+    return refuse(403, "AccessDenied",
+                  "There were headers present in the request which were not "
+                  "signed: " +
+                      field);
   }
   return Payload(request, claim, client->second, headers);
 }
@@ -442,22 +468,27 @@ Awaitable<Response> S3Door::Object(const Request& request, std::string key,
   for (const http::field name :
        {http::field::content_type, http::field::if_match,
         http::field::if_none_match, http::field::range}) {
-    if (const auto it = request.find(name); it != request.end()) {
-      data.set(name, it->value());
-    }
+    const auto [first, last] = request.equal_range(name);
+    for (auto it = first; it != last; ++it) data.insert(name, it->value());
   }
-  const auto header = request.find("Fencing-Token");
-  const auto metadata = request.find("x-amz-meta-fencing-token");
-  if (header != request.end() && metadata != request.end() &&
-      header->value() != metadata->value()) {
+  // Every value of either token field, so that the data port reads them
+  // as it reads its own (a repeated token is 400 there).
+  const auto values = [&request](std::string_view name) {
+    std::vector<std::string_view> out;
+    const auto [first, last] = request.equal_range(name);
+    for (auto it = first; it != last; ++it) out.push_back(it->value());
+    return out;
+  };
+  const std::vector<std::string_view> header = values("Fencing-Token");
+  const std::vector<std::string_view> metadata =
+      values("x-amz-meta-fencing-token");
+  if (!header.empty() && !metadata.empty() && header != metadata) {
     co_return ErrorXml(request, 400, "InvalidArgument",
                        "Fencing-Token and x-amz-meta-fencing-token differ",
                        request_id);
   }
-  if (header != request.end()) {
-    data.set("Fencing-Token", header->value());
-  } else if (metadata != request.end()) {
-    data.set("Fencing-Token", metadata->value());
+  for (const std::string_view token : header.empty() ? metadata : header) {
+    data.insert("Fencing-Token", token);
   }
   if (request.method() == http::verb::put) {
     data.body() = std::move(body);

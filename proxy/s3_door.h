@@ -29,6 +29,9 @@ namespace fencepost::proxy {
 // requests; the payload hash is checked against the body, aws-chunked
 // bodies are decoded with every chunk signature and checksum checked; a
 // clock more than 15 minutes off is refused.
+// The fields the door acts on (Fencing-Token, x-amz-meta-fencing-token,
+// If-Match, If-None-Match) must be among the signed ones, else 403
+// AccessDenied, as S3 wants of every x-amz-* field.
 //
 // PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY go through the data
 // port's own routes (`data`, called as an authenticated request): the
