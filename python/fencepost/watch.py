@@ -66,6 +66,14 @@ class Watch:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def connect(self) -> bool:
+        """Opens the stream now rather than at the first ``next``: events
+        committed after it returned True are seen. False when the server
+        could not be reached (iterating retries)."""
+        if self._answer is None and not self._closed.is_set():
+            self._open()
+        return self._answer is not None
+
     def close(self) -> None:
         """Ends the iteration (a blocked ``next`` returns StopIteration)."""
         self._closed.set()
