@@ -337,6 +337,15 @@ S3Door::Verified S3Door::Payload(
     auto [status, code] = S3CodeOf(e);
     return refuse(status, code, e.message());
   }
+  // The data port never sees Content-MD5: checked here, as S3 would.
+  if (const std::error_code e = sigv4::CheckContentMd5(headers, out.body)) {
+    return e == sigv4::Errc::kChecksumMismatch
+               ? refuse(400, "BadDigest",
+                        "The Content-MD5 you specified did not match what we "
+                        "received")
+               : refuse(400, "InvalidDigest",
+                        "The Content-MD5 you specified is not valid");
+  }
   return out;
 }
 

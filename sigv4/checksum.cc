@@ -193,4 +193,39 @@ std::error_code CheckChecksumHeaders(std::span<const Header> headers,
              : Errc::kChecksumMismatch;
 }
 
+std::error_code CheckContentMd5(std::span<const Header> headers,
+                                std::string_view body) {
+  const Header* found = nullptr;
+  for (const Header& h : headers) {
+    if (h.name.size() != 11 ||
+        !std::equal(
+            h.name.begin(), h.name.end(), "content-md5", [](char a, char b) {
+              return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
+            })) {
+      continue;
+    }
+    if (found != nullptr) return Errc::kMalformed;
+    found = &h;
+  }
+  if (found == nullptr) return {};
+  const std::string_view value = TrimSpaces(found->value);
+  // 16 bytes are 22 base64 characters and "==".
+  if (value.size() != 24 || value.substr(22) != "==" ||
+      value.substr(0, 22).find_first_not_of(
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/") !=
+          std::string_view::npos) {
+    return Errc::kMalformed;
+  }
+  static EVP_MD* md5 = EVP_MD_fetch(nullptr, "MD5", nullptr);
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (md5 == nullptr ||
+      EVP_Digest(body.data(), body.size(), digest, &size, md5, nullptr) != 1) {
+    std::abort();
+  }
+  return Base64({reinterpret_cast<const char*>(digest), size}) == value
+             ? std::error_code()
+             : Errc::kChecksumMismatch;
+}
+
 }  // namespace fencepost::sigv4

@@ -75,4 +75,12 @@ std::string Base64Checksum(ChecksumAlgorithm algorithm, std::string_view data);
 std::error_code CheckChecksumHeaders(std::span<const Header> headers,
                                      std::string_view body);
 
+// Checks a body against its Content-MD5 (RFC 1864: the base64 of its MD5)
+// as S3 does, for a body the signature may not cover (UNSIGNED-PAYLOAD, a
+// presigned URL). Success when `headers` has none, or one that matches.
+// Errors: kMalformed (two, or one that is not the base64 of 16 bytes),
+// kChecksumMismatch (another body's).
+std::error_code CheckContentMd5(std::span<const Header> headers,
+                                std::string_view body);
+
 }  // namespace fencepost::sigv4
