@@ -140,6 +140,7 @@ class Lease:
         period = retry_period or max(ttl / 3, 0.001)
         deadline = None if wait is None else time.monotonic() + wait
         while True:
+            sent = time.monotonic()  # the TTL runs from the send, at most
             try:
                 grant = client.acquire_lease(name, holder, ttl)
             except (LeaseHeld, Unreachable, BadResponse) as e:
@@ -149,7 +150,6 @@ class Lease:
                     raise
                 error = e
             else:
-                sent = time.monotonic()
                 if grant.holder == holder:
                     return cls(client, name, holder, grant, sent, ttl=ttl,
                                safety_margin=safety_margin, on_lost=on_lost)
