@@ -1,6 +1,7 @@
 #include "proxy/s3_door.h"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <optional>
 #include <random>
@@ -118,6 +119,21 @@ std::vector<sigv4::QueryParam> OperationParams(std::string_view query) {
     out.push_back(std::move(param));
   }
   return out;
+}
+
+// Whether a write asks for what the s3:// backend does not pass on to the
+// store (server-side encryption, object lock): refused, never dropped
+// silently, for an object stored plain or unlocked would betray it.
+bool AsksWhatIsNotKept(const Request& request) {
+  for (const auto& field : request) {
+    std::string name(field.name_string());
+    for (char& c : name) c = static_cast<char>(std::tolower(c));
+    if (name.rfind("x-amz-server-side-encryption", 0) == 0 ||
+        name.rfind("x-amz-object-lock", 0) == 0) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // What a problem+json answer of the data port is in S3's terms.
@@ -384,12 +400,13 @@ Awaitable<Response> S3Door::Handle(const Request& request,
     co_return co_await Bucket(request, params, id);
   }
   if (!params.empty() || request.count("x-amz-copy-source") > 0 ||
-      method == http::verb::post) {
+      method == http::verb::post || AsksWhatIsNotKept(request)) {
     co_return error(
         501, "NotImplemented",
         "fencepost fences PutObject, GetObject, HeadObject and DeleteObject "
-        "only: multipart uploads, copies, ACLs, tagging and the rest are not "
-        "supported (a fence cannot be checked across parts)");
+        "only: multipart uploads, copies, ACLs, tagging, server-side "
+        "encryption, object lock and the rest are not supported (a fence "
+        "cannot be checked across parts)");
   }
   if (method != http::verb::put && method != http::verb::get &&
       method != http::verb::head && method != http::verb::delete_) {

@@ -43,10 +43,15 @@ Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
 
 Awaitable<Response> Service::HandleAuthenticated(const Request& request,
                                                  const std::string& client) {
+  // Untrusted again however the handling ends, an exception included: a
+  // later request at the same address must not inherit the trust.
+  struct Trusted {
+    RouteContext& context;
+    const Request* request;
+    ~Trusted() { context.Untrust(request); }
+  } trusted{context_, &request};
   context_.Trust(&request);
-  Response res = co_await Handle(metrics::Port::kData, request, client);
-  context_.Untrust(&request);
-  co_return res;
+  co_return co_await Handle(metrics::Port::kData, request, client);
 }
 
 Awaitable<Response> Service::Handle(metrics::Port port,

@@ -247,6 +247,12 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
                    }(),
                    501, "NotImplemented"});
   cases.push_back(
+      {"server-side encryption asked for",
+       Signed(door, bhttp::verb::put, "k", "v",
+              {{"Fencing-Token", "7"},
+               {"x-amz-server-side-encryption-customer-algorithm", "AES256"}}),
+       501, "NotImplemented"});
+  cases.push_back(
       {"copy",
        Signed(door, bhttp::verb::put, "k", "",
               {{"Fencing-Token", "7"}, {"x-amz-copy-source", "/b/other"}}),
