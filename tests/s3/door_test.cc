@@ -3,6 +3,8 @@
 // or chunk, none at all), sent raw to the door; what landed in the bucket
 // checked with the independent client. Each refusal must change nothing.
 
+#include "tests/s3/door.h"
+
 #include <gtest/gtest.h>
 
 #include <boost/beast/http/write.hpp>
@@ -33,98 +35,33 @@ namespace bhttp = boost::beast::http;
 using std::chrono::minutes;
 using Clock = std::chrono::system_clock;
 
-constexpr char kKeyId[] = "door-client";
-constexpr char kSecret[] = "door-client-secret-0123456789";
-
-// fencepost with the front door over s3://BUCKET/PREFIX of the shared RGW.
-class Door {
- public:
-  explicit Door(const std::string& prefix) {
-    Rgw& rgw = Rgw::Shared();
-    std::ofstream(dir_ / "clients")
-        << "# fencepost's S3 clients\n"
-        << kKeyId << " " << kSecret << "\nother-client other-secret\n";
-    server_.emplace(
-        dir_ / "data",
-        std::vector<std::string>{
-            "--backend",
-            "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
-            "--s3-endpoint", rgw.endpoint(), "--s3-listen", "127.0.0.1:0",
-            "--s3-client-credentials", dir_ / "clients"},
-        rgw.Env());
-  }
-  ServerProcess& server() { return *server_; }
-  std::uint16_t port() const { return server_->s3_port(); }
-  storage::S3Bucket Bucket() const {
-    return {"127.0.0.1", std::to_string(port()),
-            false,       Rgw::Shared().bucket(),
-            "us-east-1", false};
-  }
-
- private:
-  TempDir dir_;
-  std::optional<ServerProcess> server_;
-};
-
-sigv4::Credentials Key(const std::string& secret = kSecret,
-                       const std::string& id = kKeyId) {
-  return {id, sigv4::Secret(secret), sigv4::Secret()};
-}
-
-// Sends `request` as it is on a new connection.
-HttpResponse Send(std::uint16_t port, const http::Request& request) {
-  std::ostringstream wire;
-  wire << request;
-  HttpClient client(port);
-  return client.Raw(wire.str());
-}
-
-// A request to the door for `key`, with `fields`, signed with `key` at
-// `time` over `body`.
-http::Request Signed(const Door& door, bhttp::verb method,
-                     const std::string& key, const std::string& body,
-                     Headers fields = {},
-                     const sigv4::Credentials& with = Key(),
-                     Clock::time_point time = Clock::now()) {
-  http::Request request = storage::S3Request(door.Bucket(), method, key, body);
-  for (const auto& [name, value] : fields) request.set(name, value);
-  storage::SignS3(request, door.Bucket(), with, time);
-  return request;
-}
-
-std::string Code(const HttpResponse& response) {
-  const auto from = response.body.find("<Code>");
-  const auto to = response.body.find("</Code>");
-  if (from == std::string::npos || to == std::string::npos) return "";
-  return response.body.substr(from + 6, to - from - 6);
-}
-
 TEST(S3DoorTest, SignedWritesAreFencedAndReadBack) {
   Rgw& rgw = Rgw::Shared();
   const std::string prefix = rgw.UniquePrefix("door");
   Door door(prefix);
-  const auto a = Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
-                                          "from A", {{"Fencing-Token", "33"}}));
+  const auto a =
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, "orders/s",
+                                         "from A", {{"Fencing-Token", "33"}}));
   ASSERT_EQ(a.status, 200) << a.body;
   EXPECT_FALSE(a.header("x-amz-request-id").empty());
-  const auto b =
-      Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "from B",
-                               {{"x-amz-meta-fencing-token", "34"},
-                                {"Content-Type", "text/plain"}}));
+  const auto b = SendRaw(
+      door.port(), SignedForDoor(door, bhttp::verb::put, "orders/s", "from B",
+                                 {{"x-amz-meta-fencing-token", "34"},
+                                  {"Content-Type", "text/plain"}}));
   ASSERT_EQ(b.status, 200) << b.body;
   const auto stale =
-      Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "late A",
-                               {{"Fencing-Token", "33"}}));
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, "orders/s",
+                                         "late A", {{"Fencing-Token", "33"}}));
   EXPECT_EQ(stale.status, 409);
-  EXPECT_EQ(Code(stale), "StaleFencingToken") << stale.body;
+  EXPECT_EQ(S3Code(stale), "StaleFencingToken") << stale.body;
   EXPECT_EQ(stale.header("fencing-token"), "34");
   EXPECT_NE(stale.body.find("34"), std::string::npos);
   const S3Object object = rgw.Get(prefix + "orders/s");
   EXPECT_EQ(object.body, "from B");
   EXPECT_EQ(object.metadata.at("fencing-token"), "34");
 
-  const auto got =
-      Send(door.port(), Signed(door, bhttp::verb::get, "orders/s", ""));
+  const auto got = SendRaw(
+      door.port(), SignedForDoor(door, bhttp::verb::get, "orders/s", ""));
   EXPECT_EQ(got.status, 200);
   EXPECT_EQ(got.body, "from B");
   EXPECT_EQ(got.header("x-amz-meta-fencing-token"), "34");
@@ -139,37 +76,43 @@ TEST(S3DoorTest, SignedWritesAreFencedAndReadBack) {
                   {{"Fencing-Token", "40"}}, "from C")
                 .status,
             200);
-  EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
-                                          "x", {{"Fencing-Token", "39"}}))),
+  EXPECT_EQ(S3Code(SendRaw(door.port(),
+                           SignedForDoor(door, bhttp::verb::put, "orders/s",
+                                         "x", {{"Fencing-Token", "39"}}))),
             "StaleFencingToken");
 
   // Tokens: missing, malformed, and two that differ.
-  EXPECT_EQ(
-      Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "x"))),
-      "MissingFencingToken");
-  EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s",
-                                          "x", {{"Fencing-Token", "4x"}}))),
+  EXPECT_EQ(S3Code(SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put,
+                                                      "orders/s", "x"))),
+            "MissingFencingToken");
+  EXPECT_EQ(S3Code(SendRaw(door.port(),
+                           SignedForDoor(door, bhttp::verb::put, "orders/s",
+                                         "x", {{"Fencing-Token", "4x"}}))),
             "InvalidArgument");
   EXPECT_EQ(
-      Code(Send(door.port(), Signed(door, bhttp::verb::put, "orders/s", "x",
-                                    {{"Fencing-Token", "41"},
-                                     {"x-amz-meta-fencing-token", "42"}}))),
+      S3Code(SendRaw(door.port(),
+                     SignedForDoor(door, bhttp::verb::put, "orders/s", "x",
+                                   {{"Fencing-Token", "41"},
+                                    {"x-amz-meta-fencing-token", "42"}}))),
       "InvalidArgument");
   // Preconditions, and a missing key.
   EXPECT_EQ(
-      Code(Send(door.port(),
-                Signed(door, bhttp::verb::put, "orders/s", "x",
-                       {{"Fencing-Token", "41"}, {"If-None-Match", "*"}}))),
+      S3Code(SendRaw(
+          door.port(),
+          SignedForDoor(door, bhttp::verb::put, "orders/s", "x",
+                        {{"Fencing-Token", "41"}, {"If-None-Match", "*"}}))),
       "PreconditionFailed");
-  EXPECT_EQ(Code(Send(door.port(), Signed(door, bhttp::verb::get, "none", ""))),
+  EXPECT_EQ(S3Code(SendRaw(door.port(),
+                           SignedForDoor(door, bhttp::verb::get, "none", ""))),
             "NoSuchKey");
   EXPECT_EQ(rgw.Get(prefix + "orders/s").body, "from C");
 
   // DELETE: 204, then gone.
-  EXPECT_EQ(Send(door.port(), Signed(door, bhttp::verb::delete_, "orders/s", "",
-                                     {{"Fencing-Token", "41"}}))
-                .status,
-            204);
+  EXPECT_EQ(
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::delete_, "orders/s",
+                                         "", {{"Fencing-Token", "41"}}))
+          .status,
+      204);
   EXPECT_EQ(rgw.Get(prefix + "orders/s").status, 404);
   const std::string metrics =
       Fetch(door.server().admin_port(), "GET", "/metrics").body;
@@ -201,38 +144,40 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
     unsigned_put.set("Fencing-Token", "7");
     cases.push_back({"unsigned", unsigned_put, 403, "AccessDenied"});
   }
-  cases.push_back(
-      {"wrong secret",
-       Signed(door, bhttp::verb::put, "k", "v", token, Key("not-the-secret")),
-       403, "SignatureDoesNotMatch"});
-  cases.push_back(
-      {"unknown key",
-       Signed(door, bhttp::verb::put, "k", "v", token, Key(kSecret, "nobody")),
-       403, "InvalidAccessKeyId"});
-  cases.push_back({"the store's own key",
-                   Signed(door, bhttp::verb::put, "k", "v", token,
-                          Key(rgw.secret_access_key(), rgw.access_key_id())),
+  cases.push_back({"wrong secret",
+                   SignedForDoor(door, bhttp::verb::put, "k", "v", token,
+                                 DoorKey("not-the-secret")),
+                   403, "SignatureDoesNotMatch"});
+  cases.push_back({"unknown key",
+                   SignedForDoor(door, bhttp::verb::put, "k", "v", token,
+                                 DoorKey(kDoorSecret, "nobody")),
                    403, "InvalidAccessKeyId"});
+  cases.push_back(
+      {"the store's own key",
+       SignedForDoor(door, bhttp::verb::put, "k", "v", token,
+                     DoorKey(rgw.secret_access_key(), rgw.access_key_id())),
+       403, "InvalidAccessKeyId"});
   cases.push_back({"20 minutes old",
-                   Signed(door, bhttp::verb::put, "k", "v", token, Key(),
-                          Clock::now() - minutes(20)),
+                   SignedForDoor(door, bhttp::verb::put, "k", "v", token,
+                                 DoorKey(), Clock::now() - minutes(20)),
                    403, "RequestTimeTooSkewed"});
   {
     http::Request tampered =
-        Signed(door, bhttp::verb::put, "k", "signed body", token);
+        SignedForDoor(door, bhttp::verb::put, "k", "signed body", token);
     tampered.body() = "other body!";
     cases.push_back(
         {"tampered body", tampered, 400, "XAmzContentSHA256Mismatch"});
   }
   {
-    http::Request retargeted = Signed(door, bhttp::verb::put, "k", "v", token);
+    http::Request retargeted =
+        SignedForDoor(door, bhttp::verb::put, "k", "v", token);
     retargeted.target(std::string(retargeted.target()) + "2");
     cases.push_back(
         {"another key than signed", retargeted, 403, "SignatureDoesNotMatch"});
   }
   {
-    http::Request retokened = Signed(door, bhttp::verb::put, "k", "v",
-                                     {{"x-amz-meta-fencing-token", "7"}});
+    http::Request retokened = SignedForDoor(
+        door, bhttp::verb::put, "k", "v", {{"x-amz-meta-fencing-token", "7"}});
     retokened.set("x-amz-meta-fencing-token", "8");
     cases.push_back(
         {"a signed token changed", retokened, 403, "SignatureDoesNotMatch"});
@@ -242,47 +187,48 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
                      http::Request r = storage::S3Request(
                          door.Bucket(), bhttp::verb::post, "k", "");
                      r.target(std::string(r.target()) + "?uploads");
-                     storage::SignS3(r, door.Bucket(), Key(), Clock::now());
+                     storage::SignS3(r, door.Bucket(), DoorKey(), Clock::now());
                      return r;
                    }(),
                    501, "NotImplemented"});
   cases.push_back(
       {"server-side encryption asked for",
-       Signed(door, bhttp::verb::put, "k", "v",
-              {{"Fencing-Token", "7"},
-               {"x-amz-server-side-encryption-customer-algorithm", "AES256"}}),
+       SignedForDoor(
+           door, bhttp::verb::put, "k", "v",
+           {{"Fencing-Token", "7"},
+            {"x-amz-server-side-encryption-customer-algorithm", "AES256"}}),
        501, "NotImplemented"});
-  cases.push_back(
-      {"copy",
-       Signed(door, bhttp::verb::put, "k", "",
-              {{"Fencing-Token", "7"}, {"x-amz-copy-source", "/b/other"}}),
-       501, "NotImplemented"});
+  cases.push_back({"copy",
+                   SignedForDoor(door, bhttp::verb::put, "k", "",
+                                 {{"Fencing-Token", "7"},
+                                  {"x-amz-copy-source", "/b/other"}}),
+                   501, "NotImplemented"});
   {
     storage::S3Bucket other = door.Bucket();
     other.bucket = "another-bucket";
     http::Request r = storage::S3Request(other, bhttp::verb::put, "k", "v");
     r.set("Fencing-Token", "7");
-    storage::SignS3(r, other, Key(), Clock::now());
+    storage::SignS3(r, other, DoorKey(), Clock::now());
     cases.push_back({"another bucket", r, 404, "NoSuchBucket"});
   }
   for (const Case& c : cases) {
-    const auto answer = Send(door.port(), c.request);
+    const auto answer = SendRaw(door.port(), c.request);
     EXPECT_EQ(answer.status, static_cast<int>(c.status))
         << c.name << ": " << answer.body;
-    EXPECT_EQ(Code(answer), c.code) << c.name << ": " << answer.body;
+    EXPECT_EQ(S3Code(answer), c.code) << c.name << ": " << answer.body;
     EXPECT_EQ(answer.header("content-type"), "application/xml") << c.name;
   }
   {
     // A body over --max-body is refused from its Content-Length, before
     // the door: in S3's terms too. Only the head is sent.
-    const http::Request big = Signed(door, bhttp::verb::put, "k",
-                                     std::string((4 << 20) + 1, 'b'), token);
+    const http::Request big = SignedForDoor(
+        door, bhttp::verb::put, "k", std::string((4 << 20) + 1, 'b'), token);
     std::ostringstream wire;
     wire << big.base();
     HttpClient client(door.port());
     const auto answer = client.Raw(wire.str());
     EXPECT_EQ(answer.status, 413) << answer.body;
-    EXPECT_EQ(Code(answer), "EntityTooLarge") << answer.body;
+    EXPECT_EQ(S3Code(answer), "EntityTooLarge") << answer.body;
   }
   EXPECT_EQ(rgw.Get(prefix + "k").status, 404) << "a refusal wrote";
   EXPECT_EQ(rgw.Get(prefix + "k2").status, 404) << "a refusal wrote";
@@ -290,9 +236,10 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
   EXPECT_EQ(Fetch(door.server().admin_port(), "GET", "/v1/fences/k").status,
             404);
   // The same request signed rightly is accepted.
-  EXPECT_EQ(
-      Send(door.port(), Signed(door, bhttp::verb::put, "k", "v", token)).status,
-      200);
+  EXPECT_EQ(SendRaw(door.port(),
+                    SignedForDoor(door, bhttp::verb::put, "k", "v", token))
+                .status,
+            200);
 }
 
 // aws-chunked bodies (STREAMING-AWS4-HMAC-SHA256-PAYLOAD): decoded, every
@@ -328,12 +275,13 @@ TEST(S3DoorTest, AwsChunkedBodiesAreDecodedAndEveryChunkChecked) {
     params.region = "us-east-1";
     params.time = now;
     const std::size_t given = to_sign.headers.size();
-    const sigv4::Signed seed = sigv4::SignRequest(to_sign, Key(), params);
+    const sigv4::Signed seed = sigv4::SignRequest(to_sign, DoorKey(), params);
     for (std::size_t i = given; i < to_sign.headers.size(); ++i) {
       request.set(to_sign.headers[i].name, to_sign.headers[i].value);
     }
-    sigv4::ChunkSigner signer(sigv4::SigningKey(Key().secret_access_key, scope),
-                              amz_date, scope, seed.signature);
+    sigv4::ChunkSigner signer(
+        sigv4::SigningKey(DoorKey().secret_access_key, scope), amz_date, scope,
+        seed.signature);
     std::string body;
     const std::string parts[] = {data.substr(0, 65536), data.substr(65536), ""};
     for (int i = 0; i < 3; ++i) {
@@ -347,13 +295,13 @@ TEST(S3DoorTest, AwsChunkedBodiesAreDecodedAndEveryChunkChecked) {
     request.body() = body;
     return request;
   };
-  const auto good = Send(door.port(), chunked("whole", 0));
+  const auto good = SendRaw(door.port(), chunked("whole", 0));
   ASSERT_EQ(good.status, 200) << good.body;
   EXPECT_EQ(rgw.Get(prefix + "whole").body, data);
   for (const int tamper : {1, 2}) {
-    const auto forged = Send(door.port(), chunked("forged", tamper));
+    const auto forged = SendRaw(door.port(), chunked("forged", tamper));
     EXPECT_EQ(forged.status, 403) << tamper << ": " << forged.body;
-    EXPECT_EQ(Code(forged), "SignatureDoesNotMatch") << tamper;
+    EXPECT_EQ(S3Code(forged), "SignatureDoesNotMatch") << tamper;
   }
   EXPECT_EQ(rgw.Get(prefix + "forged").status, 404);
 }
@@ -396,12 +344,12 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
     params.region = "us-east-1";
     params.time = Clock::now();
     const std::size_t given = to_sign.headers.size();
-    sigv4::SignRequest(to_sign, Key(), params);
+    sigv4::SignRequest(to_sign, DoorKey(), params);
     for (std::size_t i = given; i < to_sign.headers.size(); ++i) {
       request.set(to_sign.headers[i].name, to_sign.headers[i].value);
     }
     request.body() = body;
-    return Send(door.port(), request);
+    return SendRaw(door.port(), request);
   };
   const std::string right =
       sigv4::Base64Checksum(sigv4::ChecksumAlgorithm::kCrc32, data);
@@ -411,7 +359,7 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
   const auto wrong = put(
       "wrong", sigv4::Base64Checksum(sigv4::ChecksumAlgorithm::kCrc32, "x"));
   EXPECT_EQ(wrong.status, 400) << wrong.body;
-  EXPECT_EQ(Code(wrong), "BadDigest") << wrong.body;
+  EXPECT_EQ(S3Code(wrong), "BadDigest") << wrong.body;
   EXPECT_EQ(rgw.Get(prefix + "wrong").status, 404);
 }
 
@@ -424,8 +372,8 @@ TEST(S3DoorTest, BotoListsTheBucketWithinThePrefix) {
   Door door(prefix);
   const std::vector<std::string> keys = {"a b", "c/d", "c/e", "f&g", "h+i"};
   for (const std::string& key : keys) {
-    ASSERT_EQ(Send(door.port(), Signed(door, bhttp::verb::put, key, "v",
-                                       {{"Fencing-Token", "1"}}))
+    ASSERT_EQ(SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, key,
+                                                 "v", {{"Fencing-Token", "1"}}))
                   .status,
               200);
   }
@@ -447,8 +395,8 @@ TEST(S3DoorTest, BotoListsTheBucketWithinThePrefix) {
          "print('dirs', [p['Prefix'] for p in r.get('CommonPrefixes', [])])\n";
   const std::string command =
       "/usr/bin/python3 " + (dir / "list.py") +
-      " http://127.0.0.1:" + std::to_string(door.port()) + " " + kKeyId + " " +
-      kSecret + " " + rgw.bucket() + " > " + (dir / "out") + " 2>&1";
+      " http://127.0.0.1:" + std::to_string(door.port()) + " " + kDoorKeyId +
+      " " + kDoorSecret + " " + rgw.bucket() + " > " + (dir / "out") + " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << ReadFile(dir / "out");
   EXPECT_EQ(ReadFile(dir / "out"), "a b\nc/d\nc/e\nf&g\nh+i\ndirs ['c/']\n");
 }
@@ -459,10 +407,11 @@ TEST(S3DoorTest, PresignedUrlsReadUntilTheyExpire) {
   Rgw& rgw = Rgw::Shared();
   const std::string prefix = rgw.UniquePrefix("presigned");
   Door door(prefix);
-  ASSERT_EQ(Send(door.port(), Signed(door, bhttp::verb::put, "p", "shared",
-                                     {{"Fencing-Token", "1"}}))
-                .status,
-            200);
+  ASSERT_EQ(
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, "p", "shared",
+                                         {{"Fencing-Token", "1"}}))
+          .status,
+      200);
   const auto presign = [&](Clock::time_point at, std::chrono::seconds expires) {
     sigv4::Request request;
     request.method = "GET";
@@ -472,20 +421,20 @@ TEST(S3DoorTest, PresignedUrlsReadUntilTheyExpire) {
     params.region = "us-east-1";
     params.time = at;
     const sigv4::Presigned url =
-        sigv4::Presign(request, Key(), params, expires);
+        sigv4::Presign(request, DoorKey(), params, expires);
     http::Request get(bhttp::verb::get, "/" + rgw.bucket() + "/p?" + url.query,
                       11);
     get.set(bhttp::field::host, request.headers[0].value);
     return get;
   };
   const auto fresh =
-      Send(door.port(), presign(Clock::now(), std::chrono::seconds(60)));
+      SendRaw(door.port(), presign(Clock::now(), std::chrono::seconds(60)));
   EXPECT_EQ(fresh.status, 200) << fresh.body;
   EXPECT_EQ(fresh.body, "shared");
-  const auto expired = Send(door.port(), presign(Clock::now() - minutes(10),
-                                                 std::chrono::seconds(60)));
+  const auto expired = SendRaw(door.port(), presign(Clock::now() - minutes(10),
+                                                    std::chrono::seconds(60)));
   EXPECT_EQ(expired.status, 403) << expired.body;
-  EXPECT_EQ(Code(expired), "AccessDenied");
+  EXPECT_EQ(S3Code(expired), "AccessDenied");
 }
 
 }  // namespace

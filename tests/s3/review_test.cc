@@ -16,6 +16,7 @@
 
 #include "sigv4/signer.h"
 #include "storage/s3_request.h"
+#include "tests/s3/door.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/rgw.h"
 #include "tests/testing/server_process.h"
@@ -26,67 +27,6 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 using Clock = std::chrono::system_clock;
-
-constexpr char kKeyId[] = "review-client";
-constexpr char kSecret[] = "review-client-secret-0123456789";
-
-// fencepost with the front door over s3://BUCKET/PREFIX of the shared RGW
-// (as in door_test.cc).
-class Door {
- public:
-  explicit Door(const std::string& prefix) {
-    Rgw& rgw = Rgw::Shared();
-    std::ofstream(dir_ / "clients") << kKeyId << " " << kSecret << "\n";
-    server_.emplace(
-        dir_ / "data",
-        std::vector<std::string>{
-            "--backend",
-            "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
-            "--s3-endpoint", rgw.endpoint(), "--s3-listen", "127.0.0.1:0",
-            "--s3-client-credentials", dir_ / "clients"},
-        rgw.Env());
-  }
-  ServerProcess& server() { return *server_; }
-  std::uint16_t port() const { return server_->s3_port(); }
-  storage::S3Bucket Bucket() const {
-    return {"127.0.0.1", std::to_string(port()),
-            false,       Rgw::Shared().bucket(),
-            "us-east-1", false};
-  }
-
- private:
-  TempDir dir_;
-  std::optional<ServerProcess> server_;
-};
-
-sigv4::Credentials Key() {
-  return {kKeyId, sigv4::Secret(kSecret), sigv4::Secret()};
-}
-
-HttpResponse Send(std::uint16_t port, const http::Request& request) {
-  std::ostringstream wire;
-  wire << request;
-  HttpClient client(port);
-  return client.Raw(wire.str());
-}
-
-// A request to the door for `key` with `fields` (a name may repeat), every
-// field signed, the payload's SHA-256 signed.
-http::Request Signed(const Door& door, bhttp::verb method,
-                     const std::string& key, const std::string& body,
-                     const Headers& fields = {}) {
-  http::Request request = storage::S3Request(door.Bucket(), method, key, body);
-  for (const auto& [name, value] : fields) request.insert(name, value);
-  storage::SignS3(request, door.Bucket(), Key(), Clock::now());
-  return request;
-}
-
-std::string Code(const HttpResponse& response) {
-  const auto from = response.body.find("<Code>");
-  const auto to = response.body.find("</Code>");
-  if (from == std::string::npos || to == std::string::npos) return "";
-  return response.body.substr(from + 6, to - from - 6);
-}
 
 // A field the signature does not cover cannot choose the write's token or
 // precondition: whoever replays (or relays) a signed request could add
@@ -112,20 +52,21 @@ TEST(S3ReviewTest, FieldsOutsideTheSignatureCannotChooseTheToken) {
   };
   for (const Case& c : cases) {
     http::Request request =
-        Signed(door, bhttp::verb::put, "k", "v", c.signed_fields);
+        SignedForDoor(door, bhttp::verb::put, "k", "v", c.signed_fields);
     request.insert(c.added.first, c.added.second);
-    const auto answer = Send(door.port(), request);
+    const auto answer = SendRaw(door.port(), request);
     EXPECT_EQ(answer.status, 403) << c.name << ": " << answer.body;
-    EXPECT_EQ(Code(answer), "AccessDenied") << c.name << ": " << answer.body;
+    EXPECT_EQ(S3Code(answer), "AccessDenied") << c.name << ": " << answer.body;
   }
   EXPECT_EQ(Fetch(door.server().admin_port(), "GET", "/v1/fences/k").status,
             404)
       << "an unsigned field raised the fence";
   EXPECT_EQ(rgw.Get(prefix + "k").status, 404) << "an unsigned field wrote";
   // Signed, the same fields are taken.
-  const auto taken = Send(
-      door.port(), Signed(door, bhttp::verb::put, "k", "v",
-                          {{"Fencing-Token", "5"}, {"If-None-Match", "*"}}));
+  const auto taken =
+      SendRaw(door.port(),
+              SignedForDoor(door, bhttp::verb::put, "k", "v",
+                            {{"Fencing-Token", "5"}, {"If-None-Match", "*"}}));
   EXPECT_EQ(taken.status, 200) << taken.body;
 }
 
@@ -140,11 +81,13 @@ TEST(S3ReviewTest, AnObjectThatLooksLikeAProblemIsReadBackAsItIs) {
   const std::string body =
       "{\"type\": \"urn:fencepost:stale-token\", \"detail\": \"mine\"}";
   const auto put =
-      Send(door.port(), Signed(door, bhttp::verb::put, "doc", body,
-                               {{"Fencing-Token", "1"},
-                                {"Content-Type", "application/problem+json"}}));
+      SendRaw(door.port(),
+              SignedForDoor(door, bhttp::verb::put, "doc", body,
+                            {{"Fencing-Token", "1"},
+                             {"Content-Type", "application/problem+json"}}));
   ASSERT_EQ(put.status, 200) << put.body;
-  const auto got = Send(door.port(), Signed(door, bhttp::verb::get, "doc", ""));
+  const auto got =
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::get, "doc", ""));
   EXPECT_EQ(got.status, 200);
   EXPECT_EQ(got.body, body);
   EXPECT_EQ(got.header("content-type"), "application/problem+json");
@@ -160,29 +103,31 @@ TEST(S3ReviewTest, RepeatedFieldsAreReadWhole) {
   Rgw& rgw = Rgw::Shared();
   const std::string prefix = rgw.UniquePrefix("repeated");
   Door door(prefix);
-  const auto tokens = Send(
-      door.port(), Signed(door, bhttp::verb::put, "k", "two tokens",
-                          {{"Fencing-Token", "33"}, {"Fencing-Token", "34"}}));
+  const auto tokens = SendRaw(
+      door.port(),
+      SignedForDoor(door, bhttp::verb::put, "k", "two tokens",
+                    {{"Fencing-Token", "33"}, {"Fencing-Token", "34"}}));
   EXPECT_EQ(tokens.status, 400) << tokens.body;
-  EXPECT_EQ(Code(tokens), "InvalidArgument") << tokens.body;
-  const auto metadata =
-      Send(door.port(), Signed(door, bhttp::verb::put, "k", "two tokens",
-                               {{"x-amz-meta-fencing-token", "33"},
-                                {"x-amz-meta-fencing-token", "34"}}));
+  EXPECT_EQ(S3Code(tokens), "InvalidArgument") << tokens.body;
+  const auto metadata = SendRaw(
+      door.port(), SignedForDoor(door, bhttp::verb::put, "k", "two tokens",
+                                 {{"x-amz-meta-fencing-token", "33"},
+                                  {"x-amz-meta-fencing-token", "34"}}));
   EXPECT_EQ(metadata.status, 400) << metadata.body;
   EXPECT_EQ(rgw.Get(prefix + "k").status, 404);
   EXPECT_EQ(Fetch(door.server().admin_port(), "GET", "/v1/fences/k").status,
             404);
 
-  ASSERT_EQ(Send(door.port(), Signed(door, bhttp::verb::put, "k", "first",
-                                     {{"Fencing-Token", "1"}}))
-                .status,
-            200);
+  ASSERT_EQ(
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, "k", "first",
+                                         {{"Fencing-Token", "1"}}))
+          .status,
+      200);
   const auto create_only =
-      Send(door.port(), Signed(door, bhttp::verb::put, "k", "second",
-                               {{"Fencing-Token", "1"},
-                                {"If-None-Match", "\"not-its-tag\""},
-                                {"If-None-Match", "*"}}));
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, "k", "second",
+                                         {{"Fencing-Token", "1"},
+                                          {"If-None-Match", "\"not-its-tag\""},
+                                          {"If-None-Match", "*"}}));
   EXPECT_GE(create_only.status, 400) << create_only.body;
   EXPECT_EQ(rgw.Get(prefix + "k").body, "first");
 }
@@ -198,20 +143,23 @@ TEST(S3ReviewTest, ContentMd5IsChecked) {
   // MD5("the body") and MD5("another body"), base64.
   const std::string right = "MGYXYYX8yjXSbBsWEqkeeA==";
   const std::string wrong = "/sp/BFW3pspYo4TiD3LkPg==";
-  const auto bad = Send(
-      door.port(), Signed(door, bhttp::verb::put, "k", "the body",
-                          {{"Fencing-Token", "1"}, {"Content-MD5", wrong}}));
+  const auto bad =
+      SendRaw(door.port(),
+              SignedForDoor(door, bhttp::verb::put, "k", "the body",
+                            {{"Fencing-Token", "1"}, {"Content-MD5", wrong}}));
   EXPECT_EQ(bad.status, 400) << bad.body;
-  EXPECT_EQ(Code(bad), "BadDigest") << bad.body;
+  EXPECT_EQ(S3Code(bad), "BadDigest") << bad.body;
   const auto invalid =
-      Send(door.port(), Signed(door, bhttp::verb::put, "k", "the body",
-                               {{"Fencing-Token", "1"}, {"Content-MD5", "x"}}));
+      SendRaw(door.port(),
+              SignedForDoor(door, bhttp::verb::put, "k", "the body",
+                            {{"Fencing-Token", "1"}, {"Content-MD5", "x"}}));
   EXPECT_EQ(invalid.status, 400) << invalid.body;
-  EXPECT_EQ(Code(invalid), "InvalidDigest") << invalid.body;
+  EXPECT_EQ(S3Code(invalid), "InvalidDigest") << invalid.body;
   EXPECT_EQ(rgw.Get(prefix + "k").status, 404);
-  const auto good = Send(
-      door.port(), Signed(door, bhttp::verb::put, "k", "the body",
-                          {{"Fencing-Token", "1"}, {"Content-MD5", right}}));
+  const auto good =
+      SendRaw(door.port(),
+              SignedForDoor(door, bhttp::verb::put, "k", "the body",
+                            {{"Fencing-Token", "1"}, {"Content-MD5", right}}));
   EXPECT_EQ(good.status, 200) << good.body;
   EXPECT_EQ(rgw.Get(prefix + "k").body, "the body");
 }

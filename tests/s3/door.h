@@ -1,0 +1,95 @@
+#pragma once
+
+// What the S3 front door's tests share: a fencepost serving the door over
+// s3://BUCKET/PREFIX of the shared RGW, requests signed with the SigV4
+// library and sent raw, and the S3 error code of an answer.
+
+#include <boost/beast/http/write.hpp>
+#include <chrono>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "sigv4/signer.h"
+#include "storage/s3_request.h"
+#include "tests/testing/http_client.h"
+#include "tests/testing/rgw.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::testing {
+
+inline constexpr char kDoorKeyId[] = "door-client";
+inline constexpr char kDoorSecret[] = "door-client-secret-0123456789";
+
+// fencepost with the front door over s3://BUCKET/PREFIX of the shared RGW;
+// its clients are kDoorKeyId and another.
+class Door {
+ public:
+  explicit Door(const std::string& prefix) {
+    Rgw& rgw = Rgw::Shared();
+    std::ofstream(dir_ / "clients")
+        << "# fencepost's S3 clients\n"
+        << kDoorKeyId << " " << kDoorSecret << "\nother-client other-secret\n";
+    server_.emplace(
+        dir_ / "data",
+        std::vector<std::string>{
+            "--backend",
+            "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
+            "--s3-endpoint", rgw.endpoint(), "--s3-listen", "127.0.0.1:0",
+            "--s3-client-credentials", dir_ / "clients"},
+        rgw.Env());
+  }
+  ServerProcess& server() { return *server_; }
+  std::uint16_t port() const { return server_->s3_port(); }
+  storage::S3Bucket Bucket() const {
+    return {"127.0.0.1", std::to_string(port()),
+            false,       Rgw::Shared().bucket(),
+            "us-east-1", false};
+  }
+
+ private:
+  TempDir dir_;
+  std::optional<ServerProcess> server_;
+};
+
+inline sigv4::Credentials DoorKey(const std::string& secret = kDoorSecret,
+                                  const std::string& id = kDoorKeyId) {
+  return {id, sigv4::Secret(secret), sigv4::Secret()};
+}
+
+// Sends `request` as it is on a new connection.
+inline HttpResponse SendRaw(std::uint16_t port, const http::Request& request) {
+  std::ostringstream wire;
+  wire << request;
+  HttpClient client(port);
+  return client.Raw(wire.str());
+}
+
+// A request to the door for `key` with `fields` (a name may repeat), every
+// field signed with `with` at `time`, the payload's SHA-256 signed.
+inline http::Request SignedForDoor(const Door& door,
+                                   boost::beast::http::verb method,
+                                   const std::string& key,
+                                   const std::string& body,
+                                   const Headers& fields = {},
+                                   const sigv4::Credentials& with = DoorKey(),
+                                   std::chrono::system_clock::time_point time =
+                                       std::chrono::system_clock::now()) {
+  http::Request request = storage::S3Request(door.Bucket(), method, key, body);
+  for (const auto& [name, value] : fields) request.insert(name, value);
+  storage::SignS3(request, door.Bucket(), with, time);
+  return request;
+}
+
+// The <Code> of an S3 error answer, or "".
+inline std::string S3Code(const HttpResponse& response) {
+  const auto from = response.body.find("<Code>");
+  const auto to = response.body.find("</Code>");
+  if (from == std::string::npos || to == std::string::npos) return "";
+  return response.body.substr(from + 6, to - from - 6);
+}
+
+}  // namespace fencepost::testing
