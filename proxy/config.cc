@@ -419,12 +419,16 @@ void CheckS3(Config& c) {
     const bool aws = c.s3_endpoint.empty();
     if (aws) c.s3_endpoint = "https://s3." + c.s3_region + ".amazonaws.com";
     if (c.s3_addressing.empty()) c.s3_addressing = aws ? "virtual" : "path";
-    const std::string host = c.s3_endpoint.substr(
-        c.s3_endpoint.find("://") + 3,
-        c.s3_endpoint.find_first_of(":/", c.s3_endpoint.find("://") + 3) -
-            (c.s3_endpoint.find("://") + 3));
+    const auto authority = fencepost::http::SplitHostPort(
+        std::string_view(c.s3_endpoint).substr(c.s3_endpoint.find("://") + 3));
+    if (!authority || authority->host.empty()) {
+      throw ConfigError("--s3-endpoint: '" + c.s3_endpoint +
+                        "' has no usable HOST[:PORT]");
+    }
+    // IPv4 digits and dots, or IPv6 (its brackets removed, its colons kept).
+    const std::string& host = authority->host;
     const bool ip_literal =
-        c.s3_endpoint.find("://[") != std::string::npos ||
+        host.find(':') != std::string::npos ||
         host.find_first_not_of("0123456789.") == std::string::npos;
     if (c.s3_addressing == "virtual" && ip_literal) {
       throw ConfigError("--s3-addressing virtual: the endpoint " +

@@ -187,10 +187,9 @@ Response S3Answer(const Request& request, Response answer,
     code = "ServiceUnavailable";
   }
   Response res = ErrorXml(request, status, code, text("detail"), request_id);
-  for (const auto name : {http::field::retry_after}) {
-    if (const auto it = answer.find(name); it != answer.end()) {
-      res.set(name, it->value());
-    }
+  if (const auto it = answer.find(http::field::retry_after);
+      it != answer.end()) {
+    res.set(http::field::retry_after, it->value());
   }
   if (const auto t = answer.find("Fencing-Token"); t != answer.end()) {
     res.set("Fencing-Token", t->value());

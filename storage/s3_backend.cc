@@ -136,10 +136,9 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
       options_.bucket, request.head ? bhttp::verb::head : bhttp::verb::get,
       object, "");
   if (request.original != nullptr) {
-    for (const bhttp::field name : {bhttp::field::range}) {
-      const auto it = request.original->find(name);
-      if (it != request.original->end()) get.set(name, it->value());
-    }
+    const auto range = request.original->find(bhttp::field::range);
+    if (range != request.original->end())
+      get.set(range->name(), range->value());
   }
   const std::string target(get.target());
   HttpPool::Exchange exchange = co_await Send(std::move(get), true);
@@ -242,7 +241,6 @@ Awaitable<ValueStore::Current> S3Backend::Head(const std::string& object) {
   Current current;
   http::Request head =
       S3Request(options_.bucket, bhttp::verb::head, object, "");
-  const std::string target(head.target());
   HttpPool::Exchange exchange = co_await Send(std::move(head), true);
   if (exchange.sent != Sent::kAnswered) {
     current.error = Errc::kUpstreamFailed;
