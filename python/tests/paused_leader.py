@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import threading
 import time
 
 import fencepost
@@ -36,7 +37,10 @@ def main() -> None:
             if os.path.exists(args.pause_file):
                 os.remove(args.pause_file)
                 print("pausing", flush=True)
-                os.kill(os.getpid(), signal.SIGSTOP)
+                # Sent to this thread, the stop takes it before the kill
+                # returns; sent to the process, another thread may take it
+                # while this one goes on to send the write.
+                signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
                 try:
                     client.put(args.key, f"A {token}", token=token)
                     print("late-write accepted", flush=True)

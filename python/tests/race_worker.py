@@ -61,7 +61,8 @@ def main() -> None:
                 if not paused and done == 1:
                     paused = True
                     log("pausing")
-                    os.kill(os.getpid(), signal.SIGSTOP)
+                    # To this thread: it stops before the write is sent.
+                    signal.pthread_kill(threading.get_ident(), signal.SIGSTOP)
                 try:
                     if etag is None:
                         client.put(args.key, body + line, token=token,
