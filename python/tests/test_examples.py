@@ -73,3 +73,21 @@ def test_watch_example_prints_a_line_per_event(server: Server) -> None:
         "rejected  PUT orders/1 token 4 < 5",
         "fence     orders/leader -> token 1",
         "lease     orders/leader granted holder=h token 1"]
+
+
+def test_the_readmes_python_block_runs_as_written(server: Server) -> None:
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## From Python\n", 1)[1]
+    block = section.split("```python\n", 1)[1].split("\n```", 1)[0]
+    code = (block
+            .replace("http://127.0.0.1:7400",
+                     f"http://127.0.0.1:{server.data_port}")
+            .replace("http://127.0.0.1:7401",
+                     f"http://127.0.0.1:{server.admin_port}"))
+    assert code != block, "the README's block names no server"
+    done = run(server, "-c", code)
+    assert done.returncode == 0, done.stderr
+    client = server.client()
+    state = client.get("orders/state")
+    assert state.value == b"..." and state.token == 1
+    assert client.lease("orders/leader").holder is None
