@@ -26,6 +26,7 @@ elif [ "${1:-}" != build ]; then
     libgtest-dev libbenchmark-dev lmdb-utils
     curl openssl wrk nginx strace procps python3 python3-yaml
     python3-pytest mypy
+    lintian dpkg-dev fakeroot adduser
     python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl
