@@ -25,7 +25,7 @@ elif [ "${1:-}" != build ]; then
   packages+=(
     libgtest-dev libbenchmark-dev lmdb-utils
     curl openssl wrk nginx strace procps python3 python3-yaml
-    python3-pytest mypy
+    python3-pytest mypy python3-venv python3-pip
     lintian dpkg-dev fakeroot adduser
     python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
