@@ -157,10 +157,15 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
   *outcome =
       DecideWrite(write, fence.token, fence.updated_at_ns, now_ns, value);
   if (!Applied(*outcome)) return;
+  // A write whose value is kept elsewhere (fs:, http://, s3://) and that
+  // does not raise its fence changes nothing here: no record, and it is
+  // answered once the log written before it is durable, which holds the
+  // raise that set its fence's token.
+  if (!write.value && !RaisesFence(*outcome)) return;
   WalRecord r;
   r.seq = deciding_seq_;
   r.fence = write.fence;
-  if (MovesFence(*outcome)) {
+  if (RaisesFence(*outcome)) {
     r.fence_token = outcome->current;
     r.updated_at_ns = outcome->updated_at_ns;
   }
@@ -228,7 +233,7 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
   const LeaseState state = ReadLease(seen, op, now, &expired);
   LeaseDecision decision = DecideLease(op, fence.token, state, now_ns);
   *outcome = std::move(decision.outcome);
-  if (!MovesFence(*outcome)) outcome->updated_at_ns = fence.updated_at_ns;
+  if (!RaisesFence(*outcome)) outcome->updated_at_ns = fence.updated_at_ns;
   if (expired) {
     // Counted by whoever answers, whatever the verdict.
     if (!outcome->lease) outcome->lease.emplace();
@@ -237,7 +242,7 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
   if (!decision.next) return;
   WalRecord r;
   r.fence = op.fence;
-  if (MovesFence(*outcome)) {
+  if (RaisesFence(*outcome)) {
     r.fence_token = outcome->current;
     r.updated_at_ns = now_ns;
   }
@@ -277,13 +282,14 @@ bool Committer::DecideBatch(MDB_txn* txn, Seen& seen, const Batch& batch,
       applied = false;
       break;
     }
-    if (!record) {
+    if (!Applied(one)) {
       // Its precondition failed: the batch is not applied, but the writes
       // after it are still decided, since a stale token among them is the
       // batch's answer (fence/rules.h).
       applied = false;
       continue;
     }
+    if (!record) continue;  // it changes nothing here
     record->batch_continues = true;
     reserved += Reservation(*record);
     decided.push_back(std::move(*record));

@@ -31,7 +31,8 @@ WriteOutcome DecideWrite(const FencedWrite& write, std::optional<Token> fence,
   if (out.decision.accepted) {
     out.verdict = Verdict::kAccepted;
     out.current = *write.token;
-    out.updated_at_ns = now_ns;
+    if (out.decision.creates || out.decision.advances)
+      out.updated_at_ns = now_ns;
   } else {
     out.verdict = Verdict::kObserved;
   }

@@ -30,9 +30,12 @@ namespace fencepost::fence {
 // the precondition is not empty): when it does not hold, the verdict is
 // kPreconditionFailed with the value's tag in `etag`, whatever the mode,
 // and nothing is applied. A stale token is therefore kRejected whatever
-// the precondition. An accepted write sets the fence to its token at
-// `now_ns`; nothing else moves a fence, so a fence never goes down. Fills
-// verdict, decision, previous, current, updated_at_ns (and etag).
+// the precondition. An accepted write sets the fence to its token, and
+// one that creates or raises it sets its update time to `now_ns`: a write
+// at the fence's own token leaves the fence as it was, so it has nothing to
+// log for the fence. Nothing else moves a fence, so a fence never goes
+// down. Fills verdict, decision, previous, current, updated_at_ns (and
+// etag).
 WriteOutcome DecideWrite(const FencedWrite& write, std::optional<Token> fence,
                          std::int64_t fence_updated_at_ns, std::int64_t now_ns,
                          const ValueNow& value = {});
@@ -54,18 +57,13 @@ inline bool Applied(const WriteOutcome& outcome) {
          outcome.verdict == WriteOutcome::Verdict::kObserved;
 }
 
-// Whether `outcome` rewrites its fence record (to `current` at
-// `updated_at_ns`).
-inline bool MovesFence(const WriteOutcome& outcome) {
-  return outcome.verdict == WriteOutcome::Verdict::kAccepted &&
-         outcome.decision.accepted;
-}
-
-// Whether `outcome` raised its fence: created it, or took its token up. That
-// is a change watchers are told of (a `fence` event); a write at the fence's
-// own token moves only its update time, and is not.
+// Whether `outcome` raised its fence: created it, or took its token up.
+// Only a raise rewrites the fence record (to `current` at `updated_at_ns`),
+// and it is a change watchers are told of (a `fence` event); a write at
+// the fence's own token changes nothing of the fence.
 inline bool RaisesFence(const WriteOutcome& outcome) {
-  return MovesFence(outcome) &&
+  return outcome.verdict == WriteOutcome::Verdict::kAccepted &&
+         outcome.decision.accepted &&
          (outcome.decision.creates || outcome.decision.advances);
 }
 

@@ -215,7 +215,7 @@ EtcdFences::GroupPlan EtcdFences::DecideGroup(const std::vector<Pending>& group,
         plan.changed.end()) {
       plan.changed.push_back(write.fence);  // compared even when observed
     }
-    if (fence::MovesFence(outcome)) {
+    if (fence::RaisesFence(outcome)) {
       fence.token = outcome.current;
       fence.updated_at_ns = outcome.updated_at_ns;
     }

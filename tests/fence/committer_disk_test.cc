@@ -88,7 +88,7 @@ std::size_t LogEvents(const PowercutFs& fs, FsEvent::Kind kind) {
 }
 
 class CommitterDiskTest : public ::testing::Test {
- protected:
+ public:
   void SetUp() override {
     if (const std::string why = testing::PowercutFsUnsupported();
         !why.empty()) {
@@ -118,36 +118,66 @@ class CommitterDiskTest : public ::testing::Test {
   std::size_t started_at_ = 0;  // the journal's length once started
 };
 
+// Token 5 is written and its sync made to take a second (the disk delays
+// it); meanwhile a second write of the fence, at `token`, is decided from
+// the unsynced group. Its answer must come after that sync's end. Returns
+// the second write's outcome.
+WriteOutcome SecondWriteAfterAnUnsyncedRaise(CommitterDiskTest& test,
+                                             Token token);
+
 // A 409 names the fence's token: that token's write must be durable before
 // the 409 goes out, or a power cut could lose the write the 409 cited. A
 // group of rejections alone logs nothing, yet it must wait for the sync of
-// the group before it. Here that sync takes a second (the disk delays it):
-// the rejection, decided meanwhile from the unsynced group's token, must be
-// answered after the sync's end.
+// the group before it.
 TEST_F(CommitterDiskTest, ARejectionCitingAnUnsyncedTokenWaitsForItsSync) {
   Start({});
-  fs_->Control("delay */wal-* 1000\n");
+  const WriteOutcome second = SecondWriteAfterAnUnsyncedRaise(*this, 3);
+  EXPECT_EQ(second.verdict, Verdict::kRejected);
+  EXPECT_EQ(second.current, Token{5}) << "the 409 cites token 5";
+}
+
+// A write at the fence's own token, its value kept elsewhere (fs:, http://,
+// s3://), changes nothing of the fence and logs nothing; but it is accepted
+// on token 5's raise, which must be durable before the write goes on to its
+// store.
+TEST_F(CommitterDiskTest, AnEqualTokenWriteOnAnUnsyncedRaiseWaitsForItsSync) {
+  Start({});
+  const WriteOutcome second = SecondWriteAfterAnUnsyncedRaise(*this, 5);
+  EXPECT_EQ(second.verdict, Verdict::kAccepted);
+  EXPECT_EQ(second.current, Token{5});
+  EXPECT_EQ(committer_->commits(), 1u) << "the equal token logged a record";
+}
+
+WriteOutcome SecondWriteAfterAnUnsyncedRaise(CommitterDiskTest& test,
+                                             Token token) {
+  PowercutFs& fs = *test.fs_;
+  Committer& committer = *test.committer_;
+  fs.Control("delay */wal-* 1000\n");
   Answers answers(2);
-  const std::size_t syncs = LogEvents(*fs_, FsEvent::Kind::kFsyncBegin);
-  committer_->Submit(FencedWrite{"k", 5, false, std::nullopt}, answers.For(0));
+  const std::size_t syncs = LogEvents(fs, FsEvent::Kind::kFsyncBegin);
+  committer.Submit(FencedWrite{"k", 5, false, std::nullopt}, answers.For(0));
   // Its sync has begun: the group is written, and waits for the disk.
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (LogEvents(*fs_, FsEvent::Kind::kFsyncBegin) == syncs) {
-    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
-        << "the write's sync never began";
+  while (LogEvents(fs, FsEvent::Kind::kFsyncBegin) == syncs) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "the write's sync never began";
+      return {};
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  committer_->Submit(FencedWrite{"k", 3, false, std::nullopt}, answers.For(1));
-  ASSERT_TRUE(answers.Await(2));
+  committer.Submit(FencedWrite{"k", token, false, std::nullopt},
+                   answers.For(1));
+  if (!answers.Await(2)) {
+    ADD_FAILURE() << "the writes were not answered";
+    return {};
+  }
   EXPECT_EQ(answers[0].outcome.verdict, Verdict::kAccepted);
-  ASSERT_EQ(answers[1].outcome.verdict, Verdict::kRejected);
-  ASSERT_EQ(answers[1].outcome.current, Token{5}) << "the 409 cites token 5";
 
   // The end of the first log sync that began after the write was submitted.
   std::int64_t synced_ns = 0;
   std::size_t begins = 0;
-  for (const FsEvent& e : fs_->Journal()) {
+  for (const FsEvent& e : fs.Journal()) {
     if (!testing::IsLogSegment(e.path)) continue;
     if (e.kind == FsEvent::Kind::kFsyncBegin) ++begins;
     if (e.kind == FsEvent::Kind::kFsyncEnd && begins > syncs) {
@@ -155,13 +185,14 @@ TEST_F(CommitterDiskTest, ARejectionCitingAnUnsyncedTokenWaitsForItsSync) {
       break;
     }
   }
-  ASSERT_NE(synced_ns, 0) << "no end of the write's sync in the journal";
+  EXPECT_NE(synced_ns, 0) << "no end of the write's sync in the journal";
   EXPECT_GT(answers[1].at_ns, synced_ns)
-      << "the rejection citing token 5 was answered "
+      << "the write at token " << token << " was answered "
       << (synced_ns - answers[1].at_ns) / 1000000
       << " ms before token 5's sync ended";
   EXPECT_GE(answers[1].at_ns, answers[0].at_ns) << "answers out of order";
-  fs_->Control("");  // the stop's syncs need no delay
+  fs.Control("");  // the stop's syncs need no delay
+  return answers[1].outcome;
 }
 
 // Recovery reads each segment's run from its start: if the writer began the

@@ -95,22 +95,28 @@ TEST(KeptIsAheadTest, TheHigherTokenThenTheLaterTime) {
   EXPECT_FALSE(KeptIsAhead({4, 200}, record));
 }
 
-// A put at the fence's own token moves only its update time, which the
-// value record keeps; a read and a later delete must not take it back to
-// the time of the fences database's older record.
-TEST_F(FenceStoreTest, AnEqualTokenPutMovesTheUpdateTimeForward) {
+// A put or a delete at the fence's own token leaves the fence as its raise
+// set it, token and time, wherever it is kept: in the value record of its
+// key (format 3), or in the fences database once the value is deleted. A
+// raise moves both.
+TEST_F(FenceStoreTest, AnEqualTokenWriteLeavesTheFenceAsItsRaiseSetIt) {
   const WriteOutcome first = Write("k", 5, "a");
-  const WriteOutcome second = WriteLaterThan("k", 5, "b", first.updated_at_ns);
+  const WriteOutcome second = Write("k", 5, "b");
+  EXPECT_EQ(second.updated_at_ns, first.updated_at_ns);
   Reopen();  // the committer applied both: the read is LMDB's
   ASSERT_TRUE(Get("k"));
   EXPECT_EQ(Get("k")->token, 5u);
-  EXPECT_EQ(Get("k")->updated_at_ns, second.updated_at_ns);
+  EXPECT_EQ(Get("k")->updated_at_ns, first.updated_at_ns);
 
-  // A delete hands the kept fence to the fences database.
-  const WriteOutcome removed =
-      WriteLaterThan("k", 5, std::nullopt, second.updated_at_ns);
+  const WriteOutcome removed = Write("k", 5, std::nullopt);
+  EXPECT_EQ(removed.updated_at_ns, first.updated_at_ns);
   Reopen();
-  EXPECT_EQ(Get("k")->updated_at_ns, removed.updated_at_ns);
+  EXPECT_EQ(Get("k")->updated_at_ns, first.updated_at_ns);
+
+  const WriteOutcome raised = WriteLaterThan("k", 6, "c", first.updated_at_ns);
+  Reopen();
+  EXPECT_EQ(Get("k")->token, 6u);
+  EXPECT_EQ(Get("k")->updated_at_ns, raised.updated_at_ns);
 }
 
 TEST_F(FenceStoreTest, LongNamesNeverCollide) {

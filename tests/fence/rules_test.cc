@@ -30,18 +30,19 @@ struct WriteCase {
   bool observe;
   Verdict verdict;
   std::optional<Token> after;  // the fence after
-  bool moves;
+  bool raises;  // its fence record rewritten, its update time now
 };
 
 TEST(WriteRulesTest, EveryVerdictOfTheAcceptRule) {
   const WriteCase cases[] = {
       {"a first write makes the fence", std::nullopt, 5, false,
        Verdict::kAccepted, 5, true},
-      {"an equal token is accepted", 5, 5, false, Verdict::kAccepted, 5, true},
+      {"an equal token is accepted, the fence unchanged", 5, 5, false,
+       Verdict::kAccepted, 5, false},
       {"a higher token advances the fence", 5, 9, false, Verdict::kAccepted, 9,
        true},
       {"a lower token is rejected", 9, 5, false, Verdict::kRejected, 9, false},
-      {"token 0 on a fence at 0", 0, 0, false, Verdict::kAccepted, 0, true},
+      {"token 0 on a fence at 0", 0, 0, false, Verdict::kAccepted, 0, false},
       {"the largest token", 9, kMax, false, Verdict::kAccepted, kMax, true},
       {"observe applies a stale write, fence kept", 9, 5, true,
        Verdict::kObserved, 9, false},
@@ -58,8 +59,8 @@ TEST(WriteRulesTest, EveryVerdictOfTheAcceptRule) {
     EXPECT_EQ(out.verdict, c.verdict) << c.rule;
     EXPECT_EQ(out.previous, c.fence) << c.rule;
     EXPECT_EQ(out.current, c.after) << c.rule;
-    EXPECT_EQ(MovesFence(out), c.moves) << c.rule;
-    EXPECT_EQ(out.updated_at_ns, c.moves ? kNow : kEarlier) << c.rule;
+    EXPECT_EQ(RaisesFence(out), c.raises) << c.rule;
+    EXPECT_EQ(out.updated_at_ns, c.raises ? kNow : kEarlier) << c.rule;
     EXPECT_EQ(Applied(out), c.verdict != Verdict::kRejected) << c.rule;
     // A fence never goes down.
     if (c.fence && out.current) {
@@ -173,7 +174,7 @@ TEST(GateRulesTest, AStaleTokenIsStillRejectedWhileTheFenceIsHeld) {
     EXPECT_EQ(out->verdict, Verdict::kRejected) << c.rule;
     EXPECT_EQ(out->current, c.fence) << c.rule;
     EXPECT_EQ(out->updated_at_ns, kEarlier) << c.rule;
-    EXPECT_FALSE(MovesFence(*out)) << c.rule;
+    EXPECT_FALSE(RaisesFence(*out)) << c.rule;
   }
 }
 
@@ -483,7 +484,7 @@ TEST(LeaseRulesTest, ARenewalKeepsTheGrantAndResetsTheTtl) {
   EXPECT_EQ(d.next->ttl_ms, 4000u);
   EXPECT_EQ(d.next->transitions, 3u);
   EXPECT_EQ(d.outcome.lease->expires_in_ms, 4000);
-  EXPECT_FALSE(MovesFence(d.outcome));
+  EXPECT_FALSE(RaisesFence(d.outcome));
 }
 
 TEST(LeaseRulesTest, ADenialSaysWhoHoldsAndForHowLong) {
@@ -505,7 +506,7 @@ TEST(LeaseRulesTest, ReleaseLeavesTheFence) {
   EXPECT_TRUE(d.next->released);
   EXPECT_EQ(d.next->holder, "a");
   EXPECT_EQ(d.outcome.lease->expires_in_ms, 0);
-  EXPECT_FALSE(MovesFence(d.outcome));
+  EXPECT_FALSE(RaisesFence(d.outcome));
 }
 
 TEST(LeaseRulesTest, TokensRunOutAtTheLargestToken) {

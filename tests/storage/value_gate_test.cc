@@ -47,7 +47,7 @@ class MemoryFences : public Fences {
     }
     fence::WriteOutcome out = fence::DecideWrite(
         w, token, at, ++clock, w.value_now.value_or(fence::ValueNow{}));
-    if (fence::MovesFence(out)) {
+    if (fence::RaisesFence(out)) {
       fences[w.fence] = {w.fence, *out.current, out.updated_at_ns};
     }
     ++commits;
