@@ -455,8 +455,9 @@ fi
 if [[ -n $DISK ]]; then
   echo
   echo "The disk under the fences (fencepost's data dir): one 4 KiB write + fdatasync, $DISK."
-  echo "The fenced PUT makes its fence durable before the PutObject (SPEC); RGW's memstore OSD"
-  echo "keeps objects in memory, so the direct PUT has no fdatasync of its own to hide this one in."
+  echo "Every fenced PUT here carries token $TOKEN: the first one of each key raises its fence,"
+  echo "which is made durable before the PutObject (SPEC); the others ride on that raise and"
+  echo "wait for no fdatasync. RGW's memstore OSD keeps objects in memory."
 fi
 if [[ -s $PERF_OUT ]]; then
   echo
