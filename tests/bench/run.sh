@@ -20,6 +20,14 @@
 # a Ceph RGW against PutObject straight to it; its own table, --smoke in
 # smoke mode, about 20 s there); BENCH_S3=0 skips it.
 #
+# One load generator drives fencepost, the null server and Redis
+# (tests/bench/load.cc: one thread, closed loop, HTTP/1.1 or RESP, the same
+# keys and stale writers, latencies in a log-linear histogram, each side's
+# CPU per request); with 2 cores or more, each server is pinned to core 0
+# and the client to core 1 (BENCH_PIN=0: not pinned). PostgreSQL keeps
+# pgbench and etcd wrk with a Lua script: their protocols are not HTTP/1.1
+# PUTs or RESP.
+#
 # Installs what it needs from Debian, starts every server on 127.0.0.1 in a
 # temp directory, stops them all on exit, and prints one table. Every run
 # checks afterwards that no stale write landed. Exit status 1 when one did,
@@ -81,10 +89,17 @@ if [[ -z ${BENCH_PREBUILT:-} ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DFENCEPOST_BUILD_TESTS=OFF -DFENCEPOST_BUILD_BENCH=ON >/dev/null
   cmake --build "$BUILD" --target fencepost raw_lmdb null_server micro_bench \
-    s3_put >/dev/null
+    s3_put load >/dev/null
 fi
 BUILD=$(cd "$BUILD" && pwd)
 FENCEPOST=$BUILD/proxy/fencepost
+LOAD=$BUILD/tests/bench/load
+PIN_SERVER=()
+PIN_CLIENT=()
+if ((${BENCH_PIN:-1})) && (($(nproc) >= 2)); then
+  PIN_SERVER=(taskset -c 0)
+  PIN_CLIENT=(taskset -c 1)
+fi
 
 WORK=$(mktemp -d /tmp/fencepost-bench.XXXXXX)
 chmod 755 "$WORK"
@@ -133,10 +148,21 @@ wait_for() {  # command... : retries for up to 10 s
   return 1
 }
 
-threads() { echo $(($1 < 2 ? $1 : 2)); }  # wrk threads for CLIENTS
 
-# row SYSTEM MODE CLIENTS OPS P50_MS P99_MS ACCEPTED REJECTED
-row() { printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$ROWS"; }
+# row SYSTEM MODE CLIENTS OPS P50_MS P99_MS ACCEPTED REJECTED [P999_MS
+#     SERVER_CPU_US]
+row() {
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" \
+    "$5" "$6" "$7" "$8" "${9:--}" "${10:--}" >>"$ROWS"
+}
+
+# lf FIELD LINE: a field of load's output line.
+lf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+# load_row SYSTEM MODE CLIENTS LINE ACCEPTED REJECTED: a row from load's line.
+load_row() {
+  row "$1" "$2" "$3" "$(lf rps "$4")" "$(lf p50_ms "$4")" "$(lf p99_ms "$4")" \
+    "$5" "$6" "$(lf p999_ms "$4")" "$(lf server_cpu_us "$4" | cut -d. -f1)"
+}
 
 # wrk_stats FILE -> "ops p50ms p99ms"
 wrk_stats() {
@@ -150,10 +176,6 @@ wrk_stats() {
     END { printf "%.0f %.2f %.2f\n", ops, p50, p99 }' "$1"
 }
 
-# cpu_ticks PID: the process's user plus system time so far, in clock ticks.
-cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# cpu_us TICKS REQUESTS: CPU microseconds per request.
-cpu_us() { echo $(($1 * 1000000 / $(getconf CLK_TCK) / ($2 > 0 ? $2 : 1))); }
 
 
 # --- fencepost ----------------------------------------------------------------
@@ -167,9 +189,9 @@ start_fencepost() {  # DATA_DIR [extra flags]
   for attempt in 1 2 3 4 5; do  # another program may take a port meanwhile
     port=$(free_port)
     admin=$(free_port)
-    "$FENCEPOST" serve --data-dir "$FP_DATA" --listen "127.0.0.1:$port" \
-      --admin-listen "127.0.0.1:$admin" --log-level warn "$@" \
-      >>"$WORK/fencepost.log" 2>&1 &
+    "${PIN_SERVER[@]}" "$FENCEPOST" serve --data-dir "$FP_DATA" \
+      --listen "127.0.0.1:$port" --admin-listen "127.0.0.1:$admin" \
+      --log-level warn "$@" >>"$WORK/fencepost.log" 2>&1 &
     FP_PID=$!
     PIDS+=("$FP_PID")
     FP_PORT=$port
@@ -205,8 +227,9 @@ seed_until() {
   (($($count) >= keys)) || fail "seeding stopped at $($count) of $keys keys"
 }
 
-seed_fencepost() {  # KEYS
-  seed_until "$1" fence_count -s "$BENCH/seed_put.lua" "http://127.0.0.1:$FP_PORT"
+seed_fencepost() {  # KEYS: each key once at token 2
+  "$LOAD" http "127.0.0.1:$FP_PORT" --seed --keys "$1" >/dev/null
+  (($(fence_count) >= $1)) || fail "seeding left $(fence_count) of $1 fences"
 }
 
 # No value may start with "stale-": every stale writer presented token 1 to a
@@ -230,7 +253,7 @@ check_no_stale_fencepost() {
   ((landed == 0)) || fail "$landed stale writes landed in fencepost ($1)"
 }
 
-# fencepost_run LABEL CLIENTS KEYS [flags]: seeds, runs wrk, checks.
+# fencepost_run LABEL CLIENTS KEYS [flags]: seeds, runs the load, checks.
 fencepost_run() {
   local label=$1 clients=$2 keys=$3
   shift 3
@@ -241,68 +264,52 @@ fencepost_run() {
   acc0=$(metric "$FP_ADMIN" fencepost_writes_accepted_total)
   rej0=$(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}')
   busy_check "fencepost $label"
-  local cpu0
-  cpu0=$(cpu_ticks "$FP_PID")
-  BENCH_KEYS=$keys wrk -t"$(threads "$clients")" -c"$clients" -d"${SECS}s" \
-    --latency -s "$BENCH/fenced_put.lua" "http://127.0.0.1:$FP_PORT" >"$WORK/wrk.out"
-  local acc rej stats cpu
-  cpu=$(($(cpu_ticks "$FP_PID") - cpu0))
+  local out
+  out=$("${PIN_CLIENT[@]}" "$LOAD" http "127.0.0.1:$FP_PORT" \
+    --connections "$clients" --seconds "$SECS" --keys "$keys" \
+    --server-pid "$FP_PID")
+  local acc rej
   acc=$(($(metric "$FP_ADMIN" fencepost_writes_accepted_total) - acc0))
   rej=$(($(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}') - rej0))
-  stats=$(wrk_stats "$WORK/wrk.out")
-  local requests non2xx
-  requests=$(awk '/requests in/ { print $1 }' "$WORK/wrk.out")
-  non2xx=$(awk '/Non-2xx/ { print $5 }' "$WORK/wrk.out")
-  # wrk counts completed responses only; the server may finish a few more.
-  if ((acc + rej < requests || acc + rej > requests + clients)); then
-    fail "fencepost $label: $acc accepted + $rej rejected != $requests responses"
+  # Every answer the client saw, warm-up and drain included, is one the
+  # server counted, and the other way round.
+  if ((acc != $(lf all_ok "$out") || rej != $(lf all_stale "$out"))); then
+    fail "fencepost $label: $acc accepted and $rej rejected, the client saw $out"
   fi
-  if ((${non2xx:-0} > rej)); then
-    fail "fencepost $label: $non2xx non-2xx responses but $rej stale rejections"
-  fi
+  (($(lf all_other "$out") == 0)) || fail "fencepost $label: answers but 2xx and 409: $out"
   ((rej > 0)) || fail "fencepost $label: no stale write was rejected"
-  # No request may take a second: wrk's slowest, and none given up on
-  # (wrk's timeout is 2 s, and a request it gave up on is not in its
-  # latency figures). Speed is the full run's finding; the smoke run (part
-  # of the test command, on whatever machine) only reports it, and fails
-  # on counts alone.
-  local slowest timeouts
-  slowest=$(awk '
-    function ms(v) {
-      if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0;
-      if (v ~ /m$/) return v * 60000; if (v ~ /s$/) return v * 1000; return v }
-    $1 == "Latency" { printf "%.0f\n", ms($4); exit }' "$WORK/wrk.out")
-  timeouts=$(awk '/Socket errors/ {
-    for (i = 1; i < NF; i++) if ($i == "timeout") print $(i + 1) + 0 }' "$WORK/wrk.out")
+  # No request may take a second. Speed is the full run's finding; the
+  # smoke run (part of the test command, on whatever machine) only reports
+  # it, and fails on counts alone.
+  local slowest
+  slowest=$(lf max_ms "$out" | cut -d. -f1)
   local slow=fail
   ((SMOKE)) && slow=slow_warning
-  ((${timeouts:-0} == 0)) || $slow "fencepost $label: $timeouts requests timed out"
   ((${slowest:-0} < 1000)) || $slow "fencepost $label: a request took ${slowest} ms"
   echo "$label ($clients clients): ${slowest} ms" >>"$SLOWEST"
   stop_fencepost
   check_no_stale_fencepost "$label"
-  read -r ops p50 p99 <<<"$stats"
-  row fencepost "$label" "$clients" "$ops" "$p50" "$p99" "$acc" "$rej"
-  echo "$ops" >"$WORK/last_ops"
-  echo "$ops $p99 $(cpu_us "$cpu" "$requests")" >"$WORK/last_fp"
+  load_row fencepost "$label" "$clients" "$out" "$acc" "$rej"
+  lf rps "$out" | cut -d. -f1 >"$WORK/last_ops"
+  echo "$out" >"$WORK/last_fp"
 }
 
 # --- the ceilings -----------------------------------------------------------
 null_run() {
   local port
   port=$(free_port)
-  "$BUILD/tests/bench/null_server" "$port" &
+  "${PIN_SERVER[@]}" "$BUILD/tests/bench/null_server" "$port" &
   local pid=$!
   PIDS+=("$pid")
   wait_for bash -c "(: </dev/tcp/127.0.0.1/$port)"
   busy_check "null HTTP $1"
-  BENCH_KEYS=$KEYS wrk -t"$(threads "$1")" -c"$1" -d"${SECS}s" --latency \
-    -s "$BENCH/fenced_put.lua" "http://127.0.0.1:$port" >"$WORK/wrk.out"
+  local out
+  out=$("${PIN_CLIENT[@]}" "$LOAD" http "127.0.0.1:$port" --connections "$1" \
+    --seconds "$SECS" --keys "$KEYS" --server-pid "$pid")
   kill "$pid"
   wait "$pid" 2>/dev/null || true
-  read -r ops p50 p99 <<<"$(wrk_stats "$WORK/wrk.out")"
-  row "null HTTP server" "${2:-does nothing (ceiling)}" "$1" "$ops" "$p50" "$p99" - -
-  echo "$p99" >"$WORK/last_null"
+  load_row "null HTTP server" "${2:-does nothing (ceiling)}" "$1" "$out" - -
+  echo "$out" >"$WORK/last_null"
 }
 
 raw_lmdb_run() {  # BATCH
@@ -326,37 +333,34 @@ sync_probe() {
 }
 
 # --- the peers --------------------------------------------------------------
-# redis_run [CLIENTS [REQUESTS]]: REQUESTS defaults to what 35k/s would
-# send in BENCH_SECONDS; the A/B rounds size it from fencepost's rate so both
-# run for about the same time.
+# redis_run [CLIENTS]: the same closed loop as fencepost's, for as long.
 redis_run() {
   local clients=${1:-$CLIENTS}
-  local n=${2:-$((SECS * 35000))}
   local port dir=$WORK/redis-$RANDOM
   port=$(free_port)
   mkdir -p "$dir"
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" --appendonly yes \
-    --appendfsync always --save "" --daemonize no --logfile "$dir/log" &
+  "${PIN_SERVER[@]}" redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+    --appendonly yes --appendfsync always --save "" --daemonize no \
+    --logfile "$dir/log" &
   local pid=$!
   PIDS+=("$pid")
   wait_for redis-cli -p "$port" ping
   local cli=(redis-cli -p "$port")
-  local sha pad
+  local sha
   sha=$("${cli[@]}" SCRIPT LOAD "$(cat "$BENCH/redis_cas.lua")")
-  pad=$(printf 'v%.0s' $(seq 122))
   "${cli[@]}" EVAL "for i = 0, tonumber(ARGV[1]) - 1 do
       redis.call('HSET', string.format('bench:%012d', i), 't', 2, 'v', 'seed') end" \
     0 "$KEYS" >/dev/null
   busy_check "redis"
-  local cpu0
-  cpu0=$(cpu_ticks "$pid")
-  redis-benchmark -p "$port" -c "$clients" -n "$n" -r "$KEYS" --csv \
-    EVALSHA "$sha" 1 'bench:__rand_int__' __rand_int__ "$pad" >"$WORK/redis.csv"
-  local acc rej landed cpu
-  cpu=$(($(cpu_ticks "$pid") - cpu0))
+  local out
+  out=$("${PIN_CLIENT[@]}" "$LOAD" redis "127.0.0.1:$port" --sha "$sha" \
+    --connections "$clients" --seconds "$SECS" --keys "$KEYS" --server-pid "$pid")
+  local acc rej landed
   acc=$("${cli[@]}" HGET bench:stats accepted)
   rej=$("${cli[@]}" HGET bench:stats rejected)
-  ((acc + rej == n)) || fail "redis: $acc accepted + $rej rejected != $n"
+  if ((acc != $(lf all_ok "$out") || rej != $(lf all_stale "$out"))); then
+    fail "redis: $acc accepted and $rej rejected, the client saw $out"
+  fi
   landed=$("${cli[@]}" EVAL "local n = 0
       for i = 0, tonumber(ARGV[1]) - 1 do
         local v = redis.call('HGET', string.format('bench:%012d', i), 'v')
@@ -366,11 +370,8 @@ redis_run() {
   ((landed == 0)) || fail "$landed stale writes landed in redis"
   "${cli[@]}" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
-  # "test","rps","avg","min","p50","p95","p99","max"
-  local ops p50 p99
-  IFS=, read -r _ ops _ _ p50 _ p99 _ < <(tail -1 "$WORK/redis.csv" | tr -d '"')
-  row redis "Lua CAS, AOF fsync always" "$clients" "${ops%.*}" "$p50" "$p99" "$acc" "$rej"
-  echo "${ops%.*} $p99 $(cpu_us "$cpu" "$n")" >"$WORK/last_redis"
+  load_row redis "Lua CAS, AOF fsync always" "$clients" "$out" "$acc" "$rej"
+  echo "$out" >"$WORK/last_redis"
 }
 
 PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
@@ -474,14 +475,13 @@ ready_ms() {
 # ready_ms of the restart, which replays them.
 crash_ready_ms() {
   start_fencepost "$1"
-  BENCH_KEYS=$2 wrk -t2 -c"$CLIENTS" -d10s -s "$BENCH/fenced_put.lua" \
-    "http://127.0.0.1:$FP_PORT" >/dev/null &
-  local wrk_pid=$!
+  "$LOAD" http "127.0.0.1:$FP_PORT" --connections "$CLIENTS" --seconds 10 \
+    --keys "$2" >/dev/null 2>&1 &
+  local load_pid=$!
   sleep 3
   kill -9 "$FP_PID"
   wait "$FP_PID" 2>/dev/null || true
-  kill -INT "$wrk_pid" 2>/dev/null || true
-  wait "$wrk_pid" 2>/dev/null || true
+  wait "$load_pid" 2>/dev/null || true  # it stops when the server goes
   ready_ms "$1"
 }
 
@@ -509,8 +509,8 @@ fi
 # A/B rounds: fencepost and Redis back to back, BENCH_ROUNDS times at each
 # of BENCH_AB_CLIENTS, so a noisy neighbour hits both alike; the ratio of
 # each pair and the median ratio are printed under the table. Each round
-# also loads the null server with fencepost's client: the p99 of a server
-# that does nothing, the floor of fencepost's (Redis has its own client).
+# also loads the null server: the p99 of a server that does nothing with
+# the same client, the floor of both.
 AB=$WORK/ab
 : >"$AB"
 if ((PEERS)); then
@@ -518,12 +518,16 @@ if ((PEERS)); then
     for r in $(seq "$ROUNDS"); do
       log "A/B round $r, $c clients"
       fencepost_run "A/B round $r" "$c" "$KEYS"
-      read -r fops fp99 fcpu <"$WORK/last_fp"
-      redis_run "$c" $((SECS * fops))
-      read -r rops rp99 rcpu <"$WORK/last_redis"
-      null_run "$c" "A/B round $r (wrk's own p99)"
-      read -r np99 <"$WORK/last_null"
-      echo "$c $r $fops $fp99 $rops $rp99 $fcpu $rcpu $np99" >>"$AB"
+      redis_run "$c"
+      null_run "$c" "A/B round $r (the client's floor)"
+      f=$(cat "$WORK/last_fp") rd=$(cat "$WORK/last_redis") n=$(cat "$WORK/last_null")
+      # clients round, then rps p99 p999 server-CPU client-CPU of
+      # fencepost, of Redis, and the null server's p99.
+      echo "$c $r $(for l in "$f" "$rd"; do
+        for k in rps p99_ms p999_ms server_cpu_us client_cpu_us; do
+          printf '%s ' "$(lf "$k" "$l")"
+        done
+      done)$(lf p99_ms "$n")" >>"$AB"
     done
   done
 fi
@@ -547,32 +551,37 @@ echo "fencepost benchmark, $(date -u +%Y-%m-%d), $(nproc) cores, $(uname -r)," \
   "${SECS}s per run, $KEYS keys, 128-byte values, ~10% stale writers," \
   "fencepost's allocator: $ALLOCATOR"
 echo
-echo "| system | mode | clients | ops/s | p50 ms | p99 ms | accepted | rejected | fencepost ÷ this |"
-echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+echo "| system | mode | clients | ops/s | p50 ms | p99 ms | p99.9 ms | server CPU µs per request | accepted | rejected | fencepost ÷ this |"
+echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 awk -F'\t' -v fp="$FP_OPS" -v clients="$CLIENTS" '{
   ratio = ($4 > 0 && ($3 == clients || $3 == "-")) ? sprintf("%.2f×", fp / $4) : "-"
-  printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $7, $8, ratio
+  printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6, $9, $10, $7, $8, ratio
 }' "$ROWS"
 if [[ -s $AB ]]; then
   echo
   echo "A/B rounds against Redis (AOF fsync always), back to back:"
   echo
-  echo "| clients | round | fencepost ops/s | fencepost p99 ms | Redis ops/s | Redis p99 ms | ops ratio | p99 ratio | server CPU µs per request, fencepost / Redis | p99 ms of the null server with fencepost's client |"
+  echo "| clients | round | ops/s fencepost / Redis | p99 ms | p99.9 ms | ops ratio | p99 ratio | server CPU µs per request | client CPU µs per request (HTTP / RESP) | null server's p99 ms |"
   echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  awk '{ printf "| %s | %s | %s | %s | %s | %s | %.2f× | %.2f× | %s / %s | %s |\n",
-         $1, $2, $3, $4, $5, $6, ($5 > 0 ? $3 / $5 : 0), ($6 > 0 ? $4 / $6 : 0), $7, $8, $9 }' "$AB"
+  awk '{ printf "| %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f× | %.2f× | %.1f / %.1f | %.1f / %.1f | %s |\n",
+         $1, $2, $3, $8, $4, $9, $5, $10, ($8 > 0 ? $3 / $8 : 0),
+         ($9 > 0 ? $4 / $9 : 0), $6, $11, $7, $12, $13 }' "$AB"
   # The median of the values read on stdin, labelled: median LABEL
   median() {
     sort -g | awk -v what="$1" '{ v[NR] = $1 }
       END { if (NR) printf "median %s: %.2f×\n", what, v[int((NR + 1) / 2)] }'
   }
   for c in $AB_CLIENTS; do
-    awk -v c="$c" '$1 == c && $5 > 0 { print $3 / $5 }' "$AB" |
+    awk -v c="$c" '$1 == c && $8 > 0 { print $3 / $8 }' "$AB" |
       median "throughput ratio at $c clients"
+    awk -v c="$c" '$1 == c && $9 > 0 { print $4 / $9 }' "$AB" |
+      median "p99 ratio at $c clients, fencepost ÷ Redis"
     # What one durable write costs each server in CPU: the gap that
     # throughput hides while the client shares the cores.
-    awk -v c="$c" '$1 == c && $8 > 0 { print $7 / $8 }' "$AB" |
+    awk -v c="$c" '$1 == c && $11 > 0 { print $6 / $11 }' "$AB" |
       median "server CPU per request at $c clients, fencepost ÷ Redis"
+    awk -v c="$c" '$1 == c && $12 > 0 { print $7 / $12 }' "$AB" |
+      median "client CPU per request at $c clients, HTTP ÷ RESP"
   done
 fi
 if [[ -s $RESTARTS ]]; then
