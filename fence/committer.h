@@ -135,7 +135,11 @@ class Committer {
   };
   // What a group's decisions have done to a fence, value or lease so far.
   struct Seen {
-    std::map<std::string, std::optional<Token>, std::less<>> fences;
+    struct Fence {
+      Token token = 0;
+      std::int64_t updated_at_ns = 0;  // of the raise that set `token`
+    };
+    std::map<std::string, Fence, std::less<>> fences;
     // The sequence number of the record that wrote the value (its tag),
     // or nullopt when it was deleted.
     std::map<std::string, std::optional<std::uint64_t>, std::less<>> values;

@@ -67,9 +67,11 @@ bool Committer::CurrentFence(MDB_txn* txn, const Seen& seen,
   // This group's decisions, then the logged but unapplied records, then
   // LMDB.
   if (auto it = seen.fences.find(fence); it != seen.fences.end()) {
-    now->token = it->second;
+    now->token = it->second.token;
+    now->updated_at_ns = it->second.updated_at_ns;
   } else if (const auto* recent = FindRecent(&Seen::fences, fence)) {
-    now->token = *recent;
+    now->token = recent->token;
+    now->updated_at_ns = recent->updated_at_ns;
   } else if (const Overlay::Fence* f = env_.overlay().FindFence(fence)) {
     now->token = f->token;
     now->updated_at_ns = f->updated_at_ns;
@@ -126,7 +128,7 @@ bool Committer::Admit(Seen& seen, const WalRecord& r, WriteOutcome* outcome) {
     return false;
   }
   reserved_bytes_ += need;
-  if (r.fence_token) seen.fences[r.fence] = r.fence_token;
+  if (r.fence_token) seen.fences[r.fence] = {*r.fence_token, r.updated_at_ns};
   if (r.op == WalRecord::Op::kPut) {
     seen.values[r.key] = r.seq;
   } else if (r.op == WalRecord::Op::kDelete) {
