@@ -13,7 +13,7 @@ namespace fencepost::fence {
 struct FenceRecord {
   std::string name;
   Token token = 0;
-  std::int64_t updated_at_ns = 0;  // Unix time of the last accepted write
+  std::int64_t updated_at_ns = 0;  // Unix time `token` was set (a raise)
 };
 
 struct FenceList {

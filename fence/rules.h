@@ -50,8 +50,8 @@ bool PreconditionHolds(const Precondition& precondition, const ValueNow& value);
 // which for fencepost's strong tags is the same).
 bool NotModified(const Precondition& precondition, const ValueNow& value);
 
-// Whether the write of `outcome` is applied: its value stored and, when
-// accepted, its fence record rewritten (accepted, or observed).
+// Whether the write of `outcome` is applied (accepted, or observed): its
+// value stored, and its fence record rewritten when it raises the fence.
 inline bool Applied(const WriteOutcome& outcome) {
   return outcome.verdict == WriteOutcome::Verdict::kAccepted ||
          outcome.verdict == WriteOutcome::Verdict::kObserved;

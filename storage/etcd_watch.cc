@@ -223,7 +223,7 @@ void EtcdWatch::Change(const http::JsonValue& event) {
     std::int64_t old_at = 0;
     if (!etcd::ParseFence(value, &now.token, &now.updated_at_ns)) return;
     const bool old_ok = had && etcd::ParseFence(before, &old_token, &old_at);
-    // The same token: only its update time moved.
+    // The same token: not a raise, nothing to tell.
     if (!fence::RaisedBetween(old_ok ? std::optional(old_token) : std::nullopt,
                               now.token)) {
       return;
