@@ -278,6 +278,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   Group g;
   Seen seen;
   DecideGroup(group, g, seen);
+  g.decided_at = std::chrono::steady_clock::now();
   const int segment = LogGroup(g, seen);
   g.leases = std::move(seen.leases);
   if (!g.leases.empty()) ++lease_groups_unanswered_;
@@ -376,6 +377,13 @@ void Committer::AnswerDurable() {
   while (!decided_.empty() && decided_.front().durable_at <= durable_seq_) {
     Group g = std::move(decided_.front());
     decided_.pop_front();
+    const std::chrono::duration<double> waited =
+        std::chrono::steady_clock::now() - g.decided_at;
+    {
+      std::lock_guard lock(stats_mu_);
+      stats_.group_writes.Observe(static_cast<double>(g.pending.size()));
+      stats_.group_wait_seconds.Observe(waited.count());
+    }
     Answer(g);
   }
 }

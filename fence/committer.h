@@ -3,6 +3,7 @@
 #include <lmdb.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "fence/commit_stats.h"
 #include "fence/env.h"
 #include "fence/lease.h"
 #include "fence/rules.h"
@@ -122,6 +124,9 @@ class Committer {
 
   // Log syncs (groups) so far.
   std::uint64_t commits() const;
+  // Its groups' sizes and waits and its log's syncs so far (CommitStats).
+  // Counted on the driver, a lock per group and per sync; a copy.
+  CommitStats stats() const;
   // Records LMDB lacked at construction (recovered from the log).
   std::uint64_t replayed() const { return replayed_; }
   // Why the log's syncs run on the driving thread instead of through
@@ -155,6 +160,7 @@ class Committer {
     std::vector<bool> created;
     std::map<std::string, LeaseEntry, std::less<>> leases;
     std::uint64_t durable_at = 0;
+    std::chrono::steady_clock::time_point decided_at;
   };
   // What a group being synced did to fences and values, for the decisions
   // of the groups after it until it is published to the overlay.
@@ -169,6 +175,7 @@ class Committer {
     std::uint64_t target = 0;
     int slot = 0;
     int pending = 0;  // completions not yet reaped; none: done
+    std::chrono::steady_clock::time_point submitted_at;
   };
   // Syncs in flight at most: one group's sync overlaps the next one's.
   static constexpr int kSyncSlots = 2;
@@ -305,6 +312,9 @@ class Committer {
   bool committer_waiting_ = false;  // for the applier to catch up
   std::uint64_t commits_ = 0;
   std::thread applier_;
+  // Apart from mu_, which Submit takes: a scrape never waits for writes.
+  mutable std::mutex stats_mu_;
+  CommitStats stats_;
 
   // The driver's state: one driver at a time holds drive_mu_ (the loop's
   // thread, or the committer's own; Stop at the end).

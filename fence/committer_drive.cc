@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -135,7 +136,8 @@ bool Committer::CommitNext() {
 
 void Committer::StartSync() {
   const int slot = FreeSlot();
-  SyncTicket ticket{next_ticket_++, written_seq_, slot, 0};
+  SyncTicket ticket{next_ticket_++, written_seq_, slot, 0,
+                    std::chrono::steady_clock::now()};
   for (int i = 0; i < 2; ++i) {
     if ((unsynced_segments_ & (1u << i)) == 0) continue;
     if (!ring_->PrepareDataSync(slot_files_[slot]->fd(i), ticket.id)) {
@@ -160,7 +162,12 @@ void Committer::Reap(bool wait) {
           -result);
     }
     SyncTicket& ticket = syncs_[id - syncs_.front().id];
-    if (--ticket.pending == 0) slot_busy_[ticket.slot] = false;
+    if (--ticket.pending > 0) return;
+    slot_busy_[ticket.slot] = false;
+    const std::chrono::duration<double> took =
+        std::chrono::steady_clock::now() - ticket.submitted_at;
+    std::lock_guard lock(stats_mu_);
+    stats_.sync_seconds.Observe(took.count());
   });
   if (e != 0) Fatal("cannot wait for the write-ahead log's sync", e);
   while (!syncs_.empty() && syncs_.front().pending == 0) {
@@ -243,6 +250,11 @@ void Committer::Stop() {
 std::uint64_t Committer::commits() const {
   std::lock_guard lock(mu_);
   return commits_;
+}
+
+CommitStats Committer::stats() const {
+  std::lock_guard lock(stats_mu_);
+  return stats_;
 }
 
 const std::string& Committer::sync_fallback() const {

@@ -298,6 +298,47 @@ void Metrics::EtcdRequest(std::string_view path, double seconds, bool ok) {
 
 void Metrics::EtcdTxnRetry() { etcd_retries_->Increment(); }
 
+void Metrics::SetLog(const BucketCounts& group_writes,
+                     const BucketCounts& sync_seconds,
+                     const BucketCounts& group_wait_seconds) {
+  std::lock_guard lock(log_mu_);
+  CatchUp(group_writes_, "fencepost_log_group_writes",
+          "Writes per group committed to the write-ahead log (groups that "
+          "logged nothing included).",
+          group_writes);
+  CatchUp(sync_seconds_, "fencepost_log_sync_seconds",
+          "Syncs of the write-ahead log, from submission to completion.",
+          sync_seconds);
+  CatchUp(group_wait_seconds_, "fencepost_log_group_wait_seconds",
+          "Time a group of writes waited from its decision to its answer.",
+          group_wait_seconds);
+}
+
+void Metrics::CatchUp(CaughtUp& to, const char* name, const char* help,
+                      const BucketCounts& now) {
+  if (to.histogram == nullptr) {
+    to.histogram = &BuildHistogram()
+                        .Name(name)
+                        .Help(help)
+                        .Register(*registry_)
+                        .Add({}, prometheus::Histogram::BucketBoundaries(
+                                     now.bounds.begin(), now.bounds.end()));
+    to.counts.assign(now.counts.size(), 0);
+  }
+  // Totals only grow; the histogram takes what was added since.
+  std::vector<double> added(to.counts.size(), 0);
+  bool any = false;
+  for (std::size_t i = 0; i < added.size() && i < now.counts.size(); ++i) {
+    if (now.counts[i] <= to.counts[i]) continue;
+    added[i] = static_cast<double>(now.counts[i] - to.counts[i]);
+    to.counts[i] = now.counts[i];
+    any = true;
+  }
+  if (!any) return;
+  to.histogram->ObserveMultiple(added, now.sum - to.sum);
+  to.sum = now.sum;
+}
+
 std::string Metrics::Serialize() const {
   return prometheus::TextSerializer().Serialize(registry_->Collect());
 }

@@ -10,9 +10,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 namespace fencepost::metrics {
 
@@ -77,6 +79,20 @@ class Metrics {
   // /v3/kv/range), and a group decided again after a failed compare.
   void EtcdRequest(std::string_view path, double seconds, bool ok);
   void EtcdTxnRetry();
+  // Counts kept in fixed buckets elsewhere: counts[i] those at or below
+  // bounds[i] and above bounds[i - 1]; the last, above every bound.
+  struct BucketCounts {
+    std::span<const double> bounds;
+    std::span<const std::uint64_t> counts;  // bounds.size() + 1
+    double sum = 0;
+  };
+  // The write-ahead log's groups and syncs, read at each scrape (totals
+  // since start, all shards): writes per group, each sync's duration, and
+  // each group's wait from decision to answer. The histograms catch up to
+  // them; the first call fixes their buckets.
+  void SetLog(const BucketCounts& group_writes,
+              const BucketCounts& sync_seconds,
+              const BucketCounts& group_wait_seconds);
 
   std::string Serialize() const;
 
@@ -117,6 +133,16 @@ class Metrics {
   std::array<prometheus::Histogram*, 2> etcd_durations_;  // txn, range
   prometheus::Counter* etcd_errors_;
   prometheus::Counter* etcd_retries_;
+  // A histogram that catches up to totals counted elsewhere (SetLog).
+  struct CaughtUp {
+    prometheus::Histogram* histogram = nullptr;  // registered at first
+    std::vector<std::uint64_t> counts;           // observed so far
+    double sum = 0;
+  };
+  void CatchUp(CaughtUp& to, const char* name, const char* help,
+               const BucketCounts& now);
+  std::mutex log_mu_;
+  CaughtUp group_writes_, sync_seconds_, group_wait_seconds_;
 };
 
 }  // namespace fencepost::metrics

@@ -62,6 +62,13 @@ Response AdminRoutes::Metrics(const Request& req) {
                     static_cast<double>(stats.map->size),
                     static_cast<double>(stats.map->max));
   }
+  // Without a log of this process's own (etcd://) they stay at 0.
+  const fence::CommitStats log = stats.log.value_or(fence::CommitStats{});
+  const auto counts = [](const fence::Buckets& b) {
+    return metrics::Metrics::BucketCounts{b.bounds(), b.counts(), b.sum()};
+  };
+  metrics_.SetLog(counts(log.group_writes), counts(log.sync_seconds),
+                  counts(log.group_wait_seconds));
   if (auto count = fences_.Count()) {
     metrics_.SetFences(static_cast<double>(*count));
   }

@@ -14,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "fence/commit_stats.h"
 #include "fence/fence_record.h"
 #include "fence/lease.h"
 #include "fence/scope.h"
@@ -119,6 +120,8 @@ class Fences {
       std::uint64_t used = 0, size = 0, max = 0;
     };
     std::optional<Map> map;  // LMDB's memory map, summed over shards
+    // The committers' groups and log syncs, summed over shards.
+    std::optional<fence::CommitStats> log;
   };
   virtual Stats Statistics() { return {}; }
   // Whether every lease record sits where its fence is under `scopes` (a

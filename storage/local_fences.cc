@@ -61,7 +61,9 @@ Fences::Stats LocalFences::Statistics() {
   const std::int64_t now = shards_.SteadyNow();
   stats.live_leases = 0;
   Stats::Map map;
+  fence::CommitStats log;
   for (std::size_t i = 0; i < shards_.size(); ++i) {
+    log += shards_.committer(i).stats();
     const fence::Env& env = shards_.env(i);
     *stats.live_leases += env.lease_table().Live(now);
     map.used += env.used_bytes();
@@ -69,6 +71,7 @@ Fences::Stats LocalFences::Statistics() {
     map.max += env.max_map_size();
   }
   stats.map = map;
+  stats.log = log;
   return stats;
 }
 

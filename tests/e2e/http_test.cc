@@ -365,5 +365,38 @@ TEST(MetricsEndToEndTest, CountersMoveByExactlyTheExpectedAmounts) {
   EXPECT_EQ(m.find("other"), std::string::npos) << "no label carries a key";
 }
 
+// The write-ahead log's groups, syncs and waits (for the tail in
+// docs/performance.md): one request at a time, each its own group.
+TEST(MetricsEndToEndTest, TheLogsGroupsSyncsAndWaitsAreHistograms) {
+  TempDir dir;
+  ServerProcess server(dir / "d");
+  constexpr int kWrites = 5;
+  for (int i = 1; i <= kWrites; ++i) {
+    ASSERT_EQ(Fetch(server.data_port(), "PUT", "/k" + std::to_string(i),
+                    {{"Fencing-Token", "1"}}, "v")
+                  .status,
+              201);
+  }
+  ASSERT_EQ(
+      Fetch(server.data_port(), "PUT", "/k1", {{"Fencing-Token", "0"}}, "v")
+          .status,
+      409);  // a group that logs nothing
+  const std::string m = Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(m, "fencepost_log_group_writes_sum"), kWrites + 1);
+  EXPECT_EQ(MetricValue(m, "fencepost_log_group_writes_count"), kWrites + 1);
+  EXPECT_EQ(MetricValue(m, "fencepost_log_group_writes_bucket{le=\"1\"}"),
+            kWrites + 1);
+  EXPECT_EQ(MetricValue(m, "fencepost_log_sync_seconds_count"), kWrites);
+  EXPECT_GT(MetricValue(m, "fencepost_log_sync_seconds_sum"), 0);
+  EXPECT_EQ(MetricValue(m, "fencepost_log_sync_seconds_bucket{le=\"+Inf\"}"),
+            kWrites);
+  EXPECT_EQ(MetricValue(m, "fencepost_log_group_wait_seconds_count"),
+            kWrites + 1);
+  EXPECT_GT(MetricValue(m, "fencepost_log_group_wait_seconds_sum"), 0);
+  const std::string again = Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(again, "fencepost_log_group_writes_count"), kWrites + 1)
+      << "a second scrape counts nothing twice";
+}
+
 }  // namespace
 }  // namespace fencepost

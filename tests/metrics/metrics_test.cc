@@ -81,6 +81,35 @@ TEST(MetricsTest, CountsMoveByExactAmounts) {
 namespace fencepost::metrics {
 namespace {
 
+// The log's histograms take totals counted elsewhere at each scrape: a
+// scrape adds what grew since the one before, never a total twice.
+TEST(MetricsTest, TheLogsHistogramsCatchUpToTheirTotals) {
+  Metrics m("lmdb");
+  static constexpr double kBounds[] = {1, 2};
+  const std::uint64_t zeros[] = {0, 0, 0};
+  const Metrics::BucketCounts empty{kBounds, zeros, 0};
+  std::uint64_t counts[] = {3, 1, 0};
+  const auto set = [&](double sum) {
+    m.SetLog({kBounds, counts, sum}, empty, empty);
+  };
+  m.SetLog(empty, empty, empty);
+  EXPECT_EQ(MetricValue(m.Serialize(), "fencepost_log_group_writes_count"), 0);
+  set(5);
+  set(5);
+  counts[2] = 2;  // two groups of 7
+  set(19);
+  const std::string text = m.Serialize();
+  EXPECT_EQ(MetricValue(text, "fencepost_log_group_writes_count"), 6);
+  EXPECT_EQ(MetricValue(text, "fencepost_log_group_writes_sum"), 19);
+  EXPECT_EQ(MetricValue(text, "fencepost_log_group_writes_bucket{le=\"1\"}"),
+            3);
+  EXPECT_EQ(MetricValue(text, "fencepost_log_group_writes_bucket{le=\"2\"}"),
+            4);
+  EXPECT_EQ(MetricValue(text, "fencepost_log_sync_seconds_count"), 0);
+  EXPECT_NE(text.find("# TYPE fencepost_log_group_wait_seconds histogram"),
+            std::string::npos);
+}
+
 TEST(MetricsTest, BuildInfoMapAndRejectedTokenLag) {
   Metrics m("lmdb", "1.2.3", "abc123");
   m.SetMap(4096, 1 << 20, 1 << 30);
