@@ -117,6 +117,8 @@ trap cleanup EXIT
 FAILED=0
 ROWS=$WORK/rows.tsv
 SLOWEST=$WORK/slowest  # the slowest request of each fencepost run
+TAIL=$WORK/tail  # each fencepost run's latencies beside its groups and syncs
+: >"$TAIL"
 : >"$SLOWEST"
 WARNINGS=$WORK/warnings
 : >"$ROWS"
@@ -212,6 +214,47 @@ stop_fencepost() {
 
 fence_count() { metric "$FP_ADMIN" fencepost_fences; }
 
+# log_histograms: the committers' histograms on the admin port now, one
+# "NAME LE COUNT" line per bucket and "NAME sum|count VALUE".
+log_histograms() {
+  curl -fsS "http://127.0.0.1:$FP_ADMIN/metrics" | awk '
+    /^fencepost_log_(group_writes|sync_seconds|group_wait_seconds)_bucket/ {
+      name = $1; sub(/_bucket.*/, "", name)
+      match($1, /le="[^"]*"/); print name, substr($1, RSTART + 4, RLENGTH - 5), $2 }
+    /^fencepost_log_(group_writes|sync_seconds|group_wait_seconds)_(sum|count) / {
+      name = $1; kind = $1; sub(/_(sum|count)$/, "", name); sub(/.*_/, "", kind)
+      print name, kind, $2 }'
+}
+# log_quantile BEFORE AFTER NAME Q: the upper bound of the bucket holding
+# the Q-quantile of what NAME counted between the two snapshots.
+log_quantile() {
+  awk -v n="$3" -v q="$4" '$1 != n || $2 == "sum" || $2 == "count" { next }
+    NR == FNR { b[$2] = $3; next }
+    { le[++k] = $2; c[k] = $3 - b[$2] }
+    END { for (i = 1; i <= k; i++) if (c[k] > 0 && c[i] >= q * c[k]) { print le[i]; exit } }' "$1" "$2"
+}
+# log_delta BEFORE AFTER NAME sum|count
+log_delta() {
+  awk -v n="$3" -v f="$4" '$1 == n && $2 == f { if (NR == FNR) b = $3; else a = $3 }
+    END { printf "%.6f\n", a - b }' "$1" "$2"
+}
+# log_tail BEFORE AFTER: writes per group (mean, p99), the share of groups
+# that logged nothing, log sync p50/p99 and decision-to-answer p50/p99 (ms).
+log_tail() {
+  local g s n
+  g=fencepost_log_group_writes
+  s=fencepost_log_sync_seconds
+  n=fencepost_log_group_wait_seconds
+  awk -v gs="$(log_delta "$1" "$2" $g sum)" -v gc="$(log_delta "$1" "$2" $g count)" \
+    -v sc="$(log_delta "$1" "$2" $s count)" -v g99="$(log_quantile "$1" "$2" $g 0.99)" \
+    -v s50="$(log_quantile "$1" "$2" $s 0.5)" -v s99="$(log_quantile "$1" "$2" $s 0.99)" \
+    -v n50="$(log_quantile "$1" "$2" $n 0.5)" -v n99="$(log_quantile "$1" "$2" $n 0.99)" '
+    function ms(v) { return v == "+Inf" ? ">1000" : sprintf("%g", v * 1000) }
+    BEGIN { printf "%.1f / ≤%s | %.0f%% | ≤%s / ≤%s | ≤%s / ≤%s\n",
+      (gc > 0 ? gs / gc : 0), g99, (gc > 0 ? 100 * (gc - sc) / gc : 0),
+      ms(s50), ms(s99), ms(n50), ms(n99) }'
+}
+
 # Runs a seeding wrk script until COUNT_COMMAND prints at least KEYS, then
 # stops it. seed_until KEYS COUNT_COMMAND wrk-args...
 seed_until() {
@@ -264,10 +307,17 @@ fencepost_run() {
   acc0=$(metric "$FP_ADMIN" fencepost_writes_accepted_total)
   rej0=$(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}')
   busy_check "fencepost $label"
+  log_histograms >"$WORK/hist.before"
   local out
   out=$("${PIN_CLIENT[@]}" "$LOAD" http "127.0.0.1:$FP_PORT" \
     --connections "$clients" --seconds "$SECS" --keys "$keys" \
     --server-pid "$FP_PID")
+  log_histograms >"$WORK/hist.after"
+  # What the run's latencies sit beside: the committers' groups and syncs
+  # (warm-up and drain included).
+  printf '| %s | %s | %s / %s / %s | %s |\n' "$label" "$clients" \
+    "$(lf p50_ms "$out")" "$(lf p99_ms "$out")" "$(lf p999_ms "$out")" \
+    "$(log_tail "$WORK/hist.before" "$WORK/hist.after")" >>"$TAIL"
   local acc rej
   acc=$(($(metric "$FP_ADMIN" fencepost_writes_accepted_total) - acc0))
   rej=$(($(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}') - rej0))
@@ -583,6 +633,14 @@ if [[ -s $AB ]]; then
     awk -v c="$c" '$1 == c && $12 > 0 { print $7 / $12 }' "$AB" |
       median "client CPU per request at $c clients, HTTP ÷ RESP"
   done
+fi
+if [[ -s $TAIL ]]; then
+  echo
+  echo "Each fencepost run's latency beside its committers' groups and log syncs (from /metrics; bucket bounds, so ≤):"
+  echo
+  echo "| run | clients | latency p50 / p99 / p99.9 ms | writes per group, mean / p99 | groups that logged nothing | log sync p50 / p99 ms | decision to answer p50 / p99 ms |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"
+  cat "$TAIL"
 fi
 if [[ -s $RESTARTS ]]; then
   echo
