@@ -481,7 +481,7 @@ void Server::Account(metrics::Port port, const Request& request,
                    SecondsSince(handled));
   if (!options_.access_log) return;
   LogAccess({PortName(port), client, line_read ? method : "-",
-             line_read ? request.target() : std::string_view("-"),
+             line_read ? std::string_view(request.target()) : "-",
              res.result_int(), res.body().size(), SecondsSince(arrived)});
 }
 
