@@ -174,8 +174,7 @@ WriteOutcome SecondWriteAfterAnUnsyncedRaise(CommitterDiskTest& test,
   }
   EXPECT_EQ(answers[0].outcome.verdict, Verdict::kAccepted);
   // The fence it was decided on is the one token 5's raise left, time too.
-  EXPECT_EQ(answers[1].outcome.updated_at_ns,
-            answers[0].outcome.updated_at_ns);
+  EXPECT_EQ(answers[1].outcome.updated_at_ns, answers[0].outcome.updated_at_ns);
 
   // The end of the first log sync that began after the write was submitted.
   std::int64_t synced_ns = 0;
