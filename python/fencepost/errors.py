@@ -259,15 +259,9 @@ class Internal(Problem):
     slug = "internal"
 
 
+# Every class above, by its problem type: a new one cannot be left out.
 PROBLEM_CLASSES: dict[str, type[Problem]] = {
-    cls.slug: cls for cls in (
-        StaleToken, MissingToken, InvalidToken, BadKey, BadRequest,
-        BadFraming, BodyTooLarge, HeadersTooLarge, MethodNotAllowed, NotFound,
-        Unauthorized, Overloaded, LeaseHeld, LeaseNotHeld, TooManyConnections,
-        TokensExhausted, TooManyLeases, PreconditionFailed, MapFull,
-        KeyCollision, DiskFull, UpstreamFailed, UpstreamOutcomeUnknown,
-        FenceHeld, StorageFailure, FenceStoreUnavailable, StoreError, Internal)
-}
+    cls.slug: cls for cls in Problem.__subclasses__()}
 
 
 def problem_from_response(status: int, body: bytes,

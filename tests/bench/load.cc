@@ -254,7 +254,6 @@ struct Connection {
   std::size_t sent = 0;
   std::string in;
   Clock::time_point started;
-  bool busy = false;
 };
 
 int Connect(const Options& o) {
@@ -387,7 +386,6 @@ class Loop {
   void Send(Connection& c) {
     if (!sending_ || !workload_.Next(&c.out)) return;
     c.sent = 0;
-    c.busy = true;
     ++busy_;
     c.started = Clock::now();
     Flush(c);
@@ -431,7 +429,6 @@ class Loop {
           std::chrono::duration_cast<std::chrono::nanoseconds>(latency)
               .count()));
     }
-    c.busy = false;
     --busy_;
     Send(c);
   }
