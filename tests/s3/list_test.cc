@@ -28,6 +28,7 @@
 #include "storage/errc.h"
 #include "storage/s3_backend.h"
 #include "tests/testing/rgw.h"
+#include "tests/testing/stub_fences.h"
 
 namespace fencepost::testing {
 namespace {
@@ -37,29 +38,11 @@ namespace bhttp = boost::beast::http;
 using storage::ReadResult;
 
 // Fences nobody asks for: List never touches them.
-class NoFences : public storage::Fences {
+class NoFences : public StubFences {
  public:
   void Submit(fence::FenceWrite, fence::WriteDone) override {
     ADD_FAILURE() << "a listing wrote a fence";
   }
-  Awaitable<Read> Get(std::string) override { co_return Read{}; }
-  Awaitable<ListRead> List(std::string, std::string, std::size_t) override {
-    co_return ListRead{};
-  }
-  Awaitable<LeaseRead> GetLease(std::string, std::string) override {
-    co_return LeaseRead{};
-  }
-  Awaitable<LeaseList> ListLeases(std::string, std::string,
-                                  std::size_t) override {
-    co_return LeaseList{};
-  }
-  std::optional<std::uint64_t> Count() override { return 0; }
-  Awaitable<bool> Ready() override { co_return true; }
-  std::string_view consistency() const override { return "local"; }
-  Awaitable<fence::ScopeRecord> RecordedScopes() override {
-    co_return fence::ScopeRecord{};
-  }
-  Awaitable<void> RecordScopes(fence::ScopeRecord) override { co_return; }
 };
 
 // The client's listing as this test reads it (the writer's escapes: the

@@ -26,6 +26,7 @@
 
 #include "fence/rules.h"
 #include "storage/errc.h"
+#include "tests/testing/stub_fences.h"
 
 namespace fencepost::storage {
 namespace {
@@ -35,7 +36,7 @@ using Verdict = fence::WriteOutcome::Verdict;
 using fence::Landing;
 
 // Fences in memory, decided by the rulebook, durable at once.
-class MemoryFences : public Fences {
+class MemoryFences : public testing::StubFences {
  public:
   void Submit(fence::FenceWrite write, fence::WriteDone done) override {
     const auto& w = std::get<fence::FencedWrite>(write);
@@ -59,23 +60,7 @@ class MemoryFences : public Fences {
       read.fence = it->second;
     co_return read;
   }
-  Awaitable<ListRead> List(std::string, std::string, std::size_t) override {
-    co_return ListRead{};
-  }
-  Awaitable<LeaseRead> GetLease(std::string, std::string) override {
-    co_return LeaseRead{};
-  }
-  Awaitable<LeaseList> ListLeases(std::string, std::string,
-                                  std::size_t) override {
-    co_return LeaseList{};
-  }
   std::optional<std::uint64_t> Count() override { return fences.size(); }
-  Awaitable<bool> Ready() override { co_return true; }
-  std::string_view consistency() const override { return "local"; }
-  Awaitable<fence::ScopeRecord> RecordedScopes() override {
-    co_return fence::ScopeRecord{};
-  }
-  Awaitable<void> RecordScopes(fence::ScopeRecord) override { co_return; }
 
   std::map<std::string, fence::FenceRecord> fences;
   std::int64_t clock = 0;
