@@ -123,6 +123,25 @@ signal() {
   local pid pids
   pids=$(server_pids) || exit 1
   for pid in $pids; do kill -"$1" "$pid" 2>/dev/null || true; done
+  [[ $1 == STOP ]] || return 0
+  # SIGSTOP lands when each process next runs: until then it may answer.
+  for pid in $pids; do wait_stopped "$pid"; done
+}
+
+# Waits, at most 5 s, until every thread of PID is stopped (or gone).
+wait_stopped() {
+  local i task stat stopped
+  for ((i = 0; i < 500; i++)); do
+    stopped=1
+    for task in /proc/"$1"/task/*; do
+      stat=$(cat "$task/stat" 2>/dev/null) || continue
+      stat=${stat##*) }
+      [[ ${stat:0:1} == [TtZX] ]] || stopped=0
+    done
+    ((stopped)) && return 0
+    sleep 0.01
+  done
+  die "process $1 did not stop within 5 s of SIGSTOP"
 }
 
 sql() {

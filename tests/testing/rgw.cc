@@ -20,6 +20,7 @@
 
 #include "codec/base64.h"
 #include "codec/json.h"
+#include "tests/testing/freeze.h"
 
 extern char** environ;
 
@@ -280,10 +281,14 @@ std::string Rgw::Script(const std::string& command,
 void Rgw::PauseGateway() {
   std::lock_guard lock(mu_);
   // Never kill(-1 or 0, ...): that would stop every process we may signal.
-  if (gateway_pid_ <= 0 || ::kill(gateway_pid_, SIGSTOP) != 0) {
+  if (gateway_pid_ <= 0) {
     throw std::runtime_error("radosgw cannot be paused: it does not run");
   }
+  // Until every thread is stopped, one still running may answer.
   paused_ = true;
+  if (!Freeze(gateway_pid_)) {
+    throw std::runtime_error("radosgw did not stop within 5 s of SIGSTOP");
+  }
 }
 
 void Rgw::ResumeGateway() {
