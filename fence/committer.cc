@@ -85,7 +85,6 @@ Committer::Committer(Env& env, Options options)
                                env_.dir());
     }
   }
-  committed_seq_ = applied_seq_;
   wal_ = std::make_unique<Wal>(
       Wal::Options{env_.dir(), options_.segment_bytes, applied_seq_});
   Replay();
@@ -142,14 +141,6 @@ void Committer::Replay() {
         missing.begin() + std::min(now, at + kApplyBatch));
     if (int rc = Apply(chunk); rc != 0) {
       throw std::runtime_error("cannot replay the write-ahead log into " +
-                               env_.dir() + ": " + Explain(env_.dir(), rc));
-    }
-  }
-  // The writer overwrites their segment first: they must outlive a power
-  // cut before it does.
-  if (now > 0) {
-    if (int rc = mdb_env_sync(env_.raw(), 1); rc != 0) {
-      throw std::runtime_error("cannot sync the replayed log into " +
                                env_.dir() + ": " + Explain(env_.dir(), rc));
     }
   }
@@ -431,24 +422,9 @@ void Committer::ApplyLoop() {
   while (true) {
     {
       std::unique_lock lock(mu_);
-      const auto unsynced = [this] { return committed_seq_ > applied_seq_; };
-      const auto woken = [&] {
-        return committer_done_ || !to_apply_.empty() ||
-               (committer_waiting_ && unsynced());
-      };
-      // The next commit makes the last one durable; when none comes soon,
-      // or the writer waits for it, or at the end, a sync of its own does.
-      if (unsynced()) {
-        apply_cv_.wait_for(lock, kApplyInterval, woken);
-      } else {
-        apply_cv_.wait(lock, woken);
-      }
-      if (to_apply_.empty()) {
-        if (!unsynced()) return;  // only the end wakes it so
-        lock.unlock();
-        SyncApplied();
-        continue;
-      }
+      apply_cv_.wait(lock,
+                     [this] { return committer_done_ || !to_apply_.empty(); });
+      if (to_apply_.empty()) return;
       // LMDB's synced commits share the disk with the log's syncs, which
       // answers wait for: fewer, larger ones leave the disk to the log.
       apply_cv_.wait_for(lock, kApplyInterval, [this] {
@@ -468,34 +444,13 @@ void Committer::ApplyLoop() {
     for (const WalRecord& r : batch) done += Reservation(r);
     {
       std::lock_guard lock(mu_);
-      // This commit's data sync made the previous commit's meta page
-      // durable; its own waits for the next sync.
-      const std::uint64_t previous_commit = committed_seq_;
-      committed_seq_ = batch.back().seq;
-      applied_seq_ =
-          options_.reuse_before_lmdb_sync ? committed_seq_ : previous_commit;
+      applied_seq_ = batch.back().seq;
       unapplied_bytes_ -= std::min(unapplied_bytes_, done);
       reserved_bytes_ -= std::min(reserved_bytes_.load(), done);
     }
     applied_cv_.notify_all();
     batch.clear();
   }
-}
-
-void Committer::SyncApplied() {
-  std::uint64_t committed = 0;
-  {
-    std::lock_guard lock(mu_);
-    committed = committed_seq_;
-  }
-  if (int rc = mdb_env_sync(env_.raw(), 1); rc != 0) {
-    Fatal("cannot sync LMDB's last commit", rc);
-  }
-  {
-    std::lock_guard lock(mu_);
-    applied_seq_ = std::max(applied_seq_, committed);
-  }
-  applied_cv_.notify_all();
 }
 
 int Committer::Apply(const std::vector<WalRecord>& records) {
@@ -519,7 +474,7 @@ int Committer::Apply(const std::vector<WalRecord>& records) {
     if (rc != 0) {
       mdb_txn_abort(txn);
     } else {
-      rc = mdb_txn_commit(txn);  // durable once the next commit syncs
+      rc = mdb_txn_commit(txn);  // durable: default flags
     }
     if ((rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) && env_.Grow()) continue;
     return rc;

@@ -98,10 +98,6 @@ class Committer {
     // its sync rather than after. Only the test build sets it (the
     // syscall-order test's negative control); never in the product.
     bool answer_before_sync = false;
-    // Breaks it too: LMDB's last commit counts as durable at once, so the
-    // log may overwrite records a power cut takes from LMDB. Only tests set
-    // it (the segment reuse test's negative control).
-    bool reuse_before_lmdb_sync = false;
     // The event loop that drives the committer; unset, it runs a thread of
     // its own.
     struct Loop {
@@ -285,8 +281,6 @@ class Committer {
   template <class Ready>
   void WaitForApplier(Ready ready);
   void ApplyLoop();
-  // Syncs LMDB so that its last commit survives a power cut.
-  void SyncApplied();
   // Writes `records` into LMDB in one durable transaction (growing the map
   // when needed). Returns 0 or an LMDB error code.
   int Apply(const std::vector<WalRecord>& records);
@@ -312,12 +306,7 @@ class Committer {
   std::deque<Pending> queue_;
   std::vector<WalRecord> to_apply_;
   std::size_t unapplied_bytes_ = 0;
-  // LMDB holds every record up to applied_seq_ durably; up to
-  // committed_seq_ in its last commit, whose meta page a power cut may
-  // still undo (the environment is opened MDB_NOMETASYNC: see Env). The
-  // log keeps each record until applied_seq_ passes it.
   std::uint64_t applied_seq_ = 0;
-  std::uint64_t committed_seq_ = 0;
   bool stopping_ = false;
   bool committer_done_ = false;
   bool committer_waiting_ = false;  // for the applier to catch up

@@ -73,10 +73,8 @@ Env::Env(const Options& options)
     if (int rc = mdb_env_set_maxdbs(env_, 8); rc != 0) {
       throw LmdbFailure("mdb_env_set_maxdbs", rc);
     }
-    // One sync per commit (see env.h): the next commit's makes this one
-    // durable.
-    if (int rc = mdb_env_open(env_, options.dir.c_str(), MDB_NOMETASYNC, 0644);
-        rc != 0) {
+    // Default flags on purpose: every commit is synced before it returns.
+    if (int rc = mdb_env_open(env_, options.dir.c_str(), 0, 0644); rc != 0) {
       throw LmdbFailure("cannot open LMDB environment in " + options.dir, rc);
     }
     MDB_envinfo info;
@@ -103,7 +101,6 @@ Env::Env(const Options& options)
     }
     if (rc == 0) {
       rc = mdb_txn_commit(txn);
-      if (rc == 0) rc = mdb_env_sync(env_, 1);
     } else {
       mdb_txn_abort(txn);
     }

@@ -18,12 +18,9 @@ namespace fencepost::fence {
 // fences live here, and the overlay of writes its committer has logged but
 // not yet applied.
 //
-// Durability: the environment is opened with MDB_NOMETASYNC (none of
-// MDB_NOSYNC, MDB_WRITEMAP, MDB_MAPASYNC). A commit syncs its data pages
-// once and writes its meta page without a sync of its own: the next
-// commit's sync (or mdb_env_sync) makes it durable. A power cut keeps
-// LMDB whole and may undo its last commit only, whose records the
-// write-ahead log still holds (Committer).
+// Durability: the environment is opened with LMDB's default sync behaviour
+// (none of MDB_NOSYNC, MDB_NOMETASYNC, MDB_WRITEMAP, MDB_MAPASYNC), so a
+// committed write transaction is on disk when mdb_txn_commit returns.
 //
 // The map starts at min(initial_map_size, max_map_size) and grows by
 // doubling, up to max_map_size, when a write transaction reports

@@ -6,9 +6,6 @@
 // the order of an answer and a sync can differ.
 
 #include <gtest/gtest.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -24,8 +21,6 @@
 
 #include "fence/committer.h"
 #include "fence/env.h"
-#include "fence/fence_store.h"
-#include "fence/values.h"
 #include "tests/testing/powercut_fs.h"
 #include "tests/testing/temp_dir.h"
 
@@ -235,81 +230,6 @@ TEST_F(CommitterDiskTest, NoSegmentIsBegunBeforeTheOneLeftIsSynced) {
     ADD_FAILURE() << line;
   }
   EXPECT_GE(switches, 8) << "the writes went round the segments";
-}
-
-// The log overwrites a segment only once LMDB holds its records durably.
-// LMDB's commit writes its meta page without a sync (MDB_NOMETASYNC): a
-// power cut undoes that commit until the next one syncs. With two 30 KiB
-// writes to a 64 KiB segment, the fifth write overwrites the first
-// segment right after the applier's commit of the first four; the process
-// dies at its answer, before any later commit, and the power goes. Returns
-// what the restart lost of the five acknowledged writes ("" when nothing).
-std::string LostAfterASegmentReuseAndAPowerCut(CommitterDiskTest& t,
-                                               bool reuse_before_lmdb_sync) {
-  t.env_.reset();  // the child opens its own: LMDB's handles do not fork
-  constexpr int kWrites = 5;
-  const std::string value(30u << 10, 'v');
-  const Env::Options env_options{t.data_, 64u << 20, 4u << 20};
-  const pid_t child = ::fork();
-  if (child < 0) return "fork failed";
-  if (child == 0) {
-    Env env(env_options);
-    Committer::Options options;
-    options.segment_bytes = 64u << 10;
-    options.reuse_before_lmdb_sync = reuse_before_lmdb_sync;
-    Committer committer(env, options);
-    for (int i = 1; i <= kWrites; ++i) {
-      const std::string key = "k" + std::to_string(i);
-      Answers answer(1);
-      committer.Submit(FencedWrite{key, Token(i), false,
-                                   ValueOp{ValueOp::Kind::kPut, key, value}},
-                       answer.For(0));
-      if (!answer.Await(1) || answer[0].outcome.verdict != Verdict::kAccepted) {
-        ::_exit(3);
-      }
-    }
-    ::raise(SIGKILL);  // at the fifth answer, before the applier's next turn
-    ::_exit(4);
-  }
-  int status = 0;
-  if (::waitpid(child, &status, 0) != child || !WIFSIGNALED(status) ||
-      WTERMSIG(status) != SIGKILL) {
-    return "the writer did not get its five answers: status " +
-           std::to_string(status);
-  }
-  t.fs_->Cut();
-  t.env_.emplace(env_options);
-  try {
-    t.committer_.emplace(*t.env_, Committer::Options{});
-  } catch (const std::exception& e) {
-    return std::string("the restart after the power cut: ") + e.what();
-  }
-  t.committer_->Stop();  // every record in LMDB
-  Env::ReadTxn txn(*t.env_);
-  std::string lost;
-  for (int i = 1; i <= kWrites; ++i) {
-    const std::string key = "k" + std::to_string(i);
-    Slot slot;
-    std::optional<FenceRecord> fence;
-    StoredValue stored;
-    if (ReadFenceOf(txn.get(), *t.env_, key, &slot, &fence) != 0 || !fence ||
-        fence->token != Token(i) ||
-        ReadValue(txn.get(), t.env_->values(), key, &stored) != 0 ||
-        stored.body != value) {
-      lost += key + " ";
-    }
-  }
-  return lost;
-}
-
-TEST_F(CommitterDiskTest, ASegmentIsReusedOnlyOnceLmdbHoldsItsRecordsDurably) {
-  EXPECT_EQ(LostAfterASegmentReuseAndAPowerCut(*this, false), "");
-}
-
-// The negative control: counting LMDB's last commit durable at once loses
-// the overwritten segment's writes, so the test above sees the mistake.
-TEST_F(CommitterDiskTest, AReuseBeforeLmdbsSyncIsCaught) {
-  EXPECT_NE(LostAfterASegmentReuseAndAPowerCut(*this, true), "");
 }
 
 }  // namespace
