@@ -103,6 +103,11 @@ fi
 
 WORK=$(mktemp -d /tmp/fencepost-bench.XXXXXX)
 chmod 755 "$WORK"
+# Where fencepost's data directories go: the disk, or (for the A/B rounds'
+# ceiling, a fencepost no disk slows) tmpfs.
+FP_ROOT=$WORK
+SHM=
+if [[ -d /dev/shm && -w /dev/shm ]]; then SHM=$(mktemp -d /dev/shm/fencepost-bench.XXXXXX); fi
 PIDS=()
 cleanup() {
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -111,6 +116,7 @@ cleanup() {
     as_postgres "$PGBIN/pg_ctl" -D "$WORK/pg" -m immediate stop >/dev/null 2>&1 || true
   fi
   rm -rf "$WORK"
+  [[ -z $SHM ]] || rm -rf "$SHM"
 }
 trap cleanup EXIT
 
@@ -214,6 +220,22 @@ stop_fencepost() {
 
 fence_count() { metric "$FP_ADMIN" fencepost_fences; }
 
+# cpu_ticks PID [THREAD_NAME]: the process's user and system ticks so far,
+# or those of its thread of that name.
+cpu_ticks() {
+  local task
+  if [[ -z ${2:-} ]]; then
+    awk '{ print $14 + $15 }' "/proc/$1/stat"
+    return
+  fi
+  for task in "/proc/$1/task"/*; do
+    [[ $(cat "$task/comm") == "$2" ]] || continue
+    awk '{ print $14 + $15 }' "$task/stat"
+    return
+  done
+  echo 0
+}
+
 # log_histograms: the committers' histograms on the admin port now, one
 # "NAME LE COUNT" line per bucket and "NAME sum|count VALUE".
 log_histograms() {
@@ -300,7 +322,7 @@ check_no_stale_fencepost() {
 fencepost_run() {
   local label=$1 clients=$2 keys=$3
   shift 3
-  local dir=$WORK/fp-$RANDOM
+  local dir=$FP_ROOT/fp-$RANDOM
   start_fencepost "$dir" "$@"
   seed_fencepost "$keys"
   local acc0 rej0
@@ -308,10 +330,18 @@ fencepost_run() {
   rej0=$(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}')
   busy_check "fencepost $label"
   log_histograms >"$WORK/hist.before"
-  local out
+  local out all0 applier0
+  all0=$(cpu_ticks "$FP_PID")
+  applier0=$(cpu_ticks "$FP_PID" fp-applier)
   out=$("${PIN_CLIENT[@]}" "$LOAD" http "127.0.0.1:$FP_PORT" \
     --connections "$clients" --seconds "$SECS" --keys "$keys" \
     --server-pid "$FP_PID")
+  # The applier's share of the server's CPU over the whole load: what
+  # LMDB behind the log costs, which Redis has no counterpart for.
+  local all=$(($(cpu_ticks "$FP_PID") - all0))
+  local applier=$(($(cpu_ticks "$FP_PID" fp-applier) - applier0))
+  awk -v a="$applier" -v t="$all" -v cpu="$(lf server_cpu_us "$out")" \
+    'BEGIN { printf "%.1f\n", (t > 0 ? cpu * a / t : 0) }' >"$WORK/last_applier"
   log_histograms >"$WORK/hist.after"
   # What the run's latencies sit beside: the committers' groups and syncs
   # (warm-up and drain included).
@@ -568,16 +598,25 @@ if ((PEERS)); then
     for r in $(seq "$ROUNDS"); do
       log "A/B round $r, $c clients"
       fencepost_run "A/B round $r" "$c" "$KEYS"
+      f=$(cat "$WORK/last_fp") applier=$(cat "$WORK/last_applier")
       redis_run "$c"
       null_run "$c" "A/B round $r (the client's floor)"
-      f=$(cat "$WORK/last_fp") rd=$(cat "$WORK/last_redis") n=$(cat "$WORK/last_null")
+      # fencepost's own ceiling: the same build with its data on tmpfs,
+      # where a sync costs nothing.
+      t="rps=0 p99_ms=0"
+      if [[ -n $SHM ]]; then
+        FP_ROOT=$SHM fencepost_run "A/B round $r, data on tmpfs" "$c" "$KEYS"
+        t=$(cat "$WORK/last_fp")
+      fi
+      rd=$(cat "$WORK/last_redis") n=$(cat "$WORK/last_null")
       # clients round, then rps p99 p999 server-CPU client-CPU of
-      # fencepost, of Redis, and the null server's p99.
+      # fencepost, of Redis, the null server's p99, the applier's CPU
+      # per request, and fencepost's rps and p99 on tmpfs.
       echo "$c $r $(for l in "$f" "$rd"; do
         for k in rps p99_ms p999_ms server_cpu_us client_cpu_us; do
           printf '%s ' "$(lf "$k" "$l")"
         done
-      done)$(lf p99_ms "$n")" >>"$AB"
+      done)$(lf p99_ms "$n") $applier $(lf rps "$t") $(lf p99_ms "$t")" >>"$AB"
     done
   done
 fi
@@ -611,11 +650,11 @@ if [[ -s $AB ]]; then
   echo
   echo "A/B rounds against Redis (AOF fsync always), back to back:"
   echo
-  echo "| clients | round | ops/s fencepost / Redis | p99 ms | p99.9 ms | ops ratio | p99 ratio | server CPU µs per request | client CPU µs per request (HTTP / RESP) | null server's p99 ms |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  awk '{ printf "| %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f× | %.2f× | %.1f / %.1f | %.1f / %.1f | %s |\n",
+  echo "| clients | round | ops/s fencepost / Redis | p99 ms | p99.9 ms | ops ratio | p99 ratio | server CPU µs per request (fencepost's applier) | client CPU µs per request (HTTP / RESP) | null server's p99 ms | fencepost on tmpfs: ops/s, p99 ms |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  awk '{ printf "| %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f× | %.2f× | %.1f (%.1f) / %.1f | %.1f / %.1f | %s | %.0f, %s |\n",
          $1, $2, $3, $8, $4, $9, $5, $10, ($8 > 0 ? $3 / $8 : 0),
-         ($9 > 0 ? $4 / $9 : 0), $6, $11, $7, $12, $13 }' "$AB"
+         ($9 > 0 ? $4 / $9 : 0), $6, $14, $11, $7, $12, $13, $15, $16 }' "$AB"
   # The median of the values read on stdin, labelled: median LABEL
   median() {
     sort -g | awk -v what="$1" '{ v[NR] = $1 }
@@ -632,6 +671,14 @@ if [[ -s $AB ]]; then
       median "server CPU per request at $c clients, fencepost ÷ Redis"
     awk -v c="$c" '$1 == c && $12 > 0 { print $7 / $12 }' "$AB" |
       median "client CPU per request at $c clients, HTTP ÷ RESP"
+    # The bounds: fencepost's CPU without its applier (what both servers
+    # do) against Redis's, and fencepost with no disk against Redis.
+    awk -v c="$c" '$1 == c && $11 > 0 { print ($6 - $14) / $11 }' "$AB" |
+      median "server CPU per request but the applier's at $c clients, fencepost ÷ Redis"
+    awk -v c="$c" '$1 == c && $8 > 0 && $15 > 0 { print $15 / $8 }' "$AB" |
+      median "throughput ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
+    awk -v c="$c" '$1 == c && $9 > 0 && $16 > 0 { print $16 / $9 }' "$AB" |
+      median "p99 ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
   done
 fi
 if [[ -s $TAIL ]]; then
