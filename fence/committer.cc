@@ -27,7 +27,8 @@ constexpr std::string_view kAppliedSeqKey = "applied_seq";
 // batch gather.
 constexpr std::size_t kApplyBatch = 16384;
 constexpr std::chrono::milliseconds kApplyInterval{50};
-// The applier thread's nice value (ApplyLoop).
+// How many nice levels the applier thread runs below the io thread
+// (ApplyLoop).
 constexpr int kApplierNice = 10;
 
 std::int64_t NowNs() {
@@ -424,11 +425,17 @@ void Committer::ApplyLoop() {
   pthread_setname_np(pthread_self(), "fp-applier");
   // The answer path goes first where the two share a core: the applier's
   // batches would otherwise hold the io thread off the core for a
-  // scheduler slice. At nice 10 it still gets about a tenth of a busy core
-  // (it needs less), and a writer that outruns it waits (max_unapplied).
-  // Lowering one's own priority needs no privilege; a refusal changes
-  // nothing else.
-  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), kApplierNice);
+  // scheduler slice. Ten nice levels below it, the applier still gets
+  // about a tenth of a busy core (it needs less), and a writer that
+  // outruns it waits (max_unapplied). Relative to the thread's own nice,
+  // so an operator's Nice= moves both. Lowering one's own priority needs
+  // no privilege; a refusal changes nothing else.
+  const auto self = static_cast<id_t>(::gettid());
+  errno = 0;
+  const int nice = ::getpriority(PRIO_PROCESS, self);
+  if (errno == 0) {
+    ::setpriority(PRIO_PROCESS, self, std::min(19, nice + kApplierNice));
+  }
   std::vector<WalRecord> batch;
   while (true) {
     {

@@ -6,20 +6,26 @@
 #include <linux/seccomp.h>
 #include <poll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <future>
 #include <latch>
 #include <map>
+#include <optional>
 #include <random>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "fence/errc.h"
@@ -379,6 +385,44 @@ TEST_F(CommitterTest, KeptFencesNeverReadLowerUnderConcurrentWritesAndDeletes) {
     }
   }
   EXPECT_EQ(highest, next - 1) << "the highest token is some key's fence";
+}
+
+// The nice value of this process's thread named `name` (field 19 of
+// /proc/self/task/TID/stat), or nullopt when there is none.
+std::optional<int> NiceOfThread(const std::string& name) {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    std::ifstream stat(task.path() / "stat");
+    std::getline(stat, line);
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+    }
+    return std::stoi(field);
+  }
+  return std::nullopt;
+}
+
+// Where the applier shares a core with the io thread, the answers go
+// first: it runs ten nice levels below the thread that started it.
+TEST(CommitterApplierTest, RunsTenNiceLevelsBelowTheAnswerPath) {
+  testing::TempDir dir;
+  Env env({dir.path(), 64u << 20});
+  const int own = ::getpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()));
+  Committer committer(env, {});
+  std::optional<int> nice;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    nice = NiceOfThread("fp-applier");
+    if (nice && *nice != own) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_TRUE(nice) << "no thread named fp-applier";
+  EXPECT_EQ(*nice, std::min(19, own + 10));
 }
 
 TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {
