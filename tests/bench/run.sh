@@ -129,6 +129,9 @@ TAIL=$WORK/tail  # each fencepost run's latencies beside its groups and syncs
 WARNINGS=$WORK/warnings
 : >"$ROWS"
 : >"$WARNINGS"
+if [[ $(stat -f -c %T "$WORK") == tmpfs ]]; then
+  echo "$WORK is on tmpfs: the durable runs sync nothing" >>"$WARNINGS"
+fi
 
 fail() { echo "FAIL: $*" >&2; FAILED=1; }
 slow_warning() { echo "$*" >>"$WARNINGS"; }
@@ -607,6 +610,7 @@ if ((PEERS)); then
       if [[ -n $SHM ]]; then
         FP_ROOT=$SHM fencepost_run "A/B round $r, data on tmpfs" "$c" "$KEYS"
         t=$(cat "$WORK/last_fp")
+        rm -rf "$FP_DATA"  # memory, not disk
       fi
       rd=$(cat "$WORK/last_redis") n=$(cat "$WORK/last_null")
       # clients round, then rps p99 p999 server-CPU client-CPU of

@@ -84,7 +84,8 @@ run() {
   wait "$pid" || { echo "$label exited with $?" >&2; exit 1; }
   pid=
   rm -rf "$work/data"
-  (($(field all_other "$out") == 0)) || { echo "$label: $out" >&2; exit 1; }
+  (($(field all_other "$out") == 0 && $(field all_requests "$out") > 0)) ||
+    { echo "$label: $out" >&2; exit 1; }
   printf '| %s | %d | %.0f | %s | %s | %s | %.1f | %.0f |\n' "$label" \
     "$fences" "$(field rps "$out")" "$(field p50_ms "$out")" \
     "$(field p99_ms "$out")" "$(field p999_ms "$out")" \

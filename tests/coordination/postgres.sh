@@ -120,12 +120,26 @@ stop() {
 }
 
 signal() {
-  local pid pids
+  local pid pids stopped=" " round
   pids=$(server_pids) || exit 1
   for pid in $pids; do kill -"$1" "$pid" 2>/dev/null || true; done
   [[ $1 == STOP ]] || return 0
-  # SIGSTOP lands when each process next runs: until then it may answer.
-  for pid in $pids; do wait_stopped "$pid"; done
+  # SIGSTOP lands when each process next runs: until then it may answer,
+  # and the postmaster may fork a backend after the list was read. Stop
+  # and wait for each, until the list holds no process not yet stopped.
+  for ((round = 0; round < 10; round++)); do
+    local new=0
+    for pid in $pids; do
+      [[ $stopped == *" $pid "* ]] && continue
+      kill -STOP "$pid" 2>/dev/null || true
+      wait_stopped "$pid"
+      stopped+="$pid "
+      new=1
+    done
+    ((new)) || return 0
+    pids=$(server_pids) || exit 1
+  done
+  die "new PostgreSQL processes kept appearing while freezing"
 }
 
 # Waits, at most 5 s, until every thread of PID is stopped (or gone).

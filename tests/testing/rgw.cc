@@ -281,7 +281,7 @@ std::string Rgw::Script(const std::string& command,
 void Rgw::PauseGateway() {
   std::lock_guard lock(mu_);
   // Never kill(-1 or 0, ...): that would stop every process we may signal.
-  if (gateway_pid_ <= 0) {
+  if (gateway_pid_ <= 0 || ::kill(gateway_pid_, 0) != 0) {
     throw std::runtime_error("radosgw cannot be paused: it does not run");
   }
   // Until every thread is stopped, one still running may answer.
