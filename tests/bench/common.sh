@@ -17,3 +17,16 @@ metric() {  # PORT NAME_WITH_LABELS
     awk -v m="$2" 'index($0, m " ") == 1 { print $2 + 0; found = 1 }
                    END { if (!found) print 0 }'
 }
+
+# lf FIELD LINE: a field ("NAME=VALUE") of the load generator's output line.
+lf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
+
+# thread_dir PID NAME: /proc's directory of PID's thread of that name, or
+# nothing when it has none.
+thread_dir() {
+  local task
+  for task in "/proc/$1/task"/*; do
+    [[ $(cat "$task/comm" 2>/dev/null) == "$2" ]] && { echo "$task"; return; }
+  done
+  return 0
+}

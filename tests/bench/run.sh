@@ -167,8 +167,6 @@ row() {
     "$5" "$6" "$7" "$8" "${9:--}" "${10:--}" >>"$ROWS"
 }
 
-# lf FIELD LINE: a field of load's output line.
-lf() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 # load_row SYSTEM MODE CLIENTS LINE ACCEPTED REJECTED: a row from load's line.
 load_row() {
   row "$1" "$2" "$3" "$(lf rps "$4")" "$(lf p50_ms "$4")" "$(lf p99_ms "$4")" \
@@ -226,17 +224,12 @@ fence_count() { metric "$FP_ADMIN" fencepost_fences; }
 # cpu_ticks PID [THREAD_NAME]: the process's user and system ticks so far,
 # or those of its thread of that name.
 cpu_ticks() {
-  local task
-  if [[ -z ${2:-} ]]; then
-    awk '{ print $14 + $15 }' "/proc/$1/stat"
-    return
+  local dir=/proc/$1
+  if [[ -n ${2:-} ]]; then
+    dir=$(thread_dir "$1" "$2")
+    [[ -n $dir ]] || { echo 0; return; }
   fi
-  for task in "/proc/$1/task"/*; do
-    [[ $(cat "$task/comm") == "$2" ]] || continue
-    awk '{ print $14 + $15 }' "$task/stat"
-    return
-  done
-  echo 0
+  awk '{ print $14 + $15 }' "$dir/stat"
 }
 
 # log_histograms: the committers' histograms on the admin port now, one
@@ -659,30 +652,26 @@ if [[ -s $AB ]]; then
   awk '{ printf "| %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f× | %.2f× | %.1f (%.1f) / %.1f | %.1f / %.1f | %s | %.0f, %s |\n",
          $1, $2, $3, $8, $4, $9, $5, $10, ($8 > 0 ? $3 / $8 : 0),
          ($9 > 0 ? $4 / $9 : 0), $6, $14, $11, $7, $12, $13, $15, $16 }' "$AB"
-  # The median of the values read on stdin, labelled: median LABEL
-  median() {
-    sort -g | awk -v what="$1" '{ v[NR] = $1 }
-      END { if (NR) printf "median %s: %.2f×\n", what, v[int((NR + 1) / 2)] }'
+  # ratio CLIENTS NUMERATOR DENOMINATOR LABEL: the median over the rounds
+  # at CLIENTS of NUMERATOR ÷ DENOMINATOR, awk expressions over a line of
+  # $AB (rounds where either is 0, which did not run, left out).
+  ratio() {
+    awk -v c="$1" "\$1 == c && ($2) > 0 && ($3) > 0 { print ($2) / ($3) }" "$AB" |
+      sort -g | awk -v what="$4" '{ v[NR] = $1 }
+        END { if (NR) printf "median %s: %.2f×\n", what, v[int((NR + 1) / 2)] }'
   }
   for c in $AB_CLIENTS; do
-    awk -v c="$c" '$1 == c && $8 > 0 { print $3 / $8 }' "$AB" |
-      median "throughput ratio at $c clients"
-    awk -v c="$c" '$1 == c && $9 > 0 { print $4 / $9 }' "$AB" |
-      median "p99 ratio at $c clients, fencepost ÷ Redis"
+    ratio "$c" '$3' '$8' "throughput ratio at $c clients"
+    ratio "$c" '$4' '$9' "p99 ratio at $c clients, fencepost ÷ Redis"
     # What one durable write costs each server in CPU: the gap that
     # throughput hides while the client shares the cores.
-    awk -v c="$c" '$1 == c && $11 > 0 { print $6 / $11 }' "$AB" |
-      median "server CPU per request at $c clients, fencepost ÷ Redis"
-    awk -v c="$c" '$1 == c && $12 > 0 { print $7 / $12 }' "$AB" |
-      median "client CPU per request at $c clients, HTTP ÷ RESP"
+    ratio "$c" '$6' '$11' "server CPU per request at $c clients, fencepost ÷ Redis"
+    ratio "$c" '$7' '$12' "client CPU per request at $c clients, HTTP ÷ RESP"
     # The bounds: fencepost's CPU without its applier (what both servers
     # do) against Redis's, and fencepost with no disk against Redis.
-    awk -v c="$c" '$1 == c && $11 > 0 { print ($6 - $14) / $11 }' "$AB" |
-      median "server CPU per request but the applier's at $c clients, fencepost ÷ Redis"
-    awk -v c="$c" '$1 == c && $8 > 0 && $15 > 0 { print $15 / $8 }' "$AB" |
-      median "throughput ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
-    awk -v c="$c" '$1 == c && $9 > 0 && $16 > 0 { print $16 / $9 }' "$AB" |
-      median "p99 ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
+    ratio "$c" '$6 - $14' '$11' "server CPU per request but the applier's at $c clients, fencepost ÷ Redis"
+    ratio "$c" '$15' '$8' "throughput ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
+    ratio "$c" '$16' '$9' "p99 ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
   done
 fi
 if [[ -s $TAIL ]]; then

@@ -43,19 +43,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# free_port, metric
+# free_port, metric, lf, thread_dir
 # shellcheck source=tests/bench/common.sh
 source "$bench/common.sh"
 written() {  # PID: the bytes the applier thread wrote
   local task
-  for task in "/proc/$1/task"/*; do
-    [[ $(cat "$task/comm") == fp-applier ]] || continue
-    awk '$1 == "wchar:" { print $2 }' "$task/io"
-    return
-  done
-  echo 0
+  task=$(thread_dir "$1" fp-applier)
+  [[ -n $task ]] || { echo 0; return; }
+  awk '$1 == "wchar:" { print $2 }' "$task/io"
 }
-field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
 # run LABEL BINARY FENCES: one row.
 run() {
@@ -84,13 +80,13 @@ run() {
   wait "$pid" || { echo "$label exited with $?" >&2; exit 1; }
   pid=
   rm -rf "$work/data"
-  (($(field all_other "$out") == 0 && $(field all_requests "$out") > 0)) ||
+  (($(lf all_other "$out") == 0 && $(lf all_requests "$out") > 0)) ||
     { echo "$label: $out" >&2; exit 1; }
   printf '| %s | %d | %.0f | %s | %s | %s | %.1f | %.0f |\n' "$label" \
-    "$fences" "$(field rps "$out")" "$(field p50_ms "$out")" \
-    "$(field p99_ms "$out")" "$(field p999_ms "$out")" \
-    "$(field server_cpu_us "$out")" \
-    "$((bytes / $(field all_requests "$out")))"
+    "$fences" "$(lf rps "$out")" "$(lf p50_ms "$out")" \
+    "$(lf p99_ms "$out")" "$(lf p999_ms "$out")" \
+    "$(lf server_cpu_us "$out")" \
+    "$((bytes / $(lf all_requests "$out")))"
 }
 
 echo "| binary | fences | writes/s | p50 ms | p99 ms | p99.9 ms | server CPU µs per request | LMDB bytes per request |"
