@@ -10,6 +10,7 @@
 # An entry PACKAGE@COMMAND is skipped when COMMAND is already on the PATH from
 # another package (kubectl, say, which several packages ship).
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 
 packages=(
   build-essential cmake ninja-build pkg-config git
