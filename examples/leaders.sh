@@ -10,6 +10,7 @@
 # It starts its own fencepost (with --fence-scope jobs/, so the lease
 # jobs/leader fences the key jobs/progress) on ephemeral ports of 127.0.0.1.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 . "$(dirname "$0")/lib.sh"
 leader=${LEADER:-}
 if [ -z "$leader" ]; then

@@ -11,6 +11,7 @@
 #
 # It starts its own fencepost on ephemeral ports of 127.0.0.1.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 . "$(dirname "$0")/lib.sh"
 start_server
 rounds=${1:-20}

@@ -36,6 +36,7 @@
 # as one enforce would refuse (observe). It exits 0 when the story went as
 # described for the mode, and 1 with what went otherwise.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 . "$(dirname "$0")/lib.sh"
 mode=${1:-enforce}
 case $mode in

@@ -4,6 +4,9 @@
 # it, and, like many real jobs, flushes one last write when it is told to
 # stop. Each answer is logged to $JOB_LOG as "NAME STATUS TOKEN SENT BODY"
 # (SENT: when the write was sent, in Unix nanoseconds).
+#
+#   examples/split_brain_job.sh NAME   # under lease run, as split_brain.sh runs it
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 name=$1
 i=0
 put() {

@@ -5,7 +5,7 @@
 # smoke mode (it checks counts, never timings): about 20 minutes on 2 cores,
 # what CI runs. With FENCEPOST_SANITIZERS=1, then the same tests under
 # ASan+UBSan (with the fuzz corpora replayed) and the concurrent unit tests
-# under TSan, about 25 minutes more. README's "Testing" says what each pass
+# under TSan, about 25 minutes more. docs/testing.md says what each pass
 # proves and how long.
 #
 # Each sanitizer build runs at the lowest priority beside the tests of the
@@ -14,7 +14,11 @@
 #
 #   FENCEPOST_SANITIZERS=1 scripts/test.sh                  # all three passes
 #   FENCEPOST_SANITIZE=address,undefined scripts/test.sh   # one sanitized run
+#
+# It takes no arguments but --help.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
+[ $# -eq 0 ] || { echo "scripts/test.sh takes no arguments (see --help)" >&2; exit 2; }
 cd "$(dirname "$0")/.."
 scripts/deps.sh
 started=$SECONDS

@@ -9,6 +9,7 @@
 #   tests/bench/elections.sh                      # builds build-bench first
 #   BENCH_PREBUILT=build-test tests/bench/elections.sh
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 build=${BENCH_PREBUILT:-build-bench}
 if [ -z "${BENCH_PREBUILT:-}" ]; then

@@ -6,6 +6,7 @@
 #   tests/bench/leases.sh            # builds build-bench first
 #   BENCH_PREBUILT=build-test tests/bench/leases.sh
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 command -v wrk >/dev/null || scripts/deps.sh
 build=${BENCH_PREBUILT:-build-bench}

@@ -14,6 +14,7 @@
 # among them, one wrk each, all at once: ops add up, and the p50/p99 shown
 # are the worst of the replicas'.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BENCH=$ROOT/tests/bench

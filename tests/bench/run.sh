@@ -33,6 +33,7 @@
 # checks afterwards that no stale write landed. Exit status 1 when one did,
 # or when the counts do not add up.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BENCH=$ROOT/tests/bench

@@ -42,6 +42,7 @@
 # port and through the front door. Exit
 # status 1 when a check fails.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 BENCH=$ROOT/tests/bench

@@ -17,6 +17,7 @@
 # BENCH_PIN (1; 0: no pinning). Needs curl; every server listens on
 # 127.0.0.1 and is stopped on exit.
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 bench=$(cd "$(dirname "$0")" && pwd)
 usage="usage: scale_ab.sh LOAD A_BINARY B_BINARY [FENCES...]"
 load=${1:?$usage}
