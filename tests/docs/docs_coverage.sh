@@ -3,7 +3,8 @@
 #  - every --flag printed by `fencepost --help` appears in docs/*.md;
 #  - every metric family a live server's /metrics declares (its `# TYPE`
 #    lines) appears in docs/*.md;
-#  - README.md and docs/*.md link only inside the repository: no link
+#  - README.md and docs/*.md link only inside the repository: no link to
+#    another site (only http://127.0.0.1 and http://localhost), none that
 #    leaves the repository root, none names ../shared or SPEC.md, and every
 #    relative link points at a file or folder that exists.
 # Prints what is missing and exits 1 if anything is.
@@ -85,11 +86,25 @@ for file in README.md "${docs[@]}"; do
   fi
   dir=$(dirname "$file")
   # Inline links outside code: fenced blocks and code spans dropped.
-  targets=$(awk '/^[[:space:]]*```/ { code = !code; next } !code' "$file" |
-    sed -E 's/`[^`]*`//g' | grep -oE '\]\([^)[:space:]]+' | cut -c3- || true)
+  prose=$(awk '/^[[:space:]]*```/ { code = !code; next } !code' "$file" |
+    sed -E 's/`[^`]*`//g')
+  targets=$(grep -oE '\]\([^)[:space:]]+' <<<"$prose" | cut -c3- || true)
+  # A bare address of a site in prose is a link too (autolinked when
+  # shown); placeholders such as http://HOST:PORT, in a code span broken
+  # over two lines, are not.
+  for url in $(grep -oE '(https?|ftp)://[a-z0-9-]+(\.[a-z0-9-]+)+' <<<"$prose" || true); do
+    case $url in
+      http://127.0.0.1) ;;
+      *) missing+=("$file links outside the repository: $url") ;;
+    esac
+  done
   for target in $targets; do
     case $target in
-      http://* | https://* | mailto:* | '#'*) continue ;;
+      http://127.0.0.1[:/]* | http://localhost[:/]* | '#'*) continue ;;
+      *://* | mailto:* | //*)
+        missing+=("$file links outside the repository: $target")
+        continue
+        ;;
     esac
     path=${target%%#*}
     resolved=$(realpath -m "$dir/$path")
