@@ -9,6 +9,7 @@
 #                              # seed corpora under ASan instead)
 #   tests/fuzz/run.sh 600      # the long run
 set -euo pipefail
+case ${1:-} in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/../.."
 SECONDS_EACH=${1:-10}
 BUILD=${FENCEPOST_FUZZ_BUILD_DIR:-build-fuzz}

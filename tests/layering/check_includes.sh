@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when a library folder includes a project header from a folder that is
-# not below it (README, "Layout"). The layers, bottom first:
+# not below it (docs/contributing.md, "Layout"). The layers, bottom first:
 #
 #   codec/    nothing of ours (the standard library only)
 #   http/     codec/ (JSON, base64; Beast otherwise)

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """powercut_fs: a FUSE file system that loses unsynced writes on demand.
 
-A model of LazyFS (https://github.com/dsrhaslab/lazyfs), small enough to read
+A model of LazyFS (a FUSE file system that drops unsynced data), small enough to read
 in one sitting, for the power-cut test (tests/reliability/power_loss_test.cc).
 
     powercut_fs.py [--ignore-sync | --ignore-log-syncs] [--journal FILE]
