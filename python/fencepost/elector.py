@@ -3,7 +3,10 @@ LeaderElector."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -54,7 +57,11 @@ class LeaderElector:
     ``on_elected(token)`` on a work thread of its own for each term: that
     is the work; it must return soon after the term ends, which it learns
     from ``check()`` (raises LeadershipLost) or ``sleep(s)`` (raises as
-    soon as it is over). Its return ends the term too. Then the lease is
+    soon as it is over). Both go by the clock too: they raise once
+    ``time.monotonic()`` passes the lease's ``held_until``, even before the
+    keeper's thread has noticed (after a pause of the whole process it may
+    run last), and ``sleep`` waits at most until then. Its return ends the
+    term too. Then the lease is
     released if still held, ``on_lost(token, reason)`` is called on the
     run() thread exactly once per ``on_elected``, and the campaign starts
     again (a jittered retry period later when the work returned by
@@ -68,7 +75,13 @@ class LeaderElector:
     body runs on the main thread, at once wherever it is, through a signal
     (``interrupt_signal``, SIGUSR1) sent to the main thread whose handler
     raises it; if the body still finishes normally, leaving the ``with``
-    raises it.
+    raises it. The handler raises only in the body's own code: when the
+    signal finds the main thread inside this module, the lease's or
+    ``contextlib``'s code (a lock taken, the ``with`` being left), it is
+    sent again a moment later, and once the body is left it is dropped
+    (leaving raises). A signal this elector did not send (a user's
+    SIGUSR1) goes to the handler that was there before, or to the signal's
+    default action; that handler is back when the ``with`` is left.
 
     Thread safety: ``stop()``, ``check()``, ``sleep()`` and the properties
     may be called from any thread; ``run()``/``start()``/``leadership()``
@@ -106,6 +119,9 @@ class LeaderElector:
         self._term_over = threading.Event()
         self._term_reason: Optional[str] = None
         self._armed = False  # leadership(): the signal may be sent
+        self._sent = 0  # interrupts sent and not yet handled
+        self._resend_due = False
+        self._previous: Any = signal.SIG_DFL  # the handler it replaced
         self._thread: Optional[threading.Thread] = None
         self._own_threads: set[int] = set()  # run()'s and the work's
 
@@ -125,24 +141,40 @@ class LeaderElector:
     @property
     def is_leader(self) -> bool:
         with self._cv:
-            return self._lease is not None and not self._term_over.is_set()
+            lease, over = self._lease, self._term_over.is_set()
+        return (lease is not None and not over
+                and time.monotonic() < lease.held_until)
 
     def check(self) -> None:
-        """Raises LeadershipLost when there is no term or it is over."""
+        """Raises LeadershipLost when there is no term, it is over, or
+        ``time.monotonic()`` has passed the lease's ``held_until``."""
         with self._cv:
             lease, over = self._lease, self._term_over.is_set()
             reason = self._term_reason
         if lease is None:
             raise LeadershipLost("not elected", 0)
-        if over:
-            raise LeadershipLost(reason or STOPPED, lease.token)
+        try:
+            if over:
+                raise LeadershipLost(reason or STOPPED, lease.token)
+            lease.check()
+        except LeadershipLost:
+            with self._cv:  # told now: the signal would tell it twice
+                if threading.main_thread() is threading.current_thread():
+                    self._armed = False
+            raise
 
     def sleep(self, seconds: float) -> None:
         """Waits ``seconds``; raises LeadershipLost as soon as the term is
-        over (at once when it is already)."""
-        self.check()
-        self._term_over.wait(seconds)
-        self.check()
+        over or ``held_until`` passes (at once when it is already)."""
+        end = time.monotonic() + seconds
+        while True:
+            self.check()
+            lease = self.lease
+            now = time.monotonic()
+            if now >= end or lease is None:
+                return
+            # held_until may have moved on meanwhile: then this waits again.
+            self._term_over.wait(min(end, lease.held_until) - now)
 
     # -- run / start / stop --------------------------------------------
 
@@ -205,6 +237,8 @@ class LeaderElector:
             if self._running:
                 raise RuntimeError("the elector runs already")
             self._running = True
+            # stop() from the body asks and returns, as from run()'s work.
+            self._own_threads.add(threading.get_ident())
         try:
             lease = self._campaign(
                 None if timeout is None else time.monotonic() + timeout)
@@ -220,19 +254,24 @@ class LeaderElector:
         finally:
             with self._cv:
                 self._running = False
+                self._own_threads.discard(threading.get_ident())
                 self._cv.notify_all()
 
     def _lead_here(self, lease: Lease, interrupt: bool) -> Iterator[int]:
         previous: Any = None
         if interrupt:
-            previous = signal.signal(self.interrupt_signal, self._on_signal)
             with self._cv:
-                self._armed = True
-                if self._term_over.is_set():
-                    self._send_interrupt_locked()
+                self._previous = signal.getsignal(self.interrupt_signal)
+                self._sent = 0
+            previous = signal.signal(self.interrupt_signal, self._on_signal)
         failure: Optional[str] = None
         body_raised = False
         try:
+            if interrupt:
+                with self._cv:
+                    self._armed = True
+                    if self._term_over.is_set():
+                        self._send_interrupt_locked()
             if self.on_elected is not None:
                 self.on_elected(lease.token)
             yield lease.token
@@ -244,9 +283,11 @@ class LeaderElector:
             failure = f"the work threw: {e!r}"
             raise
         finally:
-            if interrupt:
-                self._disarm(previous)
-            reason = self._end_lease(lease, failure)
+            try:
+                if interrupt:
+                    self._disarm(previous)
+            finally:
+                reason = self._end_lease(lease, failure)
             lost_in_body = reason not in (WORK_RETURNED, STOPPED) and (
                 failure is None)
             if not body_raised and lost_in_body:
@@ -254,34 +295,73 @@ class LeaderElector:
 
     def _on_signal(self, signum: int, frame: Optional[FrameType]) -> None:
         with self._cv:
-            armed, lease = self._armed, self._lease
-            reason = self._term_reason
-        if armed and lease is not None and self._term_over.is_set():
-            with self._cv:
+            ours = self._sent > 0
+            if ours:
+                self._sent -= 1
+            over = self._armed and self._term_over.is_set()
+            lease, reason = self._lease, self._term_reason
+            if ours and over and lease is not None:
+                if _inside_the_machinery(frame):
+                    self._resend_later_locked()
+                    return
                 self._armed = False  # once per term
-            raise LeadershipLost(reason or STOPPED, lease.token)
+                raise LeadershipLost(reason or STOPPED, lease.token)
+            previous = self._previous
+        if not ours:
+            _chain(signum, frame, previous, self._on_signal)
 
     def _send_interrupt_locked(self) -> None:
         main = threading.main_thread().ident
         if self._armed and main is not None:
+            self._sent += 1
             signal.pthread_kill(main, self.interrupt_signal)
 
+    def _resend_later_locked(self) -> None:
+        """The signal found the main thread in code that must not raise
+        (a lock held, the ``with`` being left): sent again in 2 ms, by
+        when it is out of it or disarmed."""
+        if self._resend_due:
+            return
+        self._resend_due = True
+
+        def resend() -> None:
+            with self._cv:
+                self._resend_due = False
+                self._send_interrupt_locked()
+
+        timer = threading.Timer(0.002, resend)
+        timer.daemon = True
+        timer.start()
+
     def _disarm(self, previous: Any) -> None:
-        """Stops the signal for good before its previous handler returns:
-        one sent before the disarm is pending or handled by now; a pending
-        one is taken with sigtimedwait while blocked."""
+        """Stops the signal for good, then restores its previous handler:
+        the interrupts sent before are handled (and dropped, as disarmed)
+        or taken with sigtimedwait while blocked; a user's signal taken
+        that way is raised again once the previous handler is back."""
         with self._cv:
             self._armed = False
         sig = self.interrupt_signal
+        users = 0
         signal.pthread_sigmask(signal.SIG_BLOCK, {sig})
         try:
-            while signal.sigtimedwait({sig}, 0) is not None:
-                pass
-            _run_pending_handlers()
-            signal.signal(sig, previous if previous is not None
-                          else signal.SIG_DFL)
+            try:
+                _run_pending_handlers()  # a user's handler may raise here
+            finally:
+                while signal.sigtimedwait({sig}, 0) is not None:
+                    with self._cv:
+                        if self._sent > 0:
+                            self._sent -= 1
+                        else:
+                            users += 1
+                signal.signal(sig, previous if previous is not None
+                              else signal.SIG_DFL)
+                with self._cv:
+                    self._sent = 0
+                    self._previous = signal.SIG_DFL
         finally:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        if users:
+            signal.raise_signal(sig)  # to the previous handler now
 
     # -- campaigns and terms -------------------------------------------
 
@@ -401,3 +481,38 @@ def _run_pending_handlers() -> None:
     """A Python-level call: the interpreter runs the handlers of signals
     that arrived before it."""
     return None
+
+
+# Code the interrupt must not raise in: a lock of this module or of the
+# lease may be held there, or the ``with`` is being left (contextlib).
+_MACHINERY = frozenset(
+    os.path.normcase(os.path.abspath(path)) for path in
+    (__file__, sys.modules[Lease.__module__].__file__ or "",
+     contextlib.__file__))
+_THREADING = os.path.normcase(os.path.abspath(threading.__file__))
+
+
+def _inside_the_machinery(frame: Optional[FrameType]) -> bool:
+    """Whether the innermost frame, below threading's own (a lock or a
+    condition taken from this module's code), is in _MACHINERY."""
+    while frame is not None and os.path.normcase(os.path.abspath(
+            frame.f_code.co_filename)) == _THREADING:
+        frame = frame.f_back
+    return frame is not None and os.path.normcase(os.path.abspath(
+        frame.f_code.co_filename)) in _MACHINERY
+
+
+def _chain(signum: int, frame: Optional[FrameType], previous: Any,
+           ours: Any) -> None:
+    """A signal this elector did not send: to the handler it replaced, or
+    to the signal's default action (SIGUSR1's ends the process)."""
+    if callable(previous):
+        previous(signum, frame)
+    elif previous == signal.SIG_IGN:
+        return
+    else:
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            signal.raise_signal(signum)
+        finally:
+            signal.signal(signum, ours)

@@ -81,8 +81,13 @@ class Lease:
 
     Writes made under the lease carry ``token``, so once another holder is
     granted it they are refused by fencepost whatever this process
-    believes. ``check()`` raises LeadershipLost once lost; ``sleep(s)``
-    waits and raises as soon as it is lost.
+    believes. ``check()`` raises LeadershipLost once lost or once
+    ``time.monotonic()`` has passed ``held_until``, whether or not the
+    keeper's thread has run since (after a pause of the whole process it
+    may run last); ``sleep(s)`` waits at most until ``held_until`` and
+    raises as soon as either is true. A renewal answered after
+    ``held_until`` does not extend it: the deadline, once passed, stays
+    passed.
 
     Thread safety: every member may be used from any thread. A Lease is a
     context manager: leaving it releases the lease.
@@ -130,12 +135,15 @@ class Lease:
                 holder: Optional[str] = None, wait: Optional[float] = None,
                 retry_period: Optional[float] = None,
                 safety_margin: Optional[float] = None,
-                on_lost: Optional[LostCallback] = None) -> "Lease":
+                on_lost: Optional[LostCallback] = None,
+                watch_fence: bool = True) -> "Lease":
         """Acquires the lease ``name`` for ``ttl`` seconds and keeps it.
         With ``wait`` (seconds) it retries every ``retry_period`` (a third
         of the TTL, jittered by ±50%) until acquired or ``wait`` passes;
         then, or at once without ``wait``, it raises LeaseHeld when another
-        holder has it, or the Unreachable or Problem of the last try."""
+        holder has it, or the Unreachable or Problem of the last try.
+        ``watch_fence=False`` leaves the long poll out: the renewals alone
+        then keep and lose the lease."""
         holder = holder or default_holder_id()
         period = retry_period or max(ttl / 3, 0.001)
         deadline = None if wait is None else time.monotonic() + wait
@@ -152,7 +160,8 @@ class Lease:
             else:
                 if grant.holder == holder:
                     return cls(client, name, holder, grant, sent, ttl=ttl,
-                               safety_margin=safety_margin, on_lost=on_lost)
+                               safety_margin=safety_margin, on_lost=on_lost,
+                               watch_fence=watch_fence)
                 error = FencepostError(f"answered with holder {grant.holder}")
             left = None if deadline is None else deadline - time.monotonic()
             if left is None or left <= 0:
@@ -166,24 +175,43 @@ class Lease:
         """Until when (``time.monotonic``) the lease is held for sure, if
         not lost: the last successful request's send time + ttl - margin."""
         with self._cv:
-            return self._last_sent + self.ttl - self.safety_margin
+            return self._deadline_locked()
+
+    def _deadline_locked(self) -> float:
+        return self._last_sent + self.ttl - self.safety_margin
+
+    def _expired_reason(self) -> str:
+        return ("no renewal succeeded within the TTL less the safety margin "
+                f"({(self.ttl - self.safety_margin) * 1000:.0f} ms on the "
+                "client's clock)")
 
     def check(self) -> None:
-        """Raises LeadershipLost once the lease is lost."""
-        if self.lost.is_set():
-            raise LeadershipLost(self.reason or "lost", self.token)
+        """Raises LeadershipLost once the lease is lost or ``held_until``
+        has passed."""
+        with self._cv:
+            if self.lost.is_set():
+                raise LeadershipLost(self.reason or "lost", self.token)
+            if time.monotonic() >= self._deadline_locked():
+                raise LeadershipLost(self._expired_reason(), self.token)
 
     def sleep(self, seconds: float) -> None:
         """Waits ``seconds``; raises LeadershipLost as soon as the lease is
-        lost (at once when it is already)."""
-        self.lost.wait(seconds)
-        self.check()
+        lost or ``held_until`` passes (at once when it is already)."""
+        end = time.monotonic() + seconds
+        while True:
+            self.check()
+            now = time.monotonic()
+            if now >= end:
+                return
+            # held_until may have moved on meanwhile: then this waits again.
+            self.lost.wait(min(end, self.held_until) - now)
 
     # -- ending --------------------------------------------------------
 
     def stop(self) -> None:
         """Stops renewing (never releases). Idempotent; after it ``lost``
-        is no longer set."""
+        is no longer set. When ``held_until`` has passed unnoticed, it sets
+        ``lost`` and ``reason`` itself (without calling ``on_lost``)."""
         with self._cv:
             self._stop_requested = True
             conn, self._poll_conn = self._poll_conn, None
@@ -195,6 +223,9 @@ class Lease:
                 pass
         if self._thread is not threading.current_thread():
             self._thread.join()
+        with self._cv:
+            if time.monotonic() >= self._deadline_locked():
+                self._lose(self._expired_reason())
 
     def release(self) -> bool:
         """stop(), then, unless it was lost or released before, releases
@@ -240,13 +271,10 @@ class Lease:
                 if self._fenced is not None:
                     self._lose(self._fenced)
                     return
-                deadline = self._last_sent + self.ttl - self.safety_margin
+                deadline = self._deadline_locked()
                 now = time.monotonic()
                 if now >= deadline:
-                    self._lose(
-                        "no renewal succeeded within the TTL less the safety "
-                        f"margin ({(self.ttl - self.safety_margin) * 1000:.0f}"
-                        " ms on the client's clock)")
+                    self._lose(self._expired_reason())
                     return
                 if now < self._next_attempt:
                     self._cv.wait(min(self._next_attempt, deadline) - now)
@@ -279,14 +307,15 @@ class Lease:
                 return f"the renewal was refused with {e}"
         except (Unreachable, BadResponse):
             pass
-        in_time = time.monotonic() <= deadline
         if info is not None and info.holder != self.holder:
             return f"the renewal was answered with holder {info.holder}"
         if info is not None and info.token != self.token:
             return (f"the renewal was answered with token {info.token} "
                     f"instead of {self.token}")
         with self._cv:
-            if info is not None and in_time:
+            # The clock is read under the lock check() reads it under: once
+            # check() saw the deadline pass, no renewal moves it.
+            if info is not None and time.monotonic() < deadline:
                 self._last_sent = max(self._last_sent, sent)
                 self._next_attempt = sent + self.renew_period
             else:
