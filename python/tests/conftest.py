@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +39,10 @@ def binary() -> str:
 
 
 class Server:
-    """One fencepost process; restart() keeps its ports and data."""
+    """One fencepost process; restart() keeps its ports and data. stop()
+    fails the test when the process did not exit 0 on SIGTERM within 15 s
+    (or had exited by itself); remove() deletes the data directory and
+    keeps the log."""
 
     def __init__(self, data_dir: Path, *extra: str) -> None:
         self.data_dir = data_dir
@@ -70,20 +74,48 @@ class Server:
             if self.process.poll() is not None:
                 break
             time.sleep(0.02)
-        self.stop()
+        self.kill()
         pytest.fail(f"fencepost did not start: {self.log_path.read_text()}")
 
     def stop(self) -> None:
         if self.process is None:
             return
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+        process, self.process = self.process, None
+        problem = ""
+        if process.poll() is not None:
+            problem = f"had exited by itself with status {process.returncode}"
+        else:
+            process.send_signal(signal.SIGTERM)
             try:
-                self.process.wait(15)
+                if process.wait(15) != 0:
+                    problem = (f"exited with status {process.returncode} "
+                               "on SIGTERM")
             except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                problem = "did not stop within 15 s of SIGTERM (killed)"
+        if problem:
+            pytest.fail(f"fencepost {problem}; its log "
+                        f"({self.log_path}):\n{self.log_tail()}")
+
+    def kill(self) -> None:
+        """SIGKILL, whatever its state; no check."""
+        if self.process is not None:
+            if self.process.poll() is None:
                 self.process.kill()
-                self.process.wait()
-        self.process = None
+            self.process.wait()
+            self.process = None
+
+    def remove(self) -> None:
+        """Deletes the data directory (fences, LMDB's map: tens of MB)."""
+        shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
 
     def restart(self) -> None:
         self.stop()
@@ -119,7 +151,8 @@ class Server:
 @pytest.fixture
 def start_server(tmp_path: Path) -> Iterator["type[Server]"]:
     """A factory: start_server(*flags) -> a started Server, stopped after
-    the test."""
+    the test (its exit status checked) and its data directory deleted
+    (the log stays, beside it)."""
     servers: list[Server] = []
 
     def start(*extra: str) -> Server:
@@ -128,9 +161,20 @@ def start_server(tmp_path: Path) -> Iterator["type[Server]"]:
         server.start()
         return server
 
-    yield start  # type: ignore[misc]
-    for server in servers:
-        server.stop()
+    try:
+        yield start  # type: ignore[misc]
+    finally:
+        failures = []
+        for server in servers:
+            try:
+                server.stop()
+            except pytest.fail.Exception as e:
+                failures.append(str(e))
+            finally:
+                server.kill()
+                server.remove()
+        if failures:
+            pytest.fail("\n".join(failures))
 
 
 @pytest.fixture

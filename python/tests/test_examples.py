@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
+from collections.abc import Iterator
 
 import fencepost
 from conftest import REPO, Server
@@ -15,6 +17,23 @@ def run(server: Server, *args: str, timeout: float = 60
         ) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=REPO, env=server.env(),
                           capture_output=True, text=True, timeout=timeout)
+
+
+@contextlib.contextmanager
+def spawn(server: Server, *args: str) -> Iterator["subprocess.Popen[str]"]:
+    """An example running beside the test, its stdout piped; killed when
+    the test leaves it running (an assertion failed)."""
+    process = subprocess.Popen([sys.executable, *args], cwd=REPO,
+                               env=server.env(), stdout=subprocess.PIPE,
+                               text=True)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
 
 
 def test_leader_example_writes_with_its_token(server: Server) -> None:
@@ -31,43 +50,40 @@ def test_leader_example_writes_with_its_token(server: Server) -> None:
 
 
 def test_leader_example_stops_when_fenced(server: Server) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "examples/python/leader.py", "orders/leader",
-         "orders/state", "--ttl", "30"], cwd=REPO, env=server.env(),
-        stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    assert process.stdout.readline().startswith("elected with token 1")
-    server.client().bump("orders/leader", token=2)
-    out, _ = process.communicate(timeout=30)
+    with spawn(server, "examples/python/leader.py", "orders/leader",
+               "orders/state", "--ttl", "30") as process:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("elected with token 1")
+        server.client().bump("orders/leader", token=2)
+        out, _ = process.communicate(timeout=30)
     assert process.returncode == 75
     assert "lost leadership: the fence orders/leader went above token 1" in out
 
 
 def test_counter_example_loses_no_increment(server: Server) -> None:
-    runs = [subprocess.Popen(
-        [sys.executable, "examples/python/counter.py", "counters/visits",
-         "25"], cwd=REPO, env=server.env(), stdout=subprocess.PIPE, text=True)
-        for _ in range(3)]
-    for process in runs:
-        process.communicate(timeout=60)
-        assert process.returncode == 0
+    with contextlib.ExitStack() as stack:
+        runs = [stack.enter_context(spawn(
+            server, "examples/python/counter.py", "counters/visits", "25"))
+            for _ in range(3)]
+        for process in runs:
+            process.communicate(timeout=60)
+            assert process.returncode == 0
     assert server.client().get("counters/visits").text() == "75"
 
 
 def test_watch_example_prints_a_line_per_event(server: Server) -> None:
-    process = subprocess.Popen(
-        [sys.executable, "examples/python/watch.py", "orders/", "--count",
-         "4"], cwd=REPO, env=server.env(), stdout=subprocess.PIPE, text=True)
-    assert process.stdout is not None
-    assert process.stdout.readline() == "watching\n"
-    client = server.client()
-    client.put("orders/1", "x", token=5)
-    try:
-        client.put("orders/1", "y", token=4)
-    except fencepost.StaleToken:
-        pass
-    client.acquire_lease("orders/leader", "h", 1.0)
-    out, _ = process.communicate(timeout=30)
+    with spawn(server, "examples/python/watch.py", "orders/", "--count",
+               "4") as process:
+        assert process.stdout is not None
+        assert process.stdout.readline() == "watching\n"
+        client = server.client()
+        client.put("orders/1", "x", token=5)
+        try:
+            client.put("orders/1", "y", token=4)
+        except fencepost.StaleToken:
+            pass
+        client.acquire_lease("orders/leader", "h", 1.0)
+        out, _ = process.communicate(timeout=30)
     assert out.splitlines() == [
         "fence     orders/1 -> token 5",
         "rejected  PUT orders/1 token 4 < 5",
