@@ -4,7 +4,9 @@ Each term appends "TOKEN HOLDER" lines to the shared log key with
 read-modify-write (If-Match) writes carrying the term's token, then resigns.
 With --pause-once, in its first term it stops itself (SIGSTOP) between
 reading the log and writing it, as a leader paused by GC would; the test
-continues it after the lease ran out. Writes one line per event to OUT:
+continues it after the lease ran out. --safety-margin is the elector's
+(a negative one, for the test's negative control, puts the worker's
+deadline past the server's expiry). Writes one line per event to OUT:
   elected TOKEN MONOTONIC
   write TOKEN
   stale TOKEN CURRENT
@@ -31,6 +33,7 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, default=1.0)
     parser.add_argument("--writes", type=int, default=4)
     parser.add_argument("--pause-once", action="store_true")
+    parser.add_argument("--safety-margin", type=float, default=None)
     args = parser.parse_args()
     client = fencepost.Client.from_env(timeout=5.0)
     out = open(args.out, "a", buffering=1)
@@ -83,7 +86,7 @@ def main() -> None:
 
     elector = fencepost.LeaderElector(
         client, args.name, ttl=args.ttl, on_elected=work,
-        retry_period=args.ttl / 3)
+        retry_period=args.ttl / 3, safety_margin=args.safety_margin)
     elector.start()
     while not os.path.exists(args.stop_file):
         time.sleep(0.05)

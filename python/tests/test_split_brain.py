@@ -1,5 +1,8 @@
 """The split brain with a paused Python leader (SIGSTOP between its check
 and its write): its late write is refused and its elector reports the loss.
+The negative control tells the same story to fencepost in --mode observe
+(stale writes stored, as without fencing): the same checks must see A's
+late write land over B's.
 """
 
 from __future__ import annotations
@@ -61,25 +64,48 @@ class Leader:
                 self.process.wait()
 
 
-def test_paused_leader_is_fenced_when_the_next_leader_is_granted(
-        server: Server, tmp_path: Path) -> None:
+def split_brain(server: Server, tmp_path: Path) -> list[str]:
+    """A leads, pauses past its TTL; B is granted and writes; A is
+    continued and writes with its old token. What went against the
+    story: A's late write not refused, B's value not the one left, A's
+    elector not reporting the loss of A's term."""
     client = server.client()
     leader = Leader(server, tmp_path, ttl=1.0)
     token_a = int(leader.expect("elected").split()[1])
     leader.pause()
+    found = []
     # B campaigns as a Python leader does; it wins once A's lease ran out.
     with fencepost.Lease.acquire(client, "sb/leader", ttl=5.0, holder="B",
                                  wait=10) as b:
         assert b.token > token_a
         client.put("sb/data", f"B {b.token}", token=b.token)
         os.kill(leader.process.pid, signal.SIGCONT)
-        assert leader.expect("late-write") == f"late-write refused {b.token}"
+        late = leader.expect("late-write")
+        if late != f"late-write refused {b.token}":
+            found.append(f"A's late write: {late}")
         lost = leader.expect("lost").split(maxsplit=3)
-        assert int(lost[1]) == token_a
-        assert client.get("sb/data").text() == f"B {b.token}"
+        if int(lost[1]) != token_a:
+            found.append(f"A's elector lost token {lost[1]}, not {token_a}")
+        value = client.get("sb/data").text()
+        if value != f"B {b.token}":
+            found.append(f"the value is {value!r}, not B's")
         b.check()
     leader.finish()
     assert leader.process.returncode == 0
+    return found
+
+
+def test_paused_leader_is_fenced_when_the_next_leader_is_granted(
+        server: Server, tmp_path: Path) -> None:
+    assert split_brain(server, tmp_path) == []
+
+
+def test_negative_control_without_fencing_the_late_write_lands(
+        start_server: "type[Server]", tmp_path: Path) -> None:
+    server = start_server("--mode", "observe")  # type: ignore[call-arg]
+    found = split_brain(server, tmp_path)
+    assert found == ["A's late write: late-write accepted",
+                     "the value is 'A 1', not B's"], found
 
 
 def test_paused_leader_learns_of_the_bump_from_the_long_poll(
