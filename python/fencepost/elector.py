@@ -210,8 +210,8 @@ class LeaderElector:
     def stop(self, timeout: Optional[float] = None) -> None:
         """Ends the current term and the campaign, and waits (``timeout``
         seconds at most) until run() is about to return: the work returned
-        and the lease was released. From the work or a callback it only
-        asks and returns at once. An acquire or release in flight is not
+        and the lease was released. From the work, a callback or a
+        leadership() body it only asks and returns at once. An acquire or release in flight is not
         cut short: it may wait for it, the client's timeout each."""
         with self._cv:
             self._stop_requested = True

@@ -302,3 +302,25 @@ def test_the_term_ending_as_the_body_is_left_still_ends_it_whole(
         assert not lease._thread.is_alive()
         with pytest.raises(fencepost.LeadershipLost):
             e.check()
+
+
+def test_stop_from_a_leadership_body_asks_and_returns(
+        server: ScriptedServer) -> None:
+    lost: list[str] = []
+    e = elector(server, on_lost=lambda t, r: lost.append(r))
+    raised: list[str] = []
+
+    def lead() -> None:
+        with e.leadership(interrupt=False):
+            e.stop()  # from the body: it cannot wait for the body's end
+            try:
+                e.check()
+            except fencepost.LeadershipLost as ended:
+                raised.append(ended.reason)
+
+    leader = threading.Thread(target=lead, daemon=True)
+    leader.start()
+    leader.join(5)
+    assert not leader.is_alive(), "stop() waits for the body it runs in"
+    assert raised == ["stopped"] and lost == ["stopped"]
+    assert server.released == [7]
