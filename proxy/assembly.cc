@@ -6,10 +6,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -130,13 +133,50 @@ std::string RunToEnd(asio::io_context& io, Awaitable<std::string> task,
 }  // namespace
 
 void Assembly::DataDirLock::MarkStopped() const {
-  static constexpr std::string_view kStopped = "stopped\n";
-  if (fd < 0) return;  // no data directory (fences in etcd)
-  if (::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, kStopped.data(), kStopped.size(), 0) < 0) {
+  if (fd < 0) return;             // no data directory (fences in etcd)
+  if (unclean && !known) return;  // the pid stays: the next start holds
+  std::string mark = "stopped";
+  if (hold_until > std::chrono::system_clock::now()) {
+    mark +=
+        " hold-until=" +
+        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           hold_until.time_since_epoch())
+                           .count());
+  }
+  mark += "\n";
+  // Written over the pid, then cut to length and synced: a power cut on
+  // the way leaves a mark that does not read "stopped" (unclean: the next
+  // start holds longest), never an empty one.
+  if (::pwrite(fd, mark.data(), mark.size(), 0) !=
+          static_cast<ssize_t>(mark.size()) ||
+      ::ftruncate(fd, static_cast<off_t>(mark.size())) != 0 ||
+      ::fsync(fd) != 0) {
     spdlog::warn("cannot mark the data directory stopped: {}",
                  std::strerror(errno));
   }
+}
+
+std::chrono::milliseconds Assembly::StartHold(const Config& config) {
+  const auto now = std::chrono::system_clock::now();
+  const std::chrono::milliseconds most =
+      Millis(config.upstream_timeout + config.upstream_settle);
+  std::chrono::milliseconds hold{0};
+  if (lock_.unclean) {
+    hold = most;
+  } else if (lock_.hold_until > now) {
+    hold = std::min(most, std::chrono::ceil<std::chrono::milliseconds>(
+                              lock_.hold_until - now));
+  }
+  lock_.hold_until = std::max(lock_.hold_until, now + hold);
+  lock_.known = true;
+  if (hold > std::chrono::milliseconds(0)) {
+    spdlog::warn(
+        "the last process {}: every fence waits {} ms before its next write",
+        lock_.unclean ? "did not stop cleanly"
+                      : "stopped with writes whose outcome is unknown",
+        hold.count());
+  }
+  return hold;
 }
 
 Assembly::DataDirLock Assembly::LockDataDir(const std::string& dir) {
@@ -157,7 +197,7 @@ Assembly::DataDirLock Assembly::LockDataDir(const std::string& dir) {
                  path + ": " + std::strerror(errno);
     return lock;
   }
-  char previous[32] = {};
+  char previous[64] = {};
   const ssize_t n = ::pread(lock.fd, previous, sizeof previous - 1, 0);
   std::string holder(previous, n > 0 ? static_cast<std::size_t>(n) : 0);
   while (!holder.empty() && holder.back() == '\n') holder.pop_back();
@@ -172,7 +212,26 @@ Assembly::DataDirLock Assembly::LockDataDir(const std::string& dir) {
                            (holder.empty() ? "unknown" : holder) + ")";
     return lock;
   }
-  lock.unclean = !holder.empty() && holder != "stopped";
+  // "stopped", "stopped hold-until=MS", or the pid of a process that did
+  // not stop cleanly (none: a new directory).
+  static constexpr std::string_view kStopped = "stopped";
+  static constexpr std::string_view kHoldUntil = " hold-until=";
+  const bool stopped = holder.rfind(kStopped, 0) == 0;
+  lock.unclean = !holder.empty() && !stopped;
+  if (stopped && holder.size() > kStopped.size()) {
+    const std::string_view rest =
+        std::string_view(holder).substr(kStopped.size());
+    std::int64_t ms = 0;
+    const char* digits = rest.data() + kHoldUntil.size();
+    const char* end = rest.data() + rest.size();
+    if (rest.rfind(kHoldUntil, 0) == 0 &&
+        std::from_chars(digits, end, ms).ptr == end && digits != end) {
+      lock.hold_until =
+          std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+    } else {
+      lock.unclean = true;  // a mark this version did not write: hold
+    }
+  }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(lock.fd, 0) != 0 ||
       ::pwrite(lock.fd, pid.data(), pid.size(), 0) !=
@@ -209,10 +268,17 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
       !self->WatchEtcd(config, failure) || !self->MakeServer(config, failure)) {
     return nullptr;
   }
+  // Backends that send nothing elsewhere have nothing to hand on.
+  self->lock_.known = true;
   return self;
 }
 
 void Assembly::Stop() {
+  if (backend_) {
+    lock_.hold_until =
+        std::max(lock_.hold_until,
+                 std::chrono::system_clock::now() + backend_->HoldLeft());
+  }
   if (shards_) shards_->Stop();
 }
 
@@ -343,7 +409,7 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
       options.forward_token = config.forward_token;
       // After a crash, writes the last process had forwarded may still be
       // applied upstream: every fence waits out the settle time first.
-      options.hold_at_start = lock_.unclean;
+      options.hold_at_start = StartHold(config);
       options.strip_authorization =
           !config.auth_token_file.empty() && !config.forward_authorization;
       if (test.disable_upstream_gate) {
@@ -393,7 +459,7 @@ bool Assembly::MakeS3Backend(const Config& config, const TestSwitches& test,
   options.tls_ca = config.upstream_tls_ca;
   options.timeout = Millis(config.upstream_timeout);
   options.settle = Millis(config.upstream_settle);
-  options.hold_at_start = lock_.unclean;
+  options.hold_at_start = StartHold(config);
   if (test.disable_upstream_gate) {
     options.disable_gate = true;
     spdlog::critical(

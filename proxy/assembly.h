@@ -2,6 +2,7 @@
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -65,12 +66,18 @@ class Assembly {
   // life of the process (the fs: and http:// backends order writes to a
   // fence within one process, so two processes must never share a data
   // directory). It holds the pid while the process runs and "stopped"
-  // after a clean exit, so the next start knows whether the last one ended
-  // mid-flight.
+  // after a clean exit, with "hold-until=MS" (Unix milliseconds) when
+  // writes it sent to a store kept elsewhere may still land until then, so
+  // the next start knows whether the last one ended mid-flight and what
+  // it must wait out. A start that fails before it knows leaves the pid.
   struct DataDirLock {
     int fd = -1;
     std::string error;     // why the lock was not taken
     bool unclean = false;  // the last process did not stop cleanly
+    // Until when writes sent by this process or the ones before it may
+    // land: read at start, handed on at the stop.
+    std::chrono::system_clock::time_point hold_until{};
+    bool known = false;  // hold_until covers the last process's writes
     void MarkStopped() const;
   };
   // Marks the data directory stopped when destroyed.
@@ -98,6 +105,11 @@ class Assembly {
                   Failure* failure);
   bool MakeBackend(const Config& config, const TestSwitches& test,
                    Failure* failure);
+  // How long every fence of a store kept elsewhere (http://, s3://) is
+  // held from the start: after a crash, a write sent just before it may be
+  // on its way for --upstream-timeout and then land within
+  // --upstream-settle; after a clean stop, what was left of its holds.
+  std::chrono::milliseconds StartHold(const Config& config);
   bool MakeService(const Config& config, Failure* failure);
   bool MakeServer(const Config& config, Failure* failure);
   // With --fence-store etcd://: etcd's watch feeds the watchers every

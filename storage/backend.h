@@ -5,6 +5,7 @@
 #include <utility>
 // clang-format on
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <string>
@@ -146,6 +147,13 @@ class Backend {
   // way. The others return false, and their caller tells of the accepted
   // writes they answer. Set once, before the first Write.
   virtual bool TellRaises(FenceRaised /*raised*/) { return false; }
+  // How long a write this process sent may still land on the store from
+  // now, i.e. the longest hold of a fence after an unknown outcome that has
+  // still to run (0: none, and always 0 for stores this process writes
+  // itself): at a clean stop the next process is told to wait it out.
+  virtual std::chrono::milliseconds HoldLeft() const {
+    return std::chrono::milliseconds(0);
+  }
 };
 
 }  // namespace fencepost::storage

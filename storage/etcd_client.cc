@@ -113,7 +113,7 @@ Awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
   const std::size_t count = spec_.endpoints.size();
   for (std::size_t tried = 0; tried < count; ++tried) {
     const std::size_t endpoint = current_;
-    Attempt attempt = co_await Once(endpoint, path, body);
+    Attempt attempt = co_await Once(endpoint, path, body, idempotent);
     reply = std::move(attempt.reply);
     if (reply.ok) break;
     // Leave this endpoint behind: later calls start at the next one.
@@ -131,7 +131,8 @@ Awaitable<EtcdClient::Reply> EtcdClient::Call(std::string_view path,
 
 Awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
                                                 std::string_view path,
-                                                const std::string& body) {
+                                                const std::string& body,
+                                                bool idempotent) {
   if (idle_endpoint_ != endpoint) {
     pools_[idle_endpoint_]->Clear();
     idle_endpoint_ = endpoint;
@@ -144,10 +145,11 @@ Awaitable<EtcdClient::Attempt> EtcdClient::Once(std::size_t endpoint,
   request.body() = body;
   request.prepare_payload();
 
-  // Every request may go on a kept-alive connection: etcd answers every
-  // request it reads, so one closed before any answer was never read.
-  HttpPool::Exchange exchange =
-      co_await pools_[endpoint]->RoundTrip(request, true);
+  // A connection that ends unanswered may have carried the request whole:
+  // only a read is sent again.
+  HttpPool::Exchange exchange = co_await pools_[endpoint]->RoundTrip(
+      request,
+      idempotent ? HttpPool::Resend::kIfUnanswered : HttpPool::Resend::kNever);
   Attempt out;
   out.sent = exchange.sent != HttpPool::Sent::kNotSent;
   if (exchange.sent != HttpPool::Sent::kAnswered) {

@@ -71,8 +71,10 @@ class EtcdClient : public EtcdApi {
 
  private:
   struct Attempt;
+  // `idempotent`: as Call's; only such a request is sent again on a new
+  // connection after a kept-alive one ended unanswered.
   Awaitable<Attempt> Once(std::size_t endpoint, std::string_view path,
-                          const std::string& body);
+                          const std::string& body, bool idempotent);
   // etcd's answer as a Reply: ok for a 200 with a JSON object.
   static Reply Read(const std::string& name, const http::Response& response);
 

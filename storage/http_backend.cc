@@ -234,7 +234,8 @@ HttpRequest HttpBackend::Upstream(const HttpRequest& original,
 Awaitable<ReadResult> HttpBackend::Read(const ReadRequest& request) {
   ReadResult result;
   const HttpRequest upstream = Upstream(*request.original, request.key);
-  HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, true);
+  HttpPool::Exchange exchange =
+      co_await pool_.RoundTrip(upstream, HttpPool::Resend::kIfUnanswered);
   if (exchange.sent != Sent::kAnswered) {
     result.detail = "upstream " + std::string(upstream.method_string()) + " " +
                     std::string(upstream.target()) +
@@ -261,17 +262,12 @@ Awaitable<ValueStore::Stored> HttpBackend::Store(
     const WriteRequest& request, const fence::ValueNow* /*seen*/) {
   Stored stored;
   const HttpRequest upstream = Upstream(*request.original, request.key);
-  // A conditional PUT or DELETE is not sent twice either: if the first
-  // landed, the second would be refused (412) and the client, told its
-  // write failed, would read its own write and apply its change again.
-  const bool conditional = upstream.count(http::field::if_match) > 0 ||
-                           upstream.count(http::field::if_none_match) > 0;
-  const bool idempotent =
-      (request.kind == WriteKind::kPut || request.kind == WriteKind::kDelete) &&
-      !conditional;
-  // POST and PATCH always take a new connection: on a kept-alive one the
-  // upstream may have closed meanwhile, and they cannot be sent again.
-  HttpPool::Exchange exchange = co_await pool_.RoundTrip(upstream, idempotent);
+  // A write is never sent twice once a byte of it left, whatever its
+  // method: the upstream may have read it whole, applied it and closed
+  // without an answer. Sent again, a PUT's second answer (a 503, or a 412
+  // for a conditional one) would tell the client its applied write was not.
+  HttpPool::Exchange exchange =
+      co_await pool_.RoundTrip(upstream, HttpPool::Resend::kNever);
   if (exchange.sent != Sent::kAnswered) {
     stored.detail =
         "upstream " + std::string(upstream.method_string()) + " " +
@@ -306,7 +302,8 @@ Awaitable<bool> HttpBackend::Ready() {
   HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
   head.set(http::field::host, host_header_);
   head.keep_alive(true);
-  HttpPool::Exchange exchange = co_await pool_.RoundTrip(head, true);
+  HttpPool::Exchange exchange =
+      co_await pool_.RoundTrip(head, HttpPool::Resend::kIfUnanswered);
   co_return exchange.sent == Sent::kAnswered;
 }
 

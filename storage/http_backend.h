@@ -77,9 +77,9 @@ class HttpBackend : public Backend, private ValueStore {
     // Drop Authorization before forwarding: set when fencepost checks bearer
     // tokens itself, so its credential never reaches the upstream.
     bool strip_authorization = false;
-    // Hold every fence for `settle` from the start: the last process ended
-    // without a clean stop, so writes it forwarded may still land.
-    bool hold_at_start = false;
+    // Hold every fence this long from the start: writes the last process
+    // forwarded may still land (ValueGate::Options::hold_at_start).
+    std::chrono::milliseconds hold_at_start{0};
     // Test-only: no hold after an unknown outcome, so a test can show the
     // overwrite the hold prevents. Only the test build of the server
     // (fencepost_test_switches) can set it; the shipped binary cannot.
@@ -99,6 +99,9 @@ class HttpBackend : public Backend, private ValueStore {
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;
   bool TellRaises(FenceRaised raised) override;
+  std::chrono::milliseconds HoldLeft() const override {
+    return gate_.HoldLeft();
+  }
 
  private:
   using Sent = HttpPool::Sent;

@@ -1,6 +1,7 @@
 #include "storage/http_pool.h"
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/redirect_error.hpp>
@@ -14,6 +15,7 @@
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <cerrno>
 #include <optional>
 #include <stdexcept>
 
@@ -103,11 +105,21 @@ Awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
   co_return out;
 }
 
-// How a kept-alive connection the server had closed fails a read.
+// How a connection the server closed fails a read.
 bool IsClosed(const beast::error_code& ec) {
   return ec == bhttp::error::end_of_stream ||
          ec == asio::error::connection_reset || ec == asio::error::eof ||
          ec == ssl::error::stream_truncated;
+}
+
+// An idle connection is usable while nothing can be read on it: an end of
+// stream, a reset or stray bytes (a TLS close_notify, an unasked answer)
+// all mean the server is done with it.
+bool StillOpen(tcp::socket& socket) {
+  char byte = 0;
+  const ssize_t n =
+      ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
 }  // namespace
@@ -165,16 +177,23 @@ Awaitable<HttpPool::Opened> HttpPool::Open() {
   co_return out;
 }
 
+std::unique_ptr<HttpPool::Conn> HttpPool::TakeIdle() {
+  while (!idle_.empty()) {
+    std::unique_ptr<Conn> conn = std::move(idle_.back());
+    idle_.pop_back();
+    if (StillOpen(conn->tcp().socket())) return conn;
+  }
+  return nullptr;
+}
+
 Awaitable<HttpPool::Exchange> HttpPool::RoundTrip(const http::Request& request,
-                                                  bool reuse) {
+                                                  Resend resend) {
   Exchange out;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::unique_ptr<Conn> conn;
-    const bool reused = attempt == 0 && reuse && !idle_.empty();
-    if (reused) {
-      conn = std::move(idle_.back());
-      idle_.pop_back();
-    } else {
+    if (attempt == 0) conn = TakeIdle();
+    const bool reused = conn != nullptr;
+    if (!reused) {
       Opened opened = co_await Open();
       if (!opened.conn) {
         out.error = std::move(opened.error);
@@ -197,10 +216,14 @@ Awaitable<HttpPool::Exchange> HttpPool::RoundTrip(const http::Request& request,
       co_return out;
     }
     if (tried.failed == Try::Failed::kRead) {
-      // A kept-alive connection the server had closed before reading this
-      // request: it answers every request it reads, so no byte of an
-      // answer means it never read it. Once more, on a new connection.
-      if (reused && !tried.answer_started && IsClosed(tried.ec)) continue;
+      // A kept-alive connection that ended before any byte of an answer:
+      // the server may have closed it before reading the request, or read
+      // it whole, acted on it and closed without an answer. Only a request
+      // that is safe to repeat goes once more.
+      if (reused && resend == Resend::kIfUnanswered && !tried.answer_started &&
+          IsClosed(tried.ec)) {
+        continue;
+      }
       out.sent = Sent::kUnknown;
       out.error =
           "answer: " + (tried.ec ? tried.ec.message() : tried.unexpected);

@@ -40,11 +40,17 @@ namespace fencepost::storage {
 // timeout, a reset, a 101): the server may still act on it, so the
 // connection is closed and the caller decides.
 //
-// With `reuse`, a request may go on an idle connection; when that one turns
-// out closed by the server before a byte of the answer (the write fails at
-// once, or the read ends with EOF or a reset), the server never read the
-// request, so it goes once more on a new connection. Without `reuse` (a
-// request that must not be repeated), it always takes a new connection.
+// Every request may go on an idle kept-alive connection, which is first
+// checked to be still open (nothing to read on it, no end of stream): a
+// server that closed it while it was idle is not sent anything on it. What
+// happens when a request then meets a connection the server closes:
+//  - no byte of it was written: kNotSent; on a connection that was idle,
+//    it goes once more on a new connection;
+//  - written, and the connection ended before any byte of an answer:
+//    with Resend::kIfUnanswered (a read, which is safe to repeat) it goes
+//    once more on a new connection; with Resend::kNever (a write) the
+//    outcome is kUnknown: the server may have read it whole, acted on it
+//    and closed without an answer, so it is never sent again.
 // Answered connections that the server keeps alive, with no bytes past the
 // answer, return to the pool (at most Options::max_idle).
 //
@@ -65,6 +71,8 @@ class HttpPool {
   };
 
   enum class Sent { kNotSent, kAnswered, kUnknown };
+  // Whether a request whose bytes went out may be sent again (above).
+  enum class Resend { kNever, kIfUnanswered };
   struct Exchange {
     Sent sent = Sent::kNotSent;
     http::Response response;  // kAnswered
@@ -79,7 +87,7 @@ class HttpPool {
 
   // Sends `request` as it is (Host included) and reads its final answer.
   // Never throws.
-  Awaitable<Exchange> RoundTrip(const http::Request& request, bool reuse);
+  Awaitable<Exchange> RoundTrip(const http::Request& request, Resend resend);
 
   // Closes the idle connections.
   void Clear();
@@ -88,6 +96,8 @@ class HttpPool {
   struct Conn;
   struct Opened;
   Awaitable<Opened> Open();
+  // The most recently pooled connection that is still open, or null.
+  std::unique_ptr<Conn> TakeIdle();
 
   boost::asio::io_context& io_;
   Options options_;

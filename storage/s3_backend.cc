@@ -14,6 +14,8 @@ namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = asio::ip::tcp;
 using Sent = HttpPool::Sent;
+// Reads are safe to send again when a kept-alive connection ends unanswered.
+constexpr HttpPool::Resend kRead = HttpPool::Resend::kIfUnanswered;
 
 namespace {
 
@@ -113,14 +115,13 @@ std::string S3Backend::ObjectOf(std::string_view key) const {
 }
 
 Awaitable<HttpPool::Exchange> S3Backend::Send(http::Request request,
-                                              bool reuse) {
+                                              HttpPool::Resend resend) {
   SignS3(request, options_.bucket, options_.credentials,
          std::chrono::system_clock::now());
-  HttpPool::Exchange exchange = co_await pool_.RoundTrip(request, reuse);
+  HttpPool::Exchange exchange = co_await pool_.RoundTrip(request, resend);
   if (exchange.sent == Sent::kNotSent) {
-    // Nothing of it left: once more, on a new connection (signed again, in
-    // case the clock passed a second that matters to the store).
-    exchange = co_await pool_.RoundTrip(request, false);
+    // Nothing of it left: once more, on a new connection.
+    exchange = co_await pool_.RoundTrip(request, resend);
   }
   co_return exchange;
 }
@@ -141,7 +142,7 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
       get.set(range->name(), range->value());
   }
   const std::string target(get.target());
-  HttpPool::Exchange exchange = co_await Send(std::move(get), true);
+  HttpPool::Exchange exchange = co_await Send(std::move(get), kRead);
   if (exchange.sent != Sent::kAnswered) {
     result.error = Errc::kUpstreamFailed;
     result.detail = "S3 GET " + target + " failed: " + exchange.error;
@@ -195,7 +196,7 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
   }
   http::Request get = S3ListRequest(options_.bucket, query.store);
   const std::string store_target(get.target());
-  HttpPool::Exchange exchange = co_await Send(std::move(get), true);
+  HttpPool::Exchange exchange = co_await Send(std::move(get), kRead);
   if (exchange.sent != Sent::kAnswered) {
     result.error = Errc::kUpstreamFailed;
     result.detail = "S3 GET " + store_target + " failed: " + exchange.error;
@@ -241,7 +242,7 @@ Awaitable<ValueStore::Current> S3Backend::Head(const std::string& object) {
   Current current;
   http::Request head =
       S3Request(options_.bucket, bhttp::verb::head, object, "");
-  HttpPool::Exchange exchange = co_await Send(std::move(head), true);
+  HttpPool::Exchange exchange = co_await Send(std::move(head), kRead);
   if (exchange.sent != Sent::kAnswered) {
     current.error = Errc::kUpstreamFailed;
     co_return current;
@@ -289,10 +290,11 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
     write.set(bhttp::field::if_none_match, "*");
   }
   const http::Request described(write.method(), write.target(), 11);
-  // A conditional write is not sent twice on a kept-alive connection: if the
-  // first landed, the second would be refused for the write's own effect.
+  // Never sent twice once a byte of it left: the store may have applied
+  // the first (and a conditional one sent again would be refused for its
+  // own effect).
   HttpPool::Exchange exchange =
-      co_await Send(std::move(write), seen == nullptr);
+      co_await Send(std::move(write), HttpPool::Resend::kNever);
   stored.detail = Describe(described, exchange);
   if (exchange.sent == Sent::kNotSent) {
     stored.landing = fence::Landing::kNotApplied;
@@ -330,7 +332,7 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
 Awaitable<bool> S3Backend::Ready() {
   if (!co_await fences_.Ready()) co_return false;
   HttpPool::Exchange exchange = co_await Send(
-      S3Request(options_.bucket, bhttp::verb::head, "", ""), true);
+      S3Request(options_.bucket, bhttp::verb::head, "", ""), kRead);
   co_return exchange.sent == Sent::kAnswered&& exchange.response.result_int() ==
       200;
 }

@@ -63,8 +63,8 @@ class S3Backend : public Backend, private ValueStore {
     std::string tls_ca;  // https: the CA file; empty: the system's
     std::chrono::milliseconds timeout{10000};
     std::chrono::milliseconds settle{2000};
-    bool hold_at_start = false;  // as HttpBackend::Options
-    bool disable_gate = false;   // test-only, as HttpBackend::Options
+    std::chrono::milliseconds hold_at_start{0};  // as HttpBackend::Options
+    bool disable_gate = false;  // test-only, as HttpBackend::Options
   };
 
   // Resolves the endpoint's host at once. Throws std::runtime_error when it
@@ -92,6 +92,9 @@ class S3Backend : public Backend, private ValueStore {
   // Fences ready, and HeadBucket answered 200.
   Awaitable<bool> Ready() override;
   bool TellRaises(FenceRaised raised) override;
+  std::chrono::milliseconds HoldLeft() const override {
+    return gate_.HoldLeft();
+  }
 
  private:
   Awaitable<Current> Prepare(const WriteRequest& request,
@@ -103,8 +106,9 @@ class S3Backend : public Backend, private ValueStore {
   // The object key of `key`, or "" when it is too long for S3.
   std::string ObjectOf(std::string_view key) const;
   // Signs and sends `request`; a request never sent goes once more on a new
-  // connection. `reuse`: it may go on a kept-alive connection.
-  Awaitable<HttpPool::Exchange> Send(http::Request request, bool reuse);
+  // connection. `resend`: as HttpPool::RoundTrip's.
+  Awaitable<HttpPool::Exchange> Send(http::Request request,
+                                     HttpPool::Resend resend);
   // HeadObject of `object`: the value as it is, or the error.
   Awaitable<Current> Head(const std::string& object);
 

@@ -30,9 +30,18 @@ Awaitable<ValueStore::Current> ValueStore::Reread(const WriteRequest& request) {
 
 ValueGate::ValueGate(Fences& fences, ValueStore& store, Options options)
     : fences_(fences), store_(store), options_(options) {
-  if (options_.hold_at_start) {
-    all_held_until_ = Clock::now() + options_.settle;
+  if (options_.hold_at_start > std::chrono::milliseconds(0)) {
+    all_held_until_ = Clock::now() + options_.hold_at_start;
   }
+}
+
+std::chrono::milliseconds ValueGate::HoldLeft() const {
+  auto until = all_held_until_;
+  for (const auto& [fence, held] : held_until_) until = std::max(until, held);
+  const auto now = Clock::now();
+  if (until <= now) return std::chrono::milliseconds(0);
+  // Rounded up: a hold handed on is never shorter than the one kept.
+  return std::chrono::ceil<std::chrono::milliseconds>(until - now);
 }
 
 int ValueGate::HeldSeconds(const std::string& fence) {

@@ -96,9 +96,11 @@ class ValueGate {
   struct Options {
     // How long an unknown outcome holds its fence closed.
     std::chrono::milliseconds settle{0};
-    // Hold every fence for `settle` from the start (the last process ended
-    // without a clean stop: writes it sent may still land).
-    bool hold_at_start = false;
+    // Hold every fence this long from the start: writes the last process
+    // sent may still land (after a crash, a write sent just before it may
+    // be on the wire for the whole upstream timeout and then settle; after
+    // a clean stop, what was left of that process's own holds).
+    std::chrono::milliseconds hold_at_start{0};
     // Test-only: never hold a fence (to show the overwrite a hold
     // prevents).
     bool disable_holds = false;
@@ -109,6 +111,9 @@ class ValueGate {
 
   // Backend::Write's contract, for a store that keeps values elsewhere.
   Awaitable<WriteResult> Write(WriteRequest request);
+  // How long the longest hold still has to run from now (0: none), the
+  // start's included: a clean stop hands it on to the next process.
+  std::chrono::milliseconds HoldLeft() const;
   // Backend::TellRaises: `raised` hears of every fence a write raised, as
   // soon as its commit is durable. Set once, before the first Write.
   void TellRaises(FenceRaised raised) { raised_ = std::move(raised); }

@@ -11,6 +11,9 @@ A PUT or DELETE of a key containing
     conflict  -> 409 ConditionalRequestConflict
     internal  -> 500 InternalError
     denied    -> 403 AccessDenied
+    dropped   -> the first time: read whole, recorded, and the connection
+                 closed without an answer (as a store that applied it and
+                 then lost the connection); after that 503 SlowDown
 and any other -> 200 with an ETag (PUT) or 204 (DELETE). HEAD of the bucket
 is 200, of an object 404; GET of an object 404 NoSuchKey. Every error body is
 S3's XML with a RequestId. GET /_writes answers the PUTs and DELETEs seen so
@@ -84,7 +87,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def write(self, ok_status):
         self.body()
         with lock:
+            first = (self.command + " " + self.path) not in writes
             writes.append(self.command + " " + self.path)
+        if "dropped" in self.path:
+            if first:
+                self.close_connection = True
+                return
+            self.error(*ERRORS["slowdown"])
+            return
         for word, (status, code, message) in ERRORS.items():
             if word in self.path:
                 self.error(status, code, message)

@@ -409,53 +409,120 @@ TEST(S3BackendTest, AStoreThatFreezesAndDiesLosesNothingAcknowledged) {
   EXPECT_EQ(Fetch(server.admin(), "GET", "/readyz").status, 200);
 }
 
-// fencepost killed while its PutObject waits in a relay, started again on
-// the same fences: the write the dead process sent is waited out before a
-// newer one is acknowledged, so it cannot land over it. Seen failing with
-// FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1 (the negative control below): the
-// newer write is acknowledged at once and the dead process's write lands
-// over it.
-TEST(S3BackendTest, AWriteOfAKilledProcessCannotLandOverANewerOne) {
+// Waits (at most 5 s) until `done` holds.
+template <class Done>
+bool Await(Done done) {
+  for (int i = 0; i < 500 && !done(); ++i) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  return done();
+}
+
+// A write that fencepost sent and whose outcome it does not know (the store
+// holds it unanswered, as a stalled RGW does), when fencepost stops, by a
+// crash or cleanly, and is started again on the same fences: the next
+// process must not acknowledge a newer write of the fence until the old
+// one has had its time to land, or the old one lands over it. After a
+// crash the old write may be on its way for --upstream-timeout and then
+// land within --upstream-settle; after a clean stop the hold it left.
+// The relay holds the old PUT in front of the real RGW, and lets it land
+// at a moment past what a shorter hold would cover: with the gate, the
+// newer write is held until then and ends up in the store; without it
+// (the negative control), the old write lands over an acknowledged newer
+// one. Seen failing before the hold was handed on: after SIGTERM the next
+// start held nothing (the newer write was 200 at once), and after SIGKILL
+// it held --upstream-settle only (200 at 2 s, the old write landed at 2.5).
+struct StopCase {
+  const char* name;
+  bool clean;
+};
+class S3RestartTest : public ::testing::TestWithParam<StopCase> {};
+
+TEST_P(S3RestartTest, AnOldWriteCannotLandOverANewerOne) {
   Rgw& rgw = Rgw::Shared();
+  const bool clean = GetParam().clean;
+  // timeout 3 + settle 1: a crash holds 4 s, a clean stop right after
+  // the 504 the settle left (about 1 s, at least 0.5).
+  const std::vector<std::string> flags = {
+      "--upstream-timeout", clean ? "1" : "3", "--upstream-settle",
+      clean ? "3" : "1"};
   for (const bool gate : {true, false}) {
-    const std::string prefix = rgw.UniquePrefix(gate ? "crash" : "crashnogate");
+    SCOPED_TRACE(gate ? "with the gate" : "negative control: no gate");
+    const std::string prefix = rgw.UniquePrefix(
+        std::string(clean ? "stop" : "kill") + (gate ? "" : "nogate"));
     AnswerDropper relay("127.0.0.1", rgw.port());
     std::vector<std::string> env;
     if (!gate) env.push_back("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1");
-    S3Server server(prefix, {"--upstream-settle", "3"}, env, relay.endpoint());
+    S3Server server(prefix, flags, env, relay.endpoint());
     ASSERT_EQ(Fetch(server.data(), "PUT", "/k", Token(1), "1").status, 200);
-    relay.Pause();
+    relay.HoldRequestsTo("PUT", "/k", 1);
     const std::uint16_t port = server.data();
-    std::thread old_write([port] {
+    std::atomic<int> old_status = -1;
+    std::thread old_write([port, &old_status] {
       try {
         HttpClient client(port, 20);
-        client.Request("PUT", "/k", Token(2), "2 from the dead process");
+        old_status = client.Request("PUT", "/k", Token(2), "2, old").status;
       } catch (const std::exception&) {
-        // The process is killed under it: no answer is the point.
+        old_status = 0;  // the process was killed under it
       }
     });
-    std::this_thread::sleep_for(milliseconds(500));  // its PUT is in the relay
-    server.Kill();
+    ASSERT_TRUE(Await([&] { return relay.held() == 1; }))
+        << "the old PUT reached the store";
+    if (clean) {
+      ASSERT_TRUE(Await([&] { return old_status == 504; }))
+          << "answered 504 after --upstream-timeout";
+      server.process().Signal(SIGTERM);
+      ASSERT_EQ(server.process().Wait(), 0);
+    } else {
+      server.Kill();
+    }
     old_write.join();
-    server.Restart({"--upstream-settle", "3"}, env, rgw.endpoint(), prefix);
+    const auto restarted = std::chrono::steady_clock::now();
+    server.Restart(flags, env, rgw.endpoint(), prefix);
     HttpClient client(server.data());
     const auto first = client.Request("PUT", "/k", Token(3), "3");
-    relay.Resume();  // the dead process's PUT reaches the store now
+    EXPECT_EQ(first.status, gate ? 503 : 200) << first.body;
     if (gate) {
-      EXPECT_EQ(first.status, 503) << "every fence is held after a crash";
-      std::this_thread::sleep_for(milliseconds(3200));
-      ASSERT_EQ(client.Request("PUT", "/k", Token(3), "3").status, 200);
+      // What is left of the hold: 4 s after a crash, at most the settle's
+      // 3 s after a clean stop.
+      const std::string retry = first.header("retry-after");
+      ASSERT_FALSE(retry.empty());
+      EXPECT_GE(std::stoi(retry), clean ? 1 : 3);
+      EXPECT_LE(std::stoi(retry), clean ? 3 : 4);
+    }
+    // Past what the shorter hold covered: the old write lands now.
+    std::this_thread::sleep_until(restarted + milliseconds(clean ? 300 : 2000));
+    if (gate) {
+      EXPECT_EQ(client.Request("PUT", "/k", Token(3), "3").status, 503)
+          << "still held";
+    }
+    relay.ReleaseHeld();
+    ASSERT_TRUE(Await([&] { return relay.held() == 0; }));
+    if (gate) {
+      ASSERT_TRUE(Await([&] { return TokenOf(rgw.Get(prefix + "k")) == 2; }))
+          << "the old write landed while the fence was held";
+      int status = 503;
+      for (int i = 0; i < 100 && status == 503; ++i) {
+        std::this_thread::sleep_for(milliseconds(100));
+        status = client.Request("PUT", "/k", Token(3), "3").status;
+      }
+      ASSERT_EQ(status, 200) << "the hold ends";
       const S3Object object = rgw.Get(prefix + "k");
       EXPECT_EQ(object.body, "3");
       EXPECT_EQ(TokenOf(object), 3u);
     } else {
-      EXPECT_EQ(first.status, 200);
-      std::this_thread::sleep_for(milliseconds(500));
-      EXPECT_EQ(TokenOf(rgw.Get(prefix + "k")), 2u)
-          << "negative control: the dead process's write landed over token 3";
+      EXPECT_TRUE(Await([&] { return TokenOf(rgw.Get(prefix + "k")) == 2; }))
+          << "negative control: the old write landed over token 3";
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Stops, S3RestartTest,
+                         ::testing::Values(StopCase{"Killed", false},
+                                           StopCase{"Stopped", true}),
+                         [](const ::testing::TestParamInfo<StopCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 // tests/coordination/s3_scripted.py: an S3 endpoint answering, by key, what
 // RGW cannot be made to answer (SlowDown, ConditionalRequestConflict,
@@ -544,6 +611,30 @@ TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
   EXPECT_EQ(
       MetricValue(metrics, "fencepost_backend_errors_total{backend=\"s3\"}"),
       4);
+}
+
+// A PutObject the store read whole on a kept-alive connection, then closed
+// on without an answer (it may have applied it): its outcome is unknown,
+// 504 and the fence held, and it is never sent again. Seen failing when a
+// write could go once more on a new connection: the second copy's 503
+// SlowDown was relayed ("not applied, retry") and nothing was held.
+TEST(S3BackendTest, AWriteTheStoreReadWholeIsNeverSentAgain) {
+  ScriptedStore store;
+  TempDir dir;
+  ServerProcess server(dir / "data",
+                       {"--backend", "s3://scripted", "--s3-endpoint",
+                        store.endpoint(), "--upstream-settle", "5"},
+                       {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=s"});
+  HttpClient client(server.data_port());
+  // The GET leaves a kept-alive connection for the write to reuse.
+  ASSERT_EQ(client.Request("GET", "/other").status, 404);
+  const auto put = client.Request("PUT", "/dropped", Token(1), "v");
+  EXPECT_EQ(put.status, 504) << put.body;
+  EXPECT_EQ(store.Writes(), "PUT /scripted/dropped\n") << "sent once";
+  const auto next = client.Request("PUT", "/dropped", Token(2), "w");
+  EXPECT_EQ(next.status, 503) << next.body;
+  EXPECT_NE(next.body.find("fence-held"), std::string::npos) << next.body;
+  EXPECT_EQ(store.Writes(), "PUT /scripted/dropped\n");
 }
 
 // A CA, and a certificate for 127.0.0.1 it signed, in `dir` (ca.pem,

@@ -121,7 +121,9 @@ class FakeStore : public ValueStore {
 
 class ValueGateTest : public ::testing::Test {
  protected:
-  ValueGateTest() { MakeGate({std::chrono::seconds(60), false, false}); }
+  ValueGateTest() {
+    MakeGate({std::chrono::seconds(60), std::chrono::seconds(0), false});
+  }
 
   void MakeGate(ValueGate::Options options) {
     gate_.emplace(fences_, store_, options);
@@ -264,15 +266,26 @@ TEST_F(ValueGateTest, AnUnknownOutcomeHoldsTheFenceClosed) {
 }
 
 TEST_F(ValueGateTest, AStartAfterACrashHoldsEveryFence) {
-  MakeGate({std::chrono::seconds(60), true, false});
+  MakeGate({std::chrono::seconds(60), std::chrono::seconds(90), false});
   const WriteResult result = Write(Put(7));
   EXPECT_EQ(result.outcome.error, Errc::kFenceHeld);
-  EXPECT_GE(result.retry_after, 1);
+  EXPECT_GE(result.retry_after, 89);
+  EXPECT_LE(result.retry_after, 90);
   EXPECT_EQ(fences_.commits, 0);
+  EXPECT_GT(gate_->HoldLeft(), std::chrono::seconds(89)) << "handed on";
+}
+
+// What a clean stop hands on: the longest hold that still has to run.
+TEST_F(ValueGateTest, HoldLeftIsTheLongestHoldStillToRun) {
+  EXPECT_EQ(gate_->HoldLeft(), std::chrono::milliseconds(0));
+  store_.landing = Landing::kUnknown;
+  EXPECT_EQ(Write(Put(7)).outcome.error, Errc::kOutcomeUnknown);
+  EXPECT_GT(gate_->HoldLeft(), std::chrono::seconds(59));
+  EXPECT_LE(gate_->HoldLeft(), std::chrono::seconds(60));
 }
 
 TEST_F(ValueGateTest, WithoutHoldsAnUnknownOutcomeLeavesTheFenceOpen) {
-  MakeGate({std::chrono::seconds(60), true, true});
+  MakeGate({std::chrono::seconds(60), std::chrono::seconds(60), true});
   store_.landing = Landing::kUnknown;
   EXPECT_EQ(Write(Put(7)).outcome.error, Errc::kOutcomeUnknown);
   store_.landing = Landing::kApplied;
