@@ -3,8 +3,12 @@
 It leads with a LeaderElector and writes "A TOKEN" to KEY every INTERVAL.
 When PAUSE_FILE appears it removes it, prints "pausing", stops itself
 (SIGSTOP) as a GC pause would, between its check and its write, and once
-continued sends that write with its token. Prints:
+continued sends that write with its token. With --log-checks, after each
+check() that passed it prints when the check began and the lease's
+held_until (both monotonic): a check that began after held_until must
+have raised. Prints:
   elected TOKEN
+  checked BEGAN HELD_UNTIL (with --log-checks)
   late-write refused CURRENT | late-write accepted
   lost TOKEN MONOTONIC REASON
 """
@@ -27,13 +31,19 @@ def main() -> None:
     parser.add_argument("--ttl", type=float, required=True)
     parser.add_argument("--pause-file", required=True)
     parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--log-checks", action="store_true")
     args = parser.parse_args()
     client = fencepost.Client.from_env(timeout=5.0)
 
     def work(token: int) -> None:
         print(f"elected {token}", flush=True)
         while True:
+            began = time.monotonic()
             elector.check()
+            if args.log_checks:
+                lease = elector.lease
+                assert lease is not None
+                print(f"checked {began!r} {lease.held_until!r}", flush=True)
             if os.path.exists(args.pause_file):
                 os.remove(args.pause_file)
                 print("pausing", flush=True)

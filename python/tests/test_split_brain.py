@@ -26,13 +26,14 @@ class Leader:
     """paused_leader.py in a process of its own, its lines in a queue."""
 
     def __init__(self, server: Server, tmp_path: Path, ttl: float,
-                 interval: float = 0.05) -> None:
+                 interval: float = 0.05, name: str = "sb/leader",
+                 key: str = "sb/data", *args: str) -> None:
         self.pause_file = tmp_path / "pause"
         self.process = subprocess.Popen(
             [sys.executable, str(Path(__file__).parent / "paused_leader.py"),
-             "--name", "sb/leader", "--key", "sb/data", "--ttl", str(ttl),
+             "--name", name, "--key", key, "--ttl", str(ttl),
              "--pause-file", str(self.pause_file),
-             "--interval", str(interval)],
+             "--interval", str(interval), *args],
             env=server.env(), stdout=subprocess.PIPE, text=True)
         self.lines: "queue.Queue[str]" = queue.Queue()
         stdout: IO[str] = self.process.stdout  # type: ignore[assignment]
@@ -153,3 +154,35 @@ def test_running_leader_stops_within_a_round_trip_of_the_bump(
     leader.finish()
     with_token_a = client.get("sb/data")
     assert with_token_a.token == token_a  # no write of A after the bump
+
+
+def test_leaders_paused_whole_check_nothing_past_their_deadline(
+        server: Server, tmp_path: Path) -> None:
+    """Ten leaders writing every 5 ms are stopped whole (SIGSTOP to the
+    process, every thread) past their TTL and continued: whichever thread
+    runs first, no check() that began after held_until passes. (With
+    check() trusting the keeper's thread, the body went on writing for
+    up to 1.9 s past its deadline in 3 of 8 such pauses.)"""
+    leaders = [Leader(server, tmp_path / f"l{i}", 1.0, 0.005, f"p{i}/leader",
+                      f"p{i}/data", "--log-checks") for i in range(10)]
+    for leader in leaders:
+        leader.expect("elected")
+    time.sleep(0.2)
+    for leader in leaders:
+        os.kill(leader.process.pid, signal.SIGSTOP)
+    time.sleep(1.6)
+    for leader in leaders:
+        os.kill(leader.process.pid, signal.SIGCONT)
+    late = []
+    for i, leader in enumerate(leaders):
+        while True:
+            line = leader.expect("", timeout=10)
+            if line.startswith("lost"):
+                break
+            if line.startswith("checked"):
+                began, held_until = map(float, line.split()[1:])
+                if began > held_until:
+                    late.append(f"leader {i}: a check {began - held_until:.3f}"
+                                " s past held_until passed")
+        leader.finish()
+    assert late == []
