@@ -10,15 +10,25 @@ import base64
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from conftest import PYTHON_DIR, REPO, Server
+
+
+@pytest.fixture(autouse=True)
+def no_venv_left(tmp_path: Path) -> Iterator[None]:
+    """The venvs and archives (tens of MB each) go with the test; what
+    failed is in the assertion's message."""
+    yield
+    shutil.rmtree(tmp_path, ignore_errors=True)
 
 # Uses the installed package against the server, from a directory where
 # the source tree is not on the path.
