@@ -61,11 +61,10 @@ class LeaderElector:
     ``time.monotonic()`` passes the lease's ``held_until``, even before the
     keeper's thread has noticed (after a pause of the whole process it may
     run last), and ``sleep`` waits at most until then. Its return ends the
-    term too. Then the lease is
-    released if still held, ``on_lost(token, reason)`` is called on the
-    run() thread exactly once per ``on_elected``, and the campaign starts
-    again (a jittered retry period later when the work returned by
-    itself).
+    term too. Then the lease is released if still held, ``on_lost(token,
+    reason)`` is called on the run() thread exactly once per
+    ``on_elected``, and the campaign starts again (a jittered retry period
+    later when the work returned by itself).
 
     ``with elector.leadership() as token:`` campaigns in the caller's thread
     and runs the body as the one term's work (``on_elected`` and
@@ -211,8 +210,9 @@ class LeaderElector:
         """Ends the current term and the campaign, and waits (``timeout``
         seconds at most) until run() is about to return: the work returned
         and the lease was released. From the work, a callback or a
-        leadership() body it only asks and returns at once. An acquire or release in flight is not
-        cut short: it may wait for it, the client's timeout each."""
+        leadership() body it only asks and returns at once. An acquire or
+        release in flight is not cut short: it may wait for it, the
+        client's timeout each."""
         with self._cv:
             self._stop_requested = True
             self._end_term_locked(STOPPED)
