@@ -210,9 +210,12 @@ class Lease:
 
     def stop(self) -> None:
         """Stops renewing (never releases). Idempotent; after it ``lost``
-        is no longer set. When ``held_until`` has passed unnoticed, it sets
-        ``lost`` and ``reason`` itself (without calling ``on_lost``)."""
+        is no longer set. When ``held_until`` had passed unnoticed by the
+        time it was first called, it sets ``lost`` and ``reason`` itself
+        (without calling ``on_lost``)."""
         with self._cv:
+            first = not self._stop_requested
+            stopped_at = time.monotonic()
             self._stop_requested = True
             conn, self._poll_conn = self._poll_conn, None
             self._cv.notify_all()
@@ -224,7 +227,7 @@ class Lease:
         if self._thread is not threading.current_thread():
             self._thread.join()
         with self._cv:
-            if time.monotonic() >= self._deadline_locked():
+            if first and stopped_at >= self._deadline_locked():
                 self._lose(self._expired_reason())
 
     def release(self) -> bool:

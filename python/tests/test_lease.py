@@ -324,3 +324,13 @@ def test_stop_from_a_leadership_body_asks_and_returns(
     assert not leader.is_alive(), "stop() waits for the body it runs in"
     assert raised == ["stopped"] and lost == ["stopped"]
     assert server.released == [7]
+
+
+def test_a_lease_stopped_in_time_is_not_lost_later(server: ScriptedServer
+                                                   ) -> None:
+    lease = keep(server)
+    lease.stop()
+    wait_for(lambda: time.monotonic() > lease.held_until)
+    lease.stop()  # again, past the deadline: it was stopped, not lost
+    assert not lease.lost.is_set() and lease.reason is None
+    assert lease.release() is True and server.released == [7]
