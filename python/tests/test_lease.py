@@ -45,6 +45,7 @@ class ScriptedServer(fencepost.Client):
         self.answered: list[float] = []
         self.released: list[int] = []
         self.gate = threading.Event()  # hold_renewals() waits on it
+        self.grant_delay = 0.0  # before the first call's answer
 
     def acquire_lease(self, name: str, holder: str, ttl: float, *,
                       timeout: Optional[float] = None
@@ -52,6 +53,8 @@ class ScriptedServer(fencepost.Client):
         sent = time.monotonic()
         first = not self.sent
         self.sent.append(sent)
+        if first:
+            time.sleep(self.grant_delay)
         info = grant() if first else self.renewal(sent)
         self.answered.append(time.monotonic())
         return info
@@ -128,6 +131,25 @@ def test_the_ttl_runs_from_the_renewals_send(server: ScriptedServer) -> None:
     # From the send: the server may have renewed it as the request left.
     assert lease.held_until == pytest.approx(sent + TTL - MARGIN, abs=0.01)
     lease.stop()
+
+
+def test_the_ttl_runs_from_the_acquires_send(server: ScriptedServer
+                                             ) -> None:
+    """Lease.acquire's and the elector's: a grant answered 0.3 s after it
+    was sent is held until the send + TTL - margin."""
+    server.grant_delay = 0.3
+    lease = keep(server)
+    assert lease.held_until == pytest.approx(
+        server.sent[0] + TTL - MARGIN, abs=0.01)
+    lease.stop()
+    server2 = ScriptedServer()
+    server2.grant_delay = 0.3
+    e = elector(server2)
+    with e.leadership(interrupt=False):
+        elected = e.lease
+        assert elected is not None
+        assert elected.held_until == pytest.approx(
+            server2.sent[0] + TTL - MARGIN, abs=0.01)
 
 
 def test_a_renewal_answered_after_the_deadline_does_not_extend_it(
