@@ -1,8 +1,9 @@
-"""The package installs offline as the docs write it, with Debian's Python
-and with any other Python >= 3.11 found here (pyenv's), also in a fresh
-venv that has pip but neither wheel nor setuptools' system copy; the
-install leaves nothing in the tree; the wheel and the sdist are whole. Its
-annotations (and the examples') pass Debian's mypy --strict."""
+"""The package installs offline as the README and the docs write it,
+with Debian's Python and with any other Python >= 3.11 found here
+(pyenv's), also in a fresh venv that has pip but neither wheel nor
+setuptools' system copy; the install leaves nothing in the tree; the wheel
+and the sdist are whole. Its annotations (and the examples') pass Debian's
+mypy --strict."""
 
 from __future__ import annotations
 
@@ -73,13 +74,19 @@ def offline_env(tmp_path: Path, python: Path) -> dict[str, str]:
 
 
 def docs_install_commands() -> list[str]:
-    """The install as docs/python.md and python/README.md type it: each
-    sh block that runs ``pip install``, its lines joined with &&."""
+    """The install of ./python as the README, docs/python.md and
+    python/README.md type it: each sh block that runs ``pip install``, its
+    lines joined with &&, and each inline command that does."""
     commands = []
-    for doc in (REPO / "docs" / "python.md", PYTHON_DIR / "README.md"):
-        for block in re.findall(r"```sh\n(.*?)```", doc.read_text(), re.S):
-            if "pip install" in block:
+    for doc in (REPO / "README.md", REPO / "docs" / "python.md",
+                PYTHON_DIR / "README.md"):
+        text = doc.read_text()
+        for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+            if "pip install" in block and "./python" in block:
                 commands.append(" && ".join(block.strip().splitlines()))
+        for span in re.findall(r"(?<!`)`([^`\n]+)`(?!`)", text):
+            if "pip install" in span and "./python" in span:
+                commands.append(span)
     assert commands, "the docs show no install"
     return sorted(set(commands))
 
