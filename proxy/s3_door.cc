@@ -1,5 +1,7 @@
 #include "proxy/s3_door.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -206,13 +208,37 @@ Response S3Door::InS3Terms(const Request& request, Response answer) {
 S3Door::S3Door(Options options, storage::S3Backend& backend, DataPort data)
     : options_(std::move(options)), backend_(backend), data_(std::move(data)) {}
 
+namespace {
+
+// The keys let whoever reads them write as fencepost's clients: a file
+// others may read or change is refused, as ssh refuses such a private key
+// and PostgreSQL such a key file (0600, or 0640 when root owns it).
+void CheckPrivate(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;  // the open says why
+  const mode_t allowed = st.st_uid == 0 ? 0640 : 0600;
+  if ((st.st_mode & 0777 & ~allowed) == 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
+  throw std::runtime_error(
+      path + " is open to others (mode " + mode +
+      "): whoever reads it can sign as fencepost's clients; chmod 600 " + path +
+      " (or 640 with root as its owner)");
+}
+
+}  // namespace
+
 std::map<std::string, sigv4::Secret> S3Door::LoadClients(
     const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
+  CheckPrivate(path);
   std::map<std::string, sigv4::Secret> clients;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
+    // A UTF-8 byte order mark (some editors write one) is no part of the
+    // first key id.
+    if (number == 1 && line.rfind("\xef\xbb\xbf", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;

@@ -78,9 +78,11 @@ class S3Door {
   static Response InS3Terms(const Request& request, Response answer);
 
   // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
-  // lines and '#' comments skipped). Throws std::runtime_error naming the
-  // file and line, never a secret, when it cannot be read, a line is
-  // malformed, an id is repeated or there is none.
+  // lines and '#' comments skipped, a UTF-8 byte order mark ignored).
+  // Throws std::runtime_error naming the file and line, never a secret,
+  // when it cannot be read, others may read or change it (a mode other
+  // than 0600, or 0640 when root owns it), a line is malformed, an id is
+  // repeated or there is none.
   static std::map<std::string, sigv4::Secret> LoadClients(
       const std::string& path);
 

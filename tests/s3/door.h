@@ -6,6 +6,7 @@
 
 #include <boost/beast/http/write.hpp>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -24,23 +25,41 @@ namespace fencepost::testing {
 inline constexpr char kDoorKeyId[] = "door-client";
 inline constexpr char kDoorSecret[] = "door-client-secret-0123456789";
 
+// The flags of a fencepost with the front door over s3://BUCKET/PREFIX of
+// the shared RGW, its clients' keys in `clients`.
+inline std::vector<std::string> DoorFlags(const std::string& prefix,
+                                          const std::string& clients) {
+  const Rgw& rgw = Rgw::Shared();
+  return {"--backend",
+          "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
+          "--s3-endpoint",
+          rgw.endpoint(),
+          "--s3-listen",
+          "127.0.0.1:0",
+          "--s3-client-credentials",
+          clients};
+}
+
+// The clients' keys file of Door: kDoorKeyId and another.
+inline constexpr char kDoorClients[] =
+    "# fencepost's S3 clients\ndoor-client door-client-secret-0123456789\n"
+    "other-client other-secret\n";
+
 // fencepost with the front door over s3://BUCKET/PREFIX of the shared RGW;
-// its clients are kDoorKeyId and another.
+// its clients are those of `clients` (written to a file of mode 0600),
+// `flags` added to its own.
 class Door {
  public:
-  explicit Door(const std::string& prefix) {
-    Rgw& rgw = Rgw::Shared();
-    std::ofstream(dir_ / "clients")
-        << "# fencepost's S3 clients\n"
-        << kDoorKeyId << " " << kDoorSecret << "\nother-client other-secret\n";
-    server_.emplace(
-        dir_ / "data",
-        std::vector<std::string>{
-            "--backend",
-            "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
-            "--s3-endpoint", rgw.endpoint(), "--s3-listen", "127.0.0.1:0",
-            "--s3-client-credentials", dir_ / "clients"},
-        rgw.Env());
+  explicit Door(const std::string& prefix,
+                const std::vector<std::string>& flags = {},
+                const std::string& clients = kDoorClients) {
+    std::ofstream(dir_ / "clients") << clients;
+    std::filesystem::permissions(dir_ / "clients",
+                                 std::filesystem::perms::owner_read |
+                                     std::filesystem::perms::owner_write);
+    std::vector<std::string> args = DoorFlags(prefix, dir_ / "clients");
+    args.insert(args.end(), flags.begin(), flags.end());
+    server_.emplace(dir_ / "data", args, Rgw::Shared().Env());
   }
   ServerProcess& server() { return *server_; }
   std::uint16_t port() const { return server_->s3_port(); }

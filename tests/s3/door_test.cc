@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -399,6 +400,37 @@ TEST(S3DoorTest, BotoListsTheBucketWithinThePrefix) {
       " " + kDoorSecret + " " + rgw.bucket() + " > " + (dir / "out") + " 2>&1";
   ASSERT_EQ(std::system(command.c_str()), 0) << ReadFile(dir / "out");
   EXPECT_EQ(ReadFile(dir / "out"), "a b\nc/d\nc/e\nf&g\nh+i\ndirs ['c/']\n");
+}
+
+// The clients' keys are secrets: a keys file others may read or change
+// stops the start (exit 2, the fix named), and a UTF-8 byte order mark
+// before the first line is no part of its key id. Seen failing: each mode
+// started, and the first key was refused with InvalidAccessKeyId.
+TEST(S3DoorTest, TheClientsKeysFileMustBeItsOwnersAlone) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("keys-file");
+  TempDir dir;
+  std::ofstream(dir / "clients") << kDoorClients;
+  for (const unsigned mode : {0644u, 0666u, 0620u, 0604u}) {
+    std::filesystem::permissions(dir / "clients", std::filesystem::perms(mode));
+    std::vector<std::string> args = {"serve", "--data-dir", dir / "data"};
+    for (const std::string& flag : DoorFlags(prefix, dir / "clients")) {
+      args.push_back(flag);
+    }
+    const RunResult run = RunFencepost(args, rgw.Env());
+    EXPECT_EQ(run.exit_status, 2) << std::oct << mode << ": " << run.output;
+    EXPECT_NE(run.output.find("is open to others"), std::string::npos)
+        << run.output;
+    EXPECT_NE(run.output.find("chmod 600"), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find(kDoorSecret), std::string::npos);
+  }
+  Door door(
+      prefix, {},
+      "\xef\xbb\xbf" + std::string(kDoorKeyId) + " " + kDoorSecret + "\n");
+  const auto put =
+      SendRaw(door.port(), SignedForDoor(door, bhttp::verb::put, "k", "v",
+                                         {{"Fencing-Token", "1"}}));
+  EXPECT_EQ(put.status, 200) << put.body;
 }
 
 // A presigned GET (query-string authentication) reads; one whose time is
