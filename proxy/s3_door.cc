@@ -332,6 +332,20 @@ S3Door::Verified S3Door::Payload(
   };
   const std::string& body = request.body();
   const std::string payload(request["x-amz-content-sha256"]);
+  const bool unsigned_payload = claim.presigned ||
+                                payload == sigv4::kUnsignedPayload ||
+                                payload == sigv4::kStreamingUnsignedTrailer;
+  if (unsigned_payload && request.method() == http::verb::put &&
+      !options_.unsigned_payloads) {
+    // As S3 answers a bucket policy that denies requests without TLS.
+    return refuse(
+        403, "AccessDenied",
+        "on plain HTTP a PUT's body must be covered by its signature "
+        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
+        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
+        "presigned PUTs need the door on TLS (--tls-cert) or "
+        "--s3-allow-unsigned-payload");
+  }
   if (claim.presigned || payload == sigv4::kUnsignedPayload) {
     out.body = body;
   } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {

@@ -28,7 +28,9 @@ namespace fencepost::proxy {
 // store's credentials are never handed out. Header-signed and presigned
 // requests; the payload hash is checked against the body, aws-chunked
 // bodies are decoded with every chunk signature and checksum checked; a
-// clock more than 15 minutes off is refused.
+// clock more than 15 minutes off is refused. A PUT whose body the
+// signature does not cover is taken only where Options::unsigned_payloads
+// says.
 // The fields the door acts on (Fencing-Token, x-amz-meta-fencing-token,
 // If-Match, If-None-Match) must be among the signed ones, else 403
 // AccessDenied, as S3 wants of every x-amz-* field.
@@ -64,6 +66,12 @@ class S3Door {
     std::map<std::string, sigv4::Secret> clients;
     std::chrono::seconds max_skew{15 * 60};
     std::uint64_t max_body = 4194304;  // --max-body, of the decoded body
+    // Whether a PUT may carry a body its signature does not cover
+    // (UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, presigned):
+    // over TLS, or with --s3-allow-unsigned-payload. Else 403 AccessDenied,
+    // for on plain HTTP a relay could swap such a body under the sender's
+    // token.
+    bool unsigned_payloads = false;
   };
 
   // `backend` lists the bucket; `data` answers object requests. Both must

@@ -103,6 +103,68 @@ inline http::Request SignedForDoor(const Door& door,
   return request;
 }
 
+// As SignedForDoor, with `payload_hash` (UNSIGNED-PAYLOAD, say) signed as
+// x-amz-content-sha256 instead of the body's SHA-256.
+inline http::Request SignedWithPayloadHash(const Door& door,
+                                           boost::beast::http::verb method,
+                                           const std::string& key,
+                                           const std::string& body,
+                                           const Headers& fields,
+                                           std::string_view payload_hash) {
+  http::Request request = storage::S3Request(door.Bucket(), method, key, body);
+  for (const auto& [name, value] : fields) request.insert(name, value);
+  sigv4::Request to_sign;
+  to_sign.method = std::string(request.method_string());
+  to_sign.path = "/" + Rgw::Shared().bucket() + "/" + key;
+  to_sign.path_style = sigv4::PathStyle::kS3;
+  for (const auto& field : request) {
+    if (field.name() == boost::beast::http::field::connection) continue;
+    to_sign.headers.push_back(
+        {std::string(field.name_string()), std::string(field.value())});
+  }
+  to_sign.payload_hash = std::string(payload_hash);
+  sigv4::SigningParams params;
+  params.region = "us-east-1";
+  params.time = std::chrono::system_clock::now();
+  const std::size_t given = to_sign.headers.size();
+  sigv4::SignRequest(to_sign, DoorKey(), params);
+  for (std::size_t i = given; i < to_sign.headers.size(); ++i) {
+    request.insert(to_sign.headers[i].name, to_sign.headers[i].value);
+  }
+  return request;
+}
+
+// A presigned request (query-string authentication, good for a minute) for
+// `key` with `fields` signed, and `body`.
+inline http::Request PresignedForDoor(const Door& door,
+                                      boost::beast::http::verb method,
+                                      const std::string& key,
+                                      const std::string& body,
+                                      const Headers& fields = {}) {
+  const std::string host = "127.0.0.1:" + std::to_string(door.port());
+  sigv4::Request to_sign;
+  to_sign.method = std::string(boost::beast::http::to_string(method));
+  to_sign.path = "/" + Rgw::Shared().bucket() + "/" + key;
+  to_sign.path_style = sigv4::PathStyle::kS3;
+  to_sign.headers = {{"host", host}};
+  for (const auto& [name, value] : fields) {
+    to_sign.headers.push_back({name, value});
+  }
+  sigv4::SigningParams params;
+  params.region = "us-east-1";
+  params.time = std::chrono::system_clock::now();
+  const sigv4::Presigned url =
+      sigv4::Presign(to_sign, DoorKey(), params, std::chrono::seconds(60));
+  http::Request request(method, to_sign.path + "?" + url.query, 11);
+  request.set(boost::beast::http::field::host, host);
+  for (const auto& [name, value] : fields) request.insert(name, value);
+  request.body() = body;
+  if (!body.empty() || method == boost::beast::http::verb::put) {
+    request.content_length(body.size());
+  }
+  return request;
+}
+
 // The <Code> of an S3 error answer, or "".
 inline std::string S3Code(const HttpResponse& response) {
   const auto from = response.body.find("<Code>");
