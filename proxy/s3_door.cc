@@ -37,6 +37,12 @@ struct S3Door::Verified {
 
 namespace {
 
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(c));
+  return out;
+}
+
 std::string RequestId() {
   thread_local std::mt19937_64 random(std::random_device{}());
   char text[17];
@@ -87,18 +93,23 @@ std::pair<unsigned, std::string> S3CodeOf(std::error_code e) {
   return {400, "InvalidArgument"};
 }
 
-// The first field the door acts on (the token's, the preconditions') that
-// the signature leaves out, lower-case; "" when each one present is signed.
-// A replayed or relayed request could otherwise be given any token: S3
-// refuses unsigned x-amz-* fields alike.
+// The first field the door acts on (the token's, the preconditions') or
+// the object keeps (x-amz-meta-*) that the signature leaves out,
+// lower-case; "" when each one present is signed. A replayed or relayed
+// request could otherwise be given any token or metadata: S3 refuses
+// unsigned x-amz-* fields alike.
 std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
   static constexpr std::string_view kMustBeSigned[] = {
-      "fencing-token", "x-amz-meta-fencing-token", "if-match", "if-none-match"};
-  for (const std::string_view name : kMustBeSigned) {
-    if (request.count(name) > 0 &&
+      "fencing-token", "if-match", "if-none-match"};
+  for (const auto& field : request) {
+    const std::string name = Lower(field.name_string());
+    // The object keeps its metadata: none of it is a relay's to add.
+    if ((name.rfind("x-amz-meta-", 0) == 0 ||
+         std::find(std::begin(kMustBeSigned), std::end(kMustBeSigned), name) !=
+             std::end(kMustBeSigned)) &&
         std::find(claim.signed_headers.begin(), claim.signed_headers.end(),
                   name) == claim.signed_headers.end()) {
-      return std::string(name);
+      return name;
     }
   }
   return "";
@@ -123,19 +134,65 @@ std::vector<sigv4::QueryParam> OperationParams(std::string_view query) {
   return out;
 }
 
-// Whether a write asks for what the s3:// backend does not pass on to the
-// store (server-side encryption, object lock): refused, never dropped
-// silently, for an object stored plain or unlocked would betray it.
-bool AsksWhatIsNotKept(const Request& request) {
+// Why a request is refused for a field S3 would act on that the door
+// neither keeps nor does.
+struct NotKept {
+  unsigned status;
+  std::string code;
+  std::string message;
+};
+
+// The first x-amz-* field of an object request that S3 would act on and the
+// door does not (tagging, ACLs, another storage class, object lock,
+// server-side encryption, a website redirect, ...), with S3's error for it:
+// never dropped silently, for an object stored untagged, unlocked, plain or
+// private when it was asked otherwise would betray its writer. What the
+// store does anyway is taken (x-amz-acl private, STANDARD). Kept fields
+// (storage::KeptWithObject) travel with the write; checksums and the
+// signature's fields are checked by Authenticate.
+std::optional<NotKept> WhatIsNotKept(const Request& request) {
+  static constexpr std::string_view kTaken[] = {
+      "x-amz-date",           "x-amz-content-sha256",
+      "x-amz-security-token", "x-amz-decoded-content-length",
+      "x-amz-trailer",        "x-amz-sdk-checksum-algorithm",
+      "x-amz-user-agent",     "x-amz-request-payer"};
+  static constexpr std::string_view kCannedAcls[] = {
+      "public-read",   "public-read-write", "authenticated-read",
+      "aws-exec-read", "bucket-owner-read", "log-delivery-write"};
   for (const auto& field : request) {
-    std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(c));
-    if (name.rfind("x-amz-server-side-encryption", 0) == 0 ||
-        name.rfind("x-amz-object-lock", 0) == 0) {
-      return true;
+    const std::string name = Lower(field.name_string());
+    const std::string_view value = field.value();
+    if (name.rfind("x-amz-", 0) != 0 || name.rfind("x-amz-meta-", 0) == 0 ||
+        name.rfind("x-amz-checksum-", 0) == 0 ||
+        std::find(std::begin(kTaken), std::end(kTaken), name) !=
+            std::end(kTaken)) {
+      continue;
     }
+    if (name == "x-amz-acl") {
+      // The bucket's default: the writer (the store's key) owns the object.
+      if (value == "private" || value == "bucket-owner-full-control") continue;
+      if (std::find(std::begin(kCannedAcls), std::end(kCannedAcls), value) ==
+          std::end(kCannedAcls)) {
+        return NotKept{400, "InvalidArgument", "x-amz-acl is not a canned ACL"};
+      }
+      return NotKept{501, "NotImplemented",
+                     "fencepost stores objects private (the bucket's "
+                     "default); x-amz-acl " +
+                         std::string(value) + " is not supported"};
+    }
+    if (name == "x-amz-storage-class") {
+      if (value == "STANDARD") continue;
+      return NotKept{400, "InvalidStorageClass",
+                     "The storage class you specified is not valid: "
+                     "fencepost stores objects in STANDARD only"};
+    }
+    return NotKept{501, "NotImplemented",
+                   "fencepost does not support " + name +
+                       " (tagging, ACL grants, object lock, server-side "
+                       "encryption, website redirects and copies are not "
+                       "done; the object would be stored without them)"};
   }
-  return false;
+  return std::nullopt;
 }
 
 // What a problem+json answer of the data port is in S3's terms.
@@ -439,13 +496,15 @@ Awaitable<Response> S3Door::Handle(const Request& request,
     co_return co_await Bucket(request, params, id);
   }
   if (!params.empty() || request.count("x-amz-copy-source") > 0 ||
-      method == http::verb::post || AsksWhatIsNotKept(request)) {
+      method == http::verb::post) {
     co_return error(
         501, "NotImplemented",
         "fencepost fences PutObject, GetObject, HeadObject and DeleteObject "
-        "only: multipart uploads, copies, ACLs, tagging, server-side "
-        "encryption, object lock and the rest are not supported (a fence "
-        "cannot be checked across parts)");
+        "only: multipart uploads, copies, ACLs, tagging and the rest are not "
+        "supported (a fence cannot be checked across parts)");
+  }
+  if (const std::optional<NotKept> refused = WhatIsNotKept(request)) {
+    co_return error(refused->status, refused->code, refused->message);
   }
   if (method != http::verb::put && method != http::verb::get &&
       method != http::verb::head && method != http::verb::delete_) {
@@ -556,6 +615,11 @@ Awaitable<Response> S3Door::Object(const Request& request, std::string key,
     data.insert("Fencing-Token", token);
   }
   if (request.method() == http::verb::put) {
+    for (const auto& field : request) {
+      if (storage::KeptWithObject(field.name_string())) {
+        data.insert(field.name_string(), field.value());
+      }
+    }
     data.body() = std::move(body);
     data.content_length(data.body().size());
   }

@@ -31,18 +31,25 @@ namespace fencepost::proxy {
 // clock more than 15 minutes off is refused. A PUT whose body the
 // signature does not cover is taken only where Options::unsigned_payloads
 // says.
-// The fields the door acts on (Fencing-Token, x-amz-meta-fencing-token,
-// If-Match, If-None-Match) must be among the signed ones, else 403
-// AccessDenied, as S3 wants of every x-amz-* field.
+// The fields the door acts on (Fencing-Token, If-Match, If-None-Match) and
+// user metadata (x-amz-meta-*, the token's among them) must be among the
+// signed ones, else 403 AccessDenied, as S3 wants of every x-amz-* field.
 //
 // PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY go through the data
 // port's own routes (`data`, called as an authenticated request): the
 // fence is the key's, as on the data port, and every rule, count, event and
 // log line is the same. The token comes from Fencing-Token or
-// x-amz-meta-fencing-token. GET /BUCKET?list-type=2 is the store's listing
-// within PREFIX; HEAD /BUCKET and GET /BUCKET?location answer for the
-// bucket. Every other operation (multipart uploads, copies, ACLs, other
-// buckets' names aside) is 501 NotImplemented.
+// x-amz-meta-fencing-token. A PUT's fields that S3 keeps with an object
+// (storage::KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*,
+// ...) go with it and come back on GET and HEAD; a field S3 would act on
+// that the door does not (x-amz-tagging, an x-amz-acl other than private,
+// a storage class other than STANDARD, object lock, server-side
+// encryption, ...) is refused with S3's error for it (501 NotImplemented,
+// 400 InvalidStorageClass or InvalidArgument), never dropped. GET
+// /BUCKET?list-type=2 is the store's listing within PREFIX; HEAD /BUCKET
+// and GET /BUCKET?location answer for the bucket. Every other operation
+// (multipart uploads, copies, ACLs, other buckets' names aside) is 501
+// NotImplemented.
 //
 // Errors are S3's error XML (Code, Message, Resource, RequestId) with an
 // x-amz-request-id: 409 StaleFencingToken (the current token in the message

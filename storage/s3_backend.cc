@@ -1,7 +1,9 @@
 #include "storage/s3_backend.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/string.hpp>
 #include <stdexcept>
 #include <utility>
 
@@ -167,6 +169,14 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
     const auto it = answer.find(name);
     if (it != answer.end()) relay.set(name, it->value());
   }
+  // The object's own metadata; its token goes as Fencing-Token.
+  for (const auto& field : answer) {
+    if (KeptWithObject(field.name_string()) &&
+        std::find(std::begin(kRelayed), std::end(kRelayed), field.name()) ==
+            std::end(kRelayed)) {
+      relay.insert(field.name_string(), field.value());
+    }
+  }
   if (result.token) relay.set("Fencing-Token", std::to_string(*result.token));
   if (request.head) {
     const auto length = answer.find(bhttp::field::content_length);
@@ -278,6 +288,16 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
                 ObjectOf(request.key), put ? request.body : "");
   if (put && !request.content_type.empty()) {
     write.set(bhttp::field::content_type, request.content_type);
+  }
+  // What S3 keeps with the object besides its type, as the client sent it.
+  for (const auto& [name, value] : request.object_fields) {
+    if (!put || !KeptWithObject(name)) continue;
+    if (beast::iequals(name, "content-encoding")) {
+      const std::string coding = StoredContentEncoding(value);
+      if (!coding.empty()) write.insert(bhttp::field::content_encoding, coding);
+    } else {
+      write.insert(name, value);
+    }
   }
   if (put && request.token) {
     write.set("x-amz-meta-fencing-token", std::to_string(*request.token));

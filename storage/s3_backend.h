@@ -27,12 +27,15 @@ namespace fencepost::storage {
 // elsewhere (ValueGate), as for fs: and http://: the fence's turn, the fence
 // durable and told first, then the PutObject or DeleteObject.
 //
-// Requests: PUT is PutObject with the body, its Content-Type and
-// x-amz-meta-fencing-token: N; DELETE is DeleteObject; GET and HEAD are
-// GetObject and HeadObject with the client's Range, relayed with ETag,
-// Content-Type, Last-Modified, Content-Length, Content-Range,
-// Accept-Ranges and Fencing-Token (from the object's metadata). The
-// client's query and other fields never reach the store.
+// Requests: PUT is PutObject with the body, its Content-Type, the fields
+// S3 keeps with an object (WriteRequest::object_fields: Content-Encoding
+// less aws-chunked, Cache-Control, Content-Disposition, Content-Language,
+// Expires, x-amz-meta-*) and x-amz-meta-fencing-token: N; DELETE is
+// DeleteObject; GET and HEAD are GetObject and HeadObject with the client's
+// Range, relayed with ETag, Content-Type, Last-Modified, Content-Length,
+// Content-Range, Accept-Ranges, those kept fields and Fencing-Token (from
+// the object's metadata). The client's query and other fields never reach
+// the store.
 //
 // Preconditions are fencepost's: the object's ETag is read (HeadObject) in
 // the key's turn and again once the turn among replicas is taken, and the

@@ -1,6 +1,7 @@
 #include "storage/s3_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "codec/base64.h"
@@ -108,6 +109,38 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
   for (std::size_t i = given; i < to_sign.headers.size(); ++i) {
     request.insert(to_sign.headers[i].name, to_sign.headers[i].value);
   }
+}
+
+bool KeptWithObject(std::string_view name) {
+  static constexpr std::string_view kKept[] = {
+      "content-encoding", "cache-control", "content-disposition",
+      "content-language", "expires"};
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(c));
+  if (lower.rfind("x-amz-meta-", 0) == 0) {
+    return lower.size() > 11 && lower != "x-amz-meta-fencing-token";
+  }
+  return std::find(std::begin(kKept), std::end(kKept), lower) !=
+         std::end(kKept);
+}
+
+std::string StoredContentEncoding(std::string_view value) {
+  std::string out;
+  while (!value.empty()) {
+    const std::size_t comma = std::min(value.find(','), value.size());
+    std::string_view coding = value.substr(0, comma);
+    value.remove_prefix(std::min(comma + 1, value.size()));
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
+      coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
+      coding.remove_suffix(1);
+    std::string lower(coding);
+    for (char& c : lower) c = static_cast<char>(std::tolower(c));
+    if (lower.empty() || lower == "aws-chunked") continue;
+    if (!out.empty()) out += ",";
+    out += coding;
+  }
+  return out;
 }
 
 S3Error ParseS3Error(const http::Response& response) {

@@ -55,6 +55,18 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
             const sigv4::Credentials& credentials,
             std::chrono::system_clock::time_point time);
 
+// Whether S3 keeps the request field `name` (any case) with the object a
+// PutObject writes and answers it on GetObject and HeadObject:
+// Content-Encoding, Cache-Control, Content-Disposition, Content-Language,
+// Expires and user metadata (x-amz-meta-*), less x-amz-meta-fencing-token,
+// which is fencepost's. Content-Type travels on its own.
+bool KeptWithObject(std::string_view name);
+
+// A Content-Encoding value without its aws-chunked coding (SigV4's framing
+// of the body, which S3 takes off and never stores); "" when nothing else
+// is left.
+std::string StoredContentEncoding(std::string_view value);
+
 // What an S3 error answer says (its XML: <Error><Code>, <Message>,
 // <RequestId>); the request id also from x-amz-request-id when the body
 // has none. Empty strings for what is absent; each value at most 256 bytes,

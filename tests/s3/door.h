@@ -79,11 +79,16 @@ inline sigv4::Credentials DoorKey(const std::string& secret = kDoorSecret,
   return {id, sigv4::Secret(secret), sigv4::Secret()};
 }
 
-// Sends `request` as it is on a new connection.
+// Sends `request` as it is on a new connection (a HEAD's answer read
+// without a body).
 inline HttpResponse SendRaw(std::uint16_t port, const http::Request& request) {
   std::ostringstream wire;
   wire << request;
   HttpClient client(port);
+  if (request.method() == boost::beast::http::verb::head) {
+    client.Send(wire.str());
+    return client.ReadResponse(true);
+  }
   return client.Raw(wire.str());
 }
 
