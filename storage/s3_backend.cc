@@ -220,8 +220,15 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
     co_return result;
   }
   std::string why;
-  std::optional<std::string> listing = RewriteListing(
-      answer.body(), key_prefix, query, options_.bucket.bucket, &why);
+  bool needs_url_encoding = false;
+  std::optional<std::string> listing =
+      RewriteListing(answer.body(), key_prefix, query, options_.bucket.bucket,
+                     &why, &needs_url_encoding);
+  if (needs_url_encoding) {
+    result.error = std::make_error_code(std::errc::invalid_argument);
+    result.detail = std::move(why);
+    co_return result;
+  }
   if (!listing) {
     result.error = Errc::kUpstreamFailed;
     result.detail = "S3 GET " + store_target + ": " + why;

@@ -86,7 +86,9 @@ class S3Backend : public Backend, private ValueStore {
   // store's listing rewritten by RewriteListing. found, and `upstream`: 200
   // with the client's ListBucketResult (application/xml, Content-Length).
   // Errors (nothing else set): std::errc::invalid_argument when the query is
-  // refused, `detail` then S3's message for a 400 InvalidArgument;
+  // refused, or the listing holds a name XML cannot carry and the client did
+  // not ask encoding-type=url (RewriteListing), `detail` then S3's message
+  // for a 400 InvalidArgument;
   // Errc::kUpstreamFailed when the store did not answer (a request never
   // sent goes once more) or its listing cannot be read; Errc::kStoreRefused
   // with `store_error` for the store's own error answers (as Read). The
