@@ -594,6 +594,8 @@ bool Assembly::ListenS3(const Config& config, Failure* failure) {
   options.bucket = config.backend_spec.bucket;
   options.region = config.s3_region;
   options.max_body = config.max_body;
+  options.unsigned_payloads =
+      !config.tls_cert.empty() || config.s3_allow_unsigned_payload;
   try {
     options.clients = S3Door::LoadClients(config.s3_client_credentials);
   } catch (const std::exception& e) {

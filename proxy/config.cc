@@ -219,6 +219,12 @@ void S3Flags(std::map<std::string, Flag>* flags) {
           }
           c.s3_client_credentials = v;
         }}},
+      {"s3-allow-unsigned-payload",
+       {Kind::kSwitch,
+        [](Config& c, const std::string& v) {
+          c.s3_allow_unsigned_payload =
+              ParseSwitch("s3-allow-unsigned-payload", v);
+        }}},
       {"s3-addressing",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
@@ -409,6 +415,11 @@ void CheckS3(Config& c) {
     throw ConfigError(
         "--s3-listen and --s3-client-credentials go together (the front "
         "door's clients sign with those keys)");
+  }
+  if (c.s3_allow_unsigned_payload && !c.s3_listen) {
+    throw ConfigError(
+        "--s3-allow-unsigned-payload needs --s3-listen (it is the front "
+        "door's)");
   }
   if (!s3 && (c.s3_listen || !c.s3_endpoint.empty() ||
               !c.s3_addressing.empty() || !c.s3_credentials_file.empty() ||
@@ -621,7 +632,9 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --s3-listen HOST:PORT        s3:// backend: a port that speaks S3 itself for the bucket
                                (the S3 front door; default off)
   --s3-client-credentials FILE with --s3-listen: ACCESS_KEY_ID SECRET per line, the keys
-                               fencepost's S3 clients sign with
+                               fencepost's S3 clients sign with (mode 0600)
+  --s3-allow-unsigned-payload  with --s3-listen and no --tls-cert: take PUTs whose body the
+                               signature does not cover (UNSIGNED-PAYLOAD, presigned)
   --s3-addressing path|virtual s3:// backend: bucket in the path or the host name
                                (default virtual on AWS's endpoint, else path)
   --s3-credentials-file FILE, --s3-profile NAME

@@ -57,6 +57,9 @@ struct Config {
   // fencepost's own S3 clients.
   std::optional<ListenAddress> s3_listen;
   std::string s3_client_credentials;
+  // Whether the door takes a PUT whose body its signature does not cover
+  // on plain HTTP (it always does over TLS).
+  bool s3_allow_unsigned_payload = false;
   // https:// backends and S3 endpoints: the CA their certificate must chain
   // to (empty: the system's).
   std::string upstream_tls_ca;

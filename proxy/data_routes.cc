@@ -15,6 +15,7 @@
 #include "proxy/routes.h"
 #include "storage/async_commit.h"
 #include "storage/errc.h"
+#include "storage/s3_request.h"
 
 namespace fencepost::proxy {
 
@@ -152,6 +153,13 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
       co_return std::move(*stale);
     }
     co_return std::move(*bad);
+  }
+  if (write.kind == storage::WriteKind::kPut) {
+    for (const auto& field : req) {
+      if (storage::KeptWithObject(field.name_string())) {
+        write.object_fields.emplace_back(field.name_string(), field.value());
+      }
+    }
   }
   write.body = req.body();
   write.original = &req;

@@ -1,5 +1,7 @@
 #include "proxy/s3_door.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <fstream>
@@ -34,6 +36,12 @@ struct S3Door::Verified {
 };
 
 namespace {
+
+std::string Lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(c));
+  return out;
+}
 
 std::string RequestId() {
   thread_local std::mt19937_64 random(std::random_device{}());
@@ -85,18 +93,23 @@ std::pair<unsigned, std::string> S3CodeOf(std::error_code e) {
   return {400, "InvalidArgument"};
 }
 
-// The first field the door acts on (the token's, the preconditions') that
-// the signature leaves out, lower-case; "" when each one present is signed.
-// A replayed or relayed request could otherwise be given any token: S3
-// refuses unsigned x-amz-* fields alike.
+// The first field the door acts on (the token's, the preconditions') or
+// the object keeps (x-amz-meta-*) that the signature leaves out,
+// lower-case; "" when each one present is signed. A replayed or relayed
+// request could otherwise be given any token or metadata: S3 refuses
+// unsigned x-amz-* fields alike.
 std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
   static constexpr std::string_view kMustBeSigned[] = {
-      "fencing-token", "x-amz-meta-fencing-token", "if-match", "if-none-match"};
-  for (const std::string_view name : kMustBeSigned) {
-    if (request.count(name) > 0 &&
+      "fencing-token", "if-match", "if-none-match"};
+  for (const auto& field : request) {
+    const std::string name = Lower(field.name_string());
+    // The object keeps its metadata: none of it is a relay's to add.
+    if ((name.rfind("x-amz-meta-", 0) == 0 ||
+         std::find(std::begin(kMustBeSigned), std::end(kMustBeSigned), name) !=
+             std::end(kMustBeSigned)) &&
         std::find(claim.signed_headers.begin(), claim.signed_headers.end(),
                   name) == claim.signed_headers.end()) {
-      return std::string(name);
+      return name;
     }
   }
   return "";
@@ -121,19 +134,65 @@ std::vector<sigv4::QueryParam> OperationParams(std::string_view query) {
   return out;
 }
 
-// Whether a write asks for what the s3:// backend does not pass on to the
-// store (server-side encryption, object lock): refused, never dropped
-// silently, for an object stored plain or unlocked would betray it.
-bool AsksWhatIsNotKept(const Request& request) {
+// Why a request is refused for a field S3 would act on that the door
+// neither keeps nor does.
+struct NotKept {
+  unsigned status;
+  std::string code;
+  std::string message;
+};
+
+// The first x-amz-* field of an object request that S3 would act on and the
+// door does not (tagging, ACLs, another storage class, object lock,
+// server-side encryption, a website redirect, ...), with S3's error for it:
+// never dropped silently, for an object stored untagged, unlocked, plain or
+// private when it was asked otherwise would betray its writer. What the
+// store does anyway is taken (x-amz-acl private, STANDARD). Kept fields
+// (storage::KeptWithObject) travel with the write; checksums and the
+// signature's fields are checked by Authenticate.
+std::optional<NotKept> WhatIsNotKept(const Request& request) {
+  static constexpr std::string_view kTaken[] = {
+      "x-amz-date",           "x-amz-content-sha256",
+      "x-amz-security-token", "x-amz-decoded-content-length",
+      "x-amz-trailer",        "x-amz-sdk-checksum-algorithm",
+      "x-amz-user-agent",     "x-amz-request-payer"};
+  static constexpr std::string_view kCannedAcls[] = {
+      "public-read",   "public-read-write", "authenticated-read",
+      "aws-exec-read", "bucket-owner-read", "log-delivery-write"};
   for (const auto& field : request) {
-    std::string name(field.name_string());
-    for (char& c : name) c = static_cast<char>(std::tolower(c));
-    if (name.rfind("x-amz-server-side-encryption", 0) == 0 ||
-        name.rfind("x-amz-object-lock", 0) == 0) {
-      return true;
+    const std::string name = Lower(field.name_string());
+    const std::string_view value = field.value();
+    if (name.rfind("x-amz-", 0) != 0 || name.rfind("x-amz-meta-", 0) == 0 ||
+        name.rfind("x-amz-checksum-", 0) == 0 ||
+        std::find(std::begin(kTaken), std::end(kTaken), name) !=
+            std::end(kTaken)) {
+      continue;
     }
+    if (name == "x-amz-acl") {
+      // The bucket's default: the writer (the store's key) owns the object.
+      if (value == "private" || value == "bucket-owner-full-control") continue;
+      if (std::find(std::begin(kCannedAcls), std::end(kCannedAcls), value) ==
+          std::end(kCannedAcls)) {
+        return NotKept{400, "InvalidArgument", "x-amz-acl is not a canned ACL"};
+      }
+      return NotKept{501, "NotImplemented",
+                     "fencepost stores objects private (the bucket's "
+                     "default); x-amz-acl " +
+                         std::string(value) + " is not supported"};
+    }
+    if (name == "x-amz-storage-class") {
+      if (value == "STANDARD") continue;
+      return NotKept{400, "InvalidStorageClass",
+                     "The storage class you specified is not valid: "
+                     "fencepost stores objects in STANDARD only"};
+    }
+    return NotKept{501, "NotImplemented",
+                   "fencepost does not support " + name +
+                       " (tagging, ACL grants, object lock, server-side "
+                       "encryption, website redirects and copies are not "
+                       "done; the object would be stored without them)"};
   }
-  return false;
+  return std::nullopt;
 }
 
 // What a problem+json answer of the data port is in S3's terms.
@@ -206,13 +265,37 @@ Response S3Door::InS3Terms(const Request& request, Response answer) {
 S3Door::S3Door(Options options, storage::S3Backend& backend, DataPort data)
     : options_(std::move(options)), backend_(backend), data_(std::move(data)) {}
 
+namespace {
+
+// The keys let whoever reads them write as fencepost's clients: a file
+// others may read or change is refused, as ssh refuses such a private key
+// and PostgreSQL such a key file (0600, or 0640 when root owns it).
+void CheckPrivate(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return;  // the open says why
+  const mode_t allowed = st.st_uid == 0 ? 0640 : 0600;
+  if ((st.st_mode & 0777 & ~allowed) == 0) return;
+  char mode[8];
+  std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
+  throw std::runtime_error(
+      path + " is open to others (mode " + mode +
+      "): whoever reads it can sign as fencepost's clients; chmod 600 " + path +
+      " (or 640 with root as its owner)");
+}
+
+}  // namespace
+
 std::map<std::string, sigv4::Secret> S3Door::LoadClients(
     const std::string& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot read " + path);
+  CheckPrivate(path);
   std::map<std::string, sigv4::Secret> clients;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
+    // A UTF-8 byte order mark (some editors write one) is no part of the
+    // first key id.
+    if (number == 1 && line.rfind("\xef\xbb\xbf", 0) == 0) line.erase(0, 3);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::size_t start = line.find_first_not_of(" \t");
     if (start == std::string::npos || line[start] == '#') continue;
@@ -306,6 +389,20 @@ S3Door::Verified S3Door::Payload(
   };
   const std::string& body = request.body();
   const std::string payload(request["x-amz-content-sha256"]);
+  const bool unsigned_payload = claim.presigned ||
+                                payload == sigv4::kUnsignedPayload ||
+                                payload == sigv4::kStreamingUnsignedTrailer;
+  if (unsigned_payload && request.method() == http::verb::put &&
+      !options_.unsigned_payloads) {
+    // As S3 answers a bucket policy that denies requests without TLS.
+    return refuse(
+        403, "AccessDenied",
+        "on plain HTTP a PUT's body must be covered by its signature "
+        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
+        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
+        "presigned PUTs need the door on TLS (--tls-cert) or "
+        "--s3-allow-unsigned-payload");
+  }
   if (claim.presigned || payload == sigv4::kUnsignedPayload) {
     out.body = body;
   } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {
@@ -399,13 +496,15 @@ Awaitable<Response> S3Door::Handle(const Request& request,
     co_return co_await Bucket(request, params, id);
   }
   if (!params.empty() || request.count("x-amz-copy-source") > 0 ||
-      method == http::verb::post || AsksWhatIsNotKept(request)) {
+      method == http::verb::post) {
     co_return error(
         501, "NotImplemented",
         "fencepost fences PutObject, GetObject, HeadObject and DeleteObject "
-        "only: multipart uploads, copies, ACLs, tagging, server-side "
-        "encryption, object lock and the rest are not supported (a fence "
-        "cannot be checked across parts)");
+        "only: multipart uploads, copies, ACLs, tagging and the rest are not "
+        "supported (a fence cannot be checked across parts)");
+  }
+  if (const std::optional<NotKept> refused = WhatIsNotKept(request)) {
+    co_return error(refused->status, refused->code, refused->message);
   }
   if (method != http::verb::put && method != http::verb::get &&
       method != http::verb::head && method != http::verb::delete_) {
@@ -516,6 +615,11 @@ Awaitable<Response> S3Door::Object(const Request& request, std::string key,
     data.insert("Fencing-Token", token);
   }
   if (request.method() == http::verb::put) {
+    for (const auto& field : request) {
+      if (storage::KeptWithObject(field.name_string())) {
+        data.insert(field.name_string(), field.value());
+      }
+    }
     data.body() = std::move(body);
     data.content_length(data.body().size());
   }

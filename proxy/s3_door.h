@@ -28,19 +28,28 @@ namespace fencepost::proxy {
 // store's credentials are never handed out. Header-signed and presigned
 // requests; the payload hash is checked against the body, aws-chunked
 // bodies are decoded with every chunk signature and checksum checked; a
-// clock more than 15 minutes off is refused.
-// The fields the door acts on (Fencing-Token, x-amz-meta-fencing-token,
-// If-Match, If-None-Match) must be among the signed ones, else 403
-// AccessDenied, as S3 wants of every x-amz-* field.
+// clock more than 15 minutes off is refused. A PUT whose body the
+// signature does not cover is taken only where Options::unsigned_payloads
+// says.
+// The fields the door acts on (Fencing-Token, If-Match, If-None-Match) and
+// user metadata (x-amz-meta-*, the token's among them) must be among the
+// signed ones, else 403 AccessDenied, as S3 wants of every x-amz-* field.
 //
 // PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY go through the data
 // port's own routes (`data`, called as an authenticated request): the
 // fence is the key's, as on the data port, and every rule, count, event and
 // log line is the same. The token comes from Fencing-Token or
-// x-amz-meta-fencing-token. GET /BUCKET?list-type=2 is the store's listing
-// within PREFIX; HEAD /BUCKET and GET /BUCKET?location answer for the
-// bucket. Every other operation (multipart uploads, copies, ACLs, other
-// buckets' names aside) is 501 NotImplemented.
+// x-amz-meta-fencing-token. A PUT's fields that S3 keeps with an object
+// (storage::KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*,
+// ...) go with it and come back on GET and HEAD; a field S3 would act on
+// that the door does not (x-amz-tagging, an x-amz-acl other than private,
+// a storage class other than STANDARD, object lock, server-side
+// encryption, ...) is refused with S3's error for it (501 NotImplemented,
+// 400 InvalidStorageClass or InvalidArgument), never dropped. GET
+// /BUCKET?list-type=2 is the store's listing within PREFIX; HEAD /BUCKET
+// and GET /BUCKET?location answer for the bucket. Every other operation
+// (multipart uploads, copies, ACLs, other buckets' names aside) is 501
+// NotImplemented.
 //
 // Errors are S3's error XML (Code, Message, Resource, RequestId) with an
 // x-amz-request-id: 409 StaleFencingToken (the current token in the message
@@ -64,6 +73,12 @@ class S3Door {
     std::map<std::string, sigv4::Secret> clients;
     std::chrono::seconds max_skew{15 * 60};
     std::uint64_t max_body = 4194304;  // --max-body, of the decoded body
+    // Whether a PUT may carry a body its signature does not cover
+    // (UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, presigned):
+    // over TLS, or with --s3-allow-unsigned-payload. Else 403 AccessDenied,
+    // for on plain HTTP a relay could swap such a body under the sender's
+    // token.
+    bool unsigned_payloads = false;
   };
 
   // `backend` lists the bucket; `data` answers object requests. Both must
@@ -78,9 +93,11 @@ class S3Door {
   static Response InS3Terms(const Request& request, Response answer);
 
   // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
-  // lines and '#' comments skipped). Throws std::runtime_error naming the
-  // file and line, never a secret, when it cannot be read, a line is
-  // malformed, an id is repeated or there is none.
+  // lines and '#' comments skipped, a UTF-8 byte order mark ignored).
+  // Throws std::runtime_error naming the file and line, never a secret,
+  // when it cannot be read, others may read or change it (a mode other
+  // than 0600, or 0640 when root owns it), a line is malformed, an id is
+  // repeated or there is none.
   static std::map<std::string, sigv4::Secret> LoadClients(
       const std::string& path);
 

@@ -11,6 +11,8 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "fence/committer.h"
 #include "fence/fence_record.h"
@@ -43,6 +45,11 @@ struct WriteRequest {
   bool observe = false;
   std::string body;
   std::string content_type;  // as sent; empty: none
+  // The request's fields a store keeps with its value besides Content-Type
+  // (KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*, ...),
+  // as sent: the s3:// backend stores them with the object and answers them
+  // on GET and HEAD; the other backends do not keep them.
+  std::vector<std::pair<std::string, std::string>> object_fields;
   // If-Match / If-None-Match, checked after the token by the engine (a
   // forwarding backend sends them upstream in `original` instead).
   fence::Precondition precondition;

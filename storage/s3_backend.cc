@@ -1,7 +1,9 @@
 #include "storage/s3_backend.h"
 
+#include <algorithm>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/string.hpp>
 #include <stdexcept>
 #include <utility>
 
@@ -168,6 +170,14 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
     const auto it = answer.find(name);
     if (it != answer.end()) relay.set(name, it->value());
   }
+  // The object's own metadata; its token goes as Fencing-Token.
+  for (const auto& field : answer) {
+    if (KeptWithObject(field.name_string()) &&
+        std::find(std::begin(kRelayed), std::end(kRelayed), field.name()) ==
+            std::end(kRelayed)) {
+      relay.insert(field.name_string(), field.value());
+    }
+  }
   if (result.token) relay.set("Fencing-Token", std::to_string(*result.token));
   if (request.head) {
     const auto length = answer.find(bhttp::field::content_length);
@@ -211,8 +221,15 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
     co_return result;
   }
   std::string why;
-  std::optional<std::string> listing = RewriteListing(
-      answer.body(), key_prefix, query, options_.bucket.bucket, &why);
+  bool needs_url_encoding = false;
+  std::optional<std::string> listing =
+      RewriteListing(answer.body(), key_prefix, query, options_.bucket.bucket,
+                     &why, &needs_url_encoding);
+  if (needs_url_encoding) {
+    result.error = std::make_error_code(std::errc::invalid_argument);
+    result.detail = std::move(why);
+    co_return result;
+  }
   if (!listing) {
     result.error = Errc::kUpstreamFailed;
     result.detail = "S3 GET " + store_target + ": " + why;
@@ -279,6 +296,16 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
                 ObjectOf(request.key), put ? request.body : "");
   if (put && !request.content_type.empty()) {
     write.set(bhttp::field::content_type, request.content_type);
+  }
+  // What S3 keeps with the object besides its type, as the client sent it.
+  for (const auto& [name, value] : request.object_fields) {
+    if (!put || !KeptWithObject(name)) continue;
+    if (beast::iequals(name, "content-encoding")) {
+      const std::string coding = StoredContentEncoding(value);
+      if (!coding.empty()) write.insert(bhttp::field::content_encoding, coding);
+    } else {
+      write.insert(name, value);
+    }
   }
   if (put && request.token) {
     write.set("x-amz-meta-fencing-token", std::to_string(*request.token));

@@ -27,12 +27,15 @@ namespace fencepost::storage {
 // elsewhere (ValueGate), as for fs: and http://: the fence's turn, the fence
 // durable and told first, then the PutObject or DeleteObject.
 //
-// Requests: PUT is PutObject with the body, its Content-Type and
-// x-amz-meta-fencing-token: N; DELETE is DeleteObject; GET and HEAD are
-// GetObject and HeadObject with the client's Range, relayed with ETag,
-// Content-Type, Last-Modified, Content-Length, Content-Range,
-// Accept-Ranges and Fencing-Token (from the object's metadata). The
-// client's query and other fields never reach the store.
+// Requests: PUT is PutObject with the body, its Content-Type, the fields
+// S3 keeps with an object (WriteRequest::object_fields: Content-Encoding
+// less aws-chunked, Cache-Control, Content-Disposition, Content-Language,
+// Expires, x-amz-meta-*) and x-amz-meta-fencing-token: N; DELETE is
+// DeleteObject; GET and HEAD are GetObject and HeadObject with the client's
+// Range, relayed with ETag, Content-Type, Last-Modified, Content-Length,
+// Content-Range, Accept-Ranges, those kept fields and Fencing-Token (from
+// the object's metadata). The client's query and other fields never reach
+// the store.
 //
 // Preconditions are fencepost's: the object's ETag is read (HeadObject) in
 // the key's turn and again once the turn among replicas is taken, and the
@@ -83,7 +86,9 @@ class S3Backend : public Backend, private ValueStore {
   // store's listing rewritten by RewriteListing. found, and `upstream`: 200
   // with the client's ListBucketResult (application/xml, Content-Length).
   // Errors (nothing else set): std::errc::invalid_argument when the query is
-  // refused, `detail` then S3's message for a 400 InvalidArgument;
+  // refused, or the listing holds a name XML cannot carry and the client did
+  // not ask encoding-type=url (RewriteListing), `detail` then S3's message
+  // for a 400 InvalidArgument;
   // Errc::kUpstreamFailed when the store did not answer (a request never
   // sent goes once more) or its listing cannot be read; Errc::kStoreRefused
   // with `store_error` for the store's own error answers (as Read). The

@@ -1,9 +1,11 @@
 #include "storage/s3_request.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "codec/base64.h"
+#include "codec/utf8.h"
 #include "fence/token.h"
 #include "http/host_port.h"
 #include "sigv4/canonical.h"
@@ -108,6 +110,38 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
   for (std::size_t i = given; i < to_sign.headers.size(); ++i) {
     request.insert(to_sign.headers[i].name, to_sign.headers[i].value);
   }
+}
+
+bool KeptWithObject(std::string_view name) {
+  static constexpr std::string_view kKept[] = {
+      "content-encoding", "cache-control", "content-disposition",
+      "content-language", "expires"};
+  std::string lower(name);
+  for (char& c : lower) c = static_cast<char>(std::tolower(c));
+  if (lower.rfind("x-amz-meta-", 0) == 0) {
+    return lower.size() > 11 && lower != "x-amz-meta-fencing-token";
+  }
+  return std::find(std::begin(kKept), std::end(kKept), lower) !=
+         std::end(kKept);
+}
+
+std::string StoredContentEncoding(std::string_view value) {
+  std::string out;
+  while (!value.empty()) {
+    const std::size_t comma = std::min(value.find(','), value.size());
+    std::string_view coding = value.substr(0, comma);
+    value.remove_prefix(std::min(comma + 1, value.size()));
+    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
+      coding.remove_prefix(1);
+    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
+      coding.remove_suffix(1);
+    std::string lower(coding);
+    for (char& c : lower) c = static_cast<char>(std::tolower(c));
+    if (lower.empty() || lower == "aws-chunked") continue;
+    if (!out.empty()) out += ",";
+    out += coding;
+  }
+  return out;
 }
 
 S3Error ParseS3Error(const http::Response& response) {
@@ -381,6 +415,18 @@ std::optional<std::string> DecodeXmlText(std::string_view text) {
   return out;
 }
 
+// Whether XML 1.0 can carry `raw` as character data: UTF-8 without the C0
+// control characters it has no place for (all but tab, LF and CR).
+bool XmlCarries(std::string_view raw) {
+  for (const char c : raw) {
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\t' && c != '\n' &&
+        c != '\r') {
+      return false;
+    }
+  }
+  return codec::IsValidUtf8(raw);
+}
+
 // A key, prefix, delimiter or start-after as the client reads it.
 std::string ForClient(std::string_view raw, bool url) {
   return EscapeXml(url ? sigv4::UriEncode(raw, true) : std::string(raw));
@@ -401,6 +447,8 @@ struct ListPage {
   std::map<std::string, std::string, std::less<>> leaves;  // decoded
   std::string entries;  // Contents and CommonPrefixes, for the client
   std::size_t kept = 0;
+  // Without encoding-type=url: the first name XML cannot carry, if any.
+  std::optional<std::string> uncarried;
 };
 
 // A Contents or CommonPrefixes element (`entry`) for the client, its
@@ -424,6 +472,9 @@ bool AddEntry(const XmlElement& entry, std::string_view key_name,
   if (malformed || !key) return false;
   const std::optional<std::string_view> stripped = Strip(*key, key_prefix);
   if (!stripped) return true;
+  if (!url && !XmlCarries(*stripped) && !page->uncarried) {
+    page->uncarried = std::string(*stripped);
+  }
   const std::string name(entry.name);
   const std::string tag(key_name);
   page->entries += "<" + name + "><" + tag + ">" + ForClient(*stripped, url) +
@@ -577,7 +628,8 @@ std::optional<std::string> RewriteListing(std::string_view store_xml,
                                           std::string_view key_prefix,
                                           const S3ListQuery& query,
                                           std::string_view bucket,
-                                          std::string* error) {
+                                          std::string* error,
+                                          bool* needs_url_encoding) {
   if (store_xml.size() > kMaxListingBytes) {
     *error = "the store's listing is larger than " +
              std::to_string(kMaxListingBytes) + " bytes";
@@ -602,6 +654,23 @@ std::optional<std::string> RewriteListing(std::string_view store_xml,
   }
   if (malformed) {
     *error = "the store's ListBucketResult is not well-formed";
+    return std::nullopt;
+  }
+  for (const std::string_view leaf : {"Prefix", "Delimiter", "StartAfter"}) {
+    const auto it = page.leaves.find(leaf);
+    if (!query.url_encoding && !page.uncarried && it != page.leaves.end() &&
+        !XmlCarries(it->second)) {
+      page.uncarried = std::string(
+          Strip(it->second, key_prefix).value_or(std::string_view(it->second)));
+    }
+  }
+  if (page.uncarried) {
+    // Dropping or replacing what XML cannot carry would show another name.
+    *error = "the listing holds the name " +
+             sigv4::UriEncode(*page.uncarried, true) +
+             " (percent-encoded here), which XML 1.0 cannot carry: list with "
+             "encoding-type=url";
+    if (needs_url_encoding != nullptr) *needs_url_encoding = true;
     return std::nullopt;
   }
   return WriteListing(page, key_prefix, query, bucket);

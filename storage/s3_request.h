@@ -55,6 +55,18 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
             const sigv4::Credentials& credentials,
             std::chrono::system_clock::time_point time);
 
+// Whether S3 keeps the request field `name` (any case) with the object a
+// PutObject writes and answers it on GetObject and HeadObject:
+// Content-Encoding, Cache-Control, Content-Disposition, Content-Language,
+// Expires and user metadata (x-amz-meta-*), less x-amz-meta-fencing-token,
+// which is fencepost's. Content-Type travels on its own.
+bool KeptWithObject(std::string_view name);
+
+// A Content-Encoding value without its aws-chunked coding (SigV4's framing
+// of the body, which S3 takes off and never stores); "" when nothing else
+// is left.
+std::string StoredContentEncoding(std::string_view value);
+
 // What an S3 error answer says (its XML: <Error><Code>, <Message>,
 // <RequestId>); the request id also from x-amz-request-id when the body
 // has none. Empty strings for what is absent; each value at most 256 bytes,
@@ -149,12 +161,20 @@ inline constexpr std::size_t kMaxListingBytes = 16u << 20;
 // nullopt, with why in `*error`, when `store_xml` is not a ListBucketResult
 // this reader takes: larger than kMaxListingBytes, not well-formed as far as
 // it reads, an unknown entity, a Contents without a Key, or the store's own
-// EncodingType (never asked for).
+// EncodingType (never asked for). Also nullopt, with `*needs_url_encoding`
+// (when given) set true and the name percent-encoded in `*error`, when the
+// client did not ask encoding-type=url and a key, common prefix, Prefix,
+// Delimiter or StartAfter holds what XML 1.0 cannot carry (a C0 control
+// character other than tab, LF and CR, or bytes that are not UTF-8):
+// dropping or replacing it would show another name, and a character
+// reference to it (&#1;) is not XML either; every client that meets such
+// keys can ask for url encoding (boto3 and the AWS CLI always do).
 std::optional<std::string> RewriteListing(std::string_view store_xml,
                                           std::string_view key_prefix,
                                           const S3ListQuery& query,
                                           std::string_view bucket,
-                                          std::string* error);
+                                          std::string* error,
+                                          bool* needs_url_encoding = nullptr);
 
 // `text` as XML character data or an attribute value: & < > " escaped, a
 // CR as &#13; (which a reader's line-end normalisation keeps), the other

@@ -7,7 +7,8 @@
 #    the next block to NAME --> is written to NAME in the clients' working
 #    directory;
 #  - the block after <!-- tests/coordination/s3_clients.sh serves with the
-#    next block --> is the `fencepost serve` line: fencepost runs with its
+#    next block --> ends with the `fencepost serve` line: its lines before
+#    it run first (in the clients' directory), then fencepost runs with its
 #    flags (the front door on a free port instead of 7402);
 #  - each console block after <!-- tests/coordination/s3_clients.sh runs
 #    the next console block -->: every `$ COMMAND` runs in one shell
@@ -249,8 +250,13 @@ while read -r n action name; do
       sed "s/$door_address/${door:-$door_address}/g" "$block" >"$run/$name"
       ;;
     serve)
-      line=$(<"$block")
-      [[ $line == 'fencepost serve '* ]] || fail "the serve block is not a \`fencepost serve\` line: $line"
+      # Lines before the last (chmod, say) run first in the clients' directory.
+      line=$(tail -n 1 "$block")
+      if (($(wc -l <"$block") > 1)); then
+        (cd "$run" && bash -euo pipefail -c "$(head -n -1 "$block")") ||
+          fail "the serve block's first lines failed"
+      fi
+      [[ $line == 'fencepost serve '* ]] || fail "the serve block does not end with a \`fencepost serve\` line: $line"
       eval "serve_flags=(${line#fencepost serve })"
       prefix=$(sed -nE 's|.*--backend s3://fencepost/([^ ]+).*|\1|p' <<<"$line")
       [[ -n $prefix ]] || fail "the serve line has no --backend s3://fencepost/PREFIX"

@@ -118,6 +118,27 @@ TEST(ConfigTest, TheS3FlagsAndTheirDefaults) {
       Parse({"--backend", "https://x/base", "--upstream-tls-ca", "ca.pem"}));
 }
 
+// The switch that lets a plain-HTTP door take unsigned payloads belongs
+// to the door: off by default, refused without --s3-listen.
+TEST(ConfigTest, AllowingUnsignedPayloadsNeedsTheFrontDoor) {
+  const std::vector<std::string> door = {"--backend",
+                                         "s3://state",
+                                         "--s3-listen",
+                                         "127.0.0.1:0",
+                                         "--s3-client-credentials",
+                                         "clients"};
+  EXPECT_FALSE(Parse(door).config.s3_allow_unsigned_payload);
+  std::vector<std::string> allowed = door;
+  allowed.push_back("--s3-allow-unsigned-payload");
+  EXPECT_TRUE(Parse(allowed).config.s3_allow_unsigned_payload);
+  EXPECT_TRUE(Parse(door, {{"FENCEPOST_S3_ALLOW_UNSIGNED_PAYLOAD", "1"}})
+                  .config.s3_allow_unsigned_payload);
+  EXPECT_THROW(
+      Parse({"--backend", "s3://state", "--s3-allow-unsigned-payload"}),
+      ConfigError);
+  EXPECT_NE(Usage().find("--s3-allow-unsigned-payload"), std::string::npos);
+}
+
 TEST(ConfigTest, HelpAndVersion) {
   EXPECT_EQ(Parse({"--help"}).command, Command::kHelp);
   EXPECT_EQ(Parse({"--version"}).command, Command::kVersion);

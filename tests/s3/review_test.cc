@@ -33,7 +33,8 @@ using Clock = std::chrono::system_clock;
 // Fencing-Token: 18446744073709551615 and close the fence for good, since a
 // fence never goes down. S3 itself refuses x-amz-* fields left unsigned.
 // Seen failing: each added field was honoured (the fence raised to the
-// maximum, the object written).
+// maximum, the object written); metadata, which the object now keeps, was
+// taken unsigned.
 TEST(S3ReviewTest, FieldsOutsideTheSignatureCannotChooseTheToken) {
   Rgw& rgw = Rgw::Shared();
   const std::string prefix = rgw.UniquePrefix("unsigned-fields");
@@ -49,6 +50,7 @@ TEST(S3ReviewTest, FieldsOutsideTheSignatureCannotChooseTheToken) {
       {"x-amz-meta-fencing-token", {}, {"x-amz-meta-fencing-token", kMax}},
       {"If-None-Match", {{"Fencing-Token", "5"}}, {"If-None-Match", "*"}},
       {"If-Match", {{"Fencing-Token", "5"}}, {"If-Match", "\"abc\""}},
+      {"x-amz-meta-owner", {{"Fencing-Token", "5"}}, {"x-amz-meta-owner", "x"}},
   };
   for (const Case& c : cases) {
     http::Request request =

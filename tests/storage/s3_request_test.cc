@@ -316,6 +316,58 @@ TEST(S3RequestTest, AListingLosesPrefixAndWhatIsNotUnderIt) {
   EXPECT_NE(whole->find("<KeyCount>7</KeyCount>"), std::string::npos);
 }
 
+// A name XML 1.0 cannot carry is never shown as another: without
+// encoding-type=url the listing is refused (its error says to ask for it),
+// with it the name is percent-encoded. Seen failing: n/ctl\x01x was listed
+// as n/ctlx.
+TEST(S3RequestTest, ANameXmlCannotCarryIsRefusedOrEncodedNeverChanged) {
+  const S3ListQuery plain = ParseListQuery("list-type=2", "p/");
+  const S3ListQuery url = ParseListQuery("list-type=2&encoding-type=url", "p/");
+  struct Case {
+    std::string store_key;  // as the store wrote it
+    std::string encoded;    // the name, percent-encoded
+  };
+  for (const Case& c : std::vector<Case>{{"p/n/ctl\x01x", "n/ctl%01x"},
+                                         {"p/n/ctl&#1;x", "n/ctl%01x"},
+                                         {"p/n/ctl&#x1b;x", "n/ctl%1Bx"},
+                                         {"p/n/bad\xff", "n/bad%FF"}}) {
+    const std::string store = "<ListBucketResult><Contents><Key>" +
+                              c.store_key +
+                              "</Key><Size>1</Size></Contents>"
+                              "<Contents><Key>p/plain</Key><Size>1</Size>"
+                              "</Contents></ListBucketResult>";
+    std::string error;
+    bool needs_url_encoding = false;
+    EXPECT_FALSE(RewriteListing(store, "p/", plain, "state", &error,
+                                &needs_url_encoding))
+        << c.encoded;
+    EXPECT_TRUE(needs_url_encoding) << c.encoded;
+    EXPECT_NE(error.find(c.encoded), std::string::npos) << error;
+    EXPECT_NE(error.find("encoding-type=url"), std::string::npos) << error;
+    needs_url_encoding = false;
+    const std::optional<std::string> listing =
+        RewriteListing(store, "p/", url, "state", &error, &needs_url_encoding);
+    ASSERT_TRUE(listing) << error;
+    EXPECT_FALSE(needs_url_encoding);
+    EXPECT_NE(listing->find("<Key>" + c.encoded + "</Key>"), std::string::npos)
+        << *listing;
+    EXPECT_NE(listing->find("<Key>plain</Key>"), std::string::npos);
+  }
+  // Tab, LF and CR are XML's: listed as they are.
+  std::string error;
+  const std::optional<std::string> listing = RewriteListing(
+      "<ListBucketResult><Contents><Key>p/a\tb\nc&#13;</Key></Contents>"
+      "</ListBucketResult>",
+      "p/", plain, "state", &error);
+  ASSERT_TRUE(listing) << error;
+  EXPECT_NE(listing->find("<Key>a\tb\nc&#13;</Key>"), std::string::npos);
+  // A name beside PREFIX is never shown, so it refuses nothing.
+  EXPECT_TRUE(
+      RewriteListing("<ListBucketResult><Contents><Key>q/\x01</Key></Contents>"
+                     "</ListBucketResult>",
+                     "p/", plain, "state", &error));
+}
+
 TEST(S3RequestTest, AnUnreadableListingIsRefusedNotGuessed) {
   const S3ListQuery query = ParseListQuery("list-type=2", "p/");
   std::string error;
