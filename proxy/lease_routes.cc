@@ -119,7 +119,7 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 LeaseRoutes::LeaseRoutes(RouteContext& context) : RouteUnit(context) {}
 
 Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
-    const Request& req, const fence::LeaseOp& op) {
+    const Request& req, const fence::LeaseOp& op, bool* reserved) {
   if (!fences_.CountsLeases()) co_return std::nullopt;
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(op.name, op.fence);
@@ -132,7 +132,11 @@ Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
   // A renewal, or an acquire of a live lease (a 409), costs no count.
   if (!fence::CountsAgainstLeaseLimit(op, state)) co_return std::nullopt;
   const std::optional<std::size_t> held = fences_.HeldLeases();
-  if (!held || !fence::OverLeaseLimit(op, state, *held, config_.max_leases)) {
+  if (!held) co_return std::nullopt;
+  if (!fence::OverLeaseLimit(op, state, *held + pending_grants_,
+                             config_.max_leases)) {
+    ++pending_grants_;
+    *reserved = true;
     co_return std::nullopt;
   }
   metrics_.LeaseLimitReached();
@@ -166,12 +170,15 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
       !error.empty()) {
     co_return BadLeaseBody(req, name, std::move(error));
   }
-  if (auto refused = co_await RefuseLeaseLimit(req, op)) {
+  bool reserved = false;
+  if (auto refused = co_await RefuseLeaseLimit(req, op, &reserved)) {
     co_return std::move(*refused);
   }
   const std::string holder = op.holder;
   const std::string op_fence = op.fence;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
+  // The store counts the lease now if it was granted.
+  if (reserved) --pending_grants_;
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }

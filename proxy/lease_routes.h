@@ -43,14 +43,22 @@ class LeaseRoutes : private RouteUnit {
 
  private:
   // The 507 for an acquire that would make a live lease past --max-leases;
-  // nullopt for a renewal (by the holder of record) and under the limit.
+  // nullopt for a renewal (by the holder of record) and under the limit,
+  // where a grant that counts takes one of the room's places
+  // (`*reserved`) until its commit has answered and the store counts it.
+  // The count and the place are taken with no suspension between them, on
+  // the one io thread, so concurrent grants cannot all see the same room.
   Awaitable<std::optional<Response>> RefuseLeaseLimit(const Request& request,
-                                                      const fence::LeaseOp& op);
+                                                      const fence::LeaseOp& op,
+                                                      bool* reserved);
   // The answer to a lease operation that failed (counts a noticed expiry).
   Response LeaseFailure(const Request& request, const std::string& name,
                         const fence::WriteOutcome& outcome);
   // Submits a lease operation to the committer of its fence.
   Awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
+
+  // Grants admitted under --max-leases whose commit has not answered yet.
+  std::size_t pending_grants_ = 0;
 };
 
 }  // namespace fencepost::proxy
