@@ -448,6 +448,8 @@ class Nemesis {
   }
 
   void Run(int seconds, std::uint32_t seed) {
+    std::cout << "nemesis " << Describe(backend_) << ": seed " << seed
+              << " (FENCEPOST_NEMESIS_SEED replays its faults)" << std::endl;
     SetUpStores();
     if (::testing::Test::HasFatalFailure()) return;
     Start();
