@@ -1,8 +1,6 @@
 #include "proxy/assembly.h"
 
-#include <fcntl.h>
 #include <spdlog/spdlog.h>
-#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -11,9 +9,6 @@
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
-#include <charconv>
-#include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -132,115 +127,13 @@ std::string RunToEnd(asio::io_context& io, Awaitable<std::string> task,
 
 }  // namespace
 
-void Assembly::DataDirLock::MarkStopped() const {
-  if (fd < 0) return;             // no data directory (fences in etcd)
-  if (unclean && !known) return;  // the pid stays: the next start holds
-  std::string mark = "stopped";
-  if (hold_until > std::chrono::system_clock::now()) {
-    mark +=
-        " hold-until=" +
-        std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                           hold_until.time_since_epoch())
-                           .count());
-  }
-  mark += "\n";
-  // Written over the pid, then cut to length and synced: a power cut on
-  // the way leaves a mark that does not read "stopped" (unclean: the next
-  // start holds longest), never an empty one.
-  if (::pwrite(fd, mark.data(), mark.size(), 0) !=
-          static_cast<ssize_t>(mark.size()) ||
-      ::ftruncate(fd, static_cast<off_t>(mark.size())) != 0 ||
-      ::fsync(fd) != 0) {
-    spdlog::warn("cannot mark the data directory stopped: {}",
-                 std::strerror(errno));
-  }
-}
-
-std::chrono::milliseconds Assembly::StartHold(const Config& config) {
-  const auto now = std::chrono::system_clock::now();
-  const std::chrono::milliseconds most =
-      Millis(config.upstream_timeout + config.upstream_settle);
-  std::chrono::milliseconds hold{0};
-  if (lock_.unclean) {
-    hold = most;
-  } else if (lock_.hold_until > now) {
-    hold = std::min(most, std::chrono::ceil<std::chrono::milliseconds>(
-                              lock_.hold_until - now));
-  }
-  lock_.hold_until = std::max(lock_.hold_until, now + hold);
-  lock_.known = true;
-  if (hold > std::chrono::milliseconds(0)) {
-    spdlog::warn(
-        "the last process {}: every fence waits {} ms before its next write",
-        lock_.unclean ? "did not stop cleanly"
-                      : "stopped with writes whose outcome is unknown",
-        hold.count());
+std::chrono::milliseconds Assembly::StartHold() {
+  const std::chrono::milliseconds hold = lock_.InheritedHold();
+  if (hold.count() > 0) {
+    spdlog::warn("{}: every fence waits {} ms before its next write",
+                 lock_.why(), hold.count());
   }
   return hold;
-}
-
-Assembly::DataDirLock Assembly::LockDataDir(const std::string& dir) {
-  DataDirLock lock;
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    // The cause (a parent not writable, a file in the way): opening the
-    // lock file below would only say "No such file or directory".
-    lock.error = "data directory " + dir +
-                 " is not usable: cannot create it: " + ec.message();
-    return lock;
-  }
-  const std::string path = dir + "/fencepost.lock";
-  lock.fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock.fd < 0) {
-    lock.error = "data directory " + dir + " is not usable: cannot open " +
-                 path + ": " + std::strerror(errno);
-    return lock;
-  }
-  char previous[64] = {};
-  const ssize_t n = ::pread(lock.fd, previous, sizeof previous - 1, 0);
-  std::string holder(previous, n > 0 ? static_cast<std::size_t>(n) : 0);
-  while (!holder.empty() && holder.back() == '\n') holder.pop_back();
-  if (::flock(lock.fd, LOCK_EX | LOCK_NB) != 0) {
-    const int error = errno;
-    ::close(lock.fd);
-    lock.fd = -1;
-    lock.error = error != EWOULDBLOCK
-                     ? "cannot lock " + path + ": " + std::strerror(error)
-                     : "data directory " + dir +
-                           " is in use by another fencepost (pid " +
-                           (holder.empty() ? "unknown" : holder) + ")";
-    return lock;
-  }
-  // "stopped", "stopped hold-until=MS", or the pid of a process that did
-  // not stop cleanly (none: a new directory).
-  static constexpr std::string_view kStopped = "stopped";
-  static constexpr std::string_view kHoldUntil = " hold-until=";
-  const bool stopped = holder.rfind(kStopped, 0) == 0;
-  lock.unclean = !holder.empty() && !stopped;
-  if (stopped && holder.size() > kStopped.size()) {
-    const std::string_view rest =
-        std::string_view(holder).substr(kStopped.size());
-    std::int64_t ms = 0;
-    const char* digits = rest.data() + kHoldUntil.size();
-    const char* end = rest.data() + rest.size();
-    if (rest.rfind(kHoldUntil, 0) == 0 &&
-        std::from_chars(digits, end, ms).ptr == end && digits != end) {
-      lock.hold_until =
-          std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
-    } else {
-      lock.unclean = true;  // a mark this version did not write: hold
-    }
-  }
-  const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(lock.fd, 0) != 0 ||
-      ::pwrite(lock.fd, pid.data(), pid.size(), 0) !=
-          static_cast<ssize_t>(pid.size()) ||
-      ::fsync(lock.fd) != 0) {
-    spdlog::warn("cannot write the pid into {}: {}", path,
-                 std::strerror(errno));
-  }
-  return lock;  // the descriptor stays open, and locked, until exit
 }
 
 Assembly::~Assembly() = default;
@@ -252,9 +145,16 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
   // With fences in etcd the data directory is not used at all.
   const bool shared = config.etcd.has_value();
   if (!shared) {
-    self->lock_ = LockDataDir(config.data_dir);
-    if (!self->lock_.error.empty()) {
-      *failure = {self->lock_.error};
+    // How long a write sent elsewhere may land after this process.
+    using Kind = storage::BackendSpec::Kind;
+    const Kind kind = config.backend_spec.kind;
+    const std::chrono::milliseconds bound =
+        kind == Kind::kHttp || kind == Kind::kS3
+            ? Millis(config.upstream_timeout + config.upstream_settle)
+            : std::chrono::milliseconds(0);
+    self->lock_ = DataDirLock(config.data_dir, bound);
+    if (!self->lock_.error().empty()) {
+      *failure = {self->lock_.error()};
       return nullptr;
     }
   }
@@ -268,17 +168,11 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
       !self->WatchEtcd(config, failure) || !self->MakeServer(config, failure)) {
     return nullptr;
   }
-  // Backends that send nothing elsewhere have nothing to hand on.
-  self->lock_.known = true;
   return self;
 }
 
 void Assembly::Stop() {
-  if (backend_) {
-    lock_.hold_until =
-        std::max(lock_.hold_until,
-                 std::chrono::system_clock::now() + backend_->HoldLeft());
-  }
+  if (backend_) lock_.SetHoldLeft(backend_->HoldLeft());
   if (shards_) shards_->Stop();
 }
 
@@ -407,9 +301,9 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
       options.settle = Millis(config.upstream_settle);
       options.tls_ca = config.upstream_tls_ca;
       options.forward_token = config.forward_token;
-      // After a crash, writes the last process had forwarded may still be
-      // applied upstream: every fence waits out the settle time first.
-      options.hold_at_start = StartHold(config);
+      // Writes the last process had forwarded may still be applied
+      // upstream: every fence waits out what it left first.
+      options.hold_at_start = StartHold();
       options.strip_authorization =
           !config.auth_token_file.empty() && !config.forward_authorization;
       if (test.disable_upstream_gate) {
@@ -459,7 +353,7 @@ bool Assembly::MakeS3Backend(const Config& config, const TestSwitches& test,
   options.tls_ca = config.upstream_tls_ca;
   options.timeout = Millis(config.upstream_timeout);
   options.settle = Millis(config.upstream_settle);
-  options.hold_at_start = StartHold(config);
+  options.hold_at_start = StartHold();
   if (test.disable_upstream_gate) {
     options.disable_gate = true;
     spdlog::critical(

@@ -10,6 +10,7 @@
 #include "fence/shards.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
+#include "proxy/data_dir_lock.h"
 #include "proxy/server.h"
 #include "proxy/service.h"
 #include "proxy/test_switches.h"
@@ -58,36 +59,12 @@ class Assembly {
   // The S3 front door's address (with --s3-listen).
   const boost::asio::ip::tcp::endpoint& s3() const { return s3_; }
 
-  // After io().run() returned: stops the LMDB shards' threads.
+  // After io().run() returned: stops the LMDB shards' threads, and tells
+  // the data directory's lock what the backend's holds have still to run.
   void Stop();
 
  private:
-  // The data directory's lock: DIR/fencepost.lock, held exclusively for the
-  // life of the process (the fs: and http:// backends order writes to a
-  // fence within one process, so two processes must never share a data
-  // directory). It holds the pid while the process runs and "stopped"
-  // after a clean exit, with "hold-until=MS" (Unix milliseconds) when
-  // writes it sent to a store kept elsewhere may still land until then, so
-  // the next start knows whether the last one ended mid-flight and what
-  // it must wait out. A start that fails before it knows leaves the pid.
-  struct DataDirLock {
-    int fd = -1;
-    std::string error;     // why the lock was not taken
-    bool unclean = false;  // the last process did not stop cleanly
-    // Until when writes sent by this process or the ones before it may
-    // land: read at start, handed on at the stop.
-    std::chrono::system_clock::time_point hold_until{};
-    bool known = false;  // hold_until covers the last process's writes
-    void MarkStopped() const;
-  };
-  // Marks the data directory stopped when destroyed.
-  struct StopMark {
-    const DataDirLock& lock;
-    ~StopMark() { lock.MarkStopped(); }
-  };
-
   Assembly() = default;
-  static DataDirLock LockDataDir(const std::string& dir);
   // Each step sets *failure and returns false when the process must stop.
   // --backend s3://: credentials loaded (none found is a failure), the
   // endpoint resolved.
@@ -106,18 +83,16 @@ class Assembly {
   bool MakeBackend(const Config& config, const TestSwitches& test,
                    Failure* failure);
   // How long every fence of a store kept elsewhere (http://, s3://) is
-  // held from the start: after a crash, a write sent just before it may be
-  // on its way for --upstream-timeout and then land within
-  // --upstream-settle; after a clean stop, what was left of its holds.
-  std::chrono::milliseconds StartHold(const Config& config);
+  // held from the start: what the last process left (DataDirLock), logged.
+  std::chrono::milliseconds StartHold();
   bool MakeService(const Config& config, Failure* failure);
   bool MakeServer(const Config& config, Failure* failure);
   // With --fence-store etcd://: etcd's watch feeds the watchers every
   // replica's changes (storage::EtcdWatch).
   bool WatchEtcd(const Config& config, Failure* failure);
 
+  // Destroyed last: marks the directory stopped once all else is done.
   DataDirLock lock_;
-  StopMark stop_mark_{lock_};
   boost::asio::io_context io_{1};
   std::unique_ptr<metrics::Metrics> metrics_;
   std::unique_ptr<fence::Shards> shards_;

@@ -118,6 +118,10 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 LeaseRoutes::LeaseRoutes(RouteContext& context) : RouteUnit(context) {}
 
+LeaseRoutes::PendingGrant::~PendingGrant() {
+  if (count_ != nullptr) --*count_;
+}
+
 Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
     const Request& req, const fence::LeaseOp& op, bool* reserved) {
   if (!fences_.CountsLeases()) co_return std::nullopt;
@@ -174,11 +178,12 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   if (auto refused = co_await RefuseLeaseLimit(req, op, &reserved)) {
     co_return std::move(*refused);
   }
+  // The place is given back once the commit has answered (the store counts
+  // the lease then), however this coroutine ends.
+  const PendingGrant pending(reserved ? &pending_grants_ : nullptr);
   const std::string holder = op.holder;
   const std::string op_fence = op.fence;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
-  // The store counts the lease now if it was granted.
-  if (reserved) --pending_grants_;
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }

@@ -57,6 +57,18 @@ class LeaseRoutes : private RouteUnit {
   // Submits a lease operation to the committer of its fence.
   Awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
 
+  // A place RefuseLeaseLimit reserved, given back when destroyed.
+  class PendingGrant {
+   public:
+    explicit PendingGrant(std::size_t* count) : count_(count) {}
+    ~PendingGrant();
+    PendingGrant(const PendingGrant&) = delete;
+    PendingGrant& operator=(const PendingGrant&) = delete;
+
+   private:
+    std::size_t* count_;
+  };
+
   // Grants admitted under --max-leases whose commit has not answered yet.
   std::size_t pending_grants_ = 0;
 };

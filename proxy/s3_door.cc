@@ -1,10 +1,12 @@
 #include "proxy/s3_door.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
+#include <cstdio>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -103,8 +105,11 @@ std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
       "fencing-token", "if-match", "if-none-match"};
   for (const auto& field : request) {
     const std::string name = Lower(field.name_string());
-    // The object keeps its metadata: none of it is a relay's to add.
-    if ((name.rfind("x-amz-meta-", 0) == 0 ||
+    // The object keeps its metadata and the fields S3 keeps with it: none
+    // of them is a relay's to add.
+    const bool kept =
+        request.method() == http::verb::put && storage::KeptWithObject(name);
+    if ((name.rfind("x-amz-meta-", 0) == 0 || kept ||
          std::find(std::begin(kMustBeSigned), std::end(kMustBeSigned), name) !=
              std::end(kMustBeSigned)) &&
         std::find(claim.signed_headers.begin(), claim.signed_headers.end(),
@@ -159,11 +164,40 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
   static constexpr std::string_view kCannedAcls[] = {
       "public-read",   "public-read-write", "authenticated-read",
       "aws-exec-read", "bucket-owner-read", "log-delivery-write"};
+  // Those Authenticate checks (sigv4's checksum algorithms).
+  static constexpr std::string_view kChecksums[] = {
+      "x-amz-checksum-crc32", "x-amz-checksum-crc32c",
+      "x-amz-checksum-crc64nvme", "x-amz-checksum-sha1",
+      "x-amz-checksum-sha256",
+      // A GET's ask for the object's checksums: answered without them.
+      "x-amz-checksum-mode"};
+  // S3's bound on user metadata: names (less x-amz-meta-) and values.
+  constexpr std::size_t kMaxMetadata = 2048;
+  std::size_t metadata = 0;
   for (const auto& field : request) {
     const std::string name = Lower(field.name_string());
     const std::string_view value = field.value();
-    if (name.rfind("x-amz-", 0) != 0 || name.rfind("x-amz-meta-", 0) == 0 ||
-        name.rfind("x-amz-checksum-", 0) == 0 ||
+    if (name.rfind("x-amz-meta-", 0) == 0) {
+      metadata += name.size() - 11 + value.size();
+      if (metadata > kMaxMetadata) {
+        return NotKept{400, "MetadataTooLarge",
+                       "Your metadata headers exceed the maximum allowed "
+                       "metadata size (2 KB)"};
+      }
+      std::string spelled = name;
+      std::replace(spelled.begin(), spelled.end(), '_', '-');
+      if (spelled == "x-amz-meta-fencing-token" && spelled != name) {
+        return NotKept{400, "InvalidArgument",
+                       name +
+                           " is read as x-amz-meta-fencing-token by some "
+                           "stores; send the token as "
+                           "x-amz-meta-fencing-token or Fencing-Token"};
+      }
+      continue;
+    }
+    if (name.rfind("x-amz-", 0) != 0 ||
+        std::find(std::begin(kChecksums), std::end(kChecksums), name) !=
+            std::end(kChecksums) ||
         std::find(std::begin(kTaken), std::end(kTaken), name) !=
             std::end(kTaken)) {
       continue;
@@ -269,27 +303,48 @@ namespace {
 
 // The keys let whoever reads them write as fencepost's clients: a file
 // others may read or change is refused, as ssh refuses such a private key
-// and PostgreSQL such a key file (0600, or 0640 when root owns it).
-void CheckPrivate(const std::string& path) {
+// and PostgreSQL such a key file (0600, or 0640 when root owns it), and so
+// is one owned by another user than this process's or root. Judged on the
+// open file, so what is read is what was judged.
+std::string ReadPrivate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot read " + path);
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return;  // the open says why
-  const mode_t allowed = st.st_uid == 0 ? 0640 : 0600;
-  if ((st.st_mode & 0777 & ~allowed) == 0) return;
-  char mode[8];
-  std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
-  throw std::runtime_error(
-      path + " is open to others (mode " + mode +
-      "): whoever reads it can sign as fencepost's clients; chmod 600 " + path +
-      " (or 640 with root as its owner)");
+  std::string error;
+  if (::fstat(fd, &st) != 0) {
+    error = "cannot read " + path;
+  } else if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    error = path + " belongs to another user (uid " +
+            std::to_string(st.st_uid) +
+            "), who could change the keys; chown it to this user or root";
+  } else if ((st.st_mode & 0777 & ~(st.st_uid == 0 ? 0640 : 0600)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
+    error = path + " is open to others (mode " + mode +
+            "): whoever reads it can sign as fencepost's clients; chmod 600 " +
+            path + " (or 640 with root as its owner)";
+  }
+  // A keys file is a few lines: 1 MiB bounds what is read.
+  constexpr std::size_t kMaxFile = 1 << 20;
+  std::string content;
+  char chunk[4096];
+  while (error.empty()) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0) error = "cannot read " + path;
+    if (n <= 0) break;
+    content.append(chunk, static_cast<std::size_t>(n));
+    if (content.size() > kMaxFile) error = path + " is over 1 MiB";
+  }
+  ::close(fd);
+  if (!error.empty()) throw std::runtime_error(error);
+  return content;
 }
 
 }  // namespace
 
 std::map<std::string, sigv4::Secret> S3Door::LoadClients(
     const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read " + path);
-  CheckPrivate(path);
+  std::istringstream in(ReadPrivate(path));
   std::map<std::string, sigv4::Secret> clients;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
@@ -374,6 +429,19 @@ S3Door::Verified S3Door::Authenticate(const Request& request) const {
                   "signed: " +
                       field);
   }
+  const std::string_view payload = request["x-amz-content-sha256"];
+  if ((claim.presigned || payload == sigv4::kUnsignedPayload ||
+       payload == sigv4::kStreamingUnsignedTrailer) &&
+      request.method() == http::verb::put && !options_.unsigned_payloads) {
+    // As S3 answers a bucket policy that denies requests without TLS.
+    return refuse(
+        403, "AccessDenied",
+        "on plain HTTP a PUT's body must be covered by its signature "
+        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
+        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
+        "presigned PUTs need the door on TLS (--tls-cert) or "
+        "--s3-allow-unsigned-payload");
+  }
   return Payload(request, claim, client->second, headers);
 }
 
@@ -389,20 +457,6 @@ S3Door::Verified S3Door::Payload(
   };
   const std::string& body = request.body();
   const std::string payload(request["x-amz-content-sha256"]);
-  const bool unsigned_payload = claim.presigned ||
-                                payload == sigv4::kUnsignedPayload ||
-                                payload == sigv4::kStreamingUnsignedTrailer;
-  if (unsigned_payload && request.method() == http::verb::put &&
-      !options_.unsigned_payloads) {
-    // As S3 answers a bucket policy that denies requests without TLS.
-    return refuse(
-        403, "AccessDenied",
-        "on plain HTTP a PUT's body must be covered by its signature "
-        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
-        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
-        "presigned PUTs need the door on TLS (--tls-cert) or "
-        "--s3-allow-unsigned-payload");
-  }
   if (claim.presigned || payload == sigv4::kUnsignedPayload) {
     out.body = body;
   } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {

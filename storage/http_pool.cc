@@ -83,6 +83,7 @@ Awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
   for (int answers = 0;; ++answers) {
     parser.emplace();
     parser->body_limit(max_body);
+    parser->header_limit(kMaxBuffer);
     if (request.method() == bhttp::verb::head) parser->skip(true);
     co_await bhttp::async_read(stream, buffer, *parser, token);
     if (out.ec) {

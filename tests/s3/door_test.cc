@@ -6,6 +6,7 @@
 #include "tests/s3/door.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <boost/beast/http/write.hpp>
 #include <chrono>
@@ -329,6 +330,11 @@ TEST(S3DoorTest, WhatS3KeepsIsKeptAndWhatItWouldDoIsRefused) {
       {{"x-amz-website-redirect-location", "/elsewhere"},
        501,
        "NotImplemented"},
+      {{"x-amz-checksum-algorithm-of-tomorrow", "x"}, 501, "NotImplemented"},
+      // S3's bound on user metadata, and a spelling of the token's field
+      // some stores read as it.
+      {{"x-amz-meta-big", std::string(2100, 'm')}, 400, "MetadataTooLarge"},
+      {{"x-amz-meta-fencing_token", "99"}, 400, "InvalidArgument"},
   };
   for (const Refused& r : refused) {
     const auto answer =
@@ -341,6 +347,14 @@ TEST(S3DoorTest, WhatS3KeepsIsKeptAndWhatItWouldDoIsRefused) {
   EXPECT_EQ(Fetch(door.server().admin_port(), "GET", "/v1/fences/n").status,
             404)
       << "a refused write raised the fence";
+  // A kept field outside the signature is a relay's, as x-amz-meta-* are.
+  http::Request relayed =
+      SignedForDoor(door, bhttp::verb::put, "n", "v", {{"Fencing-Token", "4"}});
+  relayed.set("Content-Disposition", "attachment; filename=\"x.exe\"");
+  const auto unsigned_kept = SendRaw(door.port(), relayed);
+  EXPECT_EQ(unsigned_kept.status, 403) << unsigned_kept.body;
+  EXPECT_EQ(S3Code(unsigned_kept), "AccessDenied") << unsigned_kept.body;
+  EXPECT_EQ(rgw.Get(prefix + "n").status, 404);
 }
 
 // aws-chunked bodies (STREAMING-AWS4-HMAC-SHA256-PAYLOAD): decoded, every
@@ -618,6 +632,20 @@ TEST(S3DoorTest, TheClientsKeysFileMustBeItsOwnersAlone) {
         << run.output;
     EXPECT_NE(run.output.find("chmod 600"), std::string::npos) << run.output;
     EXPECT_EQ(run.output.find(kDoorSecret), std::string::npos);
+  }
+  // 0600, but another user's: that user could change the keys (only root
+  // can give the file away).
+  std::filesystem::permissions(dir / "clients", std::filesystem::perms(0600));
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown((dir / "clients").c_str(), 4321, 4321), 0);
+    std::vector<std::string> args = {"serve", "--data-dir", dir / "data"};
+    for (const std::string& flag : DoorFlags(prefix, dir / "clients")) {
+      args.push_back(flag);
+    }
+    const RunResult run = RunFencepost(args, rgw.Env());
+    EXPECT_EQ(run.exit_status, 2) << run.output;
+    EXPECT_NE(run.output.find("belongs to another user"), std::string::npos)
+        << run.output;
   }
   Door door(
       prefix, {},

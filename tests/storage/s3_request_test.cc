@@ -327,10 +327,13 @@ TEST(S3RequestTest, ANameXmlCannotCarryIsRefusedOrEncodedNeverChanged) {
     std::string store_key;  // as the store wrote it
     std::string encoded;    // the name, percent-encoded
   };
-  for (const Case& c : std::vector<Case>{{"p/n/ctl\x01x", "n/ctl%01x"},
-                                         {"p/n/ctl&#1;x", "n/ctl%01x"},
-                                         {"p/n/ctl&#x1b;x", "n/ctl%1Bx"},
-                                         {"p/n/bad\xff", "n/bad%FF"}}) {
+  for (const Case& c :
+       std::vector<Case>{{"p/n/ctl\x01x", "n/ctl%01x"},
+                         {"p/n/ctl&#1;x", "n/ctl%01x"},
+                         {"p/n/ctl&#x1b;x", "n/ctl%1Bx"},
+                         {"p/n/bad\xff", "n/bad%FF"},
+                         {"p/n/nc\xef\xbf\xbf", "n/nc%EF%BF%BF"},
+                         {"p/n/nc\xef\xbf\xbe", "n/nc%EF%BF%BE"}}) {
     const std::string store = "<ListBucketResult><Contents><Key>" +
                               c.store_key +
                               "</Key><Size>1</Size></Contents>"
