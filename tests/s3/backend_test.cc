@@ -585,17 +585,24 @@ class ScriptedStore {
   std::uint16_t port_ = 0;
 };
 
+// fencepost on s3://scripted in front of a ScriptedStore, the settle 5 s.
+struct ScriptedServer {
+  ScriptedStore store;
+  TempDir dir;
+  ServerProcess server{dir / "data",
+                       {"--backend", "s3://scripted", "--s3-endpoint",
+                        store.endpoint(), "--upstream-settle", "5"},
+                       {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=s"}};
+};
+
 // The store's own errors: 503 SlowDown relayed with Retry-After and
 // nothing held; 409 ConditionalRequestConflict and 500 are outcomes
 // unknown, 504 and the fence held, the write never sent again; a 403 is a
 // store-error with the store's code and request id.
 TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
-  ScriptedStore store;
-  TempDir dir;
-  ServerProcess server(dir / "data",
-                       {"--backend", "s3://scripted", "--s3-endpoint",
-                        store.endpoint(), "--upstream-settle", "5"},
-                       {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=s"});
+  ScriptedServer scripted;
+  ScriptedStore& store = scripted.store;
+  ServerProcess& server = scripted.server;
   HttpClient client(server.data_port());
   const auto slow = client.Request("PUT", "/slowdown", Token(1), "v");
   EXPECT_EQ(slow.status, 503) << slow.body;
@@ -638,12 +645,9 @@ TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
 // write could go once more on a new connection: the second copy's 503
 // SlowDown was relayed ("not applied, retry") and nothing was held.
 TEST(S3BackendTest, AWriteTheStoreReadWholeIsNeverSentAgain) {
-  ScriptedStore store;
-  TempDir dir;
-  ServerProcess server(dir / "data",
-                       {"--backend", "s3://scripted", "--s3-endpoint",
-                        store.endpoint(), "--upstream-settle", "5"},
-                       {"AWS_ACCESS_KEY_ID=AKID", "AWS_SECRET_ACCESS_KEY=s"});
+  ScriptedServer scripted;
+  ScriptedStore& store = scripted.store;
+  ServerProcess& server = scripted.server;
   HttpClient client(server.data_port());
   // The GET leaves a kept-alive connection for the write to reuse.
   ASSERT_EQ(client.Request("GET", "/other").status, 404);
