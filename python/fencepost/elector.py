@@ -69,18 +69,23 @@ class LeaderElector:
     ``with elector.leadership() as token:`` campaigns in the caller's thread
     and runs the body as the one term's work (``on_elected`` and
     ``on_lost`` are then called before and after it, on that thread). When
-    the term ends before the body does, LeadershipLost is raised in the
-    body's thread: by ``check()``/``sleep()`` in any thread, and, when the
-    body runs on the main thread, at once wherever it is, through a signal
-    (``interrupt_signal``, SIGUSR1) sent to the main thread whose handler
-    raises it; if the body still finishes normally, leaving the ``with``
-    raises it. The handler raises only in the body's own code: when the
-    signal finds the main thread inside this module, the lease's or
-    ``contextlib``'s code (a lock taken, the ``with`` being left), it is
-    sent again a moment later, and once the body is left it is dropped
-    (leaving raises). A signal this elector did not send (a user's
-    SIGUSR1) goes to the handler that was there before, or to the signal's
-    default action; that handler is back when the ``with`` is left.
+    the term ends before the body does, ``check()``/``sleep()`` raise
+    LeadershipLost in any thread (``sleep`` wakes the moment it ends: the
+    fence's long poll ends it within a round trip of another holder's
+    grant or a bump), and if the body still finishes normally, leaving the
+    ``with`` raises it. No signal handler is touched.
+
+    With ``leadership(interrupt=True)`` (the main thread only) it is also
+    raised at once wherever the body is, through a signal
+    (``interrupt_signal``, SIGUSR1) sent to the main thread whose handler,
+    installed for the body only, raises it. The handler raises only in the
+    body's own code: when the signal finds the main thread inside this
+    module, the lease's or ``contextlib``'s code (a lock taken, the
+    ``with`` being left), it is sent again a moment later, and once the
+    body is left it is dropped (leaving raises). A signal this elector did
+    not send (a user's SIGUSR1) goes to the handler that was there before,
+    or to the signal's default action; that handler is back when the
+    ``with`` is left.
 
     Thread safety: ``stop()``, ``check()``, ``sleep()`` and the properties
     may be called from any thread; ``run()``/``start()``/``leadership()``
@@ -226,13 +231,17 @@ class LeaderElector:
 
     @contextmanager
     def leadership(self, timeout: Optional[float] = None,
-                   interrupt: Optional[bool] = None) -> Iterator[int]:
+                   interrupt: bool = False) -> Iterator[int]:
         """Campaigns until elected (NotElected when ``timeout`` seconds pass
         or stop() is called first) and yields the token; the body is the
-        term's work. ``interrupt`` (default: when called on the main
-        thread) raises LeadershipLost in the main thread through
-        ``interrupt_signal`` the moment the term ends; the signal's
-        previous handler is restored on leaving."""
+        term's work, told of the term's end by check()/sleep() and on
+        leaving. ``interrupt=True`` (the main thread only) also raises
+        LeadershipLost in the main thread through ``interrupt_signal`` the
+        moment the term ends, with a handler installed for the body only;
+        by default no signal handler is touched."""
+        if interrupt and (threading.current_thread()
+                          is not threading.main_thread()):
+            raise ValueError("interrupt=True needs the main thread")
         with self._cv:
             if self._running:
                 raise RuntimeError("the elector runs already")
@@ -245,11 +254,6 @@ class LeaderElector:
             if lease is None:
                 raise NotElected("stopped" if self._stop_requested else
                                  f"not elected within {timeout} s")
-            on_main = threading.current_thread() is threading.main_thread()
-            if interrupt is None:
-                interrupt = on_main
-            if interrupt and not on_main:
-                raise ValueError("interrupt=True needs the main thread")
             yield from self._lead_here(lease, interrupt)
         finally:
             with self._cv:

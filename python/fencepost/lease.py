@@ -210,12 +210,14 @@ class Lease:
 
     def stop(self) -> None:
         """Stops renewing (never releases). Idempotent; after it ``lost``
-        is no longer set. When ``held_until`` had passed unnoticed by the
-        time it was first called, it sets ``lost`` and ``reason`` itself
-        (without calling ``on_lost``)."""
+        is no longer set. When, by the time it was first called, the fence
+        watch had seen the fence go above the token or ``held_until`` had
+        passed, and the keeper's thread had not yet said so, it sets
+        ``lost`` and ``reason`` itself (without calling ``on_lost``)."""
         with self._cv:
             first = not self._stop_requested
             stopped_at = time.monotonic()
+            fenced = self._fenced  # the watch sets it only before the stop
             self._stop_requested = True
             conn, self._poll_conn = self._poll_conn, None
             self._cv.notify_all()
@@ -227,7 +229,9 @@ class Lease:
         if self._thread is not threading.current_thread():
             self._thread.join()
         with self._cv:
-            if first and stopped_at >= self._deadline_locked():
+            if first and fenced is not None:
+                self._lose(fenced)
+            elif first and stopped_at >= self._deadline_locked():
                 self._lose(self._expired_reason())
 
     def release(self) -> bool:

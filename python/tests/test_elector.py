@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -25,7 +29,7 @@ def test_leadership_interrupts_the_main_thread_when_fenced(
     elector = fencepost.LeaderElector(
         client, "e/lead", ttl=30.0, on_lost=lambda t, r: lost.append((t, r)))
     with pytest.raises(fencepost.LeadershipLost) as raised:
-        with elector.leadership() as token:
+        with elector.leadership(interrupt=True) as token:
             bumper = bump_later(client, "e/lead", token + 1)
             slept = time.monotonic()
             time.sleep(60)  # interrupted: the signal's handler raises
@@ -37,8 +41,135 @@ def test_leadership_interrupts_the_main_thread_when_fenced(
     assert lost == [(token, raised.value.reason)]
     assert not elector.is_leader
     # The handler is gone: the signal's default is back.
-    import signal
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+
+
+@contextmanager
+def users_handler() -> Iterator[list[int]]:
+    """A SIGUSR1 handler of the user's, there before the elector."""
+    got: list[int] = []
+    previous = signal.signal(signal.SIGUSR1,
+                             lambda signum, frame: got.append(signum))
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def test_leadership_leaves_sigusr1_to_the_user_by_default(
+        client: fencepost.Client) -> None:
+    """On the main thread, leadership() without interrupt=True installs
+    no handler: the user's is there before, in and after the body, gets
+    the user's signal, and the elector sends none when the term ends."""
+    assert threading.current_thread() is threading.main_thread()
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    elector = fencepost.LeaderElector(client, "e/sig", ttl=30.0)
+    with elector.leadership():
+        assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    with users_handler() as got:
+        handler = signal.getsignal(signal.SIGUSR1)
+        with pytest.raises(fencepost.LeadershipLost):
+            with elector.leadership() as token:
+                assert signal.getsignal(signal.SIGUSR1) is handler
+                os.kill(os.getpid(), signal.SIGUSR1)
+                deadline = time.monotonic() + 5
+                while got != [signal.SIGUSR1]:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.005)
+                elector.check()  # the user's signal, not a loss
+                bump_later(client, "e/sig", token + 1, delay=0).join()
+                elector.sleep(30)  # the watch ends the term, no signal
+        assert signal.getsignal(signal.SIGUSR1) is handler
+        time.sleep(0.05)  # a late signal of the elector's would land here
+        assert got == [signal.SIGUSR1]
+
+
+def test_leadership_sleep_stops_at_once_through_the_fence_watch(
+        client: fencepost.Client) -> None:
+    """The default (no interrupt): a body in elector.sleep(60) learns of
+    the fence raised by another holder through the fence watch, within a
+    round trip, not at the next renewal (10 s away) nor the sleep's end."""
+    lost: list[str] = []
+    elector = fencepost.LeaderElector(client, "e/watch", ttl=30.0,
+                                      on_lost=lambda t, r: lost.append(r))
+    bumped: list[float] = []
+
+    def bump(token: int) -> None:
+        time.sleep(0.3)
+        client.bump("e/watch", token=token)
+        bumped.append(time.monotonic())
+
+    with pytest.raises(fencepost.LeadershipLost) as raised:
+        with elector.leadership() as token:
+            bumper = threading.Thread(target=bump, args=(token + 1,))
+            bumper.start()
+            try:
+                elector.sleep(60)
+            finally:
+                woke = time.monotonic()
+                bumper.join()
+    assert bumped and woke - bumped[0] < 1.0
+    assert raised.value.token == token
+    assert "went above token" in raised.value.reason
+    assert lost == [raised.value.reason]
+
+
+def threads_of(lease: str) -> list[str]:
+    """The names of the package's threads for ``lease``, sorted."""
+    return sorted(t.name for t in threading.enumerate()
+                  if t.name.startswith("fencepost-")
+                  and t.name.endswith("-" + lease))
+
+
+def test_threads_per_leader(client: fencepost.Client) -> None:
+    """A leadership() body runs with the lease's two threads (the keeper's
+    renewals, the fence's long poll); run() adds a work thread of its
+    own."""
+    elector = fencepost.LeaderElector(client, "e/threads", ttl=30.0)
+    with elector.leadership():
+        assert threads_of("e/threads") == [
+            "fencepost-fence-watch-e/threads", "fencepost-lease-e/threads"]
+    seen: list[list[str]] = []
+
+    def work(token: int) -> None:
+        seen.append(threads_of("e/run-threads"))
+        elector.stop()
+
+    elector = fencepost.LeaderElector(client, "e/run-threads", ttl=30.0,
+                                      on_elected=work)
+    elector.start()
+    deadline = time.monotonic() + 10
+    while not seen:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    elector.stop(timeout=10)
+    assert seen == [["fencepost-elector-e/run-threads",
+                     "fencepost-fence-watch-e/run-threads",
+                     "fencepost-lease-e/run-threads",
+                     "fencepost-work-e/run-threads"]]
+
+
+def test_interrupt_off_the_main_thread_is_refused_before_campaigning(
+        client: fencepost.Client) -> None:
+    elector = fencepost.LeaderElector(client, "e/offmain", ttl=5.0)
+    refused: list[BaseException] = []
+
+    def lead() -> None:
+        try:
+            with elector.leadership(interrupt=True):
+                pass
+        except ValueError as e:
+            refused.append(e)
+
+    thread = threading.Thread(target=lead)
+    thread.start()
+    thread.join(10)
+    assert len(refused) == 1
+    with pytest.raises(fencepost.NotFound):  # never acquired
+        client.lease("e/offmain")
+    assert threads_of("e/offmain") == []
+    with elector.leadership():  # the elector is free again
+        pass
 
 
 def test_leadership_without_interrupt_raises_from_sleep_and_at_exit(

@@ -280,7 +280,7 @@ def test_a_users_sigusr1_in_the_body_reaches_the_users_handler(
     with user_handler() as got:
         handler = signal.getsignal(signal.SIGUSR1)
         e = elector(server)
-        with e.leadership() as token:
+        with e.leadership(interrupt=True) as token:
             assert signal.getsignal(signal.SIGUSR1) != handler
             os.kill(os.getpid(), signal.SIGUSR1)
             wait_for(lambda: got == [signal.SIGUSR1])
@@ -311,7 +311,7 @@ def test_the_term_ending_as_the_body_is_left_still_ends_it_whole(
                     lease._lose("the fence went above token 7")
 
         with pytest.raises(fencepost.LeadershipLost) as raised:
-            with e.leadership():
+            with e.leadership(interrupt=True):
                 lease = e.lease
                 assert lease is not None
                 sys.setprofile(at_exit)
@@ -356,3 +356,20 @@ def test_a_lease_stopped_in_time_is_not_lost_later(server: ScriptedServer
     lease.stop()  # again, past the deadline: it was stopped, not lost
     assert not lease.lost.is_set() and lease.reason is None
     assert lease.release() is True and server.released == [7]
+
+
+def test_a_fence_seen_before_the_stop_is_a_loss(server: ScriptedServer
+                                                ) -> None:
+    """The watch saw the fence go above the token and the keeper has not
+    run since (its next renewal is a third of the TTL away): stop() says
+    the lease was lost, with the fence's reason, whichever thread ran
+    first, and release() sends nothing."""
+    lost: list[str] = []
+    lease = keep(server, on_lost=lost.append)
+    why = "the fence l went above token 7 (to 8)"
+    with lease._cv:  # as the watch leaves it, the keeper not yet woken
+        lease._fenced = why
+    lease.stop()
+    assert lease.lost.is_set() and lease.reason == why
+    assert lost == []  # stopped: on_lost is not called, as at held_until
+    assert lease.release() is False and server.released == []
