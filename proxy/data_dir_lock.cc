@@ -40,6 +40,15 @@ std::optional<milliseconds> ParseHold(std::string_view text) {
   return milliseconds(ms);
 }
 
+// The pid a mark begins with, for a message: its digits, or "unknown" (the
+// file is read as it is found, and nothing else of it is ever echoed).
+std::string PidOf(const std::string& mark) {
+  const std::string pid = mark.substr(0, mark.find(' '));
+  const bool digits = !pid.empty() && pid.size() <= 10 &&
+                      pid.find_first_not_of("0123456789") == std::string::npos;
+  return digits ? pid : "unknown";
+}
+
 // What the last process left, from its mark: the hold and why.
 std::pair<milliseconds, std::string> Inherited(const std::string& mark,
                                                const std::string& dir,
@@ -72,8 +81,7 @@ std::pair<milliseconds, std::string> Inherited(const std::string& mark,
                         ? std::nullopt
                         : ParseHold(std::string_view(mark).substr(space));
   return {std::max(bound, held.value_or(milliseconds(0))),
-          "the last process (pid " + mark.substr(0, space) +
-              ") did not stop cleanly"};
+          "the last process (pid " + PidOf(mark) + ") did not stop cleanly"};
 }
 
 }  // namespace
@@ -103,12 +111,11 @@ DataDirLock::DataDirLock(const std::string& dir, milliseconds bound) {
     const int error = errno;
     ::close(fd_);
     fd_ = -1;
-    const std::string pid = mark.substr(0, mark.find(' '));
     error_ = error != EWOULDBLOCK
                  ? "cannot lock " + path + ": " + std::strerror(error)
                  : "data directory " + dir +
-                       " is in use by another fencepost (pid " +
-                       (pid.empty() ? "unknown" : pid) + ")";
+                       " is in use by another fencepost (pid " + PidOf(mark) +
+                       ")";
     return;
   }
   std::tie(inherited_, why_) = Inherited(mark, dir, bound);

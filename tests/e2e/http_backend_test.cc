@@ -523,6 +523,28 @@ TEST(HttpBackendTest, AfterACrashEveryFenceWaitsOutTheDeadProcesssBound) {
   EXPECT_EQ(await_open(after_power_cut, "4") / 100, 2);
 }
 
+// A lock file's mark is read, never echoed: a planted one with control
+// characters and a line of its own is held as a crash (the bound of the
+// new process), and the log names the pid as unknown.
+TEST(HttpBackendTest, APlantedLockMarkIsHeldAndNotEchoed) {
+  TempDir dir;
+  NginxProcess nginx(dir / "root", dir / "nginx");
+  std::filesystem::create_directories(dir / "data");
+  std::ofstream(dir / "data/fencepost.lock")
+      << "12\x1b[2J\nforged: all fences open hold-ms=1\n";
+  ServerProcess server(
+      dir / "data", {"--backend", Backend(nginx.port()), "--upstream-timeout",
+                     "1", "--upstream-settle", "1"});
+  const auto held =
+      Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "1"}}, "v");
+  EXPECT_EQ(held.status, 503) << held.body;
+  EXPECT_EQ(held.header("retry-after"), "2");
+  const std::string log = server.Log();
+  EXPECT_NE(log.find("pid unknown"), std::string::npos) << log;
+  EXPECT_EQ(log.find('\x1b'), std::string::npos) << log;
+  EXPECT_EQ(log.find("forged"), std::string::npos) << log;
+}
+
 // A conditional write is never sent upstream twice. The upstream applies it
 // on a kept-alive connection and closes that without an answer: sent again,
 // its If-Match would no longer hold, and the client, told 412, would take
