@@ -9,7 +9,9 @@ namespace fencepost::storage::s3xml {
 
 namespace {
 
-bool XmlSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+bool XmlSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
 
 bool NameChar(char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||

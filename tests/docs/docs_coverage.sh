@@ -90,8 +90,8 @@ for file in README.md "${docs[@]}"; do
     sed -E 's/`[^`]*`//g')
   targets=$(grep -oE '\]\([^)[:space:]]+' <<<"$prose" | cut -c3- || true)
   # A bare address of a site in prose is a link too (autolinked when
-  # shown); placeholders such as http://HOST:PORT, in a code span broken
-  # over two lines, are not.
+  # shown); a placeholder address in capitals, in a code span broken
+  # over two lines, is not.
   for url in $(grep -oE '(https?|ftp)://[a-z0-9-]+(\.[a-z0-9-]+)+' <<<"$prose" || true); do
     case $url in
       http://127.0.0.1) ;;

@@ -54,7 +54,7 @@ void HttpClient::Send(const std::string& bytes) {
 
 HttpResponse HttpClient::ReadResponse(bool head) {
   http::response_parser<http::string_body> parser;
-  parser.body_limit(512u << 20);  // the largest value a test stores
+  parser.body_limit(512u << 20);   // the largest value a test stores
   parser.header_limit(64u << 10);  // fencepost relays long kept fields
   parser.skip(head);
   bool done = false;
