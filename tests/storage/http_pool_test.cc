@@ -173,55 +173,59 @@ HttpPool::Options To(const ScriptedStore& store) {
   return options;
 }
 
+// A pool to a store that follows `plan`, which has answered one GET: its
+// connection is idle in the pool.
+struct AfterOneGet {
+  explicit AfterOneGet(std::function<Then(int)> plan)
+      : store(std::move(plan)),
+        pool(io, To(store)),
+        first(Send(Get(), HttpPool::Resend::kIfUnanswered)) {}
+  HttpPool::Exchange Send(const http::Request& request,
+                          HttpPool::Resend resend) {
+    return RoundTrip(io, pool, request, resend);
+  }
+  ScriptedStore store;
+  asio::io_context io;
+  HttpPool pool;
+  HttpPool::Exchange first;
+};
+
 // The store answers a GET, keeps the connection, then reads the PUT sent
 // on it whole and closes without an answer: the PUT may have been applied.
 // Its outcome is unknown, and it is not sent a second time.
 TEST(HttpPoolTest, AWriteReadWholeAndClosedOnIsUnknownAndNeverResent) {
-  ScriptedStore store(
-      [](int n) { return n == 1 ? Then::kClose : Then::kAnswer; });
-  asio::io_context io;
-  HttpPool pool(io, To(store));
-  ASSERT_EQ(RoundTrip(io, pool, Get(), HttpPool::Resend::kIfUnanswered).sent,
-            HttpPool::Sent::kAnswered);
-  const HttpPool::Exchange put =
-      RoundTrip(io, pool, Put(), HttpPool::Resend::kNever);
+  AfterOneGet s([](int n) { return n == 1 ? Then::kClose : Then::kAnswer; });
+  ASSERT_EQ(s.first.sent, HttpPool::Sent::kAnswered);
+  const HttpPool::Exchange put = s.Send(Put(), HttpPool::Resend::kNever);
   EXPECT_EQ(put.sent, HttpPool::Sent::kUnknown) << put.error;
-  EXPECT_EQ(store.lines(),
+  EXPECT_EQ(s.store.lines(),
             (std::vector<std::string>{"GET /k HTTP/1.1", "PUT /k HTTP/1.1"}))
       << "sent once";
 }
 
 // A read met the same way is safe to repeat: once more, on a new connection.
 TEST(HttpPoolTest, AReadClosedOnUnansweredGoesOnceMore) {
-  ScriptedStore store(
-      [](int n) { return n == 1 ? Then::kClose : Then::kAnswer; });
-  asio::io_context io;
-  HttpPool pool(io, To(store));
-  ASSERT_EQ(RoundTrip(io, pool, Get(), HttpPool::Resend::kIfUnanswered).sent,
-            HttpPool::Sent::kAnswered);
-  const HttpPool::Exchange get =
-      RoundTrip(io, pool, Get(), HttpPool::Resend::kIfUnanswered);
+  AfterOneGet s([](int n) { return n == 1 ? Then::kClose : Then::kAnswer; });
+  ASSERT_EQ(s.first.sent, HttpPool::Sent::kAnswered);
+  const HttpPool::Exchange get = s.Send(Get(), HttpPool::Resend::kIfUnanswered);
   EXPECT_EQ(get.sent, HttpPool::Sent::kAnswered) << get.error;
-  EXPECT_EQ(store.lines().size(), 3u);
+  EXPECT_EQ(s.store.lines().size(), 3u);
 }
 
 // A store that closed a kept-alive connection while it was idle: a write
 // after that takes a new connection and is answered, instead of meeting
 // the closed one and ending with an unknown outcome.
 TEST(HttpPoolTest, AnIdleConnectionTheStoreClosedIsNotUsed) {
-  ScriptedStore store(
+  AfterOneGet s(
       [](int n) { return n == 0 ? Then::kAnswerClose : Then::kAnswer; });
-  asio::io_context io;
-  HttpPool pool(io, To(store));
-  ASSERT_EQ(RoundTrip(io, pool, Get(), HttpPool::Resend::kIfUnanswered).sent,
-            HttpPool::Sent::kAnswered);
+  ASSERT_EQ(s.first.sent, HttpPool::Sent::kAnswered);
+  ScriptedStore& store = s.store;
   for (int i = 0; i < 500 && store.closed() == 0; ++i) {
     std::this_thread::sleep_for(2ms);
   }
   ASSERT_EQ(store.closed(), 1);
   std::this_thread::sleep_for(20ms);  // its FIN reaches our socket
-  const HttpPool::Exchange put =
-      RoundTrip(io, pool, Put(), HttpPool::Resend::kNever);
+  const HttpPool::Exchange put = s.Send(Put(), HttpPool::Resend::kNever);
   EXPECT_EQ(put.sent, HttpPool::Sent::kAnswered) << put.error;
   EXPECT_EQ(store.lines().size(), 2u);
 }
