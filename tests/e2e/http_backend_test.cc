@@ -545,6 +545,15 @@ TEST(HttpBackendTest, APlantedLockMarkIsHeldAndNotEchoed) {
   EXPECT_EQ(log.find("forged"), std::string::npos) << log;
 }
 
+// The PUTs of `target` the upstream was sent.
+int PutsSent(FakeUpstream& upstream, const std::string& target) {
+  int sent = 0;
+  for (const auto& seen : upstream.Requests()) {
+    sent += seen.method == "PUT" && seen.target == target;
+  }
+  return sent;
+}
+
 // A conditional write is never sent upstream twice. The upstream applies it
 // on a kept-alive connection and closes that without an answer: sent again,
 // its If-Match would no longer hold, and the client, told 412, would take
@@ -564,11 +573,7 @@ TEST(HttpBackendTest, AConditionalWriteIsNeverSentAgain) {
                      {{"Fencing-Token", "1"}, {condition, "\"t\""}}, body);
     EXPECT_EQ(put.status, 504) << put.body;
     EXPECT_EQ(upstream.Value(key), body) << "it landed";
-    int sent = 0;
-    for (const auto& seen : upstream.Requests()) {
-      sent += seen.method == "PUT" && seen.target == key;
-    }
-    EXPECT_EQ(sent, 1);
+    EXPECT_EQ(PutsSent(upstream, key), 1);
   }
 }
 
@@ -588,11 +593,7 @@ TEST(HttpBackendTest, AWriteTheUpstreamReadWholeIsNeverSentAgain) {
   auto put = Fetch(port, "PUT", "/k", {{"Fencing-Token", "1"}}, "drop:A");
   EXPECT_EQ(put.status, 504) << put.body;
   EXPECT_EQ(upstream.Value("/k"), "drop:A") << "it landed";
-  int sent = 0;
-  for (const auto& seen : upstream.Requests()) {
-    sent += seen.method == "PUT" && seen.target == "/k";
-  }
-  EXPECT_EQ(sent, 1);
+  EXPECT_EQ(PutsSent(upstream, "/k"), 1);
   auto next = Fetch(port, "PUT", "/k", {{"Fencing-Token", "2"}}, "B");
   EXPECT_EQ(next.status, 503) << "held: " << next.body;
   EXPECT_EQ(upstream.Value("/k"), "drop:A");
