@@ -1,6 +1,7 @@
 #pragma once
 
 #include <boost/beast/http/fields.hpp>
+#include <string>
 #include <string_view>
 
 namespace fencepost::http {
@@ -15,6 +16,15 @@ constexpr std::string_view TrimOws(std::string_view s) {
     s.remove_suffix(1);
   }
   return s;
+}
+
+// `text` with its ASCII letters in lower case (field names, tokens).
+inline std::string AsciiLower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
 }
 
 // Removes the hop-by-hop fields (RFC 9110 section 7.6.1: Connection and the

@@ -15,6 +15,7 @@
 
 #include "codec/json.h"
 #include "fence/key.h"
+#include "http/fields.h"
 #include "sigv4/canonical.h"
 #include "sigv4/checksum.h"
 #include "sigv4/chunked.h"
@@ -39,11 +40,7 @@ struct S3Door::Verified {
 
 namespace {
 
-std::string Lower(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(c));
-  return out;
-}
+using fencepost::http::AsciiLower;
 
 std::string RequestId() {
   thread_local std::mt19937_64 random(std::random_device{}());
@@ -104,7 +101,7 @@ std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
   static constexpr std::string_view kMustBeSigned[] = {
       "fencing-token", "if-match", "if-none-match"};
   for (const auto& field : request) {
-    const std::string name = Lower(field.name_string());
+    const std::string name = AsciiLower(field.name_string());
     // The object keeps its metadata and the fields S3 keeps with it: none
     // of them is a relay's to add.
     const bool kept =
@@ -175,7 +172,7 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
   constexpr std::size_t kMaxMetadata = 2048;
   std::size_t metadata = 0;
   for (const auto& field : request) {
-    const std::string name = Lower(field.name_string());
+    const std::string name = AsciiLower(field.name_string());
     const std::string_view value = field.value();
     if (name.rfind("x-amz-meta-", 0) == 0) {
       metadata += name.size() - 11 + value.size();
@@ -184,9 +181,8 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
                        "Your metadata headers exceed the maximum allowed "
                        "metadata size (2 KB)"};
       }
-      std::string spelled = name;
-      std::replace(spelled.begin(), spelled.end(), '_', '-');
-      if (spelled == "x-amz-meta-fencing-token" && spelled != name) {
+      if (storage::NamesFencingToken(name) &&
+          name != "x-amz-meta-fencing-token") {
         return NotKept{400, "InvalidArgument",
                        name +
                            " is read as x-amz-meta-fencing-token by some "

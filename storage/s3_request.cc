@@ -1,11 +1,12 @@
 #include "storage/s3_request.h"
 
 #include <algorithm>
-#include <cctype>
+#include <boost/beast/core/string.hpp>
 #include <map>
 
 #include "codec/base64.h"
 #include "fence/token.h"
+#include "http/fields.h"
 #include "http/host_port.h"
 #include "sigv4/canonical.h"
 #include "sigv4/crypto.h"
@@ -117,18 +118,19 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
   }
 }
 
+bool NamesFencingToken(std::string_view lower_name) {
+  std::string spelled(lower_name);
+  std::replace(spelled.begin(), spelled.end(), '_', '-');
+  return spelled == "x-amz-meta-fencing-token";
+}
+
 bool KeptWithObject(std::string_view name) {
   static constexpr std::string_view kKept[] = {
       "content-encoding", "cache-control", "content-disposition",
       "content-language", "expires"};
-  std::string lower(name);
-  for (char& c : lower) c = static_cast<char>(std::tolower(c));
+  const std::string lower = fencepost::http::AsciiLower(name);
   if (lower.rfind("x-amz-meta-", 0) == 0) {
-    // A store may read '_' as '-' in metadata names: no spelling of the
-    // token's own field is kept as the writer's.
-    std::string spelled = lower;
-    std::replace(spelled.begin(), spelled.end(), '_', '-');
-    return lower.size() > 11 && spelled != "x-amz-meta-fencing-token";
+    return lower.size() > 11 && !NamesFencingToken(lower);
   }
   return std::find(std::begin(kKept), std::end(kKept), lower) !=
          std::end(kKept);
@@ -138,15 +140,10 @@ std::string StoredContentEncoding(std::string_view value) {
   std::string out;
   while (!value.empty()) {
     const std::size_t comma = std::min(value.find(','), value.size());
-    std::string_view coding = value.substr(0, comma);
+    const std::string_view coding =
+        fencepost::http::TrimOws(value.substr(0, comma));
     value.remove_prefix(std::min(comma + 1, value.size()));
-    while (!coding.empty() && (coding.front() == ' ' || coding.front() == '\t'))
-      coding.remove_prefix(1);
-    while (!coding.empty() && (coding.back() == ' ' || coding.back() == '\t'))
-      coding.remove_suffix(1);
-    std::string lower(coding);
-    for (char& c : lower) c = static_cast<char>(std::tolower(c));
-    if (lower.empty() || lower == "aws-chunked") continue;
+    if (coding.empty() || beast::iequals(coding, "aws-chunked")) continue;
     if (!out.empty()) out += ",";
     out += coding;
   }

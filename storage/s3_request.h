@@ -61,6 +61,10 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
 // Expires and user metadata (x-amz-meta-*), less x-amz-meta-fencing-token,
 // which is fencepost's. Content-Type travels on its own.
 bool KeptWithObject(std::string_view name);
+// Whether the metadata field `lower_name` (lower case) is read as
+// x-amz-meta-fencing-token by some store: that name, or it with '_' for
+// '-' (a store may read them alike).
+bool NamesFencingToken(std::string_view lower_name);
 
 // A Content-Encoding value without its aws-chunked coding (SigV4's framing
 // of the body, which S3 takes off and never stores); "" when nothing else
