@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Optional
 
@@ -186,3 +187,15 @@ def server(start_server: "type[Server]") -> Server:
 def client(server: Server) -> Iterator[fencepost.Client]:
     with server.client(timeout=10.0) as c:
         yield c
+
+
+@contextmanager
+def users_handler() -> Iterator[list[int]]:
+    """A SIGUSR1 handler of the user's, there before the elector's."""
+    got: list[int] = []
+    previous = signal.signal(signal.SIGUSR1,
+                             lambda signum, frame: got.append(signum))
+    try:
+        yield got
+    finally:
+        signal.signal(signal.SIGUSR1, previous)

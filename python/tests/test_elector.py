@@ -6,13 +6,11 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import pytest
 
 import fencepost
-from conftest import Server
+from conftest import Server, users_handler
 
 
 def bump_later(client: fencepost.Client, key: str, token: int,
@@ -42,18 +40,6 @@ def test_leadership_interrupts_the_main_thread_when_fenced(
     assert not elector.is_leader
     # The handler is gone: the signal's default is back.
     assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
-
-
-@contextmanager
-def users_handler() -> Iterator[list[int]]:
-    """A SIGUSR1 handler of the user's, there before the elector."""
-    got: list[int] = []
-    previous = signal.signal(signal.SIGUSR1,
-                             lambda signum, frame: got.append(signum))
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
 
 
 def test_leadership_leaves_sigusr1_to_the_user_by_default(

@@ -19,6 +19,7 @@ from typing import Any, Optional
 import pytest
 
 import fencepost
+from conftest import users_handler
 
 TTL = 1.0
 MARGIN = 0.1
@@ -263,21 +264,9 @@ def test_run_work_sees_the_deadline_while_the_keeper_is_late(
 
 # -- the interrupt and the user's own signal handler ----------------------
 
-@contextlib.contextmanager
-def user_handler() -> Iterator[list[int]]:
-    """A handler of the user's for SIGUSR1, there before the elector's."""
-    got: list[int] = []
-    previous = signal.signal(signal.SIGUSR1,
-                             lambda signum, frame: got.append(signum))
-    try:
-        yield got
-    finally:
-        signal.signal(signal.SIGUSR1, previous)
-
-
 def test_a_users_sigusr1_in_the_body_reaches_the_users_handler(
         server: ScriptedServer) -> None:
-    with user_handler() as got:
+    with users_handler() as got:
         handler = signal.getsignal(signal.SIGUSR1)
         e = elector(server)
         with e.leadership(interrupt=True) as token:
@@ -297,7 +286,7 @@ def test_the_term_ending_as_the_body_is_left_still_ends_it_whole(
     the signal: leaving still raises LeadershipLost once, calls on_lost,
     stops the keeper and puts the user's handler back."""
     lost: list[tuple[int, str]] = []
-    with user_handler() as got:
+    with users_handler() as got:
         handler = signal.getsignal(signal.SIGUSR1)
         e = elector(server, on_lost=lambda t, r: lost.append((t, r)))
         injected: list[str] = []
