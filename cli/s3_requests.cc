@@ -3,6 +3,7 @@
 #include <charconv>
 #include <stdexcept>
 
+#include "codec/percent.h"
 #include "sigv4/crypto.h"
 
 namespace fencepost::cli::s3 {
@@ -178,7 +179,8 @@ BucketUrl ParseBucketUrl(std::string_view url) {
     throw Bad("s3://BUCKET/PREFIX has no query or fragment", url);
   }
   while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
-  std::optional<std::string> decoded = sigv4::PercentDecode(prefix);
+  std::optional<std::string> decoded =
+      codec::PercentDecode(prefix, codec::PercentMode::kStrict);
   if (!decoded) throw Bad("PREFIX has a '%' without two hex digits", url);
   for (const char c : *decoded) {
     if (static_cast<unsigned char>(c) < ' ' || c == '\x7f') {

@@ -2,8 +2,8 @@
 
 #include <string>
 
+#include "codec/percent.h"
 #include "codec/utf8.h"
-#include "fence/percent.h"
 
 namespace fencepost::fence {
 namespace {
@@ -25,8 +25,8 @@ KeyError CheckCharacters(std::string_view part, bool query) {
   for (std::size_t i = 0; i < part.size(); ++i) {
     const char c = part[i];
     if (c == '%') {
-      if (i + 2 >= part.size() || HexDigitValue(part[i + 1]) < 0 ||
-          HexDigitValue(part[i + 2]) < 0) {
+      if (i + 2 >= part.size() || codec::HexDigitValue(part[i + 1]) < 0 ||
+          codec::HexDigitValue(part[i + 2]) < 0) {
         return KeyError::kBadPercentEncoding;
       }
       i += 2;
@@ -62,7 +62,7 @@ KeyError DecodeKey(std::string_view target, std::string* key) {
   const std::string_view path =
       target.substr(1, target.size() - 1 - query.size());
   // Cannot fail: CheckTarget saw every escape well-formed.
-  *key = *PercentDecode(path, PercentMode::kStrict);
+  *key = *codec::PercentDecode(path, codec::PercentMode::kStrict);
   return ValidateKey(*key);
 }
 

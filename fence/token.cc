@@ -21,4 +21,31 @@ std::optional<Token> ParseToken(std::string_view text) {
   return value;
 }
 
+TokenState ReadTokenValues(const std::vector<std::string_view>& values,
+                           Token* token) {
+  if (values.empty()) return TokenState::kMissing;
+  if (values.size() > 1) return TokenState::kInvalid;
+  const std::optional<Token> parsed = ParseToken(values.front());
+  if (!parsed) return TokenState::kInvalid;
+  *token = *parsed;
+  return TokenState::kOk;
+}
+
+std::string ShowPresented(const std::vector<std::string_view>& values) {
+  std::string out;
+  for (const std::string_view value : values) {
+    if (!out.empty()) out += ", ";
+    out += value;
+  }
+  if (out.size() > kMaxPresentedBytes) {
+    std::size_t cut = kMaxPresentedBytes;
+    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) {
+      --cut;
+    }
+    out.resize(cut);
+    out += "...";
+  }
+  return out;
+}
+
 }  // namespace fencepost::fence

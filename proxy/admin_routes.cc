@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "fence/percent.h"
+#include "codec/percent.h"
 #include "http/json.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
@@ -44,8 +44,8 @@ Response FenceDocument(const Request& req, http::status status,
 // key: the rest of /v1/fences/NAME, percent-decoded, names it exactly.
 std::optional<std::string> ScopeNamed(const Request& req) {
   const std::string_view path = PathOf(req.target());
-  return fence::PercentDecode(path.substr(kFencesPath.size() + 1),
-                              fence::PercentMode::kStrict);
+  return codec::PercentDecode(path.substr(kFencesPath.size() + 1),
+                              codec::PercentMode::kStrict);
 }
 
 }  // namespace
@@ -123,8 +123,8 @@ Awaitable<Response> AdminRoutes::GetFence(const Request& req,
 Response AdminRoutes::FenceAnswer(const Request& req, const std::string& key,
                                   const storage::Fences::Read& read) {
   if (read.error) {
-    return context_.StorageFailure(req, read.error, key, "fence read", 0,
-                                   fences_.last_error());
+    return Problemed(req, context_.StorageFailure(read.error, key, "fence read",
+                                                  0, fences_.last_error()));
   }
   if (!read.fence) {
     return Problemed(
@@ -149,7 +149,7 @@ Awaitable<Response> AdminRoutes::Bump(const Request& req,
       co_await storage::AsyncCommit(fences_, std::move(write));
   switch (outcome.verdict) {
     case fence::WriteOutcome::Verdict::kAccepted:
-      context_.Accepted(fence.name, outcome);
+      context_.Accepted(outcome);
       fence.updated_at_ns = outcome.updated_at_ns;
       if (outcome.decision.advances) {
         LogEvent(
@@ -162,15 +162,15 @@ Awaitable<Response> AdminRoutes::Bump(const Request& req,
           fence);
     case fence::WriteOutcome::Verdict::kRejected:
     case fence::WriteOutcome::Verdict::kObserved:
-      co_return context_.RefuseStale(req, key, fence.name, token,
-                                     outcome.current, client,
-                                     "stale_bump_rejected");
+      co_return Problemed(req, context_.RefuseStale(
+                                   AskerOf(req, client), key, fence.name, token,
+                                   outcome.current, "stale_bump_rejected"));
     case fence::WriteOutcome::Verdict::kFailed:
     case fence::WriteOutcome::Verdict::kPreconditionFailed:  // bumps have none
       break;
   }
-  co_return context_.StorageFailure(req, outcome.error, key, "bump", 0,
-                                    fences_.last_error());
+  co_return Problemed(req, context_.StorageFailure(outcome.error, key, "bump",
+                                                   0, fences_.last_error()));
 }
 
 Response AdminRoutes::ListRejections(const Request& req) {
@@ -243,8 +243,9 @@ Awaitable<Response> AdminRoutes::ListFences(const Request& req) {
   storage::Fences::ListRead read =
       co_await fences_.List(std::move(prefix), std::move(after), limit);
   if (read.error) {
-    co_return context_.StorageFailure(req, read.error, "", "fence list", 0,
-                                      fences_.last_error());
+    co_return Problemed(req,
+                        context_.StorageFailure(read.error, "", "fence list", 0,
+                                                fences_.last_error()));
   }
   const fence::FenceList& list = read.list;
   std::string body = "{\"fences\":[";

@@ -16,13 +16,10 @@
 #include "proxy/auth.h"
 #include "proxy/scope_start.h"
 #include "sigv4/credentials.h"
-#include "storage/commit_loop.h"
 #include "storage/etcd_backend.h"
 #include "storage/etcd_client.h"
 #include "storage/fs_backend.h"
 #include "storage/http_backend.h"
-#include "storage/lmdb_backend.h"
-#include "storage/local_fences.h"
 #include "storage/s3_backend.h"
 
 namespace fencepost::proxy {
@@ -162,7 +159,7 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
       std::make_unique<metrics::Metrics>(BackendName(config.backend_spec.kind),
                                          FENCEPOST_VERSION, FENCEPOST_REVISION);
   const bool opened = shared ? self->OpenEtcd(config, failure)
-                             : self->OpenShards(config, test, failure);
+                             : self->OpenEngine(config, test, failure);
   if (!opened || !self->MakeBackend(config, test, failure) ||
       !self->MakeService(config, failure) ||
       !self->WatchEtcd(config, failure) || !self->MakeServer(config, failure)) {
@@ -173,7 +170,7 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
 
 void Assembly::Stop() {
   if (backend_) lock_.SetHoldLeft(backend_->HoldLeft());
-  if (shards_) shards_->Stop();
+  if (engine_) engine_->Stop();
 }
 
 bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
@@ -197,9 +194,9 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
   options.replica =
       config.listen.ToString() + " pid " + std::to_string(::getpid());
   try {
-    auto owned = std::make_unique<storage::EtcdFences>(io_, std::move(options));
-    etcd_ = owned.get();
-    fences_ = std::move(owned);
+    etcd_ = std::make_unique<storage::EtcdFences>(io_, std::move(options));
+    fences_ = etcd_.get();
+    fences_->TellChanges(Changes());
   } catch (const std::exception& e) {
     *failure = {std::string("--fence-store: ") + e.what()};
     return false;
@@ -207,78 +204,55 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
   return true;
 }
 
-// Counted and logged where the engine notices it: on the io thread, which
-// drives the committers too.
-std::function<void(const std::string&, const fence::LeaseRecord&)>
-Assembly::LeaseLost() {
-  // The service exists by the time the engine runs; watchers hear of it.
-  return [this](const std::string& name, const fence::LeaseRecord& lease) {
+storage::ChangeSink Assembly::Changes() {
+  return [this](storage::Change change) {
     if (service_) {
-      service_->LeaseExpired(name, lease);
-    } else {
-      ReportLeaseLost(*metrics_, name, lease);
+      service_->context().Changed(change);
+    } else if (change.kind == storage::Change::Kind::kLeaseExpired) {
+      ReportLeaseLost(*metrics_, change.lease_name, change.lease.record);
     }
   };
 }
 
-bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
+bool Assembly::OpenEngine(const Config& config, const TestSwitches& test,
                           Failure* failure) {
+  storage::LocalEngine::Options options;
+  options.dir = config.data_dir;
+  options.max_map_size = config.max_map_size;
+  options.shards = config.lmdb_shards;
+  options.max_leases = config.max_leases;
+  options.io = &io_;
+  options.changes = Changes();
+  options.on_fatal = [](const std::string& message) {
+    spdlog::critical("stopping: {}", message);
+    spdlog::shutdown();
+  };
+  options.max_queue_writes = test.max_queue_writes;
+  if (test.segment_bytes) {
+    options.segment_bytes = *test.segment_bytes * config.lmdb_shards;
+  }
+  if (test.answer_before_sync) {
+    options.answer_before_sync = true;
+    spdlog::critical(
+        "FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1: writes are answered before "
+        "they are durable; for tests only");
+  }
   try {
-    fence::Shards::Options options;
-    options.dir = config.data_dir;
-    options.max_map_size = config.max_map_size;
-    options.count = config.lmdb_shards;
-    options.committer.on_fatal = [](const std::string& message) {
-      spdlog::critical("stopping: {}", message);
-      spdlog::shutdown();
-    };
-    if (test.max_queue_writes) {
-      options.committer.max_queue_writes = *test.max_queue_writes;
-    }
-    if (test.segment_bytes) {
-      // Shards divides it among the shards.
-      options.committer.segment_bytes =
-          *test.segment_bytes * config.lmdb_shards;
-    }
-    // The io thread decides, logs, syncs and answers: no hand-off to
-    // another thread between a request and its answer.
-    options.committer.loop = storage::CommitLoopOn(io_);
-    // The engine notices leases that run out, whether or not anyone asks.
-    options.committer.on_lease_expired = LeaseLost();
-    if (test.answer_before_sync) {
-      options.committer.answer_before_sync = true;
-      spdlog::critical(
-          "FENCEPOST_TEST_ANSWER_BEFORE_SYNC=1: writes are answered before "
-          "they are durable; for tests only");
-    }
-    shards_ = std::make_unique<fence::Shards>(options);
+    engine_ = std::make_unique<storage::LocalEngine>(options);
   } catch (const std::exception& e) {
     *failure = {e.what()};
     return false;
   }
-  if (const std::string& why = shards_->committer(0).sync_fallback();
-      !why.empty()) {
+  if (const std::string why = engine_->sync_fallback(); !why.empty()) {
     spdlog::warn(
         "io_uring is not available ({}): the log's syncs run on the event "
         "loop, which waits for each one",
         why);
   }
-  for (const fence::Env* env : shards_->envs()) {
-    if (env->format_found() != fence::Env::kFormat) {
-      spdlog::info(
-          "{}: upgraded in place from data format {} to {}{}", env->dir(),
-          env->format_found(), fence::Env::kFormat,
-          env->format_found() < 2
-              ? " (entity tags); its values keep the tag \"0\" until they "
-                "are next written"
-              : "");
-    }
+  for (const std::string& notice : engine_->Notices(config.lmdb_shards)) {
+    spdlog::info("{}", notice);
   }
-  if (shards_->size() != config.lmdb_shards) {
-    spdlog::info("{} keeps the {} LMDB shards it was created with",
-                 config.data_dir, shards_->size());
-  }
-  fences_ = std::make_unique<storage::LocalFences>(*shards_, LeaseLost());
+  fences_ = &engine_->fences();
   return true;
 }
 
@@ -316,7 +290,7 @@ bool Assembly::MakeBackend(const Config& config, const TestSwitches& test,
     } else if (config.backend_spec.kind == Kind::kS3) {
       return MakeS3Backend(config, test, failure);
     } else {
-      backend_ = std::make_unique<storage::LmdbBackend>(*shards_);
+      backend_ = engine_->MakeBackend();
     }
   } catch (const std::exception& e) {
     *failure = {e.what()};
@@ -418,22 +392,18 @@ bool Assembly::WatchEtcd(const Config& config, Failure* failure) {
   }
   RouteContext& context = service_->context();
   storage::Fences& fences = *fences_;
+  // Every replica's changes, into the one channel.
   storage::EtcdWatch::Handlers handlers;
-  handlers.fence = [&context](const fence::FenceRecord& fence) {
-    context.PublishFence(fence);
+  handlers.fence = [changes = Changes()](const fence::FenceRecord& fence) {
+    storage::Change change;
+    change.fence = fence;
+    change.from_feed = true;
+    changes(std::move(change));
   };
-  handlers.lease = [&context, &fences](const std::string& name,
-                                       const fence::LeaseRecord& lease,
-                                       std::string_view change) {
-    fence::LeaseTable::Entry entry;
-    entry.record = lease;
-    const std::int64_t now = fences.SteadyNow();
-    // Live from now for its TTL: a grant or renewal just committed.
-    if (change == "granted" || change == "renewed") {
-      entry.deadline_ns =
-          now + static_cast<std::int64_t>(lease.ttl_ms) * 1000000;
-    }
-    context.PublishLease(name, entry, now, change, true);
+  handlers.lease = [changes = Changes(), &fences](
+                       const std::string& name, const fence::LeaseRecord& lease,
+                       std::string_view what) {
+    changes(storage::FedLeaseChange(name, lease, what, fences.SteadyNow()));
   };
   handlers.reset = [&context] { context.watches().Reset(); };
   etcd_watch_ = std::make_unique<storage::EtcdWatch>(
@@ -497,12 +467,8 @@ bool Assembly::ListenS3(const Config& config, Failure* failure) {
     return false;
   }
   auto* backend = dynamic_cast<storage::S3Backend*>(backend_.get());
-  Service* service = service_.get();
-  s3_door_ = std::make_unique<S3Door>(
-      std::move(options), *backend,
-      [service](const Request& request, const std::string& client) {
-        return service->HandleAuthenticated(request, client);
-      });
+  s3_door_ =
+      std::make_unique<S3Door>(std::move(options), *backend, service_->core());
   service_->SetS3Door(s3_door_.get());
   try {
     s3_ = server_->Listen(metrics::Port::kS3, Endpoint(*config.s3_listen));

@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 
-#include "fence/shards.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/data_dir_lock.h"
@@ -18,6 +17,7 @@
 #include "storage/etcd_fences.h"
 #include "storage/etcd_watch.h"
 #include "storage/fences.h"
+#include "storage/local_engine.h"
 
 namespace fencepost::proxy {
 
@@ -49,7 +49,7 @@ class Assembly {
   Service& service() { return *service_; }
   Server& server() { return *server_; }
   // nullptr unless the fences are in etcd.
-  storage::EtcdFences* etcd() { return etcd_; }
+  storage::EtcdFences* etcd() { return etcd_.get(); }
   // Ends etcd's watch (at shutdown: its stream would keep the loop busy).
   void StopWatchingEtcd() {
     if (etcd_watch_) etcd_watch_->Stop();
@@ -74,11 +74,11 @@ class Assembly {
   // keys loaded.
   bool ListenS3(const Config& config, Failure* failure);
   bool OpenEtcd(const Config& config, Failure* failure);
-  // Counts and logs a lease the store noticed ran out (metrics_ set), on
-  // the io thread.
-  std::function<void(const std::string&, const fence::LeaseRecord&)>
-  LeaseLost();
-  bool OpenShards(const Config& config, const TestSwitches& test,
+  // Where the store's changes go (storage/changes.h), on the io thread:
+  // to the service's watchers and counts, or, before the service exists,
+  // a lease that ran out to the counts and the log (metrics_ set).
+  storage::ChangeSink Changes();
+  bool OpenEngine(const Config& config, const TestSwitches& test,
                   Failure* failure);
   bool MakeBackend(const Config& config, const TestSwitches& test,
                    Failure* failure);
@@ -95,9 +95,9 @@ class Assembly {
   DataDirLock lock_;
   boost::asio::io_context io_{1};
   std::unique_ptr<metrics::Metrics> metrics_;
-  std::unique_ptr<fence::Shards> shards_;
-  std::unique_ptr<storage::Fences> fences_;
-  storage::EtcdFences* etcd_ = nullptr;  // fences_, when in etcd
+  std::unique_ptr<storage::LocalEngine> engine_;  // unless in etcd
+  std::unique_ptr<storage::EtcdFences> etcd_;
+  storage::Fences* fences_ = nullptr;  // the engine's, or etcd_
   std::unique_ptr<storage::Backend> backend_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;

@@ -2,7 +2,8 @@
 
 #include <vector>
 
-#include "fence/values.h"
+#include "fence/value_fields.h"
+#include "storage/s3_request.h"
 
 namespace fencepost::proxy {
 
@@ -113,6 +114,33 @@ bool BatchIfMatch(std::string_view value, fence::Precondition* out) {
   if (!fence::ValidTag(value)) return false;
   out->match.emplace_back(value);
   return true;
+}
+
+std::optional<Problem> ReadWriteFields(const Request& req, bool forwarded,
+                                       WriteCall& call) {
+  if (!forwarded) {
+    if (std::string e = ReadPreconditions(req, &call.precondition);
+        !e.empty()) {
+      return Problem{ProblemType::kBadRequest, std::move(e), call.key};
+    }
+    const std::string_view type = req[http::field::content_type];
+    if (!fence::ValidContentType(type)) {
+      return Problem{ProblemType::kBadRequest,
+                     "Content-Type must be at most " +
+                         std::to_string(fence::kMaxContentTypeBytes) +
+                         " bytes without control characters",
+                     call.key};
+    }
+    if (call.kind == storage::WriteKind::kPut) call.content_type = type;
+  }
+  if (call.kind == storage::WriteKind::kPut) {
+    for (const auto& field : req) {
+      if (storage::KeptWithObject(field.name_string())) {
+        call.object_fields.emplace_back(field.name_string(), field.value());
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace fencepost::proxy

@@ -380,9 +380,9 @@ void LimitFlags(std::map<std::string, Flag>* flags) {
        {Kind::kValue,
         [](Config& c, const std::string& v) {
           const std::uint64_t n = ParseUnsigned("lmdb-shards", v);
-          if (n < 1 || n > fence::Shards::kMaxCount) {
+          if (n < 1 || n > storage::kMaxLmdbShards) {
             throw ConfigError("--lmdb-shards: must be from 1 to " +
-                              std::to_string(fence::Shards::kMaxCount));
+                              std::to_string(storage::kMaxLmdbShards));
           }
           c.lmdb_shards = n;
         }}},
@@ -657,8 +657,8 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
                                closes, or a new one gets 503 (default 4096)
   --admin-max-connections N    the same for the admin port (default 64)
   --lmdb-shards N              LMDB environments of a new data directory, 1-)" +
-         std::to_string(fence::Shards::kMaxCount) + R"( (default )" +
-         std::to_string(fence::Shards::kDefaultCount) + R"()
+         std::to_string(storage::kMaxLmdbShards) + R"( (default )" +
+         std::to_string(storage::kDefaultLmdbShards) + R"()
 
 Port 0 binds an ephemeral port; bound addresses are logged at start-up.
 Bad flags exit with status 2.

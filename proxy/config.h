@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "fence/shards.h"
 #include "storage/backend_spec.h"
 #include "storage/etcd_spec.h"
+#include "storage/lmdb_shards.h"
 
 namespace fencepost::proxy {
 
@@ -89,8 +89,8 @@ struct Config {
   // renewals never are).
   std::size_t max_leases = 100000;
   // Not in SPEC's table: how many LMDB environments a new data directory is
-  // split into (see fence::Shards); an existing directory keeps its own.
-  std::size_t lmdb_shards = fence::Shards::kDefaultCount;
+  // split into (see storage::LocalEngine); an existing directory keeps its own.
+  std::size_t lmdb_shards = storage::kDefaultLmdbShards;
   // Not in SPEC's table: one log line per request (--access-log).
   bool access_log = false;
 };

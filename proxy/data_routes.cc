@@ -8,7 +8,6 @@
 #include "fence/errc.h"
 #include "fence/key.h"
 #include "fence/rules.h"
-#include "fence/values.h"
 #include "http/json.h"
 #include "proxy/conditional.h"
 #include "proxy/logging.h"
@@ -42,223 +41,47 @@ storage::WriteKind KindOf(http::verb verb) {
   }
 }
 
-// The 409 of `write` when its token is stale, for a write that would
-// otherwise be refused with a 400 of its own (a malformed If-Match, say):
-// the token is checked first (SPEC "Conditional writes"). Nothing when the
-// token is not stale, in observe mode, or when the fence cannot be read
-// (the 400 then stands: neither answer changes anything).
-Awaitable<std::optional<Response>> StaleFirst(
-    RouteContext& context, const Request& req, const std::string& key,
-    const storage::WriteRequest& write, const std::string& client) {
-  if (!write.token || write.observe) co_return std::nullopt;
-  const storage::Fences::Read read = co_await context.fences().Get(write.fence);
-  if (read.error || !read.fence ||
-      fence::Decide(read.fence->token, *write.token).accepted) {
-    co_return std::nullopt;
-  }
-  co_return context.RefuseStale(req, key, write.fence, *write.token,
-                                read.fence->token, client,
-                                "stale_write_rejected");
-}
-
 }  // namespace
 
-DataRoutes::DataRoutes(RouteContext& context) : RouteUnit(context) {}
+DataRoutes::DataRoutes(RouteContext& context, Core& core)
+    : RouteUnit(context), core_(core) {}
 
 Awaitable<Response> DataRoutes::Read(const Request& req,
                                      const std::string& key) {
-  const bool head = req.method() == http::verb::head;
+  ReadCall call;
+  call.key = key;
+  call.head = req.method() == http::verb::head;
+  call.original = &req;
   // A forwarding backend's upstream decides the preconditions it is sent.
-  fence::Precondition pre;
-  if (!backend_.forwards_preconditions()) {
-    if (std::string e = ReadPreconditions(req, &pre); !e.empty()) {
+  if (!core_.forwards_preconditions()) {
+    if (std::string e = ReadPreconditions(req, &call.precondition);
+        !e.empty()) {
       co_return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
     }
+    call.range = req[http::field::range];
   }
-  storage::ReadRequest request{key, std::string(scopes_.FenceFor(key)), head,
-                               &req};
-  storage::ReadResult read = co_await backend_.Read(request);
-  if (read.error) {
-    co_return context_.StorageFailure(
-        req, read.error, key, "read", 0, read.detail,
-        read.store_error ? &*read.store_error : nullptr);
-  }
-  // A forwarding backend's answer as it is; another's (s3://) after the
-  // preconditions, which fencepost decides.
-  if (read.upstream && backend_.forwards_preconditions()) {
-    read.upstream->version(req.version());
-    co_return std::move(*read.upstream);
-  }
-  // If-Match first, then If-None-Match (RFC 9110 13.2.2); none for what
-  // would be a 404 anyway (13.2.1).
-  const fence::ValueNow now{read.found, read.etag};
-  fence::Precondition if_match = pre;
-  if_match.has_none_match = false;
-  if (read.found && !fence::PreconditionHolds(if_match, now)) {
-    Problem problem(ProblemType::kPreconditionFailed,
-                    "the value's entity tag does not meet If-Match", key);
-    problem.with_current_etag = true;
-    if (!read.etag.empty()) problem.current_etag = QuoteTag(read.etag);
-    Response res = Problemed(req, std::move(problem));
-    // As a write's 412 and the 200 would: the tag the value has.
-    if (!read.etag.empty()) res.set(http::field::etag, QuoteTag(read.etag));
-    co_return res;
-  }
-  if (fence::NotModified(pre, now)) {
-    // No body; Content-Length is the value's, as RFC 9110 8.6 allows.
-    Response res(http::status::not_modified, req.version());
-    res.set(http::field::etag, QuoteTag(read.etag));
-    res.set(http::field::content_length, std::to_string(read.size));
-    co_return res;
-  }
-  if (!read.found) {
-    co_return Problemed(req, {ProblemType::kNotFound, "no value for this key",
-                              key, std::nullopt, std::nullopt});
-  }
-  if (read.upstream) {
-    read.upstream->version(req.version());
-    co_return std::move(*read.upstream);
-  }
-  Response res(http::status::ok, req.version());
-  res.set(http::field::content_type, read.content_type.empty()
-                                         ? "application/octet-stream"
-                                         : read.content_type);
-  if (!read.etag.empty()) res.set(http::field::etag, QuoteTag(read.etag));
-  if (read.token) res.set(kTokenHeader, std::to_string(*read.token));
-  if (head) {
-    // The backend did not read the value: only its size.
-    routes::FinishHead(req, res, read.size);
-  } else {
-    res.body() = std::move(read.body);
-    res.prepare_payload();
-  }
-  co_return res;
+  ReadDone done = co_await core_.Read(std::move(call));
+  co_return routes::AnswerRead(req, done);
 }
 
 Awaitable<Response> DataRoutes::Write(const Request& req,
                                       const std::string& key,
                                       const std::string& client) {
-  const bool observe = config_.mode == Mode::kObserve;
+  WriteCall call;
+  call.kind = KindOf(req.method());
+  call.key = key;
   fence::Token token = 0;
-  const TokenState state = ReadToken(req, &token);
-
-  storage::WriteRequest write;
-  write.kind = KindOf(req.method());
-  write.fence = std::string(scopes_.FenceFor(key));
-  write.key = key;
-  if (state == TokenState::kOk) write.token = token;
-  write.observe = observe;
-  if (std::optional<Response> bad = TakeConditions(req, key, write)) {
-    if (auto stale = co_await StaleFirst(context_, req, key, write, client)) {
-      co_return std::move(*stale);
-    }
-    co_return std::move(*bad);
+  if (ReadToken(req, &token) == TokenState::kOk) call.token = token;
+  call.method = req.method_string();
+  call.client = client;
+  call.body = req.body();
+  call.original = &req;
+  if (std::optional<Problem> bad =
+          ReadWriteFields(req, core_.forwards_preconditions(), call)) {
+    co_return Problemed(req, co_await core_.RefuseInput(call, std::move(*bad)));
   }
-  if (write.kind == storage::WriteKind::kPut) {
-    for (const auto& field : req) {
-      if (storage::KeptWithObject(field.name_string())) {
-        write.object_fields.emplace_back(field.name_string(), field.value());
-      }
-    }
-  }
-  write.body = req.body();
-  write.original = &req;
-  const std::string fence_name = write.fence;
-  storage::WriteResult result = co_await backend_.Write(std::move(write));
-  const fence::WriteOutcome& outcome = result.outcome;
-  const bool upstream_refused =
-      result.upstream &&
-      result.upstream->result() == http::status::precondition_failed;
-
-  using Verdict = fence::WriteOutcome::Verdict;
-  switch (outcome.verdict) {
-    case Verdict::kFailed:
-      if (result.store_error && result.store_error->status == 412) {
-        // The store's own check refused it (a writer went around fencepost
-        // since the value was read): a precondition that failed.
-        co_return context_.RefusePrecondition(
-            req, key, fence_name, token, std::nullopt, client,
-            "the store refused the write's precondition (the value changed "
-            "since fencepost read it)");
-      }
-      co_return context_.StorageFailure(
-          req, outcome.error, key, "write", result.retry_after, result.detail,
-          result.store_error ? &*result.store_error : nullptr);
-    case Verdict::kRejected:
-      co_return context_.RefuseStale(req, key, fence_name, token,
-                                     outcome.current, client,
-                                     "stale_write_rejected");
-    case Verdict::kPreconditionFailed:
-      co_return context_.RefusePrecondition(
-          req, key, fence_name, token,
-          outcome.etag.empty() ? std::nullopt : std::optional(outcome.etag),
-          client,
-          "the value's entity tag does not meet If-Match / If-None-Match");
-    case Verdict::kObserved:
-      context_.Observed(
-          req, key, fence_name,
-          state == TokenState::kOk ? std::optional(token) : std::nullopt,
-          outcome.current, client);
-      break;
-    case Verdict::kAccepted:
-      // An upstream's 412 is counted as what it is, not as a write.
-      if (!upstream_refused) context_.Accepted(fence_name, outcome, true);
-      break;
-  }
-  co_return Answer(req, key, fence_name, token, client, result);
-}
-
-std::optional<Response> DataRoutes::TakeConditions(
-    const Request& req, const std::string& key,
-    storage::WriteRequest& write) const {
-  // A forwarding backend's upstream gets them with the request.
-  if (backend_.forwards_preconditions()) return std::nullopt;
-  if (std::string e = ReadPreconditions(req, &write.precondition); !e.empty()) {
-    return Problemed(req, {ProblemType::kBadRequest, std::move(e), key});
-  }
-  const std::string_view type = req[http::field::content_type];
-  if (!fence::ValidContentType(type)) {
-    return Problemed(req, {ProblemType::kBadRequest,
-                           "Content-Type must be at most " +
-                               std::to_string(fence::kMaxContentTypeBytes) +
-                               " bytes without control characters",
-                           key});
-  }
-  if (write.kind == storage::WriteKind::kPut) write.content_type = type;
-  return std::nullopt;
-}
-
-Response DataRoutes::Answer(const Request& req, const std::string& key,
-                            const std::string& fence_name, fence::Token token,
-                            const std::string& client,
-                            storage::WriteResult& result) {
-  const fence::WriteOutcome& outcome = result.outcome;
-  if (result.upstream) {
-    if (result.upstream->result() == http::status::precondition_failed) {
-      context_.RecordPreconditionFailed(req, key, fence_name, token,
-                                        std::nullopt, client);
-    }
-    // The upstream's answer, with the fence's token.
-    Response res = std::move(*result.upstream);
-    res.version(req.version());
-    if (outcome.current) {
-      res.set(kTokenHeader, std::to_string(*outcome.current));
-    }
-    return res;
-  }
-  // PUT: 201 when it made the value, else 200 with an empty body. DELETE:
-  // 204, which RFC 9110 forbids to carry Content-Length.
-  http::status status = http::status::ok;
-  if (req.method() == http::verb::delete_) {
-    status = http::status::no_content;
-  } else if (result.created) {
-    status = http::status::created;
-  }
-  Response res(status, req.version());
-  if (outcome.current) res.set(kTokenHeader, std::to_string(*outcome.current));
-  if (!outcome.etag.empty()) res.set(http::field::etag, QuoteTag(outcome.etag));
-  if (status != http::status::no_content) res.prepare_payload();
-  return res;
+  Written written = co_await core_.Write(std::move(call));
+  co_return routes::AnswerWrite(req, written);
 }
 
 namespace {
@@ -384,13 +207,12 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
     co_return Problemed(
         req,
         {ops.bad_key ? ProblemType::kBadKey : ProblemType::kBadRequest,
-         ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key),
-         std::nullopt, std::nullopt});
+         ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key)});
   }
   std::string apart;
   if (auto refused = fences_.RefuseBatch(ops.batch, &apart)) {
-    co_return Problemed(req, {ProblemType::kBadRequest, std::move(*refused),
-                              std::move(apart), std::nullopt, std::nullopt});
+    co_return Problemed(
+        req, {ProblemType::kBadRequest, std::move(*refused), std::move(apart)});
   }
   fence::Batch batch = std::move(ops.batch);
   std::vector<std::string> keys;
@@ -401,37 +223,42 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
   }
   const fence::WriteOutcome outcome =
       co_await storage::AsyncCommit(fences_, std::move(batch));
+  const Asker asker = AskerOf(req, client);
 
   using Verdict = fence::WriteOutcome::Verdict;
   if (outcome.verdict == Verdict::kPreconditionFailed) {
     const std::size_t at = fence::FirstNotApplied(outcome);
     const fence::WriteOutcome& failed = outcome.batch[at];
-    co_return context_.RefusePrecondition(
-        req, keys[at], std::string(scopes_.FenceFor(keys[at])), token,
-        failed.etag.empty() ? std::nullopt : std::optional(failed.etag), client,
-        "op " + std::to_string(at) +
-            ": the value's entity tag does not meet if_match / if_none_match");
+    co_return Problemed(
+        req,
+        context_.RefusePrecondition(
+            asker, keys[at], std::string(scopes_.FenceFor(keys[at])), token,
+            failed.etag.empty() ? std::nullopt : std::optional(failed.etag),
+            "op " + std::to_string(at) +
+                ": the value's entity tag does not meet if_match / "
+                "if_none_match"));
   }
   if (outcome.verdict == Verdict::kRejected) {
-    const std::size_t at = outcome.batch.size() - 1;
-    const fence::WriteOutcome& stale = outcome.batch.back();
-    co_return context_.RefuseStale(
-        req, keys[at], std::string(scopes_.FenceFor(keys[at])), token,
-        stale.current, client, "stale_batch_rejected");
+    const std::string& key = keys[outcome.batch.size() - 1];
+    co_return Problemed(
+        req, context_.RefuseStale(
+                 asker, key, std::string(scopes_.FenceFor(key)), token,
+                 outcome.batch.back().current, "stale_batch_rejected"));
   }
   if (outcome.verdict == Verdict::kFailed) {
     const std::string& key =
         outcome.batch.empty() ? keys.front() : keys[outcome.batch.size() - 1];
-    co_return context_.StorageFailure(req, outcome.error, key, "batch");
+    co_return Problemed(req,
+                        context_.StorageFailure(outcome.error, key, "batch"));
   }
   std::string body = "{\"results\":[";
   for (std::size_t i = 0; i < keys.size(); ++i) {
     const fence::WriteOutcome& one = outcome.batch[i];
     const std::string fence_name(scopes_.FenceFor(keys[i]));
     if (one.verdict == Verdict::kObserved) {
-      context_.Observed(req, keys[i], fence_name, token, one.current, client);
+      context_.Observed(asker, keys[i], fence_name, token, one.current);
     } else {
-      context_.Accepted(fence_name, one);
+      context_.Accepted(one);
     }
     const int status = deletes[i] ? 204 : one.created ? 201 : 200;
     if (i > 0) body += ",";

@@ -12,6 +12,7 @@
 #include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/config.h"
+#include "proxy/core.h"
 #include "proxy/http_types.h"
 #include "proxy/route_context.h"
 #include "storage/backend.h"
@@ -26,7 +27,7 @@ namespace fencepost::proxy {
 // Coroutines take references: their callers co_await them at once.
 class DataRoutes : private RouteUnit {
  public:
-  explicit DataRoutes(RouteContext& context);
+  DataRoutes(RouteContext& context, Core& core);
 
   // GET and HEAD of `key`.
   Awaitable<Response> Read(const Request& request, const std::string& key);
@@ -39,15 +40,7 @@ class DataRoutes : private RouteUnit {
   Response BatchesUnsupported(const Request& request) const;
 
  private:
-  // The preconditions and Content-Type of `request` into `write`, or the
-  // 400 that refuses them (nothing, for a backend that forwards them).
-  std::optional<Response> TakeConditions(const Request& request,
-                                         const std::string& key,
-                                         storage::WriteRequest& write) const;
-  // The answer to an applied write: the upstream's, or 201, 200 or 204.
-  Response Answer(const Request& request, const std::string& key,
-                  const std::string& fence_name, fence::Token token,
-                  const std::string& client, storage::WriteResult& result);
+  Core& core_;
 };
 
 }  // namespace fencepost::proxy

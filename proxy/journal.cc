@@ -1,7 +1,5 @@
 #include "proxy/journal.h"
 
-#include <openssl/sha.h>
-
 namespace fencepost::proxy {
 
 void Journal::Add(Rejection rejection) {
@@ -16,19 +14,6 @@ std::vector<Rejection> Journal::Recent(std::size_t limit) const {
   for (auto it = entries_.rbegin(); it != entries_.rend() && out.size() < limit;
        ++it) {
     out.push_back(*it);
-  }
-  return out;
-}
-
-std::string Sha256Hex(std::string_view data) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
-         digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char b : digest) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
   }
   return out;
 }

@@ -48,7 +48,4 @@ class Journal {
   std::deque<Rejection> entries_;
 };
 
-// SHA-256 of `data` in lower-case hex.
-std::string Sha256Hex(std::string_view data);
-
 }  // namespace fencepost::proxy

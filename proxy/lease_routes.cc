@@ -127,7 +127,6 @@ Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
   if (!fences_.CountsLeases()) co_return std::nullopt;
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(op.name, op.fence);
-  if (read.expired) context_.LeaseExpired(op.name, *read.expired);
   fence::LeaseState state;
   if (read.entry) {
     state.record = read.entry->record;
@@ -154,10 +153,7 @@ Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
 
 Response LeaseRoutes::LeaseFailure(const Request& req, const std::string& name,
                                    const fence::WriteOutcome& outcome) {
-  if (outcome.lease && outcome.lease->expired) {
-    context_.LeaseExpired(name, *outcome.lease->expired);
-  }
-  return context_.StorageFailure(req, outcome.error, name, "lease");
+  return Problemed(req, context_.StorageFailure(outcome.error, name, "lease"));
 }
 
 Awaitable<fence::WriteOutcome> LeaseRoutes::CommitLease(fence::LeaseOp op) {
@@ -182,13 +178,11 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   // the lease then), however this coroutine ends.
   const PendingGrant pending(reserved ? &pending_grants_ : nullptr);
   const std::string holder = op.holder;
-  const std::string op_fence = op.fence;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }
   const fence::LeaseOutcome& lease = *outcome.lease;
-  if (lease.expired) context_.LeaseExpired(name, *lease.expired);
   using V = fence::LeaseOutcome::Verdict;
   if (lease.verdict == V::kDenied) {
     metrics_.LeaseDenied();
@@ -207,7 +201,7 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   const std::string token = std::to_string(lease.lease.token);
   if (lease.verdict == V::kGranted) {
     // A grant raises a fence as a bump does.
-    context_.Accepted(op_fence, outcome);
+    context_.Accepted(outcome);
     metrics_.LeaseGranted();
     using R = fence::LeaseOutcome::GrantReason;
     const char* reason = lease.reason == R::kFirst      ? "first grant"
@@ -231,8 +225,6 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   entry.record = lease.lease;
   const std::int64_t now = fences_.SteadyNow();
   entry.deadline_ns = now + lease.expires_in_ms * 1000000;
-  context_.PublishLease(name, entry, now,
-                        lease.verdict == V::kGranted ? "granted" : "renewed");
   co_return LeaseDocument(req, name, entry, now);
 }
 
@@ -253,8 +245,6 @@ Awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
     co_return LeaseFailure(req, name, outcome);
   }
-  if (outcome.lease->expired)
-    context_.LeaseExpired(name, *outcome.lease->expired);
   if (outcome.lease->verdict != fence::LeaseOutcome::Verdict::kReleased) {
     co_return Problemed(
         req, {ProblemType::kLeaseNotHeld,
@@ -262,12 +252,6 @@ Awaitable<Response> LeaseRoutes::ReleaseLease(const Request& req,
               name, token, std::nullopt});
   }
   metrics_.LeaseReleased();
-  {
-    fence::LeaseTable::Entry entry;
-    entry.record = outcome.lease->lease;
-    entry.record.released = true;
-    context_.PublishLease(name, entry, fences_.SteadyNow(), "released");
-  }
   LogEvent(
       spdlog::level::info, "lease_released", "lease released",
       {{"lease", name},
@@ -284,8 +268,8 @@ Awaitable<Response> LeaseRoutes::GetLease(const Request& req,
   const storage::Fences::LeaseRead read =
       co_await fences_.GetLease(name, std::string(scopes_.FenceFor(name)));
   if (read.error)
-    co_return context_.StorageFailure(req, read.error, name, "lease");
-  if (read.expired) context_.LeaseExpired(name, *read.expired);
+    co_return Problemed(req,
+                        context_.StorageFailure(read.error, name, "lease"));
   if (!read.entry) {
     co_return Problemed(
         req, {ProblemType::kNotFound, "this lease was never granted", name,
@@ -303,10 +287,7 @@ Awaitable<Response> LeaseRoutes::ListLeases(const Request& req) {
   const storage::Fences::LeaseList list =
       co_await fences_.ListLeases(prefix, after, limit);
   if (list.error)
-    co_return context_.StorageFailure(req, list.error, "", "lease");
-  for (const auto& [expired_name, lease] : list.expired) {
-    context_.LeaseExpired(expired_name, lease);
-  }
+    co_return Problemed(req, context_.StorageFailure(list.error, "", "lease"));
   std::string body = "{\"leases\":[";
   for (std::size_t i = 0; i < list.leases.size(); ++i) {
     if (i > 0) body += ",";

@@ -13,109 +13,92 @@ namespace http = boost::beast::http;
 namespace {
 
 struct Info {
+  ProblemType type;
   http::status status;
-  std::string_view slug;
+  std::string_view slug;  // the type URI's last segment
   std::string_view title;
+  std::string_view s3_code;  // the S3 front door's error code
 };
 
-// The problems of the storage behind the fences.
-Info StorageInfoOf(ProblemType type) {
-  switch (type) {
-    case ProblemType::kMapFull:
-      return {http::status::insufficient_storage, "map-full",
-              "Storage is full (LMDB map at --max-map-size)"};
-    case ProblemType::kKeyCollision:
-      return {http::status::conflict, "key-collision",
-              "The key collides with a file or directory of the other kind"};
-    case ProblemType::kDiskFull:
-      return {http::status::insufficient_storage, "disk-full",
-              "The backend's file system is full"};
-    case ProblemType::kUpstreamFailed:
-      return {http::status::bad_gateway, "upstream-failed",
-              "The upstream refused or failed before the write was sent"};
-    case ProblemType::kOutcomeUnknown:
-      return {http::status::gateway_timeout, "upstream-outcome-unknown",
-              "The upstream's outcome is unknown"};
-    case ProblemType::kFenceHeld:
-      return {http::status::service_unavailable, "fence-held",
-              "The fence is held closed after an unknown upstream outcome"};
-    case ProblemType::kStorageFailure:
-      return {http::status::internal_server_error, "storage-failure",
-              "Storage failure"};
-    case ProblemType::kStoreUnavailable:
-      return {http::status::service_unavailable, "fence-store-unavailable",
-              "The fence store (etcd) is unavailable"};
-    default:
-      break;
+// Every problem type, in ProblemType's order: the one list from which the
+// data port's problem+json, the S3 door's error codes and the clients'
+// tables (checked by their tests) are made.
+constexpr Info kProblems[] = {
+    {ProblemType::kStaleToken, http::status::conflict, "stale-token",
+     "Fencing token is lower than the fence's highest", "StaleFencingToken"},
+    {ProblemType::kMissingToken, http::status::precondition_required,
+     "missing-token", "Fencing-Token header is required",
+     "MissingFencingToken"},
+    {ProblemType::kInvalidToken, http::status::bad_request, "invalid-token",
+     "Fencing-Token is not a plain decimal uint64", "InvalidArgument"},
+    {ProblemType::kBadKey, http::status::bad_request, "bad-key", "Invalid key",
+     "InvalidArgument"},
+    {ProblemType::kBadRequest, http::status::bad_request, "bad-request",
+     "Bad request", "InvalidArgument"},
+    {ProblemType::kBadFraming, http::status::bad_request, "bad-framing",
+     "Ambiguous or malformed HTTP framing", "InternalError"},
+    {ProblemType::kBodyTooLarge, http::status::payload_too_large,
+     "body-too-large", "Request body is larger than --max-body",
+     "EntityTooLarge"},
+    {ProblemType::kHeadersTooLarge,
+     http::status::request_header_fields_too_large, "headers-too-large",
+     "Request headers are larger than 16 KiB", "InternalError"},
+    {ProblemType::kMethodNotAllowed, http::status::method_not_allowed,
+     "method-not-allowed", "Method not allowed", "MethodNotAllowed"},
+    {ProblemType::kNotFound, http::status::not_found, "not-found", "Not found",
+     "NoSuchKey"},
+    {ProblemType::kMapFull, http::status::insufficient_storage, "map-full",
+     "Storage is full (LMDB map at --max-map-size)", "InternalError"},
+    {ProblemType::kKeyCollision, http::status::conflict, "key-collision",
+     "The key collides with a file or directory of the other kind",
+     "InternalError"},
+    {ProblemType::kDiskFull, http::status::insufficient_storage, "disk-full",
+     "The backend's file system is full", "InternalError"},
+    {ProblemType::kUpstreamFailed, http::status::bad_gateway, "upstream-failed",
+     "The upstream refused or failed before the write was sent",
+     "ServiceUnavailable"},
+    {ProblemType::kOutcomeUnknown, http::status::gateway_timeout,
+     "upstream-outcome-unknown", "The upstream's outcome is unknown",
+     "OutcomeUnknown"},
+    {ProblemType::kFenceHeld, http::status::service_unavailable, "fence-held",
+     "The fence is held closed after an unknown upstream outcome", "SlowDown"},
+    {ProblemType::kUnauthorized, http::status::unauthorized, "unauthorized",
+     "A valid bearer token is required", "InternalError"},
+    {ProblemType::kStorageFailure, http::status::internal_server_error,
+     "storage-failure", "Storage failure", "InternalError"},
+    {ProblemType::kTooManyConnections, http::status::service_unavailable,
+     "too-many-connections", "Too many connections", "InternalError"},
+    {ProblemType::kOverloaded, http::status::service_unavailable, "overloaded",
+     "Overloaded", "SlowDown"},
+    {ProblemType::kLeaseHeld, http::status::conflict, "lease-held",
+     "The lease is held by another holder", "InternalError"},
+    {ProblemType::kLeaseNotHeld, http::status::conflict, "lease-not-held",
+     "The lease is not held by this holder with this token", "InternalError"},
+    {ProblemType::kStoreUnavailable, http::status::service_unavailable,
+     "fence-store-unavailable", "The fence store (etcd) is unavailable",
+     "InternalError"},
+    {ProblemType::kTokensExhausted, http::status::conflict, "tokens-exhausted",
+     "No higher fencing token is left to grant", "InternalError"},
+    {ProblemType::kTooManyLeases, http::status::insufficient_storage,
+     "too-many-leases", "Too many live leases", "InternalError"},
+    {ProblemType::kPreconditionFailed, http::status::precondition_failed,
+     "precondition-failed",
+     "The value's entity tag does not meet the precondition",
+     "PreconditionFailed"},
+    {ProblemType::kStoreError, http::status::bad_gateway, "store-error",
+     "The store behind the fences answered an error", "InternalError"},
+};
+constexpr bool InOrder() {
+  for (std::size_t i = 0; i < std::size(kProblems); ++i) {
+    if (kProblems[i].type != static_cast<ProblemType>(i)) return false;
   }
-  return {http::status::bad_gateway, "store-error",
-          "The store behind the fences answered an error"};
+  return std::size(kProblems) ==
+         static_cast<std::size_t>(ProblemType::kLast) + 1;
 }
+static_assert(InOrder(), "kProblems lists every ProblemType, in order");
 
-Info InfoOf(ProblemType type) {
-  switch (type) {
-    case ProblemType::kStaleToken:
-      return {http::status::conflict, "stale-token",
-              "Fencing token is lower than the fence's highest"};
-    case ProblemType::kMissingToken:
-      return {http::status::precondition_required, "missing-token",
-              "Fencing-Token header is required"};
-    case ProblemType::kInvalidToken:
-      return {http::status::bad_request, "invalid-token",
-              "Fencing-Token is not a plain decimal uint64"};
-    case ProblemType::kBadKey:
-      return {http::status::bad_request, "bad-key", "Invalid key"};
-    case ProblemType::kBadRequest:
-      return {http::status::bad_request, "bad-request", "Bad request"};
-    case ProblemType::kBadFraming:
-      return {http::status::bad_request, "bad-framing",
-              "Ambiguous or malformed HTTP framing"};
-    case ProblemType::kBodyTooLarge:
-      return {http::status::payload_too_large, "body-too-large",
-              "Request body is larger than --max-body"};
-    case ProblemType::kHeadersTooLarge:
-      return {http::status::request_header_fields_too_large,
-              "headers-too-large", "Request headers are larger than 16 KiB"};
-    case ProblemType::kMethodNotAllowed:
-      return {http::status::method_not_allowed, "method-not-allowed",
-              "Method not allowed"};
-    case ProblemType::kNotFound:
-      return {http::status::not_found, "not-found", "Not found"};
-    case ProblemType::kUnauthorized:
-      return {http::status::unauthorized, "unauthorized",
-              "A valid bearer token is required"};
-    case ProblemType::kOverloaded:
-      return {http::status::service_unavailable, "overloaded", "Overloaded"};
-    case ProblemType::kLeaseHeld:
-      return {http::status::conflict, "lease-held",
-              "The lease is held by another holder"};
-    case ProblemType::kLeaseNotHeld:
-      return {http::status::conflict, "lease-not-held",
-              "The lease is not held by this holder with this token"};
-    case ProblemType::kTooManyConnections:
-      return {http::status::service_unavailable, "too-many-connections",
-              "Too many connections"};
-    case ProblemType::kTokensExhausted:
-      return {http::status::conflict, "tokens-exhausted",
-              "No higher fencing token is left to grant"};
-    case ProblemType::kTooManyLeases:
-      return {http::status::insufficient_storage, "too-many-leases",
-              "Too many live leases"};
-    case ProblemType::kPreconditionFailed:
-      return {http::status::precondition_failed, "precondition-failed",
-              "The value's entity tag does not meet the precondition"};
-    case ProblemType::kMapFull:
-    case ProblemType::kKeyCollision:
-    case ProblemType::kDiskFull:
-    case ProblemType::kUpstreamFailed:
-    case ProblemType::kOutcomeUnknown:
-    case ProblemType::kFenceHeld:
-    case ProblemType::kStorageFailure:
-    case ProblemType::kStoreUnavailable:
-    case ProblemType::kStoreError:
-      return StorageInfoOf(type);
-  }
-  return {http::status::internal_server_error, "internal", "Internal error"};
+const Info& InfoOf(ProblemType type) {
+  return kProblems[static_cast<std::size_t>(type)];
 }
 
 }  // namespace
@@ -133,6 +116,14 @@ std::string_view TypeUri(ProblemType type) {
     return out;
   }();
   return uris[static_cast<int>(type)];
+}
+
+std::string_view S3CodeOf(const Problem& problem) {
+  if (problem.type == ProblemType::kStoreError && problem.store_code &&
+      !problem.store_code->empty()) {
+    return *problem.store_code;
+  }
+  return InfoOf(problem.type).s3_code;
 }
 
 Problem ProblemFromStorage(std::error_code error, std::string key) {
@@ -223,6 +214,12 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
   res.set(http::field::content_type, "application/problem+json");
   if (problem.current_token) {
     res.set("Fencing-Token", std::to_string(*problem.current_token));
+  }
+  if (problem.with_current_etag && problem.current_etag) {
+    res.set(http::field::etag, *problem.current_etag);
+  }
+  if (problem.retry_after > 0) {
+    res.set(http::field::retry_after, std::to_string(problem.retry_after));
   }
   res.body() = std::move(body);
   res.prepare_payload();

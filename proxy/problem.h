@@ -74,17 +74,24 @@ struct Problem {
   std::optional<unsigned> status;
   std::optional<std::string> store_code;
   std::optional<std::string> store_request_id;
+  // Seconds to wait before trying again (Retry-After); 0: none.
+  int retry_after = 0;
 };
 
 // The one mapping from an error case to its HTTP status.
 boost::beast::http::status StatusOf(ProblemType type);
 std::string_view TypeUri(ProblemType type);
+// The S3 front door's error code for `problem`: the store's own code for a
+// store-error that has one, else the type's.
+std::string_view S3CodeOf(const Problem& problem);
 
 // The problem a storage error stands for: 400 for keys the file system
 // cannot hold, 409 for collisions, 507 for a full map or disk, else 500.
 Problem ProblemFromStorage(std::error_code error, std::string key);
 
-// A complete application/problem+json response, payload prepared.
+// A complete application/problem+json response, payload prepared, with
+// Fencing-Token (current_token), ETag (current_etag) and Retry-After
+// (retry_after) where the problem has them.
 Response MakeProblemResponse(const Problem& problem, unsigned version);
 
 }  // namespace fencepost::proxy

@@ -9,6 +9,7 @@
 #include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"
+#include "sigv4/crypto.h"
 
 namespace fencepost::proxy {
 
@@ -19,31 +20,6 @@ using routes::ReadToken;
 using routes::StaleToken;
 using routes::TokenState;
 
-namespace {
-
-std::optional<Response> RefuseToken(const Request& req, const std::string& key,
-                                    TokenState state, bool allow_missing,
-                                    metrics::Metrics& metrics) {
-  if (state == TokenState::kInvalid) {
-    metrics.WriteRejected(RejectReason::kInvalidToken);
-    Problem problem{ProblemType::kInvalidToken,
-                    "Fencing-Token must be one header of 1 to 20 decimal "
-                    "digits, at most 18446744073709551615",
-                    key};
-    problem.presented = routes::PresentedToken(req);
-    return Problemed(req, std::move(problem));
-  }
-  if (state == TokenState::kMissing && !allow_missing) {
-    metrics.WriteRejected(RejectReason::kMissingToken);
-    return Problemed(req, {ProblemType::kMissingToken,
-                           "writes and bumps must carry a Fencing-Token header",
-                           key, std::nullopt, std::nullopt});
-  }
-  return std::nullopt;
-}
-
-}  // namespace
-
 RouteContext::RouteContext(const Config& config, storage::Fences& fences,
                            storage::Backend& backend, metrics::Metrics& metrics,
                            BearerAuth auth)
@@ -53,17 +29,15 @@ RouteContext::RouteContext(const Config& config, storage::Fences& fences,
       auth_(std::move(auth)),
       metrics_(metrics),
       scopes_(config.fence_scopes) {
-  // Told where the backend makes the raise durable, unless the store's feed
-  // tells every replica's.
-  backend_tells_raises_ =
-      backend_.TellRaises([this](const fence::FenceRecord& fence) {
-        if (!watches_.fed_by_store()) PublishFence(fence);
-      });
+  // The one channel the store's changes reach watchers by.
+  fences_.TellChanges([this](storage::Change change) { Changed(change); });
 }
+
+RouteContext::~RouteContext() { fences_.TellChanges(nullptr); }
 
 std::optional<Response> RouteContext::RefuseUnauthorized(
     const Request& req, const std::string& key) {
-  if (trusted_.count(&req) > 0 || auth_.Allows(req)) return std::nullopt;
+  if (auth_.Allows(req)) return std::nullopt;
   const bool presented = req.count(http::field::authorization) > 0;
   Response res = Problemed(
       req, {ProblemType::kUnauthorized,
@@ -82,7 +56,31 @@ std::optional<Response> RouteContext::RefuseWrite(const Request& req,
   if (auto refused = RefuseUnauthorized(req, key)) return refused;
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
-  return RefuseToken(req, key, state, allow_missing_token, metrics_);
+  std::optional<Problem> problem =
+      RefuseToken(key, state, routes::PresentedToken(req), allow_missing_token);
+  if (!problem) return std::nullopt;
+  return Problemed(req, std::move(*problem));
+}
+
+std::optional<Problem> RouteContext::RefuseToken(const std::string& key,
+                                                 TokenState state,
+                                                 std::string presented,
+                                                 bool allow_missing_token) {
+  if (state == TokenState::kInvalid) {
+    metrics_.WriteRejected(RejectReason::kInvalidToken);
+    Problem problem{ProblemType::kInvalidToken,
+                    "Fencing-Token must be one header of 1 to 20 decimal "
+                    "digits, at most 18446744073709551615",
+                    key};
+    problem.presented = std::move(presented);
+    return problem;
+  }
+  if (state == TokenState::kMissing && !allow_missing_token) {
+    metrics_.WriteRejected(RejectReason::kMissingToken);
+    return Problem{ProblemType::kMissingToken,
+                   "writes and bumps must carry a Fencing-Token header", key};
+  }
+  return std::nullopt;
 }
 
 std::optional<Response> RouteContext::RefuseKey(const Request& req,
@@ -98,35 +96,33 @@ std::optional<Response> RouteContext::RefuseKey(const Request& req,
                     routes::ShownKey(target)});
 }
 
-Response RouteContext::RefuseStale(const Request& req, const std::string& key,
-                                   const std::string& fence_name,
-                                   fence::Token token,
-                                   std::optional<fence::Token> current,
-                                   const std::string& client,
-                                   std::string_view event) {
+Problem RouteContext::RefuseStale(const Asker& asker, const std::string& key,
+                                  const std::string& fence_name,
+                                  fence::Token token,
+                                  std::optional<fence::Token> current,
+                                  std::string_view event) {
   metrics_.StaleRejected(token, current.value_or(token));
-  PublishRejection(req, key, fence_name, token, current, false);
+  PublishRejection(asker, key, fence_name, token, current, false);
   journal_.Add({std::chrono::duration_cast<std::chrono::nanoseconds>(
                     std::chrono::system_clock::now().time_since_epoch())
                     .count(),
-                key, fence_name, token, current.value_or(0), client,
-                req.body().size(), Sha256Hex(req.body()), "stale_token",
-                std::nullopt});
+                key, fence_name, token, current.value_or(0),
+                std::string(asker.client), asker.body.size(),
+                sigv4::HexSha256(asker.body), "stale_token", std::nullopt});
   if (log_limiter_.Admit(fence_name)) {
     LogEvent(spdlog::level::info, event, "stale write rejected",
              {{"key", key},
               {"fence", fence_name},
               {"presented_token", std::to_string(token), true},
               {"current_token", std::to_string(current.value_or(0)), true},
-              {"client", client}});
+              {"client", std::string(asker.client)}});
   }
-  return Problemed(req, StaleToken(key, token, current));
+  return StaleToken(key, token, current);
 }
 
 void RouteContext::RecordPreconditionFailed(
-    const Request& req, const std::string& key, const std::string& fence_name,
-    fence::Token token, const std::optional<std::string>& current_tag,
-    const std::string& client) {
+    const Asker& asker, const std::string& key, const std::string& fence_name,
+    fence::Token token, const std::optional<std::string>& current_tag) {
   metrics_.WriteRejected(RejectReason::kPreconditionFailed);
   Rejection entry{std::chrono::duration_cast<std::chrono::nanoseconds>(
                       std::chrono::system_clock::now().time_since_epoch())
@@ -135,9 +131,9 @@ void RouteContext::RecordPreconditionFailed(
                   fence_name,
                   token,
                   token,
-                  client,
-                  req.body().size(),
-                  Sha256Hex(req.body()),
+                  std::string(asker.client),
+                  asker.body.size(),
+                  sigv4::HexSha256(asker.body),
                   "precondition_failed",
                   std::nullopt};
   if (current_tag) entry.current_etag = QuoteTag(*current_tag);
@@ -149,28 +145,26 @@ void RouteContext::RecordPreconditionFailed(
               {"fence", fence_name},
               {"presented_token", std::to_string(token), true},
               {"current_etag", current_tag ? QuoteTag(*current_tag) : "null"},
-              {"client", client}});
+              {"client", std::string(asker.client)}});
   }
 }
 
-Response RouteContext::RefusePrecondition(
-    const Request& req, const std::string& key, const std::string& fence_name,
+Problem RouteContext::RefusePrecondition(
+    const Asker& asker, const std::string& key, const std::string& fence_name,
     fence::Token token, const std::optional<std::string>& current_tag,
-    const std::string& client, std::string detail) {
-  RecordPreconditionFailed(req, key, fence_name, token, current_tag, client);
+    std::string detail) {
+  RecordPreconditionFailed(asker, key, fence_name, token, current_tag);
   Problem problem(ProblemType::kPreconditionFailed, std::move(detail), key);
   problem.with_current_etag = true;
   if (current_tag) problem.current_etag = QuoteTag(*current_tag);
-  Response res = Problemed(req, std::move(problem));
-  if (current_tag) res.set(http::field::etag, QuoteTag(*current_tag));
-  return res;
+  return problem;
 }
 
-Response RouteContext::StorageFailure(const Request& req, std::error_code error,
-                                      const std::string& key,
-                                      std::string_view what, int retry_after,
-                                      std::string_view detail,
-                                      const storage::StoreError* store_error) {
+Problem RouteContext::StorageFailure(std::error_code error,
+                                     const std::string& key,
+                                     std::string_view what, int retry_after,
+                                     std::string_view detail,
+                                     const storage::StoreError* store_error) {
   Problem problem = ProblemFromStorage(error, key);
   if (store_error != nullptr) {
     problem.type = ProblemType::kStoreError;
@@ -216,30 +210,26 @@ Response RouteContext::StorageFailure(const Request& req, std::error_code error,
                 {"detail", std::string(detail)}});
     }
   }
-  Response res = Problemed(req, problem);
-  if (retry_after > 0) {
-    res.set(http::field::retry_after, std::to_string(retry_after));
+  problem.retry_after = retry_after;
+  return problem;
+}
+
+void RouteContext::Changed(const storage::Change& change) {
+  using Kind = storage::Change::Kind;
+  if (change.kind == Kind::kLeaseExpired && !change.from_feed) {
+    ReportLeaseLost(metrics_, change.lease_name, change.lease.record);
   }
-  return res;
+  if (watches_.fed_by_store() && !change.from_feed) return;
+  if (change.kind == Kind::kFenceRaised) {
+    PublishFence(change.fence);
+  } else {
+    PublishLease(change.lease_name, change.lease, change.now_ns,
+                 storage::ChangeName(change.kind));
+  }
 }
 
-void RouteContext::LeaseExpired(const std::string& name,
-                                const fence::LeaseRecord& lease) {
-  ReportLeaseLost(metrics_, name, lease);
-  fence::LeaseTable::Entry entry;
-  entry.record = lease;
-  PublishLease(name, entry, fences_.SteadyNow(), "expired");
-}
-
-void RouteContext::Accepted(const std::string& fence_name,
-                            const fence::WriteOutcome& outcome,
-                            bool backend_write) {
+void RouteContext::Accepted(const fence::WriteOutcome& outcome) {
   metrics_.WriteAccepted(outcome.decision.advances);
-  if (!fence::RaisesFence(outcome) || !outcome.current ||
-      watches_.fed_by_store() || (backend_write && backend_tells_raises_)) {
-    return;
-  }
-  PublishFence({fence_name, *outcome.current, outcome.updated_at_ns});
 }
 
 void RouteContext::PublishFence(const fence::FenceRecord& fence) {
@@ -250,9 +240,7 @@ void RouteContext::PublishFence(const fence::FenceRecord& fence) {
 
 void RouteContext::PublishLease(const std::string& name,
                                 const fence::LeaseTable::Entry& entry,
-                                std::int64_t now, std::string_view change,
-                                bool from_store) {
-  if (watches_.fed_by_store() && !from_store) return;
+                                std::int64_t now, std::string_view change) {
   std::string data;
   routes::AppendLease(&data, name, entry, now);
   data.pop_back();  // the closing brace: the change goes in
@@ -262,13 +250,12 @@ void RouteContext::PublishLease(const std::string& name,
   watches_.Publish("lease", name, std::move(data));
 }
 
-void RouteContext::Observed(const Request& req, const std::string& key,
+void RouteContext::Observed(const Asker& asker, const std::string& key,
                             const std::string& fence_name,
                             std::optional<fence::Token> token,
-                            std::optional<fence::Token> current,
-                            const std::string& client) {
+                            std::optional<fence::Token> current) {
   metrics_.WouldReject();
-  PublishRejection(req, key, fence_name, token, current, true);
+  PublishRejection(asker, key, fence_name, token, current, true);
   if (!log_limiter_.Admit(fence_name)) return;
   LogEvent(
       spdlog::level::warn, "stale_write_observed",
@@ -277,10 +264,10 @@ void RouteContext::Observed(const Request& req, const std::string& key,
        {"fence", fence_name},
        {"presented_token", token ? std::to_string(*token) : "null", true},
        {"current_token", current ? std::to_string(*current) : "null", true},
-       {"client", client}});
+       {"client", std::string(asker.client)}});
 }
 
-void RouteContext::PublishRejection(const Request& req, const std::string& key,
+void RouteContext::PublishRejection(const Asker& asker, const std::string& key,
                                     const std::string& fence_name,
                                     std::optional<fence::Token> presented,
                                     std::optional<fence::Token> current,
@@ -294,7 +281,7 @@ void RouteContext::PublishRejection(const Request& req, const std::string& key,
   AppendJsonString(&data, fence_name);
   data += ",\"presented_token\":" + number(presented) +
           ",\"current_token\":" + number(current) + ",\"method\":";
-  AppendJsonString(&data, req.method_string());
+  AppendJsonString(&data, asker.method);
   data += ",\"at\":";
   AppendJsonString(
       &data,

@@ -5,10 +5,10 @@
 #include <string>
 #include <string_view>
 #include <system_error>
-#include <unordered_set>
 
 #include "fence/lease_table.h"
 #include "fence/scope.h"
+#include "fence/token.h"
 #include "fence/write.h"
 #include "metrics/metrics.h"
 #include "proxy/auth.h"
@@ -23,6 +23,14 @@
 
 namespace fencepost::proxy {
 
+// Who made a write that was refused or stored, for the journal, the log
+// line and the rejection event: each door fills it from its own request.
+struct Asker {
+  std::string_view method;  // "PUT", "DELETE", "POST" (a batch), ...
+  std::string_view body;
+  std::string_view client;  // address:port
+};
+
 // What the data, admin and lease routes share: the stores, the counters,
 // the rejection journal and its log limit, and the refusals every route
 // answers alike. One per Service; the route units hold a reference.
@@ -34,8 +42,8 @@ class RouteContext {
   RouteContext(const Config& config, storage::Fences& fences,
                storage::Backend& backend, metrics::Metrics& metrics,
                BearerAuth auth);
-  // The backend outlives the context: it tells no one after this.
-  ~RouteContext() { backend_.TellRaises(nullptr); }
+  // The store outlives the context: it tells no one after this.
+  ~RouteContext();
 
   const Config& config() const { return config_; }
   storage::Fences& fences() { return fences_; }
@@ -67,32 +75,38 @@ class RouteContext {
   std::optional<Response> RefuseWrite(const Request& request,
                                       const std::string& key,
                                       bool allow_missing_token);
+  // The invalid-token or missing-token problem of a token in `state`,
+  // counted; nullopt for a token that may go on. `presented` is what was
+  // sent (fence::ShowPresented).
+  std::optional<Problem> RefuseToken(const std::string& key,
+                                     fence::TokenState state,
+                                     std::string presented,
+                                     bool allow_missing_token);
   // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
   std::optional<Response> RefuseUnauthorized(const Request& request,
                                              const std::string& key);
   // The 409 for a stale write (or batch, named by `event` in the log):
   // counts it, records it in the rejection journal and logs it (rate
   // limited per fence).
-  Response RefuseStale(const Request& request, const std::string& key,
-                       const std::string& fence_name, fence::Token token,
-                       std::optional<fence::Token> current,
-                       const std::string& client, std::string_view event);
+  Problem RefuseStale(const Asker& asker, const std::string& key,
+                      const std::string& fence_name, fence::Token token,
+                      std::optional<fence::Token> current,
+                      std::string_view event);
   // A write (or batch op) whose If-Match / If-None-Match did not hold,
   // after its token was accepted: counts it, records it in the journal and
   // logs it as RefuseStale does (RecordPreconditionFailed alone, for an
   // upstream's 412 that is relayed as it is). `current_tag` is the value's
   // entity tag, unquoted (nullopt: no value or not known). Returns the 412
-  // with `detail`, `current_etag` and ETag.
-  void RecordPreconditionFailed(const Request& request, const std::string& key,
+  // with `detail` and `current_etag`.
+  void RecordPreconditionFailed(const Asker& asker, const std::string& key,
                                 const std::string& fence_name,
                                 fence::Token token,
-                                const std::optional<std::string>& current_tag,
-                                const std::string& client);
-  Response RefusePrecondition(const Request& request, const std::string& key,
-                              const std::string& fence_name, fence::Token token,
-                              const std::optional<std::string>& current_tag,
-                              const std::string& client, std::string detail);
-  // The one answer to a storage error: its problem (with Retry-After: the
+                                const std::optional<std::string>& current_tag);
+  Problem RefusePrecondition(const Asker& asker, const std::string& key,
+                             const std::string& fence_name, fence::Token token,
+                             const std::optional<std::string>& current_tag,
+                             std::string detail);
+  // The one answer to a storage error: its problem (with retry_after: the
   // backend's `retry_after` seconds when it gives them, 1 when overloaded),
   // its count (overloaded, upstream outcome unknown, backend error) and,
   // when it is storage's fault (5xx) rather than the request's, its log
@@ -100,59 +114,48 @@ class RouteContext {
   // backend's account of what failed, if any) is one of its fields. With
   // `store_error` (storage::Errc::kStoreRefused), the store's own answer is
   // relayed: its status, code and request id in a store-error problem.
-  // `request` (an object fencepost made, never one read from a socket) is
-  // authenticated already: the bearer check lets it by until Untrust.
-  void Trust(const Request* request) { trusted_.insert(request); }
-  void Untrust(const Request* request) { trusted_.erase(request); }
-  Response StorageFailure(const Request& request, std::error_code error,
-                          const std::string& key, std::string_view what,
-                          int retry_after = 0, std::string_view detail = {},
-                          const storage::StoreError* store_error = nullptr);
-  // Counts and logs a lease that ran out without a release (noticed once),
-  // and tells watchers.
-  void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease);
+  Problem StorageFailure(std::error_code error, const std::string& key,
+                         std::string_view what, int retry_after = 0,
+                         std::string_view detail = {},
+                         const storage::StoreError* store_error = nullptr);
+  // The one way changes reach watchers (storage/changes.h): a change the
+  // store made durable, from its own commit or, with replicas, from its
+  // feed (Change::from_feed). Tells watchers (only what the feed tells,
+  // when the store feeds them: WatchHub::fed_by_store), and counts and
+  // logs a lease that ran out, once, where this process noticed it.
+  void Changed(const storage::Change& change);
 
-  // An accepted write of the fence `fence_name` (a write, a batch's op, a
-  // bump, a lease grant): counts it, and tells watchers when it raised the
-  // fence (fence::RaisesFence), unless it is a `backend_write` (answered by
-  // Backend::Write) of a backend that tells of its raises itself
-  // (Backend::TellRaises).
-  void Accepted(const std::string& fence_name,
-                const fence::WriteOutcome& outcome, bool backend_write = false);
-  // A lease's change for watchers: "granted", "renewed", "released" or
-  // "expired"; the lease document as it stands at `now`. Unless
-  // `from_store`, nothing when the store feeds the watchers itself
-  // (WatchHub::fed_by_store).
-  void PublishLease(const std::string& name,
-                    const fence::LeaseTable::Entry& entry, std::int64_t now,
-                    std::string_view change, bool from_store = false);
-  // A fence raised, for watchers (the store's feed; Accepted for this
-  // server's own writes).
-  void PublishFence(const fence::FenceRecord& fence);
+  // An accepted write (a write, a batch's op, a bump, a lease grant):
+  // counts it. Watchers hear of it from the store (Changed).
+  void Accepted(const fence::WriteOutcome& outcome);
   // A stale write observe mode stored (enforce would refuse it): counts it,
   // tells watchers, and logs it (rate limited per fence).
-  void Observed(const Request& request, const std::string& key,
+  void Observed(const Asker& asker, const std::string& key,
                 const std::string& fence_name,
                 std::optional<fence::Token> token,
-                std::optional<fence::Token> current, const std::string& client);
+                std::optional<fence::Token> current);
 
  private:
   const Config& config_;
   storage::Fences& fences_;
   storage::Backend& backend_;
   BearerAuth auth_;
-  std::unordered_set<const Request*> trusted_;  // Trust's
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;
   std::atomic<bool> draining_ = false;
-  bool backend_tells_raises_ = false;  // Backend::TellRaises
   Journal journal_;
   RejectionLogLimiter log_limiter_;
   storage::WatchHub watches_;
 
+  // A lease's change for watchers: "granted", "renewed", "released" or
+  // "expired"; the lease document as it stands at `now`.
+  void PublishLease(const std::string& name,
+                    const fence::LeaseTable::Entry& entry, std::int64_t now,
+                    std::string_view change);
+  void PublishFence(const fence::FenceRecord& fence);
   // The `rejection` event of a refused write (`would_reject`: one observe
   // mode stored).
-  void PublishRejection(const Request& request, const std::string& key,
+  void PublishRejection(const Asker& asker, const std::string& key,
                         const std::string& fence_name,
                         std::optional<fence::Token> presented,
                         std::optional<fence::Token> current, bool would_reject);
@@ -177,6 +180,11 @@ class RouteUnit {
   metrics::Metrics& metrics_;
   const fence::Scopes& scopes_;
 };
+
+// The Asker of a request of the data or admin port.
+inline Asker AskerOf(const Request& request, const std::string& client) {
+  return {request.method_string(), request.body(), client};
+}
 
 // Counts and logs a lease that ran out without a release (each is reported
 // once, by whoever noticed it: a route, or the store on its own).

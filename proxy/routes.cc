@@ -4,10 +4,11 @@
 #include <cctype>
 #include <charconv>
 
+#include "codec/percent.h"
 #include "codec/utf8.h"
 #include "fence/key.h"
-#include "fence/percent.h"
 #include "fence/token.h"
+#include "proxy/conditional.h"
 
 namespace fencepost::proxy::routes {
 
@@ -36,14 +37,15 @@ Response MethodNotAllowed(const Request& req, std::string_view allow) {
   return res;
 }
 
+std::vector<std::string_view> TokenValues(const Request& req) {
+  std::vector<std::string_view> values;
+  const auto [first, last] = req.equal_range(kTokenHeader);
+  for (auto it = first; it != last; ++it) values.push_back(it->value());
+  return values;
+}
+
 TokenState ReadToken(const Request& req, fence::Token* token) {
-  const auto count = req.count(kTokenHeader);
-  if (count == 0) return TokenState::kMissing;
-  if (count > 1) return TokenState::kInvalid;
-  const auto parsed = fence::ParseToken(req[kTokenHeader]);
-  if (!parsed) return TokenState::kInvalid;
-  *token = *parsed;
-  return TokenState::kOk;
+  return fence::ReadTokenValues(TokenValues(req), token);
 }
 
 std::string_view PathOf(std::string_view target) {
@@ -54,7 +56,7 @@ std::string ShownKey(std::string_view target) {
   std::string_view path = PathOf(target);
   if (!path.empty() && path.front() == '/') path.remove_prefix(1);
   std::string shown(path);
-  if (auto decoded = fence::PercentDecode(path, fence::PercentMode::kStrict);
+  if (auto decoded = codec::PercentDecode(path, codec::PercentMode::kStrict);
       decoded && codec::IsValidUtf8(*decoded) &&
       decoded->find('\0') == std::string::npos) {
     shown = std::move(*decoded);
@@ -90,7 +92,7 @@ std::optional<std::string> QueryParam(std::string_view target,
     if (pair.substr(0, eq) != name) continue;
     const std::string_view raw =
         eq == std::string_view::npos ? "" : pair.substr(eq + 1);
-    found = fence::PercentDecode(raw, fence::PercentMode::kLenientQuery);
+    found = codec::PercentDecode(raw, codec::PercentMode::kLenientQuery);
   }
   return found;
 }
@@ -136,25 +138,7 @@ void FinishHead(const Request& req, Response& res,
 }
 
 std::string PresentedToken(const Request& req) {
-  std::string out;
-  for (auto it = req.find(kTokenHeader);
-       it != req.end() &&
-       boost::beast::iequals(it->name_string(), kTokenHeader);
-       ++it) {
-    if (!out.empty()) out += ", ";
-    out += it->value();
-  }
-  if (out.size() > kMaxPresentedBytes) {
-    // Cut on a character boundary, so the echo stays valid UTF-8 when the
-    // header was.
-    std::size_t cut = kMaxPresentedBytes;
-    while (cut > 0 && (static_cast<unsigned char>(out[cut]) & 0xC0) == 0x80) {
-      --cut;
-    }
-    out.resize(cut);
-    out += "...";
-  }
-  return out;
+  return fence::ShowPresented(TokenValues(req));
 }
 
 void AppendFence(std::string* out, const fence::FenceRecord& fence) {
@@ -186,6 +170,66 @@ void AppendLease(std::string* out, const std::string& name,
   *out += ",\"renewed_at\":";
   AppendJsonString(out, FormatRfc3339(lease.renewed_at_ns));
   *out += ",\"transitions\":" + std::to_string(lease.transitions) + "}";
+}
+
+Response AnswerRead(const Request& req, ReadDone& done) {
+  if (done.problem) return Problemed(req, std::move(*done.problem));
+  storage::ReadResult& read = done.value;
+  if (done.not_modified) {
+    // No body; Content-Length is the value's, as RFC 9110 8.6 allows.
+    Response res(http::status::not_modified, req.version());
+    res.set(http::field::etag, QuoteTag(read.etag));
+    res.set(http::field::content_length, std::to_string(read.size));
+    return res;
+  }
+  if (read.upstream) {
+    read.upstream->version(req.version());
+    return std::move(*read.upstream);
+  }
+  Response res(http::status::ok, req.version());
+  res.set(http::field::content_type, read.content_type.empty()
+                                         ? "application/octet-stream"
+                                         : read.content_type);
+  if (!read.etag.empty()) res.set(http::field::etag, QuoteTag(read.etag));
+  if (read.token) res.set(kTokenHeader, std::to_string(*read.token));
+  if (req.method() == http::verb::head) {
+    // The backend did not read the value: only its size.
+    FinishHead(req, res, read.size);
+  } else {
+    res.body() = std::move(read.body);
+    res.prepare_payload();
+  }
+  return res;
+}
+
+Response AnswerWrite(const Request& req, Written& written) {
+  if (written.problem) return Problemed(req, std::move(*written.problem));
+  if (written.upstream) {
+    // The upstream's answer, with the fence's token.
+    Response res = std::move(*written.upstream);
+    res.version(req.version());
+    if (written.fence_token) {
+      res.set(kTokenHeader, std::to_string(*written.fence_token));
+    }
+    return res;
+  }
+  // PUT: 201 when it made the value, else 200 with an empty body. DELETE:
+  // 204, which RFC 9110 forbids to carry Content-Length.
+  http::status status = http::status::ok;
+  if (req.method() == http::verb::delete_) {
+    status = http::status::no_content;
+  } else if (written.created) {
+    status = http::status::created;
+  }
+  Response res(status, req.version());
+  if (written.fence_token) {
+    res.set(kTokenHeader, std::to_string(*written.fence_token));
+  }
+  if (!written.etag.empty()) {
+    res.set(http::field::etag, QuoteTag(written.etag));
+  }
+  if (status != http::status::no_content) res.prepare_payload();
+  return res;
 }
 
 }  // namespace fencepost::proxy::routes

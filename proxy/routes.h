@@ -4,11 +4,13 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fence/fence_record.h"
 #include "fence/lease.h"
 #include "fence/lease_table.h"
 #include "fence/token.h"
+#include "proxy/core.h"
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
 
@@ -39,15 +41,13 @@ Response MethodNotAllowed(const Request& req, std::string_view allow);
 void FinishHead(const Request& req, Response& res,
                 std::optional<std::uint64_t> unread_size = std::nullopt);
 
-// The Fencing-Token header: kMissing when absent, kInvalid unless it is one
-// field of 1 to 20 decimal digits no larger than UINT64_MAX.
-enum class TokenState { kOk, kMissing, kInvalid };
+// The Fencing-Token header's values (fence::ReadTokenValues).
+using TokenState = fence::TokenState;
+std::vector<std::string_view> TokenValues(const Request& req);
 TokenState ReadToken(const Request& req, fence::Token* token);
 
-// At most kMaxPresentedBytes of what was sent as Fencing-Token (fields
-// joined with ", "), for an invalid-token problem's `presented` member;
-// "..." marks a cut.
-inline constexpr std::size_t kMaxPresentedBytes = 64;
+// What was sent as Fencing-Token, for an invalid-token problem
+// (fence::ShowPresented).
 std::string PresentedToken(const Request& req);
 
 // The path of a target, without its query.
@@ -78,6 +78,15 @@ void AppendFence(std::string* out, const fence::FenceRecord& fence);
 // `holder` is null unless the lease is live at `now`.
 void AppendLease(std::string* out, const std::string& name,
                  const fence::LeaseTable::Entry& entry, std::int64_t now);
+
+// The answer to a read of one key on the data port: its problem, 304, the
+// upstream's answer as it is, or the value (200, with Content-Type, ETag
+// and Fencing-Token; a HEAD's without its body).
+Response AnswerRead(const Request& req, ReadDone& done);
+// The answer to a write of one key: its problem, the upstream's answer (with
+// the fence's token), or 201 for a PUT that made the value, 200 for one that
+// replaced it, 204 for a DELETE; with Fencing-Token and ETag.
+Response AnswerWrite(const Request& req, Written& written);
 
 // The 409 problem for a stale token.
 Problem StaleToken(const std::string& key, fence::Token presented,

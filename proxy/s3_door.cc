@@ -13,9 +13,12 @@
 #include <stdexcept>
 #include <vector>
 
-#include "codec/json.h"
+#include "codec/percent.h"
 #include "fence/key.h"
+#include "fence/token.h"
 #include "http/fields.h"
+#include "proxy/conditional.h"
+#include "proxy/routes.h"
 #include "sigv4/canonical.h"
 #include "sigv4/checksum.h"
 #include "sigv4/chunked.h"
@@ -225,75 +228,44 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
   return std::nullopt;
 }
 
-// What a problem+json answer of the data port is in S3's terms.
-Response S3Answer(const Request& request, Response answer,
-                  const std::string& request_id) {
-  // An object's own Content-Type may be problem+json too: only an error
-  // status is the data port's problem.
-  if (answer.result_int() < 400 ||
-      answer[http::field::content_type] != "application/problem+json") {
-    answer.set("x-amz-request-id", request_id);
-    if (const auto t = answer.find("Fencing-Token"); t != answer.end()) {
-      answer.set("x-amz-meta-fencing-token", t->value());
-    }
-    if (request.method() == http::verb::put && answer.result_int() == 201) {
-      answer.result(http::status::ok);  // S3 answers 200 to every PutObject
-    }
-    return answer;
-  }
-  codec::JsonValue problem;
-  codec::ParseJson(answer.body(), &problem);
-  const auto text = [&problem](std::string_view name) -> std::string {
-    const codec::JsonValue* v = problem.Find(name);
-    return v == nullptr ? "" : v->text;
-  };
-  const std::string type = text("type");
-  const std::string slug = type.substr(type.rfind(':') + 1);
-  unsigned status = answer.result_int();
-  std::string code = "InternalError";
-  if (slug == "stale-token") {
-    code = "StaleFencingToken";
-  } else if (slug == "missing-token") {
-    code = "MissingFencingToken";
-  } else if (slug == "invalid-token" || slug == "bad-key" ||
-             slug == "bad-request") {
-    code = "InvalidArgument";
-  } else if (slug == "precondition-failed") {
-    code = "PreconditionFailed";
-  } else if (slug == "body-too-large") {
-    code = "EntityTooLarge";
-  } else if (slug == "not-found") {
-    code = "NoSuchKey";
-  } else if (slug == "method-not-allowed") {
-    code = "MethodNotAllowed";
-  } else if (slug == "fence-held" || slug == "overloaded") {
-    code = "SlowDown";
-  } else if (slug == "store-error" && !text("code").empty()) {
-    code = text("code");
-  } else if (slug == "upstream-outcome-unknown") {
-    code = "OutcomeUnknown";
-  } else if (slug == "upstream-failed") {
-    code = "ServiceUnavailable";
-  }
-  Response res = ErrorXml(request, status, code, text("detail"), request_id);
-  if (const auto it = answer.find(http::field::retry_after);
-      it != answer.end()) {
-    res.set(http::field::retry_after, it->value());
-  }
+// A successful answer of the core, rendered as the data port renders it,
+// in S3's terms: the request id, the token also as the object's metadata,
+// and 200 for every PutObject.
+Response S3Success(const Request& request, Response answer,
+                   const std::string& request_id) {
+  answer.set("x-amz-request-id", request_id);
   if (const auto t = answer.find("Fencing-Token"); t != answer.end()) {
-    res.set("Fencing-Token", t->value());
+    answer.set("x-amz-meta-fencing-token", t->value());
   }
-  return res;
+  if (request.method() == http::verb::put && answer.result_int() == 201) {
+    answer.result(http::status::ok);
+  }
+  return answer;
 }
 
 }  // namespace
 
-Response S3Door::InS3Terms(const Request& request, Response answer) {
-  return S3Answer(request, std::move(answer), RequestId());
+Response S3Door::ErrorOf(const Request& request, const Problem& problem,
+                         const std::string& request_id) {
+  const unsigned status =
+      problem.status.value_or(static_cast<unsigned>(StatusOf(problem.type)));
+  Response res =
+      ErrorXml(request, status, S3CodeOf(problem), problem.detail, request_id);
+  if (problem.retry_after > 0) {
+    res.set(http::field::retry_after, std::to_string(problem.retry_after));
+  }
+  if (problem.current_token) {
+    res.set("Fencing-Token", std::to_string(*problem.current_token));
+  }
+  return res;
 }
 
-S3Door::S3Door(Options options, storage::S3Backend& backend, DataPort data)
-    : options_(std::move(options)), backend_(backend), data_(std::move(data)) {}
+Response S3Door::InS3Terms(const Request& request, const Problem& problem) {
+  return ErrorOf(request, problem, RequestId());
+}
+
+S3Door::S3Door(Options options, storage::S3Backend& backend, Core& core)
+    : options_(std::move(options)), backend_(backend), core_(core) {}
 
 namespace {
 
@@ -561,7 +533,8 @@ Awaitable<Response> S3Door::Handle(const Request& request,
     co_return error(405, "MethodNotAllowed",
                     "the object answers PUT, GET, HEAD and DELETE");
   }
-  const std::optional<std::string> key = sigv4::PercentDecode(rest.substr(1));
+  const std::optional<std::string> key =
+      codec::PercentDecode(rest.substr(1), codec::PercentMode::kStrict);
   if (!key) co_return error(400, "InvalidURI", "the key's escapes are bad");
   co_return co_await Object(request, *key, std::move(verified.body), client,
                             id);
@@ -637,16 +610,29 @@ Awaitable<Response> S3Door::List(const Request& request,
 Awaitable<Response> S3Door::Object(const Request& request, std::string key,
                                    std::string body, const std::string& client,
                                    const std::string& request_id) {
-  Request data(request.method(), "/" + fence::EncodeKey(key),
-               request.version());
-  for (const http::field name :
-       {http::field::content_type, http::field::if_match,
-        http::field::if_none_match, http::field::range}) {
-    const auto [first, last] = request.equal_range(name);
-    for (auto it = first; it != last; ++it) data.insert(name, it->value());
+  if (const fence::KeyError e = fence::ValidateKey(key);
+      e != fence::KeyError::kOk) {
+    co_return ErrorOf(request,
+                      {ProblemType::kBadKey, std::string(fence::Describe(e))},
+                      request_id);
   }
-  // Every value of either token field, so that the data port reads them
-  // as it reads its own (a repeated token is 400 there).
+  const bool head = request.method() == http::verb::head;
+  if (head || request.method() == http::verb::get) {
+    ReadCall call;
+    call.key = std::move(key);
+    call.head = head;
+    call.range = request[http::field::range];
+    if (std::string e = ReadPreconditions(request, &call.precondition);
+        !e.empty()) {
+      co_return ErrorOf(request, {ProblemType::kBadRequest, std::move(e)},
+                        request_id);
+    }
+    ReadDone done = co_await core_.Read(std::move(call));
+    if (done.problem) co_return ErrorOf(request, *done.problem, request_id);
+    co_return S3Success(request, routes::AnswerRead(request, done), request_id);
+  }
+  // Every value of either token field: a repeated token is invalid, as on
+  // the data port.
   const auto values = [&request](std::string_view name) {
     std::vector<std::string_view> out;
     const auto [first, last] = request.equal_range(name);
@@ -661,20 +647,30 @@ Awaitable<Response> S3Door::Object(const Request& request, std::string key,
                        "Fencing-Token and x-amz-meta-fencing-token differ",
                        request_id);
   }
-  for (const std::string_view token : header.empty() ? metadata : header) {
-    data.insert("Fencing-Token", token);
+  const std::vector<std::string_view>& sent =
+      header.empty() ? metadata : header;
+  fence::Token token = 0;
+  const fence::TokenState state = fence::ReadTokenValues(sent, &token);
+  if (auto refused =
+          core_.RefuseToken(key, state, fence::ShowPresented(sent))) {
+    co_return ErrorOf(request, *refused, request_id);
   }
-  if (request.method() == http::verb::put) {
-    for (const auto& field : request) {
-      if (storage::KeptWithObject(field.name_string())) {
-        data.insert(field.name_string(), field.value());
-      }
-    }
-    data.body() = std::move(body);
-    data.content_length(data.body().size());
+  WriteCall call;
+  call.kind = request.method() == http::verb::put ? storage::WriteKind::kPut
+                                                  : storage::WriteKind::kDelete;
+  call.key = std::move(key);
+  if (state == fence::TokenState::kOk) call.token = token;
+  call.method = request.method_string();
+  call.client = client;
+  if (call.kind == storage::WriteKind::kPut) call.body = std::move(body);
+  if (std::optional<Problem> bad = ReadWriteFields(request, false, call)) {
+    co_return ErrorOf(
+        request, co_await core_.RefuseInput(call, std::move(*bad)), request_id);
   }
-  Response answer = co_await data_(data, client);
-  co_return S3Answer(request, std::move(answer), request_id);
+  Written written = co_await core_.Write(std::move(call));
+  if (written.problem) co_return ErrorOf(request, *written.problem, request_id);
+  co_return S3Success(request, routes::AnswerWrite(request, written),
+                      request_id);
 }
 
 }  // namespace fencepost::proxy

@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "http/coro.h"
+#include "proxy/core.h"
 #include "proxy/http_types.h"
+#include "proxy/problem.h"
 #include "sigv4/secret.h"
 #include "sigv4/verifier.h"
 #include "storage/s3_backend.h"
@@ -35,12 +37,13 @@ namespace fencepost::proxy {
 // user metadata (x-amz-meta-*, the token's among them) must be among the
 // signed ones, else 403 AccessDenied, as S3 wants of every x-amz-* field.
 //
-// PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY go through the data
-// port's own routes (`data`, called as an authenticated request): the
+// PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY are calls of the
+// typed core (proxy/core.h) that the data port's routes make too: the
 // fence is the key's, as on the data port, and every rule, count, event and
-// log line is the same. The token comes from Fencing-Token or
-// x-amz-meta-fencing-token. A PUT's fields that S3 keeps with an object
-// (storage::KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*,
+// log line is the same; the door renders the outcome as S3 does. The token
+// comes from Fencing-Token or x-amz-meta-fencing-token. A PUT's fields that S3
+// keeps with an object (storage::KeptWithObject: Content-Encoding,
+// Cache-Control, x-amz-meta-*,
 // ...) go with it and come back on GET and HEAD; a field S3 would act on
 // that the door does not (x-amz-tagging, an x-amz-acl other than private,
 // a storage class other than STANDARD, object lock, server-side
@@ -62,10 +65,6 @@ namespace fencepost::proxy {
 // Thread safety: Handle on the server's one io thread.
 class S3Door {
  public:
-  // Answers a request of the data port as if it were authenticated.
-  using DataPort = std::function<Awaitable<Response>(
-      const Request& request, const std::string& client)>;
-
   struct Options {
     std::string bucket;  // the s3:// backend's bucket name
     std::string region;  // requests must be signed for it
@@ -81,16 +80,16 @@ class S3Door {
     bool unsigned_payloads = false;
   };
 
-  // `backend` lists the bucket; `data` answers object requests. Both must
+  // `backend` lists the bucket; `core` answers object requests. Both must
   // outlive the door.
-  S3Door(Options options, storage::S3Backend& backend, DataPort data);
+  S3Door(Options options, storage::S3Backend& backend, Core& core);
 
   // The response is complete (Content-Length set).
   Awaitable<Response> Handle(const Request& request, const std::string& client);
 
-  // A problem+json answer made before the door saw the request (a body over
+  // A problem found before the door saw the request (a body over
   // --max-body, bad framing) in S3's terms: its error XML.
-  static Response InS3Terms(const Request& request, Response answer);
+  static Response InS3Terms(const Request& request, const Problem& problem);
 
   // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
   // lines and '#' comments skipped, a UTF-8 byte order mark ignored).
@@ -112,6 +111,10 @@ class S3Door {
   Verified Payload(const Request& request, const sigv4::Claim& claim,
                    const sigv4::Secret& secret,
                    const std::vector<sigv4::Header>& headers) const;
+  // `problem` as S3's error document, with Retry-After and the current
+  // Fencing-Token where it has them.
+  static Response ErrorOf(const Request& request, const Problem& problem,
+                          const std::string& request_id);
   // A request for the bucket itself (HEAD, ?location, a listing).
   Awaitable<Response> Bucket(const Request& request,
                              const std::vector<sigv4::QueryParam>& params,
@@ -119,15 +122,15 @@ class S3Door {
   // GET /BUCKET?list-type=2: the store's listing within PREFIX.
   Awaitable<Response> List(const Request& request,
                            const std::string& request_id);
-  // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY) through the
-  // data port's routes, its answer in S3's terms.
+  // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY) as a call of
+  // the core, its outcome in S3's terms.
   Awaitable<Response> Object(const Request& request, std::string key,
                              std::string body, const std::string& client,
                              const std::string& request_id);
 
   Options options_;
   storage::S3Backend& backend_;
-  DataPort data_;
+  Core& core_;
 };
 
 }  // namespace fencepost::proxy

@@ -430,10 +430,11 @@ Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
   // A refusal's framing is in doubt: it is answered in HTTP/1.1 and the
   // connection closes without reading on.
   if (received.refusal) {
-    Response res = MakeProblemResponse(*received.refusal, 11);
     // The S3 front door's clients read S3's error XML.
-    if (port == metrics::Port::kS3) res = S3Door::InS3Terms(request, res);
-    co_return res;
+    if (port == metrics::Port::kS3) {
+      co_return S3Door::InS3Terms(request, *received.refusal);
+    }
+    co_return MakeProblemResponse(*received.refusal, 11);
   }
   if (received.screened) co_return std::move(*received.screened);
   co_return co_await service_.Handle(port, request, client);

@@ -13,7 +13,8 @@ Service::Service(const Config& config, storage::Fences& fences,
                  storage::Backend& backend, metrics::Metrics& metrics,
                  BearerAuth auth)
     : context_(config, fences, backend, metrics, std::move(auth)),
-      data_(context_),
+      core_(context_),
+      data_(context_, core_),
       admin_(context_),
       leases_(context_),
       units_{context_, data_, admin_, leases_} {}
@@ -39,19 +40,6 @@ Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
   }
   const RouteCall call{request, key, client};
   co_return co_await route->answer(units_, call);
-}
-
-Awaitable<Response> Service::HandleAuthenticated(const Request& request,
-                                                 const std::string& client) {
-  // Untrusted again however the handling ends, an exception included: a
-  // later request at the same address must not inherit the trust.
-  struct Trusted {
-    RouteContext& context;
-    const Request* request;
-    ~Trusted() { context.Untrust(request); }
-  } trusted{context_, &request};
-  context_.Trust(&request);
-  co_return co_await Handle(metrics::Port::kData, request, client);
 }
 
 Awaitable<Response> Service::Handle(metrics::Port port,

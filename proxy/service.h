@@ -13,6 +13,7 @@
 #include "proxy/admin_routes.h"
 #include "proxy/auth.h"
 #include "proxy/config.h"
+#include "proxy/core.h"
 #include "proxy/data_routes.h"
 #include "proxy/http_types.h"
 #include "proxy/lease_routes.h"
@@ -64,22 +65,14 @@ class Service {
 
   // The S3 front door answers Port::kS3 (set once, before serving).
   void SetS3Door(S3Door* door) { s3_door_ = door; }
-  // A data-port request made by fencepost itself for a client already
-  // authenticated another way (the S3 front door's SigV4): answered as the
-  // data port answers it, without --auth-token-file's bearer check.
-  Awaitable<Response> HandleAuthenticated(const Request& request,
-                                          const std::string& client);
+  // The typed core the doors call (the S3 front door's object requests).
+  Core& core() { return core_; }
 
   // The changes watchers are told of.
   storage::WatchHub& watches() { return context_.watches(); }
-  // What the routes share; the assembly feeds it the changes of etcd's
-  // watch.
+  // What the routes share; the assembly feeds it the store's changes
+  // (RouteContext::Changed).
   RouteContext& context() { return context_; }
-  // A lease the engine noticed had run out: counted, logged, and told to
-  // watchers (as a route does when it notices one).
-  void LeaseExpired(const std::string& name, const fence::LeaseRecord& lease) {
-    context_.LeaseExpired(name, lease);
-  }
 
   // From now on /readyz answers 503.
   void StartDraining() { context_.StartDraining(); }
@@ -100,6 +93,7 @@ class Service {
 
   S3Door* s3_door_ = nullptr;
   RouteContext context_;
+  Core core_;
   DataRoutes data_;
   AdminRoutes admin_;
   LeaseRoutes leases_;

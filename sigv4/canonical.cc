@@ -4,19 +4,14 @@
 #include <map>
 #include <utility>
 
+#include "codec/percent.h"
+
 namespace fencepost::sigv4 {
 namespace {
 
 bool Unreserved(unsigned char c) {
   return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
          (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
-}
-
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
 }
 
 bool Whitespace(char c) {
@@ -71,24 +66,6 @@ std::string UriEncode(std::string_view bytes, bool keep_slash) {
   return out;
 }
 
-std::optional<std::string> PercentDecode(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    if (i + 2 >= text.size()) return std::nullopt;
-    int high = HexValue(text[i + 1]);
-    int low = HexValue(text[i + 2]);
-    if (high < 0 || low < 0) return std::nullopt;
-    out.push_back(char(high * 16 + low));
-    i += 2;
-  }
-  return out;
-}
-
 std::string CanonicalUri(std::string_view path, PathStyle style) {
   std::string absolute;
   if (path.empty() || path.front() != '/') absolute.push_back('/');
@@ -106,10 +83,12 @@ std::optional<std::vector<QueryParam>> ParseQuery(std::string_view raw) {
                                         : raw.substr(amp + 1);
     if (piece.empty()) continue;
     size_t eq = piece.find('=');
-    auto name = PercentDecode(piece.substr(0, eq));
-    auto value =
-        PercentDecode(eq == std::string_view::npos ? std::string_view()
-                                                   : piece.substr(eq + 1));
+    auto name =
+        codec::PercentDecode(piece.substr(0, eq), codec::PercentMode::kStrict);
+    auto value = codec::PercentDecode(eq == std::string_view::npos
+                                          ? std::string_view()
+                                          : piece.substr(eq + 1),
+                                      codec::PercentMode::kStrict);
     if (!name || !value) return std::nullopt;
     params.push_back({std::move(*name), std::move(*value)});
   }

@@ -58,11 +58,6 @@ struct CanonicalRequest {
 // with upper-case hex (AWS's UriEncode); '/' is kept when `keep_slash`.
 std::string UriEncode(std::string_view bytes, bool keep_slash);
 
-// Decodes %XX sequences (either case of hex); every other byte, '+'
-// included, stands for itself. nullopt when a '%' is not followed by two hex
-// digits.
-std::optional<std::string> PercentDecode(std::string_view text);
-
 // The canonical URI of `path` (see PathStyle).
 std::string CanonicalUri(std::string_view path, PathStyle style);
 

@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 
+#include "codec/hex.h"
+
 namespace fencepost::sigv4 {
 namespace {
 
@@ -30,22 +32,11 @@ void Check(int ok) {
 
 }  // namespace
 
-std::string Hex(std::string_view bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(bytes.size() * 2);
-  for (unsigned char c : bytes) {
-    out.push_back(kDigits[c >> 4]);
-    out.push_back(kDigits[c & 0xf]);
-  }
-  return out;
-}
-
 std::string HexSha256(std::string_view data) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int size = 0;
   Check(EVP_Digest(data.data(), data.size(), md, &size, Sha256Md(), nullptr));
-  return Hex({reinterpret_cast<const char*>(md), size});
+  return codec::HexOf({reinterpret_cast<const char*>(md), size});
 }
 
 std::string HmacSha256(std::string_view key, std::string_view data) {
@@ -95,7 +86,7 @@ std::string Sha256::HexDigest() {
   unsigned int size = 0;
   Check(EVP_DigestFinal_ex(ctx_.get(), md, &size));
   Check(EVP_DigestInit_ex2(ctx_.get(), Sha256Md(), nullptr));
-  return Hex({reinterpret_cast<const char*>(md), size});
+  return codec::HexOf({reinterpret_cast<const char*>(md), size});
 }
 
 }  // namespace fencepost::sigv4

@@ -11,9 +11,6 @@ namespace fencepost::sigv4 {
 // SHA-256 and HMAC-SHA256 as SigV4 uses them, through OpenSSL 3's EVP API.
 // A failure inside OpenSSL (out of memory) is a bug here: it aborts.
 
-// Lower-case hex of `bytes`.
-std::string Hex(std::string_view bytes);
-
 // Lower-case hex of the SHA-256 of `data` (a payload hash, the hash of a
 // canonical request).
 std::string HexSha256(std::string_view data);

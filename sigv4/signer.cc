@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "codec/hex.h"
 #include "sigv4/crypto.h"
 
 namespace fencepost::sigv4 {
@@ -94,7 +95,7 @@ Secret SigningKey(const Secret& secret_access_key, const Scope& scope) {
 
 std::string Signature(const Secret& signing_key,
                       std::string_view string_to_sign) {
-  return Hex(HmacSha256(signing_key.Reveal(), string_to_sign));
+  return codec::HexOf(HmacSha256(signing_key.Reveal(), string_to_sign));
 }
 
 std::string AuthorizationValue(std::string_view access_key_id,

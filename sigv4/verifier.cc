@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "codec/percent.h"
 #include "sigv4/errc.h"
 
 namespace fencepost::sigv4 {
@@ -186,7 +187,8 @@ std::error_code ParseClaim(const Received& request, Claim* claim) {
 std::error_code ExpectedSignature(const Received& received, const Claim& claim,
                                   const Secret& secret_access_key,
                                   Signed* expected) {
-  auto path = PercentDecode(PathOf(received.target));
+  auto path = codec::PercentDecode(PathOf(received.target),
+                                   codec::PercentMode::kStrict);
   auto query = ParseQuery(QueryOf(received.target));
   if (!path || !query) return Errc::kBadEncoding;
   Request request{std::string(received.method),

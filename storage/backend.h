@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "fence/committer.h"
+#include "fence/write.h"
 #include "fence/fence_record.h"
 #include "fence/rules.h"
 #include "fence/token.h"
@@ -33,6 +33,9 @@ struct ReadRequest {
   std::string fence;  // the fence that guards `key`
   bool head = false;
   const HttpRequest* original = nullptr;  // for backends that forward it
+  // Range, as sent (empty: none), for a backend that does not forward
+  // `original` (s3://).
+  std::string range;
 };
 
 // A write routed through a fence. `fence` is the fence that guards `key`
@@ -94,17 +97,6 @@ struct ReadResult {
   std::optional<StoreError> store_error;  // with Errc::kStoreRefused
 };
 
-// Tells watchers that a write raised `fence` (a `fence` event).
-using FenceRaised = std::function<void(const fence::FenceRecord& fence)>;
-
-// Calls `raised`, when set, if `outcome` raised the fence named `fence`.
-inline void TellIfRaised(const FenceRaised& raised, const std::string& fence,
-                         const fence::WriteOutcome& outcome) {
-  if (raised && fence::RaisesFence(outcome) && outcome.current) {
-    raised({fence, *outcome.current, outcome.updated_at_ns});
-  }
-}
-
 // Where values live. Implementations check and advance the fence (through
 // the Committer) and store the value so that no lower-token write can land
 // after a higher one was acknowledged.
@@ -145,15 +137,6 @@ class Backend {
   virtual Awaitable<WriteResult> Write(WriteRequest request) = 0;
   // Whether the backend can serve now (for /readyz). Never fails.
   virtual Awaitable<bool> Ready() = 0;
-  // Where the events of a fence raised by a write are made. A backend that
-  // makes a write's fence durable before it stores the value elsewhere (fs:,
-  // http://) calls `raised` for every fence its Write raises
-  // (fence::RaisesFence), as soon as the raise is durable and whatever
-  // becomes of the value after it (an upstream's 412, a failed file write,
-  // an unknown outcome), and returns true: the fence stands raised either
-  // way. The others return false, and their caller tells of the accepted
-  // writes they answer. Set once, before the first Write.
-  virtual bool TellRaises(FenceRaised /*raised*/) { return false; }
   // How long a write this process sent may still land on the store from
   // now, i.e. the longest hold of a fence after an unknown outcome that has
   // still to run (0: none, and always 0 for stores this process writes

@@ -321,7 +321,10 @@ Awaitable<Fences::LeaseRead> EtcdFences::GetLease(std::string name,
     co_return out;
   }
   const bool noticed = co_await NoticeExpiry(name, state);
-  if (noticed) out.expired = *state.record;
+  if (noticed) {
+    out.expired = *state.record;
+    Tell(LeaseExpired(name, *out.expired, out.now_ns));
+  }
   co_return out;
 }
 
@@ -357,6 +360,7 @@ Awaitable<Fences::LeaseList> EtcdFences::ListLeases(std::string prefix,
         !state.noticed && notices > 0) {
       const bool noticed = co_await NoticeExpiry(name, state);
       if (noticed) {
+        Tell(LeaseExpired(name, entry.record, out.now_ns));
         out.expired.emplace_back(name, entry.record);
         --notices;
       } else {

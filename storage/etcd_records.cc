@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <charconv>
 
-#include "fence/values.h"
+#include "fence/value_fields.h"
 
 namespace fencepost::storage::etcd {
 

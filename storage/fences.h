@@ -20,6 +20,7 @@
 #include "fence/scope.h"
 #include "fence/write.h"
 #include "http/coro.h"
+#include "storage/changes.h"
 
 namespace fencepost::storage {
 
@@ -34,9 +35,10 @@ namespace fencepost::storage {
 // values) atomically and durably before `done` runs, with the outcomes of
 // fence::Committer::Submit.
 //
-// Lease expiry is the engine's to notice: each lease that ran out without a
-// release is reported once, either in the result of the call that noticed
-// it (`expired`) or to the handler given at construction.
+// Changes leave the store through one channel (TellChanges), as they
+// become durable: fence raises, lease grants, renewals and releases, and
+// each lease that ran out without a release, once, when the store notices
+// it (the result of the call that noticed it says so too, in `expired`).
 //
 // Thread safety: see each implementation; the server calls every one on its
 // io thread.
@@ -75,6 +77,9 @@ class Fences {
   };
 
   virtual ~Fences() = default;
+  // Where the store tells its changes (storage/changes.h); set once, before
+  // the first write.
+  void TellChanges(ChangeSink changes) { changes_ = std::move(changes); }
   virtual void Submit(fence::FenceWrite write, fence::WriteDone done) = 0;
   // For backends that keep values elsewhere (fs:, http://): commits `write`
   // (a fence write without a value) and, when replicas share the fences,
@@ -158,6 +163,19 @@ class Fences {
                                         const fence::Scopes& /*after*/) const {
     return {};
   }
+
+ protected:
+  // Tells `change` to the channel, if one is set.
+  void Tell(Change change) const {
+    if (changes_) changes_(std::move(change));
+  }
+  // `done`, once the changes its write (`write`) made are told: what a
+  // store's Submit hands its engine. Call before `write` is moved.
+  fence::WriteDone Telling(const fence::FenceWrite& write,
+                           fence::WriteDone done) const;
+
+ private:
+  ChangeSink changes_;
 };
 
 }  // namespace fencepost::storage

@@ -35,11 +35,6 @@ Awaitable<WriteResult> FsBackend::Write(WriteRequest request) {
   co_return co_await gate_.Write(std::move(request));
 }
 
-bool FsBackend::TellRaises(FenceRaised raised) {
-  gate_.TellRaises(std::move(raised));
-  return true;
-}
-
 Awaitable<ValueStore::Current> FsBackend::Prepare(const WriteRequest& request,
                                                   bool read_value) {
   Current current;

@@ -50,7 +50,6 @@ class FsBackend : public Backend, private ValueStore {
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;
-  bool TellRaises(FenceRaised raised) override;
 
  private:
   // ValueStore: the file-system requests of a write, on pool_.

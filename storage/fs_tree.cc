@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "fence/values.h"
+#include "fence/value_fields.h"
 #include "storage/errc.h"
 
 namespace fencepost::storage {

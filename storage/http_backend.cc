@@ -253,11 +253,6 @@ Awaitable<WriteResult> HttpBackend::Write(WriteRequest request) {
   co_return co_await gate_.Write(std::move(request));
 }
 
-bool HttpBackend::TellRaises(FenceRaised raised) {
-  gate_.TellRaises(std::move(raised));
-  return true;
-}
-
 Awaitable<ValueStore::Stored> HttpBackend::Store(
     const WriteRequest& request, const fence::ValueNow* /*seen*/) {
   Stored stored;

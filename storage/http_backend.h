@@ -54,7 +54,7 @@ namespace fencepost::storage {
 // conditional PUT or DELETE: a retry could be refused for the write's own
 // effect); a reused connection that turns out closed before any answer is
 // retried once on a new one. POST and PATCH always take a new connection.
-// A fence the write raised is told (Backend::TellRaises) once its commit is
+// A fence the write raised is told (Fences::TellChanges) once its commit is
 // durable, before the forward, whatever the upstream then answers.
 //
 // Errors, besides Backend's LMDB ones: storage::Errc::kUpstreamFailed (Read
@@ -98,7 +98,6 @@ class HttpBackend : public Backend, private ValueStore {
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;
-  bool TellRaises(FenceRaised raised) override;
   std::chrono::milliseconds HoldLeft() const override {
     return gate_.HoldLeft();
   }

@@ -49,14 +49,8 @@ Awaitable<ReadResult> LmdbBackend::Read(const ReadRequest& request) {
 }
 
 Awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
-  fence::FencedWrite write = WithValue(std::move(request));
-  fence::Committer& committer = shards_.CommitterOf(write.fence);
   WriteResult result;
-  result.outcome = co_await AsyncSubmit(
-      [&committer](fence::FenceWrite w, fence::WriteDone done) {
-        committer.Submit(std::move(w), std::move(done));
-      },
-      std::move(write));
+  result.outcome = co_await AsyncCommit(fences_, WithValue(std::move(request)));
   result.created = result.outcome.created;
   co_return result;
 }

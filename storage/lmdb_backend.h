@@ -2,6 +2,7 @@
 
 #include "fence/shards.h"
 #include "storage/backend.h"
+#include "storage/fences.h"
 
 namespace fencepost::storage {
 
@@ -23,7 +24,10 @@ namespace fencepost::storage {
 // resumes on the caller's executor.
 class LmdbBackend : public Backend {
  public:
-  explicit LmdbBackend(fence::Shards& shards) : shards_(shards) {}
+  // Values are read from `shards`; writes are committed through `fences`
+  // (the LocalFences of the same shards), which tells their changes.
+  LmdbBackend(fence::Shards& shards, Fences& fences)
+      : shards_(shards), fences_(fences) {}
 
   std::string_view name() const override { return "lmdb"; }
   bool supports_post_patch() const override { return false; }
@@ -34,6 +38,7 @@ class LmdbBackend : public Backend {
 
  private:
   fence::Shards& shards_;
+  Fences& fences_;
 };
 
 }  // namespace fencepost::storage

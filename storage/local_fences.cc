@@ -8,14 +8,14 @@
 
 namespace fencepost::storage {
 
-LocalFences::LocalFences(fence::Shards& shards, ExpiredHandler on_expired)
-    : shards_(shards),
-      store_(shards.envs()),
-      on_expired_(std::move(on_expired)) {}
+LocalFences::LocalFences(fence::Shards& shards)
+    : shards_(shards), store_(shards.envs()) {}
 
 void LocalFences::Submit(fence::FenceWrite write, fence::WriteDone done) {
+  // Told once durable, before the answer.
+  fence::WriteDone told = Telling(write, std::move(done));
   shards_.CommitterOf(fence::RoutingFence(write))
-      .Submit(std::move(write), std::move(done));
+      .Submit(std::move(write), std::move(told));
 }
 
 std::int64_t LocalFences::SteadyNow() const { return shards_.SteadyNow(); }
@@ -25,7 +25,7 @@ void LocalFences::NoticeExpired() {
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     for (const auto& [name, lease] :
          shards_.env(i).lease_table().NoticeExpired(now)) {
-      if (on_expired_) on_expired_(name, lease);
+      Tell(LeaseExpired(name, lease, now));
     }
   }
 }
@@ -130,6 +130,7 @@ Awaitable<Fences::LeaseRead> LocalFences::GetLease(std::string name,
   fence::LeaseTable& table = shards_.LeasesOf(fence);
   out.now_ns = shards_.SteadyNow();
   out.expired = table.NoticeExpired(name, out.now_ns);
+  if (out.expired) Tell(LeaseExpired(name, *out.expired, out.now_ns));
   out.entry = table.Find(name);
   co_return out;
 }
@@ -141,8 +142,10 @@ Awaitable<Fences::LeaseList> LocalFences::ListLeases(std::string prefix,
   out.now_ns = shards_.SteadyNow();
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     fence::LeaseTable& table = shards_.env(i).lease_table();
-    auto expired = table.NoticeExpired(out.now_ns);
-    std::move(expired.begin(), expired.end(), std::back_inserter(out.expired));
+    for (auto& [name, lease] : table.NoticeExpired(out.now_ns)) {
+      Tell(LeaseExpired(name, lease, out.now_ns));
+      out.expired.emplace_back(std::move(name), std::move(lease));
+    }
     auto part = table.List(prefix, after, limit + 1);
     std::move(part.begin(), part.end(), std::back_inserter(out.leases));
   }

@@ -19,11 +19,7 @@ namespace fencepost::storage {
 // Thread safety: any thread.
 class LocalFences : public Fences {
  public:
-  // `on_expired` is told of each lease that runs out without a release,
-  // once, when the store notices it outside a call that reports it.
-  using ExpiredHandler =
-      std::function<void(const std::string&, const fence::LeaseRecord&)>;
-  LocalFences(fence::Shards& shards, ExpiredHandler on_expired = {});
+  explicit LocalFences(fence::Shards& shards);
 
   // A batch goes to the committer of its first write's fence (RefuseBatch
   // refuses one whose fences live in different shards); a lease operation
@@ -53,12 +49,11 @@ class LocalFences : public Fences {
   }
 
  private:
-  // Reports (to on_expired_) every lease that ran out and was not noticed.
+  // Tells every lease that ran out and was not noticed.
   void NoticeExpired();
 
   fence::Shards& shards_;
   fence::FenceStore store_;
-  ExpiredHandler on_expired_;
 };
 
 }  // namespace fencepost::storage

@@ -138,11 +138,7 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
   http::Request get = S3Request(
       options_.bucket, request.head ? bhttp::verb::head : bhttp::verb::get,
       object, "");
-  if (request.original != nullptr) {
-    const auto range = request.original->find(bhttp::field::range);
-    if (range != request.original->end())
-      get.set(range->name(), range->value());
-  }
+  if (!request.range.empty()) get.set(bhttp::field::range, request.range);
   const std::string target(get.target());
   HttpPool::Exchange exchange = co_await Send(std::move(get), kRead);
   if (exchange.sent != Sent::kAnswered) {
@@ -248,11 +244,6 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
 
 Awaitable<WriteResult> S3Backend::Write(WriteRequest request) {
   co_return co_await gate_.Write(std::move(request));
-}
-
-bool S3Backend::TellRaises(FenceRaised raised) {
-  gate_.TellRaises(std::move(raised));
-  return true;
 }
 
 Awaitable<ValueStore::Current> S3Backend::Head(const std::string& object) {

@@ -96,7 +96,6 @@ class S3Backend : public Backend, private ValueStore {
   Awaitable<ReadResult> List(const HttpRequest& client_request);
   // Fences ready, and HeadBucket answered 200.
   Awaitable<bool> Ready() override;
-  bool TellRaises(FenceRaised raised) override;
   std::chrono::milliseconds HoldLeft() const override {
     return gate_.HoldLeft();
   }

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "codec/base64.h"
+#include "codec/percent.h"
 #include "fence/token.h"
 #include "http/fields.h"
 #include "http/host_port.h"
@@ -57,7 +58,8 @@ std::string ObjectKey(std::string_view prefix, std::string_view key) {
   if (prefix.empty()) return std::string(key);
   // A canonical prefix decodes (it was checked when the spec was parsed).
   std::string decoded =
-      sigv4::PercentDecode(prefix.substr(1)).value_or(std::string(prefix));
+      codec::PercentDecode(prefix.substr(1), codec::PercentMode::kStrict)
+          .value_or(std::string(prefix));
   decoded += '/';
   decoded += key;
   return decoded;
@@ -95,7 +97,9 @@ void SignS3(http::Request& request, const S3Bucket& bucket,
   // spells it; SigV4 encodes the decoded path and parameters itself.
   const std::string_view target = request.target();
   const std::size_t mark = target.find('?');
-  to_sign.path = sigv4::PercentDecode(target.substr(0, mark)).value_or("/");
+  to_sign.path =
+      codec::PercentDecode(target.substr(0, mark), codec::PercentMode::kStrict)
+          .value_or("/");
   to_sign.path_style = sigv4::PathStyle::kS3;
   if (mark != std::string_view::npos) {
     to_sign.query =

@@ -41,24 +41,6 @@ std::optional<std::uint32_t> CharRef(std::string_view digits) {
   return value;
 }
 
-void AppendUtf8(std::uint32_t c, std::string* out) {
-  if (c < 0x80) {
-    out->push_back(char(c));
-  } else if (c < 0x800) {
-    out->push_back(char(0xc0 | (c >> 6)));
-    out->push_back(char(0x80 | (c & 0x3f)));
-  } else if (c < 0x10000) {
-    out->push_back(char(0xe0 | (c >> 12)));
-    out->push_back(char(0x80 | ((c >> 6) & 0x3f)));
-    out->push_back(char(0x80 | (c & 0x3f)));
-  } else {
-    out->push_back(char(0xf0 | (c >> 18)));
-    out->push_back(char(0x80 | ((c >> 12) & 0x3f)));
-    out->push_back(char(0x80 | ((c >> 6) & 0x3f)));
-    out->push_back(char(0x80 | (c & 0x3f)));
-  }
-}
-
 }  // namespace
 
 bool NextElement(std::string_view text, std::size_t* at, XmlElement* element,
@@ -129,7 +111,7 @@ std::optional<std::string> DecodeXmlText(std::string_view text) {
     } else if (entity.size() > 1 && entity.front() == '#') {
       const std::optional<std::uint32_t> c = CharRef(entity.substr(1));
       if (!c) return std::nullopt;
-      AppendUtf8(*c, &out);
+      codec::AppendUtf8(&out, *c);
     } else {
       return std::nullopt;
     }

@@ -96,8 +96,8 @@ Awaitable<WriteResult> ValueGate::CommitAndStore(const WriteRequest& request) {
   auto [outcome, shared_turn] = co_await fences_.CommitInTurn(std::move(write));
   result.outcome = std::move(outcome);
   if (!fence::Applied(result.outcome)) co_return result;
-  // Raised now, whatever becomes of the value (SPEC: it stands there).
-  TellIfRaised(raised_, request.fence, result.outcome);
+  // Raised now, whatever becomes of the value (SPEC: it stands there); the
+  // fence store told watchers so as the commit became durable.
 
   // And again over the value as it is now that the turn among replicas is
   // taken too: another replica sharing the store may have written it.

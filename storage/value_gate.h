@@ -76,7 +76,8 @@ class ValueStore {
 //     nothing), and its fence committed durably, taking the fence's turn
 //     among replicas (Fences::CommitInTurn): the verdict on the token and
 //     the precondition is the rulebook's (fence::DecideWrite);
-//  4. if applied, tells watchers the fence was raised (FenceRaised), then,
+//  4. if applied (the raise is told by the fence store as it becomes
+//     durable: Fences::TellChanges, whatever becomes of the value), then,
 //     for a conditional write, has its precondition decided again over the
 //     value as it is now (fence::RecheckPrecondition), and only then has
 //     its value stored (ValueStore::Store; fence::AfterLanding);
@@ -114,9 +115,6 @@ class ValueGate {
   // How long the longest hold still has to run from now (0: none), the
   // start's included: a clean stop hands it on to the next process.
   std::chrono::milliseconds HoldLeft() const;
-  // Backend::TellRaises: `raised` hears of every fence a write raised, as
-  // soon as its commit is durable. Set once, before the first Write.
-  void TellRaises(FenceRaised raised) { raised_ = std::move(raised); }
 
  private:
   // Seconds `fence` stays held closed from now (Retry-After), 0 when not.
@@ -127,7 +125,6 @@ class ValueGate {
   Fences& fences_;
   ValueStore& store_;
   Options options_;
-  FenceRaised raised_;
   FenceLocks locks_;
   std::unordered_map<std::string, std::chrono::steady_clock::time_point>
       held_until_;

@@ -42,8 +42,8 @@ struct World {
     options.max_map_size = 256u << 20;
     options.count = 2;
     shards = std::make_unique<fence::Shards>(options);
-    backend = std::make_unique<storage::LmdbBackend>(*shards);
     fences = std::make_unique<storage::LocalFences>(*shards);
+    backend = std::make_unique<storage::LmdbBackend>(*shards, *fences);
     config.fence_scopes = {"scoped/"};
     service =
         std::make_unique<proxy::Service>(config, *fences, *backend, metrics);
@@ -52,8 +52,8 @@ struct World {
   proxy::Config config;
   metrics::Metrics metrics{"lmdb"};
   std::unique_ptr<fence::Shards> shards;
-  std::unique_ptr<storage::LmdbBackend> backend;
   std::unique_ptr<storage::LocalFences> fences;
+  std::unique_ptr<storage::LmdbBackend> backend;
   std::unique_ptr<proxy::Service> service;
 };
 

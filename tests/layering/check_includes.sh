@@ -4,7 +4,7 @@
 #
 #   codec/    nothing of ours (the standard library only)
 #   http/     codec/ (JSON, base64; Beast otherwise)
-#   sigv4/    nothing of ours (OpenSSL's libcrypto only)
+#   sigv4/    codec/ (hex, percent; OpenSSL's libcrypto otherwise)
 #   fence/    codec/ (UTF-8, key spelling; LMDB otherwise)
 #   metrics/  nothing of ours (prometheus-cpp only)
 #   storage/  http/, sigv4/, fence/, codec/
@@ -31,7 +31,7 @@ allowed() {
   case $1 in
     codec) echo "codec" ;;
     http) echo "http codec" ;;
-    sigv4) echo "sigv4" ;;
+    sigv4) echo "sigv4 codec" ;;
     fence) echo "fence codec" ;;
     metrics) echo "metrics" ;;
     storage) echo "storage http sigv4 fence codec" ;;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "fence/key.h"
+#include "fence/shards.h"
 
 namespace fencepost::proxy {
 namespace {

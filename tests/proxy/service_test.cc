@@ -61,8 +61,8 @@ class ServiceTest : public ::testing::Test {
   testing::TempDir dir_;
   Config config_;
   fence::Shards shards_{ShardsIn(dir_.path())};
-  storage::LmdbBackend backend_{shards_};
   storage::LocalFences fences_{shards_};
+  storage::LmdbBackend backend_{shards_, fences_};
   metrics::Metrics metrics_{"lmdb"};
   Service service_{config_, fences_, backend_, metrics_};
 };

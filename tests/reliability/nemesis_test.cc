@@ -674,8 +674,32 @@ class Nemesis {
     };
     ASSERT_EQ(put(1, "first"), Op::Outcome::kAccepted);
     relay_->HoldRequestsTo("PUT", std::string("/") + kForcedKey, 1);
-    Op::Outcome old_outcome = Op::Outcome::kError;
-    std::thread old([&] { old_outcome = put(2, "old"); });
+    // The old write, sent again (same token, same body) while it is
+    // answered before it reaches the store: a store or fence store slow to
+    // start may refuse it (503) or fail it (502) first.
+    std::atomic<Op::Outcome> old_outcome = Op::Outcome::kError;
+    std::atomic<bool> answered = false;
+    std::thread old;
+    struct Joined {
+      std::thread& thread;
+      ~Joined() {
+        if (thread.joinable()) thread.join();
+      }
+    } joined{old};
+    for (int attempt = 0; attempt < 5 && relay_->held() == 0; ++attempt) {
+      if (old.joinable()) old.join();
+      answered = false;
+      old = std::thread([&] {
+        old_outcome = put(2, "old");
+        answered = true;
+      });
+      Await([&] { return relay_->held() == 1 || answered; });
+      if (relay_->held() == 0 && answered) {
+        std::cout << "the old write was answered (outcome "
+                  << static_cast<int>(old_outcome.load())
+                  << ") before it reached the store; sent again" << std::endl;
+      }
+    }
     ASSERT_TRUE(Await([&] { return relay_->held() == 1; }))
         << "the old write reached the relay";
     old.join();  // 504 after --upstream-timeout

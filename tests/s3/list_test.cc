@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "codec/base64.h"
+#include "codec/percent.h"
 #include "sigv4/canonical.h"
 #include "storage/backend_spec.h"
 #include "storage/errc.h"
@@ -274,7 +275,8 @@ TEST_F(S3ListTest, UrlEncodingIsTheClientsKeysPercentEncoded) {
   std::vector<std::string> decoded;
   for (const std::string& key : page.keys) {
     EXPECT_EQ(key.find_first_of(" &<\"'\xc3"), std::string::npos) << key;
-    decoded.push_back(sigv4::PercentDecode(key).value_or("?"));
+    decoded.push_back(
+        codec::PercentDecode(key, codec::PercentMode::kStrict).value_or("?"));
   }
   EXPECT_EQ(decoded, Keys()) << page.xml;
   EXPECT_NE(page.xml.find("<EncodingType>url</EncodingType>"),

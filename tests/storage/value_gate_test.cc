@@ -39,6 +39,7 @@ using fence::Landing;
 class MemoryFences : public testing::StubFences {
  public:
   void Submit(fence::FenceWrite write, fence::WriteDone done) override {
+    done = Telling(write, std::move(done));  // changes told once durable
     const auto& w = std::get<fence::FencedWrite>(write);
     std::optional<fence::Token> token;
     std::int64_t at = 0;
@@ -127,8 +128,9 @@ class ValueGateTest : public ::testing::Test {
 
   void MakeGate(ValueGate::Options options) {
     gate_.emplace(fences_, store_, options);
-    gate_->TellRaises([this](const fence::FenceRecord& raised) {
-      told_.push_back(raised.name + "=" + std::to_string(raised.token));
+    fences_.TellChanges([this](const Change& change) {
+      told_.push_back(change.fence.name + "=" +
+                      std::to_string(change.fence.token));
       store_.told_before_store = true;
     });
   }

@@ -4,20 +4,14 @@
 #include <string>
 #include <string_view>
 
-namespace fencepost::fence {
+#include "codec/hex.h"
 
-// The value of a hex digit (either case), or -1 for any other character.
-constexpr int HexDigitValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
+namespace fencepost::codec {
 
 // How PercentDecode treats what is not a well-formed escape.
 enum class PercentMode {
-  // Paths (DecodeKey): every '%' starts two hex digits, or the input is
-  // refused; '+' is itself.
+  // Paths (keys, S3 object names, SigV4's canonical parts): every '%'
+  // starts two hex digits, or the input is refused; '+' is itself.
   kStrict,
   // Query values (application/x-www-form-urlencoded): '+' is a space, and a
   // '%' not followed by two hex digits is kept as it is. Never refuses.
@@ -29,4 +23,4 @@ enum class PercentMode {
 // result may hold any byte, NUL and invalid UTF-8 included: callers check.
 std::optional<std::string> PercentDecode(std::string_view in, PercentMode mode);
 
-}  // namespace fencepost::fence
+}  // namespace fencepost::codec

@@ -1,6 +1,6 @@
-#include "fence/percent.h"
+#include "codec/percent.h"
 
-namespace fencepost::fence {
+namespace fencepost::codec {
 
 std::optional<std::string> PercentDecode(std::string_view in,
                                          PercentMode mode) {
@@ -30,4 +30,4 @@ std::optional<std::string> PercentDecode(std::string_view in,
   return out;
 }
 
-}  // namespace fencepost::fence
+}  // namespace fencepost::codec

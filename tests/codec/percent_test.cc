@@ -1,8 +1,8 @@
-#include "fence/percent.h"
+#include "codec/percent.h"
 
 #include <gtest/gtest.h>
 
-namespace fencepost::fence {
+namespace fencepost::codec {
 namespace {
 
 TEST(PercentDecodeTest, DecodesEscapesOfEitherCaseOnce) {
@@ -34,4 +34,4 @@ TEST(HexDigitValueTest, ReadsBothCases) {
 }
 
 }  // namespace
-}  // namespace fencepost::fence
+}  // namespace fencepost::codec
