@@ -181,6 +181,7 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
   storage::EtcdFences::Options options;
   options.spec = *config.etcd;
   options.timeout = Millis(config.fence_store_timeout);
+  options.max_leases = config.max_leases;
   options.on_request = [&metrics](std::string_view path, double seconds,
                                   bool ok) {
     metrics.EtcdRequest(path, seconds, ok);
@@ -228,6 +229,7 @@ bool Assembly::OpenShards(const Config& config, const TestSwitches& test,
     options.dir = config.data_dir;
     options.max_map_size = config.max_map_size;
     options.count = config.lmdb_shards;
+    options.max_leases = config.max_leases;
     options.committer.on_fatal = [](const std::string& message) {
       spdlog::critical("stopping: {}", message);
       spdlog::shutdown();

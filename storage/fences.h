@@ -34,6 +34,10 @@ namespace fencepost::storage {
 // values) atomically and durably before `done` runs, with the outcomes of
 // fence::Committer::Submit.
 //
+// --max-leases (given at construction) is the engine's to decide, in the
+// step that commits a grant: a grant past it is refused with
+// fence::LeaseOutcome::kTooManyLeases and changes nothing.
+//
 // Lease expiry is the engine's to notice: each lease that ran out without a
 // release is reported once, either in the result of the call that noticed
 // it (`expired`) or to the handler given at construction.
@@ -101,12 +105,6 @@ class Fences {
                                           std::size_t limit) = 0;
   // The monotonic clock lease deadlines are on (ns).
   virtual std::int64_t SteadyNow() const { return fence::SteadyNowNs(); }
-  // Whether this process counts the store's live leases for --max-leases
-  // (etcd keeps its leases, not this process; its own quota bounds them).
-  virtual bool CountsLeases() const { return false; }
-  // Leases held now (noticing expiries on the way), or nullopt when the
-  // store does not count them.
-  virtual std::optional<std::size_t> HeldLeases() { return std::nullopt; }
   // Why `batch` cannot be applied in one step by this store, with the key
   // of the write that shows it in `*key`; nullopt when it can.
   virtual std::optional<std::string> RefuseBatch(const fence::Batch& /*batch*/,

@@ -30,17 +30,6 @@ void LocalFences::NoticeExpired() {
   }
 }
 
-std::optional<std::size_t> LocalFences::HeldLeases() {
-  // Expiries first, so that only live leases count; each costs its own
-  // removal, not a walk of every record.
-  NoticeExpired();
-  std::size_t held = 0;
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    held += shards_.env(i).lease_table().Held();
-  }
-  return held;
-}
-
 std::optional<std::string> LocalFences::RefuseBatch(const fence::Batch& batch,
                                                     std::string* key) const {
   if (batch.writes.empty()) return std::nullopt;
