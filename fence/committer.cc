@@ -13,6 +13,7 @@
 #include <limits>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "fence/big_endian.h"
 #include "fence/errc.h"
@@ -283,6 +284,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   Group g;
   Seen seen;
   DecideGroup(group, g, seen);
+  g.reserved_leases = std::exchange(deciding_leases_, 0);
   g.decided_at = std::chrono::steady_clock::now();
   const int segment = LogGroup(g, seen);
   g.leases = std::move(seen.leases);
@@ -398,6 +400,10 @@ void Committer::Answer(Group& g) {
     env_.overlay().Publish(g.records, g.created);
     for (auto& [name, entry] : g.leases) {
       env_.lease_table().Set(name, std::move(entry));
+    }
+    // The table counts the group's grants now (LeaseLimit).
+    if (g.reserved_leases > 0) {
+      options_.lease_limit->Unreserve(g.reserved_leases);
     }
     if (!g.leases.empty()) --lease_groups_unanswered_;
     published_seq_ = g.records.back().seq;

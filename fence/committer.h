@@ -22,6 +22,7 @@
 #include "fence/commit_stats.h"
 #include "fence/env.h"
 #include "fence/lease.h"
+#include "fence/lease_limit.h"
 #include "fence/rules.h"
 #include "fence/sync_ring.h"
 #include "fence/token.h"
@@ -94,6 +95,11 @@ class Committer {
         on_lease_expired;
     // The monotonic clock lease expiry is measured on.
     SteadyNow steady_now = SteadyNowNs;
+    // --max-leases, shared by the committers of every shard and watching
+    // their lease tables (it must outlive the committer); unset: no limit.
+    // A grant past it is refused (LeaseOutcome::kTooManyLeases) in the step
+    // that decides it.
+    LeaseLimit* lease_limit = nullptr;
     // Breaks the durability promise on purpose: a group is answered before
     // its sync rather than after. Only the test build sets it (the
     // syscall-order test's negative control); never in the product.
@@ -159,6 +165,9 @@ class Committer {
     std::vector<WalRecord> records;
     std::vector<bool> created;
     std::map<std::string, LeaseEntry, std::less<>> leases;
+    // Places its grants hold under --max-leases until `leases` are in the
+    // table.
+    std::size_t reserved_leases = 0;
     std::uint64_t durable_at = 0;
     std::chrono::steady_clock::time_point decided_at;
   };
@@ -292,8 +301,10 @@ class Committer {
   Options options_;
   std::unique_ptr<Wal> wal_;
   std::uint64_t next_seq_ = 1;
-  // While a group is decided: the number its next record gets.
+  // While a group is decided: the number its next record gets, and the
+  // places its grants took under --max-leases.
   std::uint64_t deciding_seq_ = 1;
+  std::size_t deciding_leases_ = 0;
   std::uint64_t replayed_ = 0;
   // Map space promised to records not yet applied.
   std::atomic<std::size_t> reserved_bytes_ = 0;

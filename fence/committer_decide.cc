@@ -232,7 +232,13 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
   *fence_created = fence.created;
   const std::int64_t now = options_.steady_now();
   std::optional<LeaseRecord> expired;
-  const LeaseState state = ReadLease(seen, op, now, &expired);
+  LeaseState state = ReadLease(seen, op, now, &expired);
+  // --max-leases is decided here, in the step that commits the grant: a
+  // place taken now is held until the group is answered (LeaseLimit).
+  bool reserved = false;
+  if (options_.lease_limit != nullptr) {
+    state.over_limit = options_.lease_limit->Reserve(op, state, now, &reserved);
+  }
   LeaseDecision decision = DecideLease(op, fence.token, state, now_ns);
   *outcome = std::move(decision.outcome);
   if (!RaisesFence(*outcome)) outcome->updated_at_ns = fence.updated_at_ns;
@@ -241,7 +247,11 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
     if (!outcome->lease) outcome->lease.emplace();
     outcome->lease->expired = std::move(expired);
   }
-  if (!decision.next) return;
+  if (!decision.next) {
+    // Denied after all (another lease live on its fence, or no token left).
+    if (reserved) options_.lease_limit->Unreserve(1);
+    return;
+  }
   WalRecord r;
   r.fence = op.fence;
   if (RaisesFence(*outcome)) {
@@ -252,7 +262,11 @@ void Committer::DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
   r.seq = deciding_seq_;
   r.key = op.name;
   r.body = EncodeLease(*decision.next);
-  if (!Admit(seen, r, outcome)) return;
+  if (!Admit(seen, r, outcome)) {
+    if (reserved) options_.lease_limit->Unreserve(1);
+    return;
+  }
+  if (reserved) ++deciding_leases_;
   ++deciding_seq_;
   LeaseEntry& next = seen.leases[op.name];
   next.record = std::move(*decision.next);

@@ -52,6 +52,9 @@ struct LeaseOutcome {
     kDenied,   // another holder's lease is live
     kReleased,
     kNotHeld,  // release by a non-holder, of a lease not live, or a wrong token
+    // A grant past --max-leases live leases (the engine's count, taken in
+    // the step that would commit it): nothing changed.
+    kTooManyLeases,
   };
   Verdict verdict = Verdict::kDenied;
   LeaseRecord lease;  // after the operation (before it when refused)

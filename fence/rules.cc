@@ -176,6 +176,9 @@ LeaseDecision DecideLease(const LeaseOp& op, std::optional<Token> fence,
   lease.existed = record.has_value();
   if (record) lease.lease = *record;
 
+  if (state.over_limit && CountsAgainstLeaseLimit(op, state)) {
+    return Refuse(std::move(lease), LeaseVerdict::kTooManyLeases, fence);
+  }
   LeaseDecision d;
   d.outcome.previous = fence;
   d.outcome.current = fence;

@@ -175,6 +175,9 @@ struct LeaseState {
     std::int64_t expires_in_ms = 0;
   };
   std::optional<Blocking> other;
+  // The engine counted --max-leases leases live, or being granted, in the
+  // step that would commit this operation (OverLeaseLimit).
+  bool over_limit = false;
 };
 
 struct LeaseDecision {
@@ -187,6 +190,8 @@ struct LeaseDecision {
 };
 
 // SPEC's lease rules, for `op` on the lease whose fence is at `fence`:
+//  - an operation that counts against --max-leases while the engine found
+//    no room (`state.over_limit`): too many leases, whatever else holds;
 //  - release by the live holder of record with its token: released, the
 //    fence stays; anything else: not held;
 //  - acquire by the holder of record while the fence is not above its token
@@ -206,7 +211,9 @@ LeaseDecision DecideLease(const LeaseOp& op, std::optional<Token> fence,
 // releases never do.
 bool CountsAgainstLeaseLimit(const LeaseOp& op, const LeaseState& state);
 // Whether `op` would make one live lease too many while `held` leases are
-// live and `max_leases` are allowed.
+// live (or being granted) and `max_leases` are allowed. An engine decides it
+// in the step that commits the grant, counting every grant decided before
+// it, and passes it to DecideLease as `state.over_limit`.
 bool OverLeaseLimit(const LeaseOp& op, const LeaseState& state,
                     std::size_t held, std::size_t max_leases);
 

@@ -137,6 +137,12 @@ Shards::Shards(const Options& options)
   Committer::Options committer = options.committer;
   committer.segment_bytes =
       std::max<std::size_t>(2u << 20, committer.segment_bytes / count);
+  committer.lease_limit = nullptr;
+  if (options.max_leases > 0) {
+    lease_limit_ = std::make_unique<LeaseLimit>(options.max_leases);
+    for (auto& env : envs_) lease_limit_->Watch(&env->lease_table());
+    committer.lease_limit = lease_limit_.get();
+  }
   for (auto& env : envs_) {
     committers_.push_back(std::make_unique<Committer>(*env, committer));
   }

@@ -9,6 +9,7 @@
 
 #include "fence/committer.h"
 #include "fence/env.h"
+#include "fence/lease_limit.h"
 #include "fence/scope.h"
 
 namespace fencepost::fence {
@@ -38,7 +39,10 @@ class Shards {
     std::string dir;
     std::uint64_t max_map_size = 64ull << 30;
     std::size_t count = kDefaultCount;  // for a new directory only
-    Committer::Options committer;
+    // --max-leases: live leases across every shard (0: no limit), decided
+    // by the committers in the step that commits each grant (LeaseLimit).
+    std::size_t max_leases = 0;
+    Committer::Options committer;  // its lease_limit is the shards' own
   };
 
   // Opens or creates the environments. Throws std::runtime_error with a
@@ -89,6 +93,7 @@ class Shards {
   std::string dir_;
   std::function<std::int64_t()> steady_now_;
   std::vector<std::unique_ptr<Env>> envs_;
+  std::unique_ptr<LeaseLimit> lease_limit_;  // outlives the committers
   std::vector<std::unique_ptr<Committer>> committers_;
 };
 

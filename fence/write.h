@@ -105,7 +105,8 @@ struct WriteOutcome {
   std::string etag;
   std::error_code error;
   // For a lease operation: kAccepted when granted, renewed or released,
-  // kRejected when denied or not held; the details are here.
+  // kRejected when denied, not held or past --max-leases; the details are
+  // here.
   std::optional<LeaseOutcome> lease;
   // For a batch: kAccepted (or kObserved) when every write was applied,
   // with each one's outcome here; kRejected or kFailed when one was not,

@@ -178,6 +178,7 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
   storage::EtcdFences::Options options;
   options.spec = *config.etcd;
   options.timeout = Millis(config.fence_store_timeout);
+  options.max_leases = config.max_leases;
   options.on_request = [&metrics](std::string_view path, double seconds,
                                   bool ok) {
     metrics.EtcdRequest(path, seconds, ok);

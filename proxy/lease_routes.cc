@@ -118,37 +118,14 @@ std::string ReadLeaseBody(std::string_view body, std::string* holder,
 
 LeaseRoutes::LeaseRoutes(RouteContext& context) : RouteUnit(context) {}
 
-LeaseRoutes::PendingGrant::~PendingGrant() {
-  if (count_ != nullptr) --*count_;
-}
-
-Awaitable<std::optional<Response>> LeaseRoutes::RefuseLeaseLimit(
-    const Request& req, const fence::LeaseOp& op, bool* reserved) {
-  if (!fences_.CountsLeases()) co_return std::nullopt;
-  const storage::Fences::LeaseRead read =
-      co_await fences_.GetLease(op.name, op.fence);
-  fence::LeaseState state;
-  if (read.entry) {
-    state.record = read.entry->record;
-    state.live = fence::IsLive(*read.entry, read.now_ns);
-  }
-  // A renewal, or an acquire of a live lease (a 409), costs no count.
-  if (!fence::CountsAgainstLeaseLimit(op, state)) co_return std::nullopt;
-  const std::optional<std::size_t> held = fences_.HeldLeases();
-  if (!held) co_return std::nullopt;
-  if (!fence::OverLeaseLimit(op, state, *held + pending_grants_,
-                             config_.max_leases)) {
-    ++pending_grants_;
-    *reserved = true;
-    co_return std::nullopt;
-  }
+Response LeaseRoutes::TooManyLeases(const Request& req,
+                                    const std::string& name) {
   metrics_.LeaseLimitReached();
-  co_return Problemed(req,
-                      {ProblemType::kTooManyLeases,
-                       "--max-leases (" + std::to_string(config_.max_leases) +
-                           ") leases are live; a lease is granted again "
-                           "once one is released or runs out",
-                       op.name, std::nullopt, std::nullopt});
+  return Problemed(req, {ProblemType::kTooManyLeases,
+                         "--max-leases (" + std::to_string(config_.max_leases) +
+                             ") leases are live; a lease is granted again "
+                             "once one is released or runs out",
+                         name, std::nullopt, std::nullopt});
 }
 
 Response LeaseRoutes::LeaseFailure(const Request& req, const std::string& name,
@@ -170,13 +147,6 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
       !error.empty()) {
     co_return BadLeaseBody(req, name, std::move(error));
   }
-  bool reserved = false;
-  if (auto refused = co_await RefuseLeaseLimit(req, op, &reserved)) {
-    co_return std::move(*refused);
-  }
-  // The place is given back once the commit has answered (the store counts
-  // the lease then), however this coroutine ends.
-  const PendingGrant pending(reserved ? &pending_grants_ : nullptr);
   const std::string holder = op.holder;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {
@@ -184,6 +154,7 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
   }
   const fence::LeaseOutcome& lease = *outcome.lease;
   using V = fence::LeaseOutcome::Verdict;
+  if (lease.verdict == V::kTooManyLeases) co_return TooManyLeases(req, name);
   if (lease.verdict == V::kDenied) {
     metrics_.LeaseDenied();
     Problem problem{ProblemType::kLeaseHeld,

@@ -42,35 +42,13 @@ class LeaseRoutes : private RouteUnit {
   std::string CheckLeases() const;
 
  private:
-  // The 507 for an acquire that would make a live lease past --max-leases;
-  // nullopt for a renewal (by the holder of record) and under the limit,
-  // where a grant that counts takes one of the room's places
-  // (`*reserved`) until its commit has answered and the store counts it.
-  // The count and the place are taken with no suspension between them, on
-  // the one io thread, so concurrent grants cannot all see the same room.
-  Awaitable<std::optional<Response>> RefuseLeaseLimit(const Request& request,
-                                                      const fence::LeaseOp& op,
-                                                      bool* reserved);
+  // The 507 for a grant the engine refused past --max-leases.
+  Response TooManyLeases(const Request& request, const std::string& name);
   // The answer to a lease operation that failed (counts a noticed expiry).
   Response LeaseFailure(const Request& request, const std::string& name,
                         const fence::WriteOutcome& outcome);
   // Submits a lease operation to the committer of its fence.
   Awaitable<fence::WriteOutcome> CommitLease(fence::LeaseOp op);
-
-  // A place RefuseLeaseLimit reserved, given back when destroyed.
-  class PendingGrant {
-   public:
-    explicit PendingGrant(std::size_t* count) : count_(count) {}
-    ~PendingGrant();
-    PendingGrant(const PendingGrant&) = delete;
-    PendingGrant& operator=(const PendingGrant&) = delete;
-
-   private:
-    std::size_t* count_;
-  };
-
-  // Grants admitted under --max-leases whose commit has not answered yet.
-  std::size_t pending_grants_ = 0;
 };
 
 }  // namespace fencepost::proxy

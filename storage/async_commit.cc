@@ -36,11 +36,15 @@ Awaitable<fence::WriteOutcome> AsyncSubmit(
 
 Awaitable<fence::WriteOutcome> AsyncCommit(Fences& fences,
                                            fence::FenceWrite write) {
-  return AsyncSubmit(
+  const WriteSubject subject = SubjectOf(write);
+  fence::WriteOutcome outcome = co_await AsyncSubmit(
       [&fences](fence::FenceWrite w, fence::WriteDone done) {
         fences.Submit(std::move(w), std::move(done));
       },
       std::move(write));
+  // Durable now; told here, on the caller's thread, before it answers.
+  fences.TellChangesOf(subject, outcome);
+  co_return outcome;
 }
 
 // The default for stores without replicas: the commit alone, no turn.

@@ -23,7 +23,9 @@ namespace fencepost::storage {
 Awaitable<fence::WriteOutcome> AsyncSubmit(
     std::function<void(fence::FenceWrite, fence::WriteDone)> submit,
     fence::FenceWrite write);
-// The same through `fences` (Fences::Submit).
+// The same through `fences` (Fences::Submit), and then, before the calling
+// coroutine goes on, the changes the write made told to the store's channel
+// (Fences::TellChangesOf).
 Awaitable<fence::WriteOutcome> AsyncCommit(Fences& fences,
                                            fence::FenceWrite write);
 

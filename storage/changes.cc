@@ -45,6 +45,7 @@ void AddLease(const fence::LeaseOp& op, const fence::WriteOutcome& outcome,
       break;
     case V::kDenied:
     case V::kNotHeld:
+    case V::kTooManyLeases:
       return;
   }
   out->push_back(std::move(change));
@@ -129,16 +130,12 @@ std::vector<Change> ChangesOf(const WriteSubject& write,
   return out;
 }
 
-fence::WriteDone Fences::Telling(const fence::FenceWrite& write,
-                                 fence::WriteDone done) const {
-  if (!changes_) return done;
-  return [this, subject = SubjectOf(write),
-          done = std::move(done)](fence::WriteOutcome outcome) {
-    for (Change& change : ChangesOf(subject, outcome, SteadyNow())) {
-      Tell(std::move(change));
-    }
-    done(std::move(outcome));
-  };
+void Fences::TellChangesOf(const WriteSubject& write,
+                           const fence::WriteOutcome& outcome) const {
+  if (!changes_) return;
+  for (Change& change : ChangesOf(write, outcome, SteadyNow())) {
+    Tell(std::move(change));
+  }
 }
 
 }  // namespace fencepost::storage

@@ -86,10 +86,7 @@ std::string EtcdFences::ScopesKey() const {
 }
 
 void EtcdFences::Submit(fence::FenceWrite write, fence::WriteDone done) {
-  // Told once committed, before the answer (watchers hear of every
-  // replica's from etcd's own feed; the expiries it noticed count here).
-  fence::WriteDone told = Telling(write, std::move(done));
-  Enqueue({std::move(write), std::move(told), nullptr});
+  Enqueue({std::move(write), std::move(done), nullptr});
 }
 
 void EtcdFences::Enqueue(Pending pending) {

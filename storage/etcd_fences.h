@@ -82,10 +82,20 @@ namespace fencepost::storage {
 // so one lease per fence is live. Every lease operation's transaction
 // compares the record and the hold as read, an acquire the fence too (the
 // mark of a noticed expiry compares the record only); a grant puts all
-// three: the fence is raised in the transaction that grants. A record
-// keeps its fence; a replica whose --fence-scope gives the name another
-// refuses the lease (Errc::kScopeMismatch). DEADLINE_NS (wall clock of the
-// replica that granted or renewed) only gives documents their expires_in_ms.
+// three: the fence is raised in the transaction that grants.
+// --max-leases counts the holds under PREFIX (one per live lease, every
+// replica's): an acquire that would grant reads their count with the
+// lease, at revision R, and is refused (fence::OverLeaseLimit) when the
+// limit is reached; else its transaction also compares that no hold under
+// PREFIX was created after R. A grant elsewhere in between fails that
+// compare, and the acquire is read and decided again. So the limit holds
+// across every replica that shares PREFIX with the same --max-leases, in
+// the transaction that grants (a replica with a larger one may fill the
+// room up to its own). The count and the compare read every hold: leases
+// are for leaders, not millions of locks. A record keeps its fence; a replica
+// whose --fence-scope gives the name another refuses the lease
+// (Errc::kScopeMismatch). DEADLINE_NS (wall clock of the replica that granted
+// or renewed) only gives documents their expires_in_ms.
 //
 // One transaction holds at most 64 fences and 63 values (etcd's default
 // --max-txn-ops is 128) and 1 MiB of values; a value may be 512 KiB. A
@@ -124,6 +134,8 @@ class EtcdFences : public Fences {
     std::chrono::seconds turn_ttl{30};
     std::chrono::milliseconds turn_need{15000};
     std::string replica = "fencepost";  // the value of the turn keys
+    // --max-leases: live leases (holds) under PREFIX; 0: no limit.
+    std::size_t max_leases = 0;
   };
 
   struct ValueRead {
@@ -190,6 +202,10 @@ class EtcdFences : public Fences {
     std::optional<Hold> hold;  // of the lease's fence
     std::int64_t hold_revision = 0;
     Seen fence;
+    // With --max-leases, for an acquire: the holds under PREFIX, counted at
+    // `read_revision` (the read's).
+    std::optional<std::size_t> holds;
+    std::int64_t read_revision = 0;
   };
   using NamedLeases = std::vector<std::pair<std::string, StoredLease>>;
   // What one attempt at a group decided, and the transaction that applies
@@ -324,13 +340,14 @@ class EtcdFences : public Fences {
                                      const StoredLease& state,
                                      std::int64_t now_ns);
   // Persists a lease decision (`next`, the verdict in `outcome`) in one
-  // transaction comparing what it was decided on; on failure resets
-  // `outcome` to the error.
+  // transaction comparing what it was decided on (with `limited`, a grant
+  // that counts against --max-leases: no hold created since the count);
+  // on failure resets `outcome` to the error.
   Awaitable<Settled> CommitLease(const fence::LeaseOp& op,
                                  const StoredLease& state,
                                  const fence::LeaseRecord& next,
                                  fence::WriteOutcome* outcome,
-                                 std::int64_t now_ns);
+                                 std::int64_t now_ns, bool limited);
   // The etcd lease for the hold of a renewal or grant of `next`: the live
   // hold's own, kept alive, when its TTL stays; else a new one.
   Awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
@@ -339,10 +356,12 @@ class EtcdFences : public Fences {
   // Restarts the TTL of the etcd lease of a live hold: kConflict when it
   // ran out just now.
   Awaitable<Settled> KeepHoldAlive(std::int64_t etcd_lease);
-  // Reads the record of `name`, the hold of `fence` and the fence.
+  // Reads the record of `name`, the hold of `fence` and the fence, and
+  // with `count_holds` how many holds there are (StoredLease::holds).
   Awaitable<std::error_code> ReadLease(const std::string& name,
                                        const std::string& fence,
-                                       StoredLease* state);
+                                       StoredLease* state,
+                                       bool count_holds = false);
   // Reads the holds of the fences of `leases`, keeping each that is its
   // lease's.
   Awaitable<std::error_code> ReadHolds(NamedLeases& leases);

@@ -35,6 +35,12 @@ const std::vector<Json>* RangeKvsAt(const Json& responses, std::size_t i) {
   return range != nullptr ? KvsOf(*range) : nullptr;
 }
 
+std::int64_t RangeCountAt(const Json& responses, std::size_t i) {
+  if (i >= responses.items.size()) return -1;
+  const Json* range = responses.items[i].Find("response_range");
+  return range != nullptr ? Int64Of(range->Find("count")) : -1;
+}
+
 const Json* ResponsesOf(const Json& answer, std::size_t count) {
   static const Json kEmpty{Json::Kind::kArray, {}, {}, {}};
   const Json* responses = answer.Find("responses");

@@ -32,6 +32,10 @@ const std::vector<Json>* KvsOf(const Json& range);
 // be a range; nullptr when it is not one.
 const std::vector<Json>* RangeKvsAt(const Json& responses, std::size_t i);
 
+// The "count" of the `i`th response of a transaction's `responses`, which
+// must be a range; -1 when it is not one.
+std::int64_t RangeCountAt(const Json& responses, std::size_t i);
+
 // A transaction's "responses" when it is an array of `count` items, else
 // nullptr (absent counts as empty).
 const Json* ResponsesOf(const Json& answer, std::size_t count);

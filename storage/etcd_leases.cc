@@ -40,15 +40,25 @@ WriteOutcome Unavailable() {
 
 Awaitable<std::error_code> EtcdFences::ReadLease(const std::string& name,
                                                  const std::string& fence_name,
-                                                 StoredLease* state) {
+                                                 StoredLease* state,
+                                                 bool count_holds) {
   etcd::Txn reads;
   reads.Then(etcd::RangeOp(LeaseKey(name)))
       .Then(etcd::RangeOp(HoldKey(fence_name)))
       .Then(etcd::RangeOp(FenceKey(fence_name)));
+  if (count_holds) {
+    reads.Then(etcd::CountOp(HoldKey(""), etcd::PrefixEnd(HoldKey(""))));
+  }
   EtcdApi::Reply reply = co_await Call("/v3/kv/txn", reads.Json(), true);
   if (!reply.ok) co_return Errc::kStoreUnavailable;
-  const Json* responses = etcd::ResponsesOf(reply.json, 3);
+  const Json* responses = etcd::ResponsesOf(reply.json, reads.success_ops());
   if (responses == nullptr) co_return fence::Errc::kStorage;
+  if (count_holds) {
+    const std::int64_t holds = etcd::RangeCountAt(*responses, 3);
+    if (holds < 0) co_return fence::Errc::kStorage;
+    state->holds = static_cast<std::size_t>(holds);
+    state->read_revision = etcd::RevisionOf(reply.json);
+  }
   const Json* kv[3] = {nullptr, nullptr, nullptr};
   for (std::size_t i = 0; i < 3; ++i) {
     const std::vector<Json>* kvs = etcd::RangeKvsAt(*responses, i);
@@ -121,7 +131,10 @@ Awaitable<void> EtcdFences::SettleLease(Pending pending) {
 Awaitable<EtcdFences::Settled> EtcdFences::TryLease(const fence::LeaseOp& op,
                                                     WriteOutcome* outcome) {
   StoredLease state;
-  if (std::error_code error = co_await ReadLease(op.name, op.fence, &state)) {
+  const bool count_holds =
+      options_.max_leases > 0 && op.kind == fence::LeaseOp::Kind::kAcquire;
+  if (std::error_code error =
+          co_await ReadLease(op.name, op.fence, &state, count_holds)) {
     outcome->error = error;
     co_return Settled::kFailed;
   }
@@ -132,7 +145,14 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryLease(const fence::LeaseOp& op,
     co_return Settled::kFailed;
   }
   const std::int64_t now_ns = WallNowNs();
-  const fence::LeaseState rules = RulesView(op, state, now_ns);
+  fence::LeaseState rules = RulesView(op, state, now_ns);
+  // --max-leases, decided on the count read with the lease; the grant's
+  // transaction compares that no hold was created since.
+  const bool limited = state.holds && fence::CountsAgainstLeaseLimit(op, rules);
+  if (limited) {
+    rules.over_limit =
+        fence::OverLeaseLimit(op, rules, *state.holds, options_.max_leases);
+  }
   // The lease ran out and no replica has counted it yet: the transaction
   // that changes its record counts it (its compare makes that one).
   const bool unnoticed =
@@ -149,7 +169,7 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryLease(const fence::LeaseOp& op,
     co_return Settled::kDone;
   }
   const Settled settled =
-      co_await CommitLease(op, state, *decision.next, outcome, now_ns);
+      co_await CommitLease(op, state, *decision.next, outcome, now_ns, limited);
   if (settled == Settled::kDone && unnoticed) {
     outcome->lease->expired = *state.record;
   }
@@ -184,8 +204,8 @@ fence::LeaseState EtcdFences::RulesView(const fence::LeaseOp& op,
 
 Awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
     const fence::LeaseOp& op, const StoredLease& state,
-    const fence::LeaseRecord& next, WriteOutcome* outcome,
-    std::int64_t now_ns) {
+    const fence::LeaseRecord& next, WriteOutcome* outcome, std::int64_t now_ns,
+    bool limited) {
   const LeaseVerdict verdict = outcome->lease->verdict;
   const std::string lease_key = LeaseKey(op.name);
   const std::string hold_key = HoldKey(op.fence);
@@ -197,6 +217,10 @@ Awaitable<EtcdFences::Settled> EtcdFences::CommitLease(
       .If(etcd::CompareMod(hold_key, state.hold_revision));
   if (op.kind == fence::LeaseOp::Kind::kAcquire) {
     txn.If(etcd::CompareMod(FenceKey(op.fence), state.fence.mod_revision));
+  }
+  if (limited) {
+    txn.If(etcd::CompareCreatedBefore(HoldKey(""), etcd::PrefixEnd(HoldKey("")),
+                                      state.read_revision + 1));
   }
   txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(next, false)));
   HoldLease hold;

@@ -45,6 +45,14 @@ std::string CompareValue(std::string_view key, std::string_view value) {
   return Compare(key, "VALUE", "value", Bytes(value));
 }
 
+std::string CompareCreatedBefore(std::string_view key, std::string_view end,
+                                 std::int64_t revision) {
+  return "{\"key\":" + Bytes(key) + ",\"range_end\":" + Bytes(end) +
+         ",\"target\":\"CREATE\",\"result\":\"LESS\","
+         "\"create_revision\":" +
+         Quoted(revision) + "}";
+}
+
 std::string PutOp(std::string_view key, std::string_view value,
                   PutOptions options) {
   std::string op =
@@ -65,6 +73,11 @@ std::string RangeOp(std::string_view key, bool keys_only) {
            ",\"keys_only\":true}}";
   }
   return "{\"request_range\":" + RangeOne(key) + "}";
+}
+
+std::string CountOp(std::string_view key, std::string_view end) {
+  return "{\"request_range\":{\"key\":" + Bytes(key) +
+         ",\"range_end\":" + Bytes(end) + ",\"count_only\":true}}";
 }
 
 Txn& Txn::If(std::string compare) {

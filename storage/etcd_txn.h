@@ -21,6 +21,10 @@ std::string CompareMod(std::string_view key, std::int64_t revision);
 std::string CompareCreate(std::string_view key, std::int64_t revision);
 // The key's value is `value`.
 std::string CompareValue(std::string_view key, std::string_view value);
+// Every key from `key` to `end` (exclusive) has a create_revision below
+// `revision`: none was created at it or since (holds when there is none).
+std::string CompareCreatedBefore(std::string_view key, std::string_view end,
+                                 std::int64_t revision);
 
 // --- Request ops ------------------------------------------------------------
 
@@ -33,6 +37,9 @@ std::string PutOp(std::string_view key, std::string_view value,
 std::string DeleteOp(std::string_view key, bool prev_kv = false);
 // `keys_only`: the kv without its value (its revisions only).
 std::string RangeOp(std::string_view key, bool keys_only = false);
+// How many keys there are from `key` to `end` (exclusive): the response's
+// `count`, without the keys.
+std::string CountOp(std::string_view key, std::string_view end);
 
 // A transaction: if every compare holds, the success ops, else the failure
 // ops; its responses are those of the branch taken, in order.

@@ -40,6 +40,10 @@ namespace fencepost::storage {
 // each lease that ran out without a release, once, when the store notices
 // it (the result of the call that noticed it says so too, in `expired`).
 //
+// --max-leases (given at construction) is the engine's to decide, in the
+// step that commits a grant: a grant past it is refused with
+// fence::LeaseOutcome::kTooManyLeases and changes nothing.
+//
 // Thread safety: see each implementation; the server calls every one on its
 // io thread.
 class Fences {
@@ -80,6 +84,11 @@ class Fences {
   // Where the store tells its changes (storage/changes.h); set once, before
   // the first write.
   void TellChanges(ChangeSink changes) { changes_ = std::move(changes); }
+  // Tells what a write committed through Submit changed (ChangesOf), on
+  // the thread that serves watchers: AsyncCommit calls it there, as the
+  // write's outcome is handed back and before the caller goes on.
+  void TellChangesOf(const WriteSubject& write,
+                     const fence::WriteOutcome& outcome) const;
   virtual void Submit(fence::FenceWrite write, fence::WriteDone done) = 0;
   // For backends that keep values elsewhere (fs:, http://): commits `write`
   // (a fence write without a value) and, when replicas share the fences,
@@ -106,12 +115,6 @@ class Fences {
                                           std::size_t limit) = 0;
   // The monotonic clock lease deadlines are on (ns).
   virtual std::int64_t SteadyNow() const { return fence::SteadyNowNs(); }
-  // Whether this process counts the store's live leases for --max-leases
-  // (etcd keeps its leases, not this process; its own quota bounds them).
-  virtual bool CountsLeases() const { return false; }
-  // Leases held now (noticing expiries on the way), or nullopt when the
-  // store does not count them.
-  virtual std::optional<std::size_t> HeldLeases() { return std::nullopt; }
   // Why `batch` cannot be applied in one step by this store, with the key
   // of the write that shows it in `*key`; nullopt when it can.
   virtual std::optional<std::string> RefuseBatch(const fence::Batch& /*batch*/,
@@ -169,10 +172,6 @@ class Fences {
   void Tell(Change change) const {
     if (changes_) changes_(std::move(change));
   }
-  // `done`, once the changes its write (`write`) made are told: what a
-  // store's Submit hands its engine. Call before `write` is moved.
-  fence::WriteDone Telling(const fence::FenceWrite& write,
-                           fence::WriteDone done) const;
 
  private:
   ChangeSink changes_;

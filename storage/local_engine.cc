@@ -16,7 +16,7 @@ LocalEngine::LocalEngine(const Options& options) : dir_(options.dir) {
   shards.dir = options.dir;
   shards.max_map_size = options.max_map_size;
   shards.count = options.shards;
-  // MERGE: shards.max_leases = options.max_leases;
+  shards.max_leases = options.max_leases;
   shards.committer.on_fatal = options.on_fatal;
   if (options.max_queue_writes) {
     shards.committer.max_queue_writes = *options.max_queue_writes;

@@ -12,10 +12,8 @@ LocalFences::LocalFences(fence::Shards& shards)
     : shards_(shards), store_(shards.envs()) {}
 
 void LocalFences::Submit(fence::FenceWrite write, fence::WriteDone done) {
-  // Told once durable, before the answer.
-  fence::WriteDone told = Telling(write, std::move(done));
   shards_.CommitterOf(fence::RoutingFence(write))
-      .Submit(std::move(write), std::move(told));
+      .Submit(std::move(write), std::move(done));
 }
 
 std::int64_t LocalFences::SteadyNow() const { return shards_.SteadyNow(); }
@@ -28,17 +26,6 @@ void LocalFences::NoticeExpired() {
       Tell(LeaseExpired(name, lease, now));
     }
   }
-}
-
-std::optional<std::size_t> LocalFences::HeldLeases() {
-  // Expiries first, so that only live leases count; each costs its own
-  // removal, not a walk of every record.
-  NoticeExpired();
-  std::size_t held = 0;
-  for (std::size_t i = 0; i < shards_.size(); ++i) {
-    held += shards_.env(i).lease_table().Held();
-  }
-  return held;
 }
 
 std::optional<std::string> LocalFences::RefuseBatch(const fence::Batch& batch,

@@ -32,8 +32,6 @@ class LocalFences : public Fences {
   Awaitable<LeaseList> ListLeases(std::string prefix, std::string after,
                                   std::size_t limit) override;
   std::int64_t SteadyNow() const override;
-  bool CountsLeases() const override { return true; }
-  std::optional<std::size_t> HeldLeases() override;
   std::optional<std::string> RefuseBatch(const fence::Batch& batch,
                                          std::string* key) const override;
   Stats Statistics() override;

@@ -89,12 +89,17 @@ LeaseOp Release(std::string name, std::string holder, fence::Token token) {
 
 class EtcdFencesTest : public ::testing::Test {
  protected:
-  EtcdFencesTest() {
+  EtcdFencesTest() { Open(0); }
+
+  // A store on a new, empty etcd, with --max-leases `max_leases` (0: none).
+  void Open(std::size_t max_leases) {
+    fences_.reset();
     auto fake = std::make_unique<FakeEtcd>();
     etcd_ = fake.get();
     EtcdFences::Options options;
     options.spec.prefix = "fp";
     options.on_retry = [this] { ++retries_; };
+    options.max_leases = max_leases;
     fences_ =
         std::make_unique<EtcdFences>(io_, std::move(options), std::move(fake));
   }
@@ -314,6 +319,46 @@ TEST_F(EtcdFencesTest, LeasesAreGrantedRenewedDeniedAndReleasedThroughHolds) {
   EXPECT_EQ(next.lease->verdict, LeaseVerdict::kGranted);
   EXPECT_EQ(next.lease->lease.token, 2u);
   EXPECT_EQ(next.lease->reason, fence::LeaseOutcome::GrantReason::kReleased);
+}
+
+// --max-leases counts the holds with the lease's read; a grant past it is
+// refused with no transaction and leaves nothing; renewals and acquires of a
+// live lease are not grants; a release frees the room at once.
+TEST_F(EtcdFencesTest, GrantsPastTheLeaseLimitAreRefusedAndChangeNothing) {
+  Open(1);
+  WriteOutcome a = Submit(Acquire("A", "h", 5000));
+  ASSERT_EQ(a.lease->verdict, LeaseVerdict::kGranted);
+  const std::size_t transactions = Transactions();
+  WriteOutcome over = Submit(Acquire("B", "h", 5000));
+  EXPECT_EQ(over.verdict, Verdict::kRejected);
+  EXPECT_EQ(over.lease->verdict, LeaseVerdict::kTooManyLeases);
+  EXPECT_EQ(Transactions(), transactions);
+  EXPECT_EQ(etcd_->Find("fp/leases/B"), nullptr);
+  EXPECT_EQ(FenceInEtcd("B"), std::nullopt);
+  EXPECT_EQ(Submit(Acquire("A", "h", 5000)).lease->verdict,
+            LeaseVerdict::kRenewed);
+  EXPECT_EQ(Submit(Acquire("A", "other", 5000)).lease->verdict,
+            LeaseVerdict::kDenied);
+  EXPECT_EQ(Submit(Release("A", "h", 1)).lease->verdict,
+            LeaseVerdict::kReleased);
+  EXPECT_EQ(Submit(Acquire("B", "h", 5000)).lease->verdict,
+            LeaseVerdict::kGranted);
+}
+
+// Another replica's grant between the count and the commit (a hold created
+// since the read) fails the grant's compare: it is read and decided again,
+// and refused. Seen failing without the compare: both were granted.
+TEST_F(EtcdFencesTest, AGrantElsewhereBetweenCountAndCommitIsSeen) {
+  Open(1);
+  // The acquire's calls: its read, the etcd lease of its hold, its commit.
+  etcd_->BeforeCall(3, [this] {
+    etcd_->Put("fp/holds/X", etcd::FormatHold(1, 0, "X", "other"));
+  });
+  WriteOutcome over = Submit(Acquire("B", "h", 5000));
+  EXPECT_EQ(over.lease->verdict, LeaseVerdict::kTooManyLeases);
+  EXPECT_EQ(retries_, 1);
+  EXPECT_EQ(etcd_->Find("fp/holds/B"), nullptr);
+  EXPECT_EQ(etcd_->Find("fp/leases/B"), nullptr);
 }
 
 TEST_F(EtcdFencesTest, ALeaseWhoseHoldRanOutGoesToTheNextAndIsCountedOnce) {

@@ -1,5 +1,6 @@
 #include "tests/storage/fake_etcd.h"
 
+#include <algorithm>
 #include <charconv>
 
 #include "codec/base64.h"
@@ -128,12 +129,25 @@ FakeEtcd::Answer FakeEtcd::Txn(const Json& request) {
 }
 
 bool FakeEtcd::Holds(const Json& compare) const {
-  const std::string key = BytesOf(compare, "key");
-  const auto it = kvs_.find(key);
+  if (compare.Find("range_end") != nullptr) {
+    // Every key of the range (none: a key that does not exist).
+    const std::vector<std::string> keys = KeysOf(compare);
+    return keys.empty()
+               ? HoldsFor(compare, Kv{}, false)
+               : std::all_of(keys.begin(), keys.end(),
+                             [&](const std::string& key) {
+                               return HoldsFor(compare, kvs_.at(key), true);
+                             });
+  }
+  const auto it = kvs_.find(BytesOf(compare, "key"));
+  return HoldsFor(compare, it != kvs_.end() ? it->second : Kv{},
+                  it != kvs_.end());
+}
+
+bool FakeEtcd::HoldsFor(const Json& compare, const Kv& kv, bool exists) {
   const Json* target = compare.Find("target");
   const std::string target_name = target ? target->text : "VERSION";
-  if (it == kvs_.end() && target_name == "VALUE") return false;
-  const Kv kv = it != kvs_.end() ? it->second : Kv{};
+  if (!exists && target_name == "VALUE") return false;
   int order = 0;  // the key's against the operand: -1, 0, 1
   if (target_name == "VALUE") {
     const int c = kv.value.compare(BytesOf(compare, "value"));

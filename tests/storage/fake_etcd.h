@@ -73,7 +73,11 @@ class FakeEtcd : public storage::EtcdApi {
 
   Answer Handle(std::string_view path, const http::JsonValue& request);
   Answer Txn(const http::JsonValue& request);
+  // Whether a compare holds: of its key, or of every key of its range_end.
   bool Holds(const http::JsonValue& compare) const;
+  // Whether it holds of `kv` (`exists`: a key, not the zero kv of none).
+  static bool HoldsFor(const http::JsonValue& compare, const Kv& kv,
+                       bool exists);
   // The response of one op (the object inside response_*), applying it at
   // `revision` when it writes.
   std::string Range(const http::JsonValue& request) const;
