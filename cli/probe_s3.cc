@@ -13,6 +13,7 @@
 #include "cli/requests.h"
 #include "cli/s3_requests.h"
 #include "sigv4/credentials.h"
+#include "sigv4/s3_error.h"
 
 namespace fencepost::cli {
 
@@ -87,7 +88,8 @@ class S3Store : public ProbeStore {
 
 std::string S3Store::FirstWriteHint(const Result& first) const {
   if (!first.ok()) return "";
-  const std::optional<s3::Error> error = s3::ParseError(first.response.body);
+  const std::optional<sigv4::S3ErrorDocument> error =
+      sigv4::ParseS3ErrorDocument(first.response.body);
   const std::string code = error ? error->code : "";
   if (code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId" ||
       code == "InvalidToken" || code == "ExpiredToken") {

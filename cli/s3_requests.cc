@@ -5,6 +5,7 @@
 
 #include "codec/percent.h"
 #include "sigv4/crypto.h"
+#include "sigv4/s3_error.h"
 
 namespace fencepost::cli::s3 {
 
@@ -36,39 +37,6 @@ bool IsIpLiteral(std::string_view host) {
     if (c != '.' && (c < '0' || c > '9')) return false;
   }
   return true;
-}
-
-// The text of the first <name>...</name> inside `xml`, entities decoded;
-// "" when absent. S3's error documents are flat and carry no CDATA.
-std::string Element(std::string_view xml, std::string_view name) {
-  const std::string open = "<" + std::string(name) + ">";
-  const std::string close = "</" + std::string(name) + ">";
-  const auto start = xml.find(open);
-  if (start == std::string_view::npos) return "";
-  const auto from = start + open.size();
-  const auto end = xml.find(close, from);
-  if (end == std::string_view::npos) return "";
-  const std::string_view raw = xml.substr(from, end - from);
-  static constexpr std::pair<std::string_view, char> kEntities[] = {
-      {"&amp;", '&'},
-      {"&lt;", '<'},
-      {"&gt;", '>'},
-      {"&quot;", '"'},
-      {"&apos;", '\''}};
-  std::string out;
-  for (std::size_t i = 0; i < raw.size();) {
-    bool decoded = false;
-    for (const auto& [entity, c] : kEntities) {
-      if (raw.substr(i, entity.size()) == entity) {
-        out += c;
-        i += entity.size();
-        decoded = true;
-        break;
-      }
-    }
-    if (!decoded) out += raw[i++];
-  }
-  return out;
 }
 
 // Keeps an answer's text on one line and short: a store's message is
@@ -249,19 +217,12 @@ SignedRequest SignObjectRequest(const Location& location,
   return out;
 }
 
-std::optional<Error> ParseError(std::string_view body) {
-  const auto start = body.find("<Error>");
-  if (start == std::string_view::npos) return std::nullopt;
-  const std::string_view error = body.substr(start);
-  return Error{Element(error, "Code"), Element(error, "Message"),
-               Element(error, "RequestId")};
-}
-
 std::string DescribeAnswer(int status, std::string_view body,
                            std::string_view request_id_field) {
   std::string out = "HTTP " + std::to_string(status);
   if (status / 100 == 2) return out;
-  const std::optional<Error> error = ParseError(body);
+  const std::optional<sigv4::S3ErrorDocument> error =
+      sigv4::ParseS3ErrorDocument(body);
   std::string request_id(request_id_field);
   if (error) {
     if (!error->code.empty()) out += " " + OneLine(error->code);

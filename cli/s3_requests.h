@@ -105,17 +105,6 @@ SignedRequest SignObjectRequest(const Location& location,
                                 std::string_view body,
                                 std::chrono::system_clock::time_point now);
 
-// What an S3 error answer's XML body says (<Error><Code>, <Message>,
-// <RequestId>), entities decoded; a field absent is "".
-struct Error {
-  std::string code;
-  std::string message;
-  std::string request_id;
-};
-
-// nullopt when `body` is not an S3 error document (no <Error> element).
-std::optional<Error> ParseError(std::string_view body);
-
 // An answer for people: "HTTP 200" for a success; for an error "HTTP 403
 // SignatureDoesNotMatch" with ": MESSAGE" when the store gave one, and ",
 // request id ID" from the XML or, without a body (HEAD), from the

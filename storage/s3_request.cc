@@ -11,6 +11,7 @@
 #include "http/host_port.h"
 #include "sigv4/canonical.h"
 #include "sigv4/crypto.h"
+#include "sigv4/s3_error.h"
 #include "storage/s3_xml.h"
 
 namespace fencepost::storage {
@@ -25,24 +26,7 @@ using s3xml::XmlElement;
 
 namespace {
 
-constexpr std::size_t kMaxErrorField = 256;
-
-// The text of the first <tag>...</tag> in `xml`, entities left as they are
-// (S3's codes and ids have none), bounded, control characters dropped.
-std::string Element(std::string_view xml, std::string_view tag) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
-  const std::size_t at = xml.find(open);
-  if (at == std::string_view::npos) return "";
-  const std::size_t from = at + open.size();
-  const std::size_t to = xml.find(close, from);
-  if (to == std::string_view::npos) return "";
-  std::string out;
-  for (const char c : xml.substr(from, std::min(to - from, kMaxErrorField))) {
-    if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) out.push_back(c);
-  }
-  return out;
-}
+constexpr std::size_t kMaxErrorField = sigv4::kMaxS3ErrorField;
 
 std::string Bounded(std::string_view text) {
   std::string out;
@@ -157,10 +141,12 @@ std::string StoredContentEncoding(std::string_view value) {
 S3Error ParseS3Error(const http::Response& response) {
   S3Error error;
   error.status = response.result_int();
-  const std::string_view body = response.body();
-  error.code = Element(body, "Code");
-  error.message = Element(body, "Message");
-  error.request_id = Element(body, "RequestId");
+  if (std::optional<sigv4::S3ErrorDocument> document =
+          sigv4::ParseS3ErrorDocument(response.body())) {
+    error.code = std::move(document->code);
+    error.message = std::move(document->message);
+    error.request_id = std::move(document->request_id);
+  }
   if (error.request_id.empty()) {
     error.request_id = Bounded(response["x-amz-request-id"]);
   }

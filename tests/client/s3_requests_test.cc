@@ -14,6 +14,8 @@
 
 #include "sigv4/credentials.h"
 #include "sigv4/crypto.h"
+#include "sigv4/s3_error.h"
+#include "sigv4/s3_error.h"
 #include "sigv4/verifier.h"
 
 namespace fencepost::cli::s3 {
@@ -208,13 +210,14 @@ constexpr std::string_view kRgwError =
     R"(<?xml version="1.0" encoding="UTF-8"?><Error><Code>PreconditionFailed</Code><Message></Message><BucketName>fencepost</BucketName><RequestId>tx000007309d81f4a7255d9-006b13c9ae-100e-default</RequestId><HostId>100e-default-default</HostId></Error>)";
 
 TEST(S3RequestsTest, ErrorDocumentsGiveTheirCodeMessageAndRequestId) {
-  const std::optional<Error> rgw = ParseError(kRgwError);
+  const std::optional<sigv4::S3ErrorDocument> rgw =
+      sigv4::ParseS3ErrorDocument(kRgwError);
   ASSERT_TRUE(rgw);
   EXPECT_EQ(rgw->code, "PreconditionFailed");
   EXPECT_EQ(rgw->message, "");
   EXPECT_EQ(rgw->request_id, "tx000007309d81f4a7255d9-006b13c9ae-100e-default");
   // AWS's, with a message, entities and fields RGW leaves out.
-  const std::optional<Error> aws = ParseError(
+  const std::optional<sigv4::S3ErrorDocument> aws = sigv4::ParseS3ErrorDocument(
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error>\n  "
       "<Code>SignatureDoesNotMatch</Code>\n  <Message>The request signature "
       "we calculated does not match &amp; &lt;so&gt; &quot;on&apos;</Message>"
@@ -226,9 +229,11 @@ TEST(S3RequestsTest, ErrorDocumentsGiveTheirCodeMessageAndRequestId) {
             "The request signature we calculated does not match & <so> "
             "\"on'");
   EXPECT_EQ(aws->request_id, "4442587FB7D0A2F9");
-  EXPECT_EQ(ParseError(""), std::nullopt);
-  EXPECT_EQ(ParseError("<html>502 Bad Gateway</html>"), std::nullopt);
-  const std::optional<Error> partial = ParseError("<Error><Code>X</Code>");
+  EXPECT_EQ(sigv4::ParseS3ErrorDocument(""), std::nullopt);
+  EXPECT_EQ(sigv4::ParseS3ErrorDocument("<html>502 Bad Gateway</html>"),
+            std::nullopt);
+  const std::optional<sigv4::S3ErrorDocument> partial =
+      sigv4::ParseS3ErrorDocument("<Error><Code>X</Code>");
   ASSERT_TRUE(partial);
   EXPECT_EQ(partial->code, "X");
   EXPECT_EQ(partial->request_id, "");

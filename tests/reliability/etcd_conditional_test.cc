@@ -21,6 +21,7 @@
 #include "tests/coordination/shell.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/suite_etcd.h"
 #include "tests/testing/temp_dir.h"
 
 namespace fencepost::reliability {
@@ -31,24 +32,10 @@ using testing::HttpClient;
 using testing::HttpResponse;
 using testing::ServerProcess;
 using testing::Shell;
-using testing::ShellLine;
 
-const std::string kScript = FENCEPOST_ETCD_SH;
-
-// One etcd for the suite (each test under a prefix of its own).
-class EtcdConditionalTest : public ::testing::Test {
+// One etcd for the suite (testing::SuiteEtcd).
+class EtcdConditionalTest : public testing::SuiteEtcd {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::TempDir;
-    url_ = ShellLine(kScript + " start " + (*dir_ / "etcd"));
-  }
-  static void TearDownTestSuite() {
-    Shell(kScript + " stop " + (*dir_ / "etcd"));
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_FALSE(url_.empty()) << "etcd did not start"; }
-
   // A replica serving values from etcd under `prefix`, with `more` flags.
   static std::unique_ptr<ServerProcess> Replica(
       const std::string& prefix, std::vector<std::string> more = {}) {
@@ -59,13 +46,7 @@ class EtcdConditionalTest : public ::testing::Test {
   }
   // etcdctl's endpoint: HOST:PORT of url_ (etcd://HOST:PORT).
   static std::string Endpoint() { return url_.substr(url_.find("//") + 2); }
-
-  static testing::TempDir* dir_;
-  static std::string url_;
 };
-
-testing::TempDir* EtcdConditionalTest::dir_ = nullptr;
-std::string EtcdConditionalTest::url_;
 
 // An ETag field's value ("N") as a JSON string: "\"N\"".
 std::string JsonOf(const std::string& etag) {

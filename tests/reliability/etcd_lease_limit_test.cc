@@ -15,6 +15,7 @@
 #include "tests/testing/http_client.h"
 #include "tests/testing/lease_rounds.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/suite_etcd.h"
 #include "tests/testing/temp_dir.h"
 
 namespace fencepost::reliability {
@@ -22,25 +23,10 @@ namespace {
 
 using testing::Fetch;
 using testing::ServerProcess;
-using testing::Shell;
-using testing::ShellLine;
 
-const std::string kScript = FENCEPOST_ETCD_SH;
-
-// One etcd for the suite (each test under a prefix of its own).
-class EtcdLeaseLimitTest : public ::testing::Test {
+// One etcd for the suite (testing::SuiteEtcd).
+class EtcdLeaseLimitTest : public testing::SuiteEtcd {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new testing::TempDir;
-    url_ = ShellLine(kScript + " start " + (*dir_ / "etcd"));
-  }
-  static void TearDownTestSuite() {
-    Shell(kScript + " stop " + (*dir_ / "etcd"));
-    delete dir_;
-    dir_ = nullptr;
-  }
-  void SetUp() override { ASSERT_FALSE(url_.empty()) << "etcd did not start"; }
-
   // A replica keeping its fences and leases in etcd under `prefix`.
   static std::unique_ptr<ServerProcess> Replica(const std::string& prefix,
                                                 const std::string& max_leases) {
@@ -49,13 +35,7 @@ class EtcdLeaseLimitTest : public ::testing::Test {
                                      "--backend", "etcd", "--max-leases",
                                      max_leases});
   }
-
-  static testing::TempDir* dir_;
-  static std::string url_;
 };
-
-testing::TempDir* EtcdLeaseLimitTest::dir_ = nullptr;
-std::string EtcdLeaseLimitTest::url_;
 
 // With room for one lease, 16 grants of distinct leases sent at once give
 // exactly one lease, in each of 10 rounds. Seen failing with the grant's
