@@ -19,10 +19,10 @@ bool Core::forwards_preconditions() const {
   return context_.backend().forwards_preconditions();
 }
 
-std::optional<Problem> Core::RefuseToken(const std::string& key,
-                                         fence::TokenState state,
-                                         std::string presented) {
-  return context_.RefuseToken(key, state, std::move(presented),
+std::optional<Problem> Core::RefuseToken(
+    const std::string& key, fence::TokenState state,
+    const std::vector<std::string_view>& sent) {
+  return context_.RefuseToken(key, state, sent,
                               context_.config().mode == Mode::kObserve);
 }
 

@@ -99,10 +99,10 @@ class Core {
 
   // The problem of a token that is invalid, or missing where it must be
   // sent (outside observe mode), counted; nullopt when it may go on.
-  // `presented` is what was sent, for the problem's `presented` member.
+  // `sent` is every value of the token's field.
   std::optional<Problem> RefuseToken(const std::string& key,
                                      fence::TokenState state,
-                                     std::string presented);
+                                     const std::vector<std::string_view>& sent);
 
  private:
   RouteContext& context_;

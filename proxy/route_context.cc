@@ -57,22 +57,21 @@ std::optional<Response> RouteContext::RefuseWrite(const Request& req,
   fence::Token token = 0;
   const TokenState state = ReadToken(req, &token);
   std::optional<Problem> problem =
-      RefuseToken(key, state, routes::PresentedToken(req), allow_missing_token);
+      RefuseToken(key, state, routes::TokenValues(req), allow_missing_token);
   if (!problem) return std::nullopt;
   return Problemed(req, std::move(*problem));
 }
 
-std::optional<Problem> RouteContext::RefuseToken(const std::string& key,
-                                                 TokenState state,
-                                                 std::string presented,
-                                                 bool allow_missing_token) {
+std::optional<Problem> RouteContext::RefuseToken(
+    const std::string& key, TokenState state,
+    const std::vector<std::string_view>& sent, bool allow_missing_token) {
   if (state == TokenState::kInvalid) {
     metrics_.WriteRejected(RejectReason::kInvalidToken);
     Problem problem{ProblemType::kInvalidToken,
                     "Fencing-Token must be one header of 1 to 20 decimal "
                     "digits, at most 18446744073709551615",
                     key};
-    problem.presented = std::move(presented);
+    problem.presented = fence::ShowPresented(sent);
     return problem;
   }
   if (state == TokenState::kMissing && !allow_missing_token) {

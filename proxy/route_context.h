@@ -5,6 +5,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "fence/lease_table.h"
 #include "fence/scope.h"
@@ -76,11 +77,11 @@ class RouteContext {
                                       const std::string& key,
                                       bool allow_missing_token);
   // The invalid-token or missing-token problem of a token in `state`,
-  // counted; nullopt for a token that may go on. `presented` is what was
-  // sent (fence::ShowPresented).
+  // counted; nullopt for a token that may go on. `sent` is every value of
+  // the token's field (shown in an invalid-token problem).
   std::optional<Problem> RefuseToken(const std::string& key,
                                      fence::TokenState state,
-                                     std::string presented,
+                                     const std::vector<std::string_view>& sent,
                                      bool allow_missing_token);
   // 401 with WWW-Authenticate when auth is on and `request` lacks a token.
   std::optional<Response> RefuseUnauthorized(const Request& request,

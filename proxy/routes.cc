@@ -137,10 +137,6 @@ void FinishHead(const Request& req, Response& res,
   if (res.result() != http::status::no_content) res.content_length(size);
 }
 
-std::string PresentedToken(const Request& req) {
-  return fence::ShowPresented(TokenValues(req));
-}
-
 void AppendFence(std::string* out, const fence::FenceRecord& fence) {
   *out += "{\"fence\":";
   AppendJsonString(out, fence.name);

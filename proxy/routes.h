@@ -46,10 +46,6 @@ using TokenState = fence::TokenState;
 std::vector<std::string_view> TokenValues(const Request& req);
 TokenState ReadToken(const Request& req, fence::Token* token);
 
-// What was sent as Fencing-Token, for an invalid-token problem
-// (fence::ShowPresented).
-std::string PresentedToken(const Request& req);
-
 // The path of a target, without its query.
 std::string_view PathOf(std::string_view target);
 

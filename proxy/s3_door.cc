@@ -651,8 +651,7 @@ Awaitable<Response> S3Door::Object(const Request& request, std::string key,
       header.empty() ? metadata : header;
   fence::Token token = 0;
   const fence::TokenState state = fence::ReadTokenValues(sent, &token);
-  if (auto refused =
-          core_.RefuseToken(key, state, fence::ShowPresented(sent))) {
+  if (auto refused = core_.RefuseToken(key, state, sent)) {
     co_return ErrorOf(request, *refused, request_id);
   }
   WriteCall call;

@@ -2,17 +2,18 @@
 # How much of fencepost one write crosses: a plain PUT on the data port (the
 # embedded LMDB default) and a fenced PutObject through the S3 front door to
 # a real Ceph RGW (s3://), each run once under callgrind after a warm-up.
-# Counted: fencepost's own functions (source under fence/, storage/,
-# proxy/, http/, codec/, sigv4/, metrics/) that ran between zeroing the
-# counters just before the request and the dump just after it, the files
-# they are in, and the threads that ran any of them. Functions the compiler
-# inlined are not seen, so compare builds of the same flags only.
+# Counted: fencepost's own functions (namespace fencepost) that ran between
+# zeroing the counters just before the request and the dump just after it,
+# the threads that ran any of them, and, for a build with debug information
+# (-g), the files they are in (0 without). Functions the compiler inlined
+# are not seen, so compare builds of the same flags only.
 #
 #   tests/bench/put_path.sh BUILD_DIR   # a build with symbols (RelWithDebInfo)
 #
-# Prints one line per request: `put_path request=plain files=N
-# functions=N threads=N` (and `request=s3-door`), then the files of each.
-# Needs valgrind (callgrind_control), Debian's python3-boto3 and the Ceph
+# Prints one line per request: `put_path request=plain functions=N
+# threads=N files=N` (and `request=s3-door`), then the files of each.
+# PUT_PATH_NAMES=PREFIX keeps each request's function names in
+# PREFIX.plain and PREFIX.s3-door. Needs valgrind (callgrind_control), Debian's python3-boto3 and the Ceph
 # packages of scripts/deps.sh; starts and stops everything it uses on
 # 127.0.0.1 in a temporary directory.
 set -euo pipefail
@@ -37,11 +38,11 @@ wait_for() {  # command... : retries for up to 60 s (valgrind is slow)
   return 1
 }
 
-# serve NAME ARGS...: fencepost under callgrind, ready; sets PORT, S3_PORT.
+# serve NAME ARGS...: fencepost under callgrind on PORT, ready.
 serve() {
   local name=$1
   shift
-  PORT=$(free_port) ADMIN=$(free_port) S3_PORT=$(free_port)
+  PORT=$(free_port) ADMIN=$(free_port)
   mkdir -p "$WORK/$name"
   valgrind --tool=callgrind --separate-threads=yes \
     --callgrind-out-file="$WORK/$name/cg.out" \
@@ -62,23 +63,28 @@ count() {
   kill "$FP_PID"
   wait "$FP_PID" 2>/dev/null || true
   FP_PID=""
-  local own='(^|/)(fence|storage|proxy|http|codec|sigv4|metrics)/[^/:]+\.(cc|h):'
   local threads=0 dump
   : >"$WORK/$name/functions"
-  # The dumps the request's -d made (cg.out.1-NN, one per thread).
+  # The dumps the request's -d made (cg.out.1-NN, one per thread); a line
+  # per function: "IR (PCT) FILE:FUNCTION", FILE ??? without debug info.
   for dump in "$WORK/$name"/cg.out.1-*; do
     callgrind_annotate --threshold=100 "$dump" 2>/dev/null |
-      grep -E "$own" | sed -E 's/^ *[0-9,]+ +(\([^)]*\) +)?//' \
-      >"$WORK/$name/thread" || true
+      sed -nE 's/^ *[0-9,]+ +(\([^)]*\) +)?//p' |
+      grep -E ':(fencepost::|[^:]*fencepost::)' >"$WORK/$name/thread" || true
     [[ -s $WORK/$name/thread ]] && threads=$((threads + 1))
     cat "$WORK/$name/thread" >>"$WORK/$name/functions"
   done
   sort -u "$WORK/$name/functions" -o "$WORK/$name/functions"
+  sed -E 's/^[^:]*://' "$WORK/$name/functions" | sort -u >"$WORK/$name/names"
   local files
-  files=$(sed -E 's/:.*//' "$WORK/$name/functions" | sed -E 's|.*/([^/]+/[^/]+)$|\1|' | sort -u)
-  echo "put_path request=$name files=$(wc -l <<<"$files")" \
-    "functions=$(wc -l <"$WORK/$name/functions") threads=$threads"
+  files=$(sed -nE 's|^.*/([^/]+/[^/:]+\.(cc\|h)):.*|\1|p' "$WORK/$name/functions" | sort -u)
+  echo "put_path request=$name functions=$(wc -l <"$WORK/$name/names")" \
+    "threads=$threads files=$(grep -c . <<<"$files" || true)"
   sed 's/^/  /' <<<"$files"
+  # PUT_PATH_NAMES=PREFIX keeps the function names in PREFIX.NAME.
+  if [[ -n ${PUT_PATH_NAMES:-} ]]; then
+    cp "$WORK/$name/names" "$PUT_PATH_NAMES.$name"
+  fi
 }
 
 put() { curl -fsS -X PUT -H "Fencing-Token: $2" --data-binary v "http://127.0.0.1:$PORT/$1"; }
@@ -99,6 +105,7 @@ DOOR_ID=path-client
 DOOR_SECRET=$(head -c 30 /dev/urandom | base64 | tr -d '+/=' | head -c 40)
 echo "$DOOR_ID $DOOR_SECRET" >"$WORK/door-keys"
 chmod 600 "$WORK/door-keys"
+S3_PORT=$(free_port)
 serve s3-door --backend "s3://$S3_BUCKET" --s3-endpoint "$S3_ENDPOINT" \
   --s3-region "$S3_REGION" --s3-listen "127.0.0.1:$S3_PORT" \
   --s3-client-credentials "$WORK/door-keys"
