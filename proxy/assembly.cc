@@ -457,12 +457,12 @@ bool Assembly::MakeServer(const Config& config, Failure* failure) {
 bool Assembly::ListenS3(const Config& config, Failure* failure) {
   S3Door::Options options;
   options.bucket = config.backend_spec.bucket;
-  options.region = config.s3_region;
-  options.max_body = config.max_body;
-  options.unsigned_payloads =
+  options.auth.region = config.s3_region;
+  options.auth.max_body = config.max_body;
+  options.auth.unsigned_payloads =
       !config.tls_cert.empty() || config.s3_allow_unsigned_payload;
   try {
-    options.clients = S3Door::LoadClients(config.s3_client_credentials);
+    options.auth.clients = S3Auth::LoadClients(config.s3_client_credentials);
   } catch (const std::exception& e) {
     *failure = {std::string("--s3-client-credentials: ") + e.what()};
     return false;

@@ -30,17 +30,6 @@ namespace fencepost::proxy {
 
 namespace http = boost::beast::http;
 
-struct S3Door::Refusal {
-  unsigned status = 400;
-  std::string code;
-  std::string message;
-};
-
-struct S3Door::Verified {
-  std::optional<Refusal> refusal;
-  std::string body;  // decoded
-};
-
 namespace {
 
 using fencepost::http::AsciiLower;
@@ -72,57 +61,6 @@ Response ErrorXml(const Request& request, unsigned status,
   res.body() = std::move(body);
   res.prepare_payload();
   return res;
-}
-
-// The S3 error of a verifier's or decoder's error code.
-std::pair<unsigned, std::string> S3CodeOf(std::error_code e) {
-  using sigv4::Errc;
-  if (e == Errc::kNotSigned) return {403, "AccessDenied"};
-  if (e == Errc::kTimeTooSkewed) return {403, "RequestTimeTooSkewed"};
-  if (e == Errc::kExpired) return {403, "AccessDenied"};
-  if (e == Errc::kChunkSignatureMismatch) return {403, "SignatureDoesNotMatch"};
-  if (e == Errc::kChecksumMismatch) return {400, "BadDigest"};
-  if (e == Errc::kIncompleteBody || e == Errc::kLengthMismatch) {
-    return {400, "IncompleteBody"};
-  }
-  if (e == Errc::kBadTrailer || e == Errc::kMissingChecksum) {
-    return {400, "MalformedTrailerError"};
-  }
-  if (e == Errc::kMalformed || e == Errc::kUnsupportedAlgorithm ||
-      e == Errc::kBadDate || e == Errc::kHostNotSigned) {
-    return {400, "AuthorizationHeaderMalformed"};
-  }
-  return {400, "InvalidArgument"};
-}
-
-// The first field the door acts on (the token's, the preconditions') or
-// the object keeps (x-amz-meta-*) that the signature leaves out,
-// lower-case; "" when each one present is signed. A replayed or relayed
-// request could otherwise be given any token or metadata: S3 refuses
-// unsigned x-amz-* fields alike.
-std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
-  static constexpr std::string_view kMustBeSigned[] = {
-      "fencing-token", "if-match", "if-none-match"};
-  for (const auto& field : request) {
-    const std::string name = AsciiLower(field.name_string());
-    // The object keeps its metadata and the fields S3 keeps with it: none
-    // of them is a relay's to add.
-    const bool kept =
-        request.method() == http::verb::put && storage::KeptWithObject(name);
-    if ((name.rfind("x-amz-meta-", 0) == 0 || kept ||
-         std::find(std::begin(kMustBeSigned), std::end(kMustBeSigned), name) !=
-             std::end(kMustBeSigned)) &&
-        std::find(claim.signed_headers.begin(), claim.signed_headers.end(),
-                  name) == claim.signed_headers.end()) {
-      return name;
-    }
-  }
-  return "";
-}
-
-bool IsHex64(std::string_view text) {
-  return text.size() == 64 &&
-         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 // The query's parameter names, less those of a presigned URL's signature
@@ -265,223 +203,10 @@ Response S3Door::InS3Terms(const Request& request, const Problem& problem) {
 }
 
 S3Door::S3Door(Options options, storage::S3Backend& backend, Core& core)
-    : options_(std::move(options)), backend_(backend), core_(core) {}
-
-namespace {
-
-// The keys let whoever reads them write as fencepost's clients: a file
-// others may read or change is refused, as ssh refuses such a private key
-// and PostgreSQL such a key file (0600, or 0640 when root owns it), and so
-// is one owned by another user than this process's or root. Judged on the
-// open file, so what is read is what was judged.
-std::string ReadPrivate(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("cannot read " + path);
-  struct stat st;
-  std::string error;
-  if (::fstat(fd, &st) != 0) {
-    error = "cannot read " + path;
-  } else if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
-    error = path + " belongs to another user (uid " +
-            std::to_string(st.st_uid) +
-            "), who could change the keys; chown it to this user or root";
-  } else if ((st.st_mode & 0777 & ~(st.st_uid == 0 ? 0640 : 0600)) != 0) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", st.st_mode & 0777);
-    error = path + " is open to others (mode " + mode +
-            "): whoever reads it can sign as fencepost's clients; chmod 600 " +
-            path + " (or 640 with root as its owner)";
-  }
-  // A keys file is a few lines: 1 MiB bounds what is read.
-  constexpr std::size_t kMaxFile = 1 << 20;
-  std::string content;
-  char chunk[4096];
-  while (error.empty()) {
-    const ssize_t n = ::read(fd, chunk, sizeof chunk);
-    if (n < 0) error = "cannot read " + path;
-    if (n <= 0) break;
-    content.append(chunk, static_cast<std::size_t>(n));
-    if (content.size() > kMaxFile) error = path + " is over 1 MiB";
-  }
-  ::close(fd);
-  if (!error.empty()) throw std::runtime_error(error);
-  return content;
-}
-
-}  // namespace
-
-std::map<std::string, sigv4::Secret> S3Door::LoadClients(
-    const std::string& path) {
-  std::istringstream in(ReadPrivate(path));
-  std::map<std::string, sigv4::Secret> clients;
-  std::string line;
-  for (int number = 1; std::getline(in, line); ++number) {
-    // A UTF-8 byte order mark (some editors write one) is no part of the
-    // first key id.
-    if (number == 1 && line.rfind("\xef\xbb\xbf", 0) == 0) line.erase(0, 3);
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    const std::size_t start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line[start] == '#') continue;
-    std::istringstream fields(line);
-    std::string id, secret, extra;
-    fields >> id >> secret;
-    const std::string where = path + " line " + std::to_string(number);
-    if (id.empty() || secret.empty() || (fields >> extra)) {
-      throw std::runtime_error(where +
-                               ": expected ACCESS_KEY_ID SECRET (two fields)");
-    }
-    if (!clients.emplace(id, sigv4::Secret(secret)).second) {
-      throw std::runtime_error(where + ": access key id " + id +
-                               " given twice");
-    }
-  }
-  if (clients.empty()) throw std::runtime_error(path + " holds no client key");
-  return clients;
-}
-
-S3Door::Verified S3Door::Authenticate(const Request& request) const {
-  Verified out;
-  const auto refuse = [&out](unsigned status, std::string code,
-                             std::string message) {
-    out.refusal = Refusal{status, std::move(code), std::move(message)};
-    return std::move(out);
-  };
-  std::vector<sigv4::Header> headers;
-  for (const auto& field : request) {
-    headers.push_back(
-        {std::string(field.name_string()), std::string(field.value())});
-  }
-  const sigv4::Received received{request.method_string(), request.target(),
-                                 headers};
-  sigv4::Claim claim;
-  if (const std::error_code e = sigv4::ParseClaim(received, &claim)) {
-    auto [status, code] = S3CodeOf(e);
-    return refuse(status, code,
-                  e == sigv4::Errc::kNotSigned
-                      ? "requests must be signed (SigV4) with a key of "
-                        "--s3-client-credentials"
-                      : e.message());
-  }
-  if (claim.scope.service != "s3" || claim.scope.region != options_.region) {
-    return refuse(400, "AuthorizationHeaderMalformed",
-                  "the credential scope must be for service s3 in region " +
-                      options_.region);
-  }
-  const auto client = options_.clients.find(claim.access_key_id);
-  if (client == options_.clients.end()) {
-    return refuse(403, "InvalidAccessKeyId",
-                  "the access key id is not one of fencepost's clients");
-  }
-  if (const std::error_code e = sigv4::CheckTime(
-          claim, std::chrono::system_clock::now(), options_.max_skew)) {
-    auto [status, code] = S3CodeOf(e);
-    return refuse(status, code, e.message());
-  }
-  sigv4::Signed expected;
-  if (const std::error_code e = sigv4::ExpectedSignature(
-          received, claim, client->second, &expected)) {
-    return refuse(e == sigv4::Errc::kMissingContentSha256 ? 400 : 403,
-                  e == sigv4::Errc::kMissingContentSha256
-                      ? "InvalidRequest"
-                      : "SignatureDoesNotMatch",
-                  e.message());
-  }
-  if (!sigv4::ConstantTimeEqual(expected.signature, claim.signature)) {
-    return refuse(403, "SignatureDoesNotMatch",
-                  "the request signature does not match the one computed "
-                  "with the key's secret");
-  }
-  if (const std::string field = UnsignedField(request, claim); !field.empty()) {
-    return refuse(403, "AccessDenied",
-                  "There were headers present in the request which were not "
-                  "signed: " +
-                      field);
-  }
-  const std::string_view payload = request["x-amz-content-sha256"];
-  if ((claim.presigned || payload == sigv4::kUnsignedPayload ||
-       payload == sigv4::kStreamingUnsignedTrailer) &&
-      request.method() == http::verb::put && !options_.unsigned_payloads) {
-    // As S3 answers a bucket policy that denies requests without TLS.
-    return refuse(
-        403, "AccessDenied",
-        "on plain HTTP a PUT's body must be covered by its signature "
-        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
-        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
-        "presigned PUTs need the door on TLS (--tls-cert) or "
-        "--s3-allow-unsigned-payload");
-  }
-  return Payload(request, claim, client->second, headers);
-}
-
-S3Door::Verified S3Door::Payload(
-    const Request& request, const sigv4::Claim& claim,
-    const sigv4::Secret& secret,
-    const std::vector<sigv4::Header>& headers) const {
-  Verified out;
-  const auto refuse = [&out](unsigned status, std::string code,
-                             std::string message) {
-    out.refusal = Refusal{status, std::move(code), std::move(message)};
-    return std::move(out);
-  };
-  const std::string& body = request.body();
-  const std::string payload(request["x-amz-content-sha256"]);
-  if (claim.presigned || payload == sigv4::kUnsignedPayload) {
-    out.body = body;
-  } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {
-    sigv4::ChunkedCheck check;
-    check.kind = *kind;
-    check.signing_key = sigv4::SigningKey(secret, claim.scope);
-    check.amz_date = claim.amz_date;
-    check.scope = claim.scope;
-    check.seed_signature = claim.signature;
-    check.trailer_header = request["x-amz-trailer"];
-    const std::string decoded_length(request["x-amz-decoded-content-length"]);
-    if (!decoded_length.empty()) {
-      if (decoded_length.size() > 19 ||
-          decoded_length.find_first_not_of("0123456789") != std::string::npos) {
-        return refuse(400, "InvalidArgument",
-                      "x-amz-decoded-content-length is not a length");
-      }
-      check.decoded_length = std::stoull(decoded_length);
-      if (*check.decoded_length > options_.max_body) {
-        return refuse(413, "EntityTooLarge",
-                      "the object is larger than --max-body");
-      }
-    }
-    sigv4::ChunkedBody decoded;
-    if (const std::error_code e =
-            sigv4::DecodeAwsChunked(body, check, &decoded)) {
-      auto [status, code] = S3CodeOf(e);
-      return refuse(status, code, e.message());
-    }
-    out.body = std::move(decoded.data);
-  } else if (IsHex64(payload)) {
-    if (!sigv4::ConstantTimeEqual(sigv4::HexSha256(body), payload)) {
-      return refuse(400, "XAmzContentSHA256Mismatch",
-                    "x-amz-content-sha256 is not the body's SHA-256");
-    }
-    out.body = body;
-  } else {
-    return refuse(400, "InvalidArgument",
-                  "x-amz-content-sha256 is not a SHA-256, UNSIGNED-PAYLOAD or "
-                  "an aws-chunked form fencepost decodes");
-  }
-  if (const std::error_code e =
-          sigv4::CheckChecksumHeaders(headers, out.body)) {
-    auto [status, code] = S3CodeOf(e);
-    return refuse(status, code, e.message());
-  }
-  // The data port never sees Content-MD5: checked here, as S3 would.
-  if (const std::error_code e = sigv4::CheckContentMd5(headers, out.body)) {
-    return e == sigv4::Errc::kChecksumMismatch
-               ? refuse(400, "BadDigest",
-                        "The Content-MD5 you specified did not match what we "
-                        "received")
-               : refuse(400, "InvalidDigest",
-                        "The Content-MD5 you specified is not valid");
-  }
-  return out;
-}
+    : options_(std::move(options)),
+      auth_(options_.auth),
+      backend_(backend),
+      core_(core) {}
 
 Awaitable<Response> S3Door::Handle(const Request& request,
                                    const std::string& client) {
@@ -490,7 +215,7 @@ Awaitable<Response> S3Door::Handle(const Request& request,
                          std::string_view message) {
     return ErrorXml(request, status, code, message, id);
   };
-  Verified verified = Authenticate(request);
+  S3Auth::Verified verified = auth_.Authenticate(request);
   if (verified.refusal) {
     co_return error(verified.refusal->status, verified.refusal->code,
                     verified.refusal->message);
@@ -551,7 +276,7 @@ Awaitable<Response> S3Door::Bucket(const Request& request,
   if (method == http::verb::head && params.empty()) {
     Response res(http::status::ok, request.version());
     res.set("x-amz-request-id", id);
-    res.set("x-amz-bucket-region", options_.region);
+    res.set("x-amz-bucket-region", options_.auth.region);
     res.content_length(0);
     co_return res;
   }
@@ -575,7 +300,7 @@ Awaitable<Response> S3Door::Bucket(const Request& request,
     res.body() =
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint "
         "xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">" +
-        (options_.region == "us-east-1" ? "" : options_.region) +
+        (options_.auth.region == "us-east-1" ? "" : options_.auth.region) +
         "</LocationConstraint>\n";
     res.prepare_payload();
     co_return res;

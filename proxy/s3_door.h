@@ -15,6 +15,7 @@
 #include "proxy/core.h"
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
+#include "proxy/s3_auth.h"
 #include "sigv4/secret.h"
 #include "sigv4/verifier.h"
 #include "storage/s3_backend.h"
@@ -25,17 +26,8 @@ namespace fencepost::proxy {
 // speaks path-style S3 for the s3:// backend's bucket, so that S3 clients
 // (boto3, the AWS CLI, s3cmd, rclone) are fenced by adding one header.
 //
-// Every request must be signed with SigV4 by one of fencepost's own clients
-// (--s3-client-credentials: an access key id and its secret per line); the
-// store's credentials are never handed out. Header-signed and presigned
-// requests; the payload hash is checked against the body, aws-chunked
-// bodies are decoded with every chunk signature and checksum checked; a
-// clock more than 15 minutes off is refused. A PUT whose body the
-// signature does not cover is taken only where Options::unsigned_payloads
-// says.
-// The fields the door acts on (Fencing-Token, If-Match, If-None-Match) and
-// user metadata (x-amz-meta-*, the token's among them) must be among the
-// signed ones, else 403 AccessDenied, as S3 wants of every x-amz-* field.
+// Every request is authenticated first (S3Auth: SigV4 by one of
+// fencepost's own clients, its body checked and decoded).
 //
 // PUT, GET (with Range), HEAD and DELETE of /BUCKET/KEY are calls of the
 // typed core (proxy/core.h) that the data port's routes make too: the
@@ -67,17 +59,7 @@ class S3Door {
  public:
   struct Options {
     std::string bucket;  // the s3:// backend's bucket name
-    std::string region;  // requests must be signed for it
-    // Access key id -> secret of fencepost's clients.
-    std::map<std::string, sigv4::Secret> clients;
-    std::chrono::seconds max_skew{15 * 60};
-    std::uint64_t max_body = 4194304;  // --max-body, of the decoded body
-    // Whether a PUT may carry a body its signature does not cover
-    // (UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, presigned):
-    // over TLS, or with --s3-allow-unsigned-payload. Else 403 AccessDenied,
-    // for on plain HTTP a relay could swap such a body under the sender's
-    // token.
-    bool unsigned_payloads = false;
+    S3Auth::Options auth;
   };
 
   // `backend` lists the bucket; `core` answers object requests. Both must
@@ -91,26 +73,7 @@ class S3Door {
   // --max-body, bad framing) in S3's terms: its error XML.
   static Response InS3Terms(const Request& request, const Problem& problem);
 
-  // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
-  // lines and '#' comments skipped, a UTF-8 byte order mark ignored).
-  // Throws std::runtime_error naming the file and line, never a secret,
-  // when it cannot be read, others may read or change it (a mode other
-  // than 0600, or 0640 when root owns it), a line is malformed, an id is
-  // repeated or there is none.
-  static std::map<std::string, sigv4::Secret> LoadClients(
-      const std::string& path);
-
  private:
-  struct Refusal;
-  struct Verified;
-
-  // The request's signature and body checked: the body to use, or why not.
-  Verified Authenticate(const Request& request) const;
-  // The body of a request whose signature holds, checked against its
-  // payload hash, decoded when aws-chunked, and against its checksums.
-  Verified Payload(const Request& request, const sigv4::Claim& claim,
-                   const sigv4::Secret& secret,
-                   const std::vector<sigv4::Header>& headers) const;
   // `problem` as S3's error document, with Retry-After and the current
   // Fencing-Token where it has them.
   static Response ErrorOf(const Request& request, const Problem& problem,
@@ -129,6 +92,7 @@ class S3Door {
                              const std::string& request_id);
 
   Options options_;
+  S3Auth auth_;
   storage::S3Backend& backend_;
   Core& core_;
 };

@@ -1,0 +1,83 @@
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proxy/http_types.h"
+#include "sigv4/secret.h"
+#include "sigv4/verifier.h"
+
+namespace fencepost::proxy {
+
+// Who may speak through the S3 front door (SPEC "S3 front door"): every
+// request signed with SigV4, in its header or presigned, by one of
+// fencepost's own clients (--s3-client-credentials; the store's credentials
+// are never handed out). The payload hash is checked against the body,
+// aws-chunked bodies are decoded with every chunk signature and checksum
+// checked, Content-MD5 is checked, and a clock more than max_skew off is
+// refused. The fields the door acts on (Fencing-Token, If-Match,
+// If-None-Match), user metadata (x-amz-meta-*) and, on a PUT, the fields
+// an object keeps must be among the signed ones, as S3 wants of every
+// x-amz-* field. A PUT whose body the signature does not cover is taken
+// only where Options::unsigned_payloads says.
+//
+// Thread safety: const calls from any thread.
+class S3Auth {
+ public:
+  struct Options {
+    std::string region;  // requests must be signed for it
+    // Access key id -> secret of fencepost's clients.
+    std::map<std::string, sigv4::Secret> clients;
+    std::chrono::seconds max_skew{15 * 60};
+    std::uint64_t max_body = 4194304;  // --max-body, of the decoded body
+    // Whether a PUT may carry a body its signature does not cover
+    // (UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, presigned):
+    // over TLS, or with --s3-allow-unsigned-payload. Else 403 AccessDenied,
+    // for on plain HTTP a relay could swap such a body under the sender's
+    // token.
+    bool unsigned_payloads = false;
+  };
+
+  // Why a request is refused, in S3's terms.
+  struct Refusal {
+    unsigned status = 400;
+    std::string code;
+    std::string message;
+  };
+  // The body to use (decoded), or why not.
+  struct Verified {
+    std::optional<Refusal> refusal;
+    std::string body;
+  };
+
+  explicit S3Auth(Options options) : options_(std::move(options)) {}
+
+  const Options& options() const { return options_; }
+
+  // The request's signature and body checked.
+  Verified Authenticate(const Request& request) const;
+
+  // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
+  // lines and '#' comments skipped, a UTF-8 byte order mark ignored).
+  // Throws std::runtime_error naming the file and line, never a secret,
+  // when it cannot be read, others may read or change it (a mode other
+  // than 0600, or 0640 when root owns it), a line is malformed, an id is
+  // repeated or there is none.
+  static std::map<std::string, sigv4::Secret> LoadClients(
+      const std::string& path);
+
+ private:
+  // The body of a request whose signature holds, checked against its
+  // payload hash, decoded when aws-chunked, and against its checksums.
+  Verified Payload(const Request& request, const sigv4::Claim& claim,
+                   const sigv4::Secret& secret,
+                   const std::vector<sigv4::Header>& headers) const;
+
+  Options options_;
+};
+
+}  // namespace fencepost::proxy
