@@ -32,12 +32,6 @@ constexpr std::chrono::milliseconds kApplyInterval{50};
 // (ApplyLoop).
 constexpr int kApplierNice = 10;
 
-std::int64_t NowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 int ReadAppliedSeq(MDB_txn* txn, MDB_dbi meta, std::uint64_t* seq) {
   MDB_val key = Val(kAppliedSeqKey), data;
   const int rc = mdb_get(txn, meta, &key, &data);
@@ -193,7 +187,7 @@ void Committer::Replay() {
 
 void Committer::LoadLeases() {
   const std::int64_t now = options_.steady_now();
-  const std::int64_t wall_now = NowNs();
+  const std::int64_t wall_now = WallNowNs();
   bool corrupt = false;
   auto load = [&](std::string_view name, std::string_view body) {
     LeaseEntry entry;
@@ -282,9 +276,8 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
         [this] { return to_apply_.empty() && unapplied_bytes_ == 0; });
   }
   Group g;
-  Seen seen;
-  DecideGroup(group, g, seen);
-  g.reserved_leases = std::exchange(deciding_leases_, 0);
+  Fold::State seen;
+  DecideGroup(group, g, &seen);
   g.decided_at = std::chrono::steady_clock::now();
   const int segment = LogGroup(g, seen);
   g.leases = std::move(seen.leases);
@@ -306,44 +299,7 @@ void Committer::CommitGroup(std::vector<Pending>& group) {
   StartSync();
 }
 
-void Committer::DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen) {
-  g.outcomes.resize(group.size());
-  // The overlay's lock, then LMDB's snapshot: nothing acknowledged is
-  // missed between them (see Overlay).
-  auto lock = env_.overlay().Lock();
-  Env::ReadTxn txn(env_);
-  if (txn.get() == nullptr) {
-    for (WriteOutcome& o : g.outcomes) o.error = FromLmdb(txn.error());
-    return;
-  }
-  const std::int64_t now_ns = NowNs();
-  deciding_seq_ = next_seq_;
-  for (std::size_t i = 0; i < group.size(); ++i) {
-    if (const auto* batch = std::get_if<Batch>(&group[i].write)) {
-      std::vector<WalRecord> records;
-      if (DecideBatch(txn.get(), seen, *batch, now_ns, &g.outcomes[i], &records,
-                      &g.created)) {
-        for (WalRecord& r : records) g.records.push_back(std::move(r));
-      }
-      continue;
-    }
-    std::optional<WalRecord> record;
-    bool fence_created = false;
-    std::visit(
-        [&](const auto& one) {
-          if constexpr (!std::is_same_v<std::decay_t<decltype(one)>, Batch>) {
-            DecideOne(txn.get(), seen, one, now_ns, &g.outcomes[i], &record,
-                      &fence_created);
-          }
-        },
-        group[i].write);
-    if (!record) continue;
-    g.records.push_back(std::move(*record));
-    g.created.push_back(fence_created);
-  }
-}
-
-int Committer::LogGroup(Group& g, Seen& seen) {
+int Committer::LogGroup(Group& g, Fold::State& seen) {
   if (g.records.empty()) return -1;
   std::string bytes;
   std::size_t unapplied = 0;
@@ -376,7 +332,7 @@ int Committer::LogGroup(Group& g, Seen& seen) {
   }
   next_seq_ = g.records.back().seq + 1;
   recent_.push_back({g.records.back().seq,
-                     Seen{std::move(seen.fences), std::move(seen.values), {}}});
+                     {std::move(seen.fences), std::move(seen.values), {}}});
   return segment;
 }
 

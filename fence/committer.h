@@ -21,6 +21,7 @@
 
 #include "fence/commit_stats.h"
 #include "fence/env.h"
+#include "fence/fold.h"
 #include "fence/lease.h"
 #include "fence/lease_limit.h"
 #include "fence/rules.h"
@@ -144,19 +145,6 @@ class Committer {
     FenceWrite write;
     Done done;
   };
-  // What a group's decisions have done to a fence, value or lease so far.
-  struct Seen {
-    struct Fence {
-      Token token = 0;
-      std::int64_t updated_at_ns = 0;  // of the raise that set `token`
-    };
-    std::map<std::string, Fence, std::less<>> fences;
-    // The sequence number of the record that wrote the value (its tag),
-    // or nullopt when it was deleted.
-    std::map<std::string, std::optional<std::uint64_t>, std::less<>> values;
-    std::map<std::string, LeaseEntry, std::less<>> leases;
-  };
-
   // A decided group, answered once the log is durable up to `durable_at`:
   // its last record, or (no record) the last one written before it.
   struct Group {
@@ -175,7 +163,7 @@ class Committer {
   // of the groups after it until it is published to the overlay.
   struct Recent {
     std::uint64_t last_seq = 0;
-    Seen seen;
+    Fold::State seen;  // without its leases
   };
   // A submitted sync: when it and every sync submitted before it are done,
   // the log is durable up to `target`.
@@ -226,10 +214,10 @@ class Committer {
   void Drain();
   // Commits everything queued and waits for its answers (Stop).
   void DrainQueue();
-  // The newest entry for `key` in one of Seen's maps of the groups being
-  // synced (`recent_`), or nullptr.
+  // The newest entry for `key` in one of Fold::State's maps of the groups
+  // being synced (`recent_`), or nullptr.
   template <class Map>
-  const typename Map::mapped_type* FindRecent(Map Seen::*map,
+  const typename Map::mapped_type* FindRecent(Map Fold::State::*map,
                                               std::string_view key) const {
     for (auto r = recent_.rbegin(); r != recent_.rend(); ++r) {
       const Map& m = r->seen.*map;
@@ -238,49 +226,15 @@ class Committer {
     return nullptr;
   }
 
-  // Deciding (committer_decide.cc): what the rules need, read as the
-  // writes before left it; the rules' answer made into log records.
-  struct FenceNow {
-    std::optional<Token> token;
-    std::int64_t updated_at_ns = 0;
-    bool created = false;  // read from LMDB, and there is none
-  };
-  // The fence as the writes before left it; false (the LMDB error in
-  // `outcome`) when it could not be read.
-  bool CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
-                    FenceNow* now, WriteOutcome* outcome) const;
-  // The value `key` as the writes before left it: whether it exists, and
-  // (`with_tag`: for a precondition) its tag. Returns 0 or an LMDB error
-  // code.
-  int CurrentValue(MDB_txn* txn, const Seen& seen, const std::string& key,
-                   bool with_tag, ValueNow* now) const;
-  // The lease `op` names as the group and the table have it, noticing its
-  // expiry (once) into `*expired`.
-  LeaseState ReadLease(const Seen& seen, const LeaseOp& op, std::int64_t now,
-                       std::optional<LeaseRecord>* expired);
-  // Reserves map space for `r` and records its effect in `seen`; false
-  // (outcome: kMapFull) when it could not fit the map.
-  bool Admit(Seen& seen, const WalRecord& r, WriteOutcome* outcome);
-  // Decides one write or lease operation; fills `outcome`, and `record`
-  // when it is applied.
-  void DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
-                 std::int64_t now_ns, WriteOutcome* outcome,
-                 std::optional<WalRecord>* record, bool* fence_created);
-  void DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
-                 std::int64_t now_ns, WriteOutcome* outcome,
-                 std::optional<WalRecord>* record, bool* fence_created);
-  // Decides a batch's writes against a copy of `seen`; when every one is
-  // applied, adopts the copy and appends their records (the last one not
-  // marked batch_continues) and fence-created flags. Returns whether it
-  // did.
-  bool DecideBatch(MDB_txn* txn, Seen& seen, const Batch& batch,
-                   std::int64_t now_ns, WriteOutcome* outcome,
-                   std::vector<WalRecord>* records, std::vector<bool>* created);
-  // Decides a group's writes in order into `g`.
-  void DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen);
+  // Deciding (committer_decide.cc): what a group's Fold loads and takes
+  // from this shard.
+  class Loads;
+  // Decides a group's writes in order into `g`, and what they did into
+  // `*state`.
+  void DecideGroup(std::vector<Pending>& group, Group& g, Fold::State* state);
   // Logs `g`'s records (waiting for the applier when it is behind); returns
   // the segment written, -1 when there was nothing to log.
-  int LogGroup(Group& g, Seen& seen);
+  int LogGroup(Group& g, Fold::State& seen);
   // Fills the lease table from LMDB at start: every held lease counts as
   // renewed now.
   void LoadLeases();
@@ -301,10 +255,6 @@ class Committer {
   Options options_;
   std::unique_ptr<Wal> wal_;
   std::uint64_t next_seq_ = 1;
-  // While a group is decided: the number its next record gets, and the
-  // places its grants took under --max-leases.
-  std::uint64_t deciding_seq_ = 1;
-  std::size_t deciding_leases_ = 0;
   std::uint64_t replayed_ = 0;
   // Map space promised to records not yet applied.
   std::atomic<std::size_t> reserved_bytes_ = 0;
