@@ -1,10 +1,7 @@
 #pragma once
 
-#include <lmdb.h>
-
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -19,13 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "fence/applier.h"
 #include "fence/commit_stats.h"
 #include "fence/env.h"
 #include "fence/fold.h"
 #include "fence/lease.h"
 #include "fence/lease_limit.h"
+#include "fence/log_syncs.h"
 #include "fence/rules.h"
-#include "fence/sync_ring.h"
 #include "fence/token.h"
 #include "fence/wal.h"
 #include "fence/write.h"
@@ -42,14 +40,10 @@ namespace fencepost::fence {
 // environment's Overlay, and only then runs their `done`. A rejected write
 // logs nothing and affects no other write.
 //
-// A second thread, the applier, writes logged records into LMDB in large
-// durable transactions, each also recording the highest sequence number it
-// applied, and then retires them from the overlay. At construction the
-// records LMDB lacks are recovered from the log, so a crash at any point
-// loses no acknowledged write (docs/durability.md): the few in the segment
-// the writer overwrites first are applied at once, the others are published
-// to the overlay and left to the applier, so a restart does not wait for
-// LMDB.
+// The Applier (fence/applier.h), a thread of its own, writes the answered
+// records into LMDB behind the answers. At construction the records LMDB
+// lacks are recovered from the log (fence/recovery.h), so a crash at any
+// point loses no acknowledged write (docs/durability.md).
 //
 // Bounds: past `max_queue_writes` waiting writes, Submit fails new ones at
 // once with Errc::kOverloaded; past `max_unapplied_bytes` of logged records
@@ -63,9 +57,9 @@ namespace fencepost::fence {
 //
 // The log's syncs overlap without a thread of their own: the driver
 // (below) writes a group to the log and submits its data sync through
-// io_uring (SyncRing), then goes on reading and deciding; a group that
+// io_uring (LogSyncs), then goes on reading and deciding; a group that
 // gathers while a sync is in flight is written and synced in turn, at most
-// kSyncSlots syncs in flight, each through its own open files (Linux
+// LogSyncs::kSlots syncs in flight, each through its own open files (Linux
 // reports a writeback error once per open file). Answers go out in
 // decision order, each only after the completion of a sync submitted after
 // its records were written, and of every sync submitted before that one.
@@ -165,25 +159,6 @@ class Committer {
     std::uint64_t last_seq = 0;
     Fold::State seen;  // without its leases
   };
-  // A submitted sync: when it and every sync submitted before it are done,
-  // the log is durable up to `target`.
-  struct SyncTicket {
-    std::uint64_t id = 0;  // its completions' tag
-    std::uint64_t target = 0;
-    int slot = 0;
-    int pending = 0;  // completions not yet reaped; none: done
-    std::chrono::steady_clock::time_point submitted_at;
-  };
-  // Syncs in flight at most: one group's sync overlaps the next one's.
-  static constexpr int kSyncSlots = 2;
-
-  // Map space a record (or a write's records) may take once applied, and
-  // the value bytes a write carries (committer_decide.cc).
-  static std::size_t Reservation(const WalRecord& r);
-  static std::size_t Reservation(const FencedWrite& w);
-  static std::size_t Reservation(const FenceWrite& write);
-  static std::size_t PayloadBytes(const FenceWrite& write);
-
   // Driving (committer_drive.cc). Each step below runs under drive_mu_.
   // Starts driving: the loop's watches, or the committer's own thread.
   void StartDriving();
@@ -198,10 +173,7 @@ class Committer {
   // Commits the next group from the queue when a sync slot is free;
   // returns whether it did.
   bool CommitNext();
-  int FreeSlot() const;
   void CommitGroup(std::vector<Pending>& group);
-  // Submits a sync of the segments written since the last one began.
-  void StartSync();
   // Takes the completed syncs (waiting for one with `wait`), then answers
   // what is durable.
   void Reap(bool wait);
@@ -235,20 +207,10 @@ class Committer {
   // Logs `g`'s records (waiting for the applier when it is behind); returns
   // the segment written, -1 when there was nothing to log.
   int LogGroup(Group& g, Fold::State& seen);
-  // Fills the lease table from LMDB at start: every held lease counts as
-  // renewed now.
-  void LoadLeases();
-  // Waits, under mu_, until `ready()` holds, with the applier told to apply
-  // at once instead of gathering a batch; first answers every decided
-  // group, since the applier takes records only once they are answered.
-  template <class Ready>
-  void WaitForApplier(Ready ready);
-  void ApplyLoop();
-  // Writes `records` into LMDB in one durable transaction (growing the map
-  // when needed). Returns 0 or an LMDB error code.
-  int Apply(const std::vector<WalRecord>& records);
-  int ApplyRecord(MDB_txn* txn, const WalRecord& r);
-  void Replay();
+  // Waits until `ready` holds, with the applier told to apply at once
+  // instead of gathering a batch; first answers every decided group, since
+  // the applier takes records only once they are answered.
+  void WaitForApplier(const Applier::Ready& ready);
   [[noreturn]] void Fatal(const std::string& what, int rc);
 
   Env& env_;
@@ -256,23 +218,12 @@ class Committer {
   std::unique_ptr<Wal> wal_;
   std::uint64_t next_seq_ = 1;
   std::uint64_t replayed_ = 0;
-  // Map space promised to records not yet applied.
-  std::atomic<std::size_t> reserved_bytes_ = 0;
+  std::unique_ptr<Applier> applier_;
+  std::atomic<std::uint64_t> commits_ = 0;
 
   mutable std::mutex mu_;
-  // Each waiter has its own: a wake-up goes only to the thread it is for.
-  std::condition_variable apply_cv_;    // the applier: records, the committer
-                                        // waiting or done
-  std::condition_variable applied_cv_;  // the applier made progress
-  std::deque<Pending> queue_;
-  std::vector<WalRecord> to_apply_;
-  std::size_t unapplied_bytes_ = 0;
-  std::uint64_t applied_seq_ = 0;
-  bool stopping_ = false;
-  bool committer_done_ = false;
-  bool committer_waiting_ = false;  // for the applier to catch up
-  std::uint64_t commits_ = 0;
-  std::thread applier_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
   // Apart from mu_, which Submit takes: a scrape never waits for writes.
   mutable std::mutex stats_mu_;
   CommitStats stats_;
@@ -282,19 +233,14 @@ class Committer {
   std::mutex drive_mu_;
   bool stopped_ = false;
   std::atomic<bool> pump_posted_ = false;
-  std::unique_ptr<SyncRing> ring_;
+  std::unique_ptr<LogSyncs> log_syncs_;
   int timer_fd_ = -1;   // ticks once a second: the lease sweep
   std::thread thread_;  // without a loop
   // Guards the loop's callbacks: they do nothing once the committer is
   // gone.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
-  std::vector<std::unique_ptr<Wal::SyncFiles>> slot_files_;  // one each
-  bool slot_busy_[kSyncSlots] = {};
-  std::deque<Group> decided_;       // not yet answered, in order
-  std::uint64_t written_seq_ = 0;   // the last record written
-  unsigned unsynced_segments_ = 0;  // bit i: segment i written since
-  std::deque<SyncTicket> syncs_;    // submitted, in order
-  std::uint64_t next_ticket_ = 0;
+  std::deque<Group> decided_;      // not yet answered, in order
+  std::uint64_t written_seq_ = 0;  // the last record written
   std::uint64_t durable_seq_ = 0;
   std::int64_t next_sweep_ = 0;
   std::atomic<std::uint64_t> published_seq_ = 0;

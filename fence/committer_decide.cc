@@ -15,10 +15,6 @@
 namespace fencepost::fence {
 namespace {
 
-// Map space a write of `bytes` (fence, key and body) may take once applied:
-// its bytes twice (a page split can copy them) plus a page of overhead.
-std::size_t Reservation(std::size_t bytes) { return 2 * bytes + 4096; }
-
 // The log record of `change`, numbered `seq`.
 WalRecord RecordOf(Change change, std::uint64_t seq) {
   WalRecord r;
@@ -49,38 +45,6 @@ WalRecord RecordOf(Change change, std::uint64_t seq) {
 }
 
 }  // namespace
-
-std::size_t Committer::Reservation(const WalRecord& r) {
-  return fence::Reservation(r.fence.size() + r.key.size() + r.body.size());
-}
-std::size_t Committer::Reservation(const FencedWrite& w) {
-  return fence::Reservation(
-      w.fence.size() +
-      (w.value ? w.value->key.size() + w.value->body.size() : 0));
-}
-std::size_t Committer::Reservation(const FenceWrite& write) {
-  if (const auto* w = std::get_if<FencedWrite>(&write)) return Reservation(*w);
-  if (const auto* l = std::get_if<LeaseOp>(&write)) {
-    return fence::Reservation(l->fence.size());
-  }
-  std::size_t n = 0;
-  for (const FencedWrite& w : std::get<Batch>(write).writes) {
-    n += Reservation(w);
-  }
-  return n;
-}
-
-std::size_t Committer::PayloadBytes(const FenceWrite& write) {
-  const auto bytes = [](const FencedWrite& w) {
-    return w.value ? w.value->key.size() + w.value->body.size() : 0;
-  };
-  if (const auto* w = std::get_if<FencedWrite>(&write)) return bytes(*w);
-  std::size_t n = 0;
-  if (const auto* b = std::get_if<Batch>(&write)) {
-    for (const FencedWrite& w : b->writes) n += bytes(w);
-  }
-  return n;
-}
 
 // What a group's fold reads of this shard, in one LMDB read transaction
 // under the overlay's lock, and what its changes take: map space for each
@@ -169,11 +133,11 @@ class Committer::Loads : public Fold::Source {
   std::error_code Admit(Change& change, std::size_t number,
                         WriteOutcome* outcome) override {
     const std::size_t need = Reservation(change);
-    if (env_.used_bytes_in_txn() + c_.reserved_bytes_ + need >
+    if (env_.used_bytes_in_txn() + c_.applier_->reserved() + need >
         env_.max_map_size()) {
       return Errc::kMapFull;
     }
-    c_.reserved_bytes_ += need;
+    c_.applier_->Reserve(need);
     if (change.op == Change::Op::kPut) {
       change.tag = TagOf(c_.next_seq_ + number);
       outcome->etag = change.tag;
@@ -184,16 +148,16 @@ class Committer::Loads : public Fold::Source {
   void Unadmit(const std::vector<Change>& changes) override {
     // Its own only: the applier may have released others' meanwhile.
     for (const Change& change : changes)
-      c_.reserved_bytes_ -= Reservation(change);
+      c_.applier_->Unreserve(Reservation(change));
   }
 
  private:
-  // What Committer::Reservation(const WalRecord&) gives its record.
+  // What MapReservation gives its record.
   static std::size_t Reservation(const Change& change) {
     const std::size_t body = change.op == Change::Op::kLease
                                  ? EncodeLease(*change.lease).size()
                                  : change.body.size();
-    return fence::Reservation(change.fence.size() + change.key.size() + body);
+    return MapReservation(change.fence.size() + change.key.size() + body);
   }
 
   Committer& c_;
