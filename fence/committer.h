@@ -1,10 +1,7 @@
 #pragma once
 
-#include <lmdb.h>
-
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -19,12 +16,14 @@
 #include <thread>
 #include <vector>
 
+#include "fence/applier.h"
 #include "fence/commit_stats.h"
 #include "fence/env.h"
+#include "fence/fold.h"
 #include "fence/lease.h"
 #include "fence/lease_limit.h"
+#include "fence/log_syncs.h"
 #include "fence/rules.h"
-#include "fence/sync_ring.h"
 #include "fence/token.h"
 #include "fence/wal.h"
 #include "fence/write.h"
@@ -41,14 +40,10 @@ namespace fencepost::fence {
 // environment's Overlay, and only then runs their `done`. A rejected write
 // logs nothing and affects no other write.
 //
-// A second thread, the applier, writes logged records into LMDB in large
-// durable transactions, each also recording the highest sequence number it
-// applied, and then retires them from the overlay. At construction the
-// records LMDB lacks are recovered from the log, so a crash at any point
-// loses no acknowledged write (docs/durability.md): the few in the segment
-// the writer overwrites first are applied at once, the others are published
-// to the overlay and left to the applier, so a restart does not wait for
-// LMDB.
+// The Applier (fence/applier.h), a thread of its own, writes the answered
+// records into LMDB behind the answers. At construction the records LMDB
+// lacks are recovered from the log (fence/recovery.h), so a crash at any
+// point loses no acknowledged write (docs/durability.md).
 //
 // Bounds: past `max_queue_writes` waiting writes, Submit fails new ones at
 // once with Errc::kOverloaded; past `max_unapplied_bytes` of logged records
@@ -62,9 +57,9 @@ namespace fencepost::fence {
 //
 // The log's syncs overlap without a thread of their own: the driver
 // (below) writes a group to the log and submits its data sync through
-// io_uring (SyncRing), then goes on reading and deciding; a group that
+// io_uring (LogSyncs), then goes on reading and deciding; a group that
 // gathers while a sync is in flight is written and synced in turn, at most
-// kSyncSlots syncs in flight, each through its own open files (Linux
+// LogSyncs::kSlots syncs in flight, each through its own open files (Linux
 // reports a writeback error once per open file). Answers go out in
 // decision order, each only after the completion of a sync submitted after
 // its records were written, and of every sync submitted before that one.
@@ -144,19 +139,6 @@ class Committer {
     FenceWrite write;
     Done done;
   };
-  // What a group's decisions have done to a fence, value or lease so far.
-  struct Seen {
-    struct Fence {
-      Token token = 0;
-      std::int64_t updated_at_ns = 0;  // of the raise that set `token`
-    };
-    std::map<std::string, Fence, std::less<>> fences;
-    // The sequence number of the record that wrote the value (its tag),
-    // or nullopt when it was deleted.
-    std::map<std::string, std::optional<std::uint64_t>, std::less<>> values;
-    std::map<std::string, LeaseEntry, std::less<>> leases;
-  };
-
   // A decided group, answered once the log is durable up to `durable_at`:
   // its last record, or (no record) the last one written before it.
   struct Group {
@@ -175,27 +157,8 @@ class Committer {
   // of the groups after it until it is published to the overlay.
   struct Recent {
     std::uint64_t last_seq = 0;
-    Seen seen;
+    Fold::State seen;  // without its leases
   };
-  // A submitted sync: when it and every sync submitted before it are done,
-  // the log is durable up to `target`.
-  struct SyncTicket {
-    std::uint64_t id = 0;  // its completions' tag
-    std::uint64_t target = 0;
-    int slot = 0;
-    int pending = 0;  // completions not yet reaped; none: done
-    std::chrono::steady_clock::time_point submitted_at;
-  };
-  // Syncs in flight at most: one group's sync overlaps the next one's.
-  static constexpr int kSyncSlots = 2;
-
-  // Map space a record (or a write's records) may take once applied, and
-  // the value bytes a write carries (committer_decide.cc).
-  static std::size_t Reservation(const WalRecord& r);
-  static std::size_t Reservation(const FencedWrite& w);
-  static std::size_t Reservation(const FenceWrite& write);
-  static std::size_t PayloadBytes(const FenceWrite& write);
-
   // Driving (committer_drive.cc). Each step below runs under drive_mu_.
   // Starts driving: the loop's watches, or the committer's own thread.
   void StartDriving();
@@ -210,10 +173,7 @@ class Committer {
   // Commits the next group from the queue when a sync slot is free;
   // returns whether it did.
   bool CommitNext();
-  int FreeSlot() const;
   void CommitGroup(std::vector<Pending>& group);
-  // Submits a sync of the segments written since the last one began.
-  void StartSync();
   // Takes the completed syncs (waiting for one with `wait`), then answers
   // what is durable.
   void Reap(bool wait);
@@ -226,10 +186,10 @@ class Committer {
   void Drain();
   // Commits everything queued and waits for its answers (Stop).
   void DrainQueue();
-  // The newest entry for `key` in one of Seen's maps of the groups being
-  // synced (`recent_`), or nullptr.
+  // The newest entry for `key` in one of Fold::State's maps of the groups
+  // being synced (`recent_`), or nullptr.
   template <class Map>
-  const typename Map::mapped_type* FindRecent(Map Seen::*map,
+  const typename Map::mapped_type* FindRecent(Map Fold::State::*map,
                                               std::string_view key) const {
     for (auto r = recent_.rbegin(); r != recent_.rend(); ++r) {
       const Map& m = r->seen.*map;
@@ -238,91 +198,32 @@ class Committer {
     return nullptr;
   }
 
-  // Deciding (committer_decide.cc): what the rules need, read as the
-  // writes before left it; the rules' answer made into log records.
-  struct FenceNow {
-    std::optional<Token> token;
-    std::int64_t updated_at_ns = 0;
-    bool created = false;  // read from LMDB, and there is none
-  };
-  // The fence as the writes before left it; false (the LMDB error in
-  // `outcome`) when it could not be read.
-  bool CurrentFence(MDB_txn* txn, const Seen& seen, const std::string& fence,
-                    FenceNow* now, WriteOutcome* outcome) const;
-  // The value `key` as the writes before left it: whether it exists, and
-  // (`with_tag`: for a precondition) its tag. Returns 0 or an LMDB error
-  // code.
-  int CurrentValue(MDB_txn* txn, const Seen& seen, const std::string& key,
-                   bool with_tag, ValueNow* now) const;
-  // The lease `op` names as the group and the table have it, noticing its
-  // expiry (once) into `*expired`.
-  LeaseState ReadLease(const Seen& seen, const LeaseOp& op, std::int64_t now,
-                       std::optional<LeaseRecord>* expired);
-  // Reserves map space for `r` and records its effect in `seen`; false
-  // (outcome: kMapFull) when it could not fit the map.
-  bool Admit(Seen& seen, const WalRecord& r, WriteOutcome* outcome);
-  // Decides one write or lease operation; fills `outcome`, and `record`
-  // when it is applied.
-  void DecideOne(MDB_txn* txn, Seen& seen, const FencedWrite& write,
-                 std::int64_t now_ns, WriteOutcome* outcome,
-                 std::optional<WalRecord>* record, bool* fence_created);
-  void DecideOne(MDB_txn* txn, Seen& seen, const LeaseOp& op,
-                 std::int64_t now_ns, WriteOutcome* outcome,
-                 std::optional<WalRecord>* record, bool* fence_created);
-  // Decides a batch's writes against a copy of `seen`; when every one is
-  // applied, adopts the copy and appends their records (the last one not
-  // marked batch_continues) and fence-created flags. Returns whether it
-  // did.
-  bool DecideBatch(MDB_txn* txn, Seen& seen, const Batch& batch,
-                   std::int64_t now_ns, WriteOutcome* outcome,
-                   std::vector<WalRecord>* records, std::vector<bool>* created);
-  // Decides a group's writes in order into `g`.
-  void DecideGroup(std::vector<Pending>& group, Group& g, Seen& seen);
+  // Deciding (committer_decide.cc): what a group's Fold loads and takes
+  // from this shard.
+  class Loads;
+  // Decides a group's writes in order into `g`, and what they did into
+  // `*state`.
+  void DecideGroup(std::vector<Pending>& group, Group& g, Fold::State* state);
   // Logs `g`'s records (waiting for the applier when it is behind); returns
   // the segment written, -1 when there was nothing to log.
-  int LogGroup(Group& g, Seen& seen);
-  // Fills the lease table from LMDB at start: every held lease counts as
-  // renewed now.
-  void LoadLeases();
-  // Waits, under mu_, until `ready()` holds, with the applier told to apply
-  // at once instead of gathering a batch; first answers every decided
-  // group, since the applier takes records only once they are answered.
-  template <class Ready>
-  void WaitForApplier(Ready ready);
-  void ApplyLoop();
-  // Writes `records` into LMDB in one durable transaction (growing the map
-  // when needed). Returns 0 or an LMDB error code.
-  int Apply(const std::vector<WalRecord>& records);
-  int ApplyRecord(MDB_txn* txn, const WalRecord& r);
-  void Replay();
+  int LogGroup(Group& g, Fold::State& seen);
+  // Waits until `ready` holds, with the applier told to apply at once
+  // instead of gathering a batch; first answers every decided group, since
+  // the applier takes records only once they are answered.
+  void WaitForApplier(const Applier::Ready& ready);
   [[noreturn]] void Fatal(const std::string& what, int rc);
 
   Env& env_;
   Options options_;
   std::unique_ptr<Wal> wal_;
   std::uint64_t next_seq_ = 1;
-  // While a group is decided: the number its next record gets, and the
-  // places its grants took under --max-leases.
-  std::uint64_t deciding_seq_ = 1;
-  std::size_t deciding_leases_ = 0;
   std::uint64_t replayed_ = 0;
-  // Map space promised to records not yet applied.
-  std::atomic<std::size_t> reserved_bytes_ = 0;
+  std::unique_ptr<Applier> applier_;
+  std::atomic<std::uint64_t> commits_ = 0;
 
   mutable std::mutex mu_;
-  // Each waiter has its own: a wake-up goes only to the thread it is for.
-  std::condition_variable apply_cv_;    // the applier: records, the committer
-                                        // waiting or done
-  std::condition_variable applied_cv_;  // the applier made progress
-  std::deque<Pending> queue_;
-  std::vector<WalRecord> to_apply_;
-  std::size_t unapplied_bytes_ = 0;
-  std::uint64_t applied_seq_ = 0;
-  bool stopping_ = false;
-  bool committer_done_ = false;
-  bool committer_waiting_ = false;  // for the applier to catch up
-  std::uint64_t commits_ = 0;
-  std::thread applier_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
   // Apart from mu_, which Submit takes: a scrape never waits for writes.
   mutable std::mutex stats_mu_;
   CommitStats stats_;
@@ -332,19 +233,14 @@ class Committer {
   std::mutex drive_mu_;
   bool stopped_ = false;
   std::atomic<bool> pump_posted_ = false;
-  std::unique_ptr<SyncRing> ring_;
+  std::unique_ptr<LogSyncs> log_syncs_;
   int timer_fd_ = -1;   // ticks once a second: the lease sweep
   std::thread thread_;  // without a loop
   // Guards the loop's callbacks: they do nothing once the committer is
   // gone.
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);
-  std::vector<std::unique_ptr<Wal::SyncFiles>> slot_files_;  // one each
-  bool slot_busy_[kSyncSlots] = {};
-  std::deque<Group> decided_;       // not yet answered, in order
-  std::uint64_t written_seq_ = 0;   // the last record written
-  unsigned unsynced_segments_ = 0;  // bit i: segment i written since
-  std::deque<SyncTicket> syncs_;    // submitted, in order
-  std::uint64_t next_ticket_ = 0;
+  std::deque<Group> decided_;      // not yet answered, in order
+  std::uint64_t written_seq_ = 0;  // the last record written
   std::uint64_t durable_seq_ = 0;
   std::int64_t next_sweep_ = 0;
   std::atomic<std::uint64_t> published_seq_ = 0;

@@ -32,6 +32,19 @@ void Consume(int fd) {
   [[maybe_unused]] ssize_t n = ::read(fd, &count, sizeof count);
 }
 
+// The value bytes `write` carries, which bound a group (max_batch_bytes).
+std::size_t ValueBytes(const FenceWrite& write) {
+  const auto bytes = [](const FencedWrite& w) {
+    return w.value ? w.value->key.size() + w.value->body.size() : 0;
+  };
+  if (const auto* w = std::get_if<FencedWrite>(&write)) return bytes(*w);
+  std::size_t n = 0;
+  if (const auto* b = std::get_if<Batch>(&write)) {
+    for (const FencedWrite& w : b->writes) n += bytes(w);
+  }
+  return n;
+}
+
 }  // namespace
 
 void Committer::StartDriving() {
@@ -47,9 +60,9 @@ void Committer::StartDriving() {
     return;
   }
   std::weak_ptr<int> alive = alive_;
-  options_.loop.watch(ring_->event_fd(), [this, alive] {
+  options_.loop.watch(log_syncs_->event_fd(), [this, alive] {
     if (!alive.lock()) return;
-    Consume(ring_->event_fd());
+    Consume(log_syncs_->event_fd());
     Pump();
   });
   options_.loop.watch(timer_fd_, [this, alive] {
@@ -60,7 +73,7 @@ void Committer::StartDriving() {
 }
 
 void Committer::Run() {
-  pollfd fds[2] = {{ring_->event_fd(), POLLIN, 0}, {timer_fd_, POLLIN, 0}};
+  pollfd fds[2] = {{log_syncs_->event_fd(), POLLIN, 0}, {timer_fd_, POLLIN, 0}};
   while (true) {
     {
       std::lock_guard lock(mu_);
@@ -69,7 +82,7 @@ void Committer::Run() {
     if (::poll(fds, 2, -1) < 0 && errno != EINTR) {
       Fatal("the committer cannot wait for its syncs", errno);
     }
-    if (fds[0].revents != 0) Consume(ring_->event_fd());
+    if (fds[0].revents != 0) Consume(log_syncs_->event_fd());
     if (fds[1].revents != 0) Consume(timer_fd_);
     Pump();
   }
@@ -77,7 +90,7 @@ void Committer::Run() {
 
 void Committer::Wake() {
   if (!options_.loop.post) {
-    Signal(ring_->event_fd());
+    Signal(log_syncs_->event_fd());
     return;
   }
   // One pump posted at a time: the writes queued meanwhile join its group.
@@ -100,15 +113,8 @@ void Committer::Pump() {
   SweepLeases();
 }
 
-int Committer::FreeSlot() const {
-  for (int i = 0; i < kSyncSlots; ++i) {
-    if (!slot_busy_[i]) return i;
-  }
-  return -1;
-}
-
 bool Committer::CommitNext() {
-  if (FreeSlot() < 0) return false;  // the group gathers meanwhile
+  if (!log_syncs_->slot_free()) return false;  // the group gathers meanwhile
   std::vector<Pending> group;
   {
     std::lock_guard lock(mu_);
@@ -122,7 +128,7 @@ bool Committer::CommitNext() {
           !decided_.empty()) {
         break;
       }
-      const std::size_t size = PayloadBytes(queue_.front().write);
+      const std::size_t size = ValueBytes(queue_.front().write);
       if (!group.empty() && bytes + size > options_.max_batch_bytes) break;
       bytes += size;
       group.push_back(std::move(queue_.front()));
@@ -134,51 +140,17 @@ bool Committer::CommitNext() {
   return true;
 }
 
-void Committer::StartSync() {
-  const int slot = FreeSlot();
-  SyncTicket ticket{next_ticket_++, written_seq_, slot, 0,
-                    std::chrono::steady_clock::now()};
-  for (int i = 0; i < 2; ++i) {
-    if ((unsynced_segments_ & (1u << i)) == 0) continue;
-    if (!ring_->PrepareDataSync(slot_files_[slot]->fd(i), ticket.id)) {
-      Fatal("cannot queue the write-ahead log's sync", EAGAIN);
-    }
-    ++ticket.pending;
-  }
-  unsynced_segments_ = 0;
-  slot_busy_[slot] = true;
-  syncs_.push_back(ticket);
-  if (int e = ring_->Submit(); e != 0) {
-    Fatal("cannot submit the write-ahead log's sync", e);
-  }
-}
-
 void Committer::Reap(bool wait) {
-  const int e = ring_->Reap(wait, [this](std::uint64_t id, int result) {
-    if (result < 0) {
-      Fatal(
-          "the write-ahead log sync failed; the outcome of its writes is "
-          "unknown",
-          -result);
-    }
-    SyncTicket& ticket = syncs_[id - syncs_.front().id];
-    if (--ticket.pending > 0) return;
-    slot_busy_[ticket.slot] = false;
-    const std::chrono::duration<double> took =
-        std::chrono::steady_clock::now() - ticket.submitted_at;
+  const std::uint64_t durable = log_syncs_->Reap(wait, [this](double seconds) {
     std::lock_guard lock(stats_mu_);
-    stats_.sync_seconds.Observe(took.count());
+    stats_.sync_seconds.Observe(seconds);
   });
-  if (e != 0) Fatal("cannot wait for the write-ahead log's sync", e);
-  while (!syncs_.empty() && syncs_.front().pending == 0) {
-    durable_seq_ = std::max(durable_seq_, syncs_.front().target);
-    syncs_.pop_front();
-  }
+  durable_seq_ = std::max(durable_seq_, durable);
   AnswerDurable();
 }
 
 void Committer::Drain() {
-  while (!decided_.empty() && !syncs_.empty()) Reap(true);
+  while (!decided_.empty() && log_syncs_->in_flight()) Reap(true);
   AnswerDurable();
 }
 
@@ -193,7 +165,7 @@ void Committer::DrainQueue() {
       queued = !queue_.empty();
     }
     if (!queued && decided_.empty()) return;
-    if (!syncs_.empty()) Reap(true);
+    if (log_syncs_->in_flight()) Reap(true);
   }
 }
 
@@ -221,7 +193,7 @@ void Committer::Stop() {
     stopping_ = true;
   }
   if (thread_.joinable()) {
-    Signal(ring_->event_fd());
+    Signal(log_syncs_->event_fd());
     thread_.join();
   }
   {
@@ -233,24 +205,15 @@ void Committer::Stop() {
       timer_fd_ = -1;
     }
   }
-  {
-    std::lock_guard lock(mu_);
-    committer_done_ = true;
-  }
-  apply_cv_.notify_all();
-  if (applier_.joinable()) {
-    applier_.join();
-    // Everything logged is in LMDB now.
+  // Everything logged is in LMDB once the applier has finished.
+  if (applier_->Finish()) {
     if (int e = wal_->MarkApplied(); e != 0) {
       Fatal("cannot mark the write-ahead log applied", e);
     }
   }
 }
 
-std::uint64_t Committer::commits() const {
-  std::lock_guard lock(mu_);
-  return commits_;
-}
+std::uint64_t Committer::commits() const { return commits_; }
 
 CommitStats Committer::stats() const {
   std::lock_guard lock(stats_mu_);
@@ -258,7 +221,7 @@ CommitStats Committer::stats() const {
 }
 
 const std::string& Committer::sync_fallback() const {
-  return ring_->fallback();
+  return log_syncs_->fallback();
 }
 
 }  // namespace fencepost::fence

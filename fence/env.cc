@@ -1,7 +1,11 @@
 #include "fence/env.h"
 
+#include <sys/statvfs.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
+#include <limits>
 #include <mutex>
 #include <stdexcept>
 #include <string>
@@ -51,7 +55,37 @@ std::uint64_t CheckFormat(MDB_txn* txn, MDB_dbi meta, MDB_dbi fences, int* rc) {
   return found;
 }
 
+// Below this much free space the file system of a data directory counts as
+// full: LMDB's short write there reports EIO, not ENOSPC.
+constexpr std::uint64_t kFullBelowBytes = 4u << 20;
+
+// Free bytes for unprivileged writers on the file system of `dir`, or the
+// largest value when that cannot be told.
+std::uint64_t FreeBytes(const std::string& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) {
+    return std::numeric_limits<std::uint64_t>::max();
+  }
+  return static_cast<std::uint64_t>(fs.f_bavail) * fs.f_frsize;
+}
+
 }  // namespace
+
+std::string Env::Explain(int rc) const {
+  const std::uint64_t free = FreeBytes(dir_);
+  if ((rc == EIO || rc == ENOSPC) && free < kFullBelowBytes) {
+    return std::string("no space left on device (ENOSPC") +
+           (rc == EIO ? ", reported as EIO by a short write" : "") +
+           "): the file system of " + dir_ + " has " + std::to_string(free) +
+           " bytes free; the acknowledged writes are kept in its write-ahead "
+           "log: free space there, then start fencepost again";
+  }
+  return mdb_strerror(rc);
+}
+
+bool Env::DiskHolds(std::uint64_t bytes) const {
+  return FreeBytes(dir_) >= bytes + kFullBelowBytes;
+}
 
 Env::Env(const Options& options)
     : dir_(options.dir), max_map_size_(options.max_map_size) {

@@ -87,6 +87,13 @@ class Env {
   // with no write transaction open; it waits for readers to finish.
   bool Grow();
 
+  // What LMDB error (or errno) `rc` means, for an operator: a full disk is
+  // named as such, with what to do, whatever errno LMDB turned it into.
+  std::string Explain(int rc) const;
+  // Whether the file system of dir() has `bytes` free for unprivileged
+  // writers beyond the margin under which it counts as full.
+  bool DiskHolds(std::uint64_t bytes) const;
+
   // A read-only transaction. Keep it short: it holds off Grow.
   class ReadTxn {
    public:

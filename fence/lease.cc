@@ -54,6 +54,12 @@ std::int64_t SteadyNowNs() {
       .count();
 }
 
+std::int64_t WallNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::optional<LeaseTable::Entry> LeaseTable::Find(std::string_view name) const {
   std::lock_guard lock(mu_);
   auto it = entries_.find(name);

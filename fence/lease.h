@@ -76,6 +76,8 @@ struct LeaseOutcome {
 // Monotonic time in nanoseconds (steady_clock by default; tests pass a fake).
 using SteadyNow = std::function<std::int64_t()>;
 std::int64_t SteadyNowNs();
+// The wall clock in Unix nanoseconds, which stamps records.
+std::int64_t WallNowNs();
 
 // A lease as an engine holds it: its record and, while it is held, its
 // deadline on the monotonic clock.

@@ -214,9 +214,8 @@ class EtcdFences : public Fences {
     std::vector<fence::WriteOutcome> outcomes;      // one per write
     std::map<std::string, Seen, std::less<>> view;  // fences as left
     std::map<std::string, std::size_t, std::less<>> last_value;  // key->write
-    // The values as the applied writes so far left them, and the ones whose
-    // precondition was decided from etcd's read: key -> mod_revision read.
-    std::map<std::string, fence::ValueNow, std::less<>> values;
+    // The values whose precondition was decided from etcd's read: key ->
+    // mod_revision read.
     std::map<std::string, std::int64_t, std::less<>> value_compares;
     // Writes refused (412) over a value put earlier in the group, whose tag
     // is the transaction's revision.
@@ -269,18 +268,13 @@ class EtcdFences : public Fences {
                              bool all_or_nothing = false);
   // The mod_revision of each value key read for a precondition (0: none).
   using ValuesRead = std::map<std::string, std::int64_t, std::less<>>;
-  // Decides every write of `group` in order (fence::DecideWrite) against
-  // the fences and values as the writes before it left them, and the
-  // values of `read`.
-  GroupPlan DecideGroup(const std::vector<Pending>& group, std::int64_t now_ns,
-                        const ValuesRead& read);
-  // The value `write` replaces, for its precondition: its value_now, or
-  // as the writes before it in `plan` left it, or as `read` has it (then
-  // `*revision` is the mod_revision read). None when it has no precondition.
-  static fence::ValueNow ValueBefore(const fence::FencedWrite& write,
-                                     const ValuesRead& read,
-                                     const GroupPlan& plan,
-                                     std::optional<std::int64_t>* revision);
+  // What a group's fence::Fold loads from this replica (etcd_group.cc).
+  class GroupLoads;
+  // Decides every write of `group` in order through one fence::Fold (with
+  // `all_or_nothing`, as one batch) against the fences and values as the
+  // writes before it left them, the cache, and the values of `read`.
+  GroupPlan DecideGroup(const std::vector<Pending>& group, bool all_or_nothing,
+                        std::int64_t now_ns, const ValuesRead& read);
   // Answers the writes of `group` that take a turn (the lease ran out since
   // they asked for it) and leaves the others.
   static void DropTurns(std::vector<Pending>& group);

@@ -12,6 +12,7 @@
 #include <boost/asio/detached.hpp>
 
 #include "fence/errc.h"
+#include "fence/fold.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_fences.h"
@@ -135,7 +136,7 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryOnce(std::vector<Pending>& group,
     FailAll(group, Errc::kStoreUnavailable);
     co_return Settled::kFailed;
   }
-  GroupPlan plan = DecideGroup(group, WallNowNs(), values);
+  GroupPlan plan = DecideGroup(group, all_or_nothing, WallNowNs(), values);
   if (!plan.turns.empty() && lease_ == 0) {
     // The lease ran out since the turn was asked for: no turn without it.
     DropTurns(group);
@@ -171,38 +172,74 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryOnce(std::vector<Pending>& group,
   co_return Settled::kDone;
 }
 
-fence::ValueNow EtcdFences::ValueBefore(const fence::FencedWrite& write,
-                                        const ValuesRead& read,
-                                        const GroupPlan& plan,
-                                        std::optional<std::int64_t>* revision) {
-  if (write.value_now) return *write.value_now;
-  if (!ReadsValue(write)) return {};
-  const std::string& key = write.value->key;
-  if (auto it = plan.values.find(key); it != plan.values.end()) {
-    return it->second;
+// What a group's fold reads: the fences as this replica's cache has them
+// (Load read those it lacked) and the values Load read for preconditions.
+// A put's tag is the transaction's revision, not known until it commits;
+// an applied write decided on a value Load read makes the transaction
+// compare that value's mod_revision with the one read.
+class EtcdFences::GroupLoads : public fence::Fold::Source {
+ public:
+  GroupLoads(EtcdFences& store, const ValuesRead& read, GroupPlan& plan)
+      : store_(store), read_(read), plan_(plan) {}
+
+  std::error_code LoadFence(const std::string& name,
+                            fence::FenceNow* now) override {
+    const Seen& seen = store_.cache_[name];
+    *now = {seen.token, seen.updated_at_ns};
+    return {};
   }
-  // Load read every key of a write that ReadsValue.
-  const std::int64_t mod_revision = read.at(key);
-  *revision = mod_revision;
-  if (mod_revision == 0) return {};
-  return fence::ValueNow{true, etcd::TagOf(mod_revision)};
-}
+
+  std::error_code LoadValue(const std::string& key, bool with_tag,
+                            fence::ValueNow* now) override {
+    // Without a precondition its value is not read: created or not is
+    // told by the transaction (prev_kv).
+    if (!with_tag) return {};
+    // Load read every key of a write that ReadsValue.
+    if (const std::int64_t revision = read_.at(key); revision != 0) {
+      *now = fence::ValueNow{true, etcd::TagOf(revision)};
+    }
+    return {};
+  }
+
+  std::error_code Admit(fence::Change& change, std::size_t,
+                        WriteOutcome*) override {
+    if (change.value_loaded) {
+      plan_.value_compares.try_emplace(change.key, read_.at(change.key));
+    }
+    if (change.op == fence::Change::Op::kPut) change.tag = kTagNotKnownYet;
+    return {};
+  }
+
+ private:
+  EtcdFences& store_;
+  const ValuesRead& read_;
+  GroupPlan& plan_;
+};
 
 EtcdFences::GroupPlan EtcdFences::DecideGroup(const std::vector<Pending>& group,
+                                              bool all_or_nothing,
                                               std::int64_t now_ns,
                                               const ValuesRead& read) {
   GroupPlan plan;
   plan.outcomes.resize(group.size());
+  GroupLoads loads(*this, read, plan);
+  fence::Fold fold(loads);
+  if (all_or_nothing) {
+    fence::Batch batch;
+    for (const Pending& p : group) batch.writes.push_back(WriteOf(p));
+    std::vector<WriteOutcome> outcomes;
+    plan.rejected = !fold.Decide(batch, now_ns, &outcomes);
+    // The writes after one that stopped the batch keep no outcome.
+    std::move(outcomes.begin(), outcomes.end(), plan.outcomes.begin());
+    if (plan.rejected) return plan;
+  } else {
+    for (std::size_t i = 0; i < group.size(); ++i) {
+      fold.Decide(WriteOf(group[i]), now_ns, &plan.outcomes[i]);
+    }
+  }
   for (std::size_t i = 0; i < group.size(); ++i) {
     const fence::FencedWrite& write = WriteOf(group[i]);
-    Seen& fence =
-        plan.view.try_emplace(write.fence, cache_[write.fence]).first->second;
-    std::optional<std::int64_t> revision_read;
-    const fence::ValueNow value =
-        ValueBefore(write, read, plan, &revision_read);
-    WriteOutcome& outcome = plan.outcomes[i];
-    outcome = fence::DecideWrite(write, fence.token, fence.updated_at_ns,
-                                 now_ns, value);
+    const WriteOutcome& outcome = plan.outcomes[i];
     if (!fence::Applied(outcome)) {
       if (outcome.verdict == Verdict::kPreconditionFailed &&
           outcome.etag == kTagNotKnownYet) {
@@ -211,23 +248,18 @@ EtcdFences::GroupPlan EtcdFences::DecideGroup(const std::vector<Pending>& group,
       plan.rejected = true;
       continue;
     }
-    if (std::find(plan.changed.begin(), plan.changed.end(), write.fence) ==
-        plan.changed.end()) {
-      plan.changed.push_back(write.fence);  // compared even when observed
-    }
-    if (fence::RaisesFence(outcome)) {
-      fence.token = outcome.current;
-      fence.updated_at_ns = outcome.updated_at_ns;
-    }
-    if (write.value) {
-      const std::string& key = write.value->key;
-      if (revision_read) plan.value_compares.try_emplace(key, *revision_read);
-      plan.values[key] = write.value->kind == fence::ValueOp::Kind::kPut
-                             ? fence::ValueNow{true, kTagNotKnownYet}
-                             : fence::ValueNow{};
-      plan.last_value[key] = i;
-    }
+    AddOnce(plan.changed, write.fence);  // compared even when observed
+    if (write.value) plan.last_value[write.value->key] = i;
     if (group[i].turn) plan.turns.push_back(i);
+  }
+  // The changed fences as the group left them.
+  for (const std::string& name : plan.changed) {
+    Seen& seen = plan.view[name] = cache_[name];
+    const auto& raised = fold.state().fences;
+    if (auto it = raised.find(name); it != raised.end()) {
+      seen.token = it->second.token;
+      seen.updated_at_ns = it->second.updated_at_ns;
+    }
   }
   return plan;
 }

@@ -13,6 +13,7 @@
 #include <boost/asio/detached.hpp>
 
 #include "fence/errc.h"
+#include "fence/fold.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_fences.h"
@@ -35,6 +36,54 @@ WriteOutcome Unavailable() {
   outcome.error = Errc::kStoreUnavailable;
   return outcome;
 }
+
+// What the fold of one lease operation reads: the fence read with the lease,
+// the lease as its hold tells it (`rules`), and --max-leases over the holds
+// counted with it (`holds`, set for an acquire when there is a limit).
+// Nothing to take: the transaction compares everything it was decided on.
+class LeaseLoads : public fence::Fold::Source {
+ public:
+  LeaseLoads(const etcd::Seen& fence, const fence::LeaseState& rules,
+             std::optional<std::size_t> holds, std::size_t max_leases)
+      : fence_(fence), rules_(rules), holds_(holds), max_leases_(max_leases) {}
+
+  // Whether the operation counted against --max-leases (OverLeaseLimit).
+  bool limited() const { return limited_; }
+
+  std::error_code LoadFence(const std::string&, fence::FenceNow* now) override {
+    *now = {fence_.token, fence_.updated_at_ns};
+    return {};
+  }
+  std::error_code LoadValue(const std::string&, bool,
+                            fence::ValueNow*) override {
+    return {};  // a lease operation has no value
+  }
+  fence::LeaseState LoadLease(const fence::LeaseOp&, std::int64_t,
+                              std::optional<fence::LeaseRecord>*) override {
+    fence::LeaseState state = rules_;
+    state.other.reset();
+    return state;
+  }
+  std::optional<fence::LeaseState::Blocking> LiveOnFence(
+      const fence::LeaseOp&, std::int64_t) override {
+    return rules_.other;
+  }
+  bool OverLeaseLimit(const fence::LeaseOp& op, const fence::LeaseState& state,
+                      std::int64_t) override {
+    limited_ = holds_ && fence::CountsAgainstLeaseLimit(op, state);
+    return limited_ && fence::OverLeaseLimit(op, state, *holds_, max_leases_);
+  }
+  std::error_code Admit(fence::Change&, std::size_t, WriteOutcome*) override {
+    return {};
+  }
+
+ private:
+  const etcd::Seen& fence_;
+  const fence::LeaseState& rules_;
+  const std::optional<std::size_t> holds_;
+  const std::size_t max_leases_;
+  bool limited_ = false;
+};
 
 }  // namespace
 
@@ -145,22 +194,17 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryLease(const fence::LeaseOp& op,
     co_return Settled::kFailed;
   }
   const std::int64_t now_ns = WallNowNs();
-  fence::LeaseState rules = RulesView(op, state, now_ns);
-  // --max-leases, decided on the count read with the lease; the grant's
-  // transaction compares that no hold was created since.
-  const bool limited = state.holds && fence::CountsAgainstLeaseLimit(op, rules);
-  if (limited) {
-    rules.over_limit =
-        fence::OverLeaseLimit(op, rules, *state.holds, options_.max_leases);
-  }
+  const fence::LeaseState rules = RulesView(op, state, now_ns);
   // The lease ran out and no replica has counted it yet: the transaction
   // that changes its record counts it (its compare makes that one).
   const bool unnoticed =
       state.record && !state.record->released && !rules.live && !state.noticed;
-  fence::LeaseDecision decision =
-      fence::DecideLease(op, state.fence.token, rules, now_ns);
-  *outcome = std::move(decision.outcome);
-  if (!decision.next) {
+  // --max-leases, decided on the count read with the lease; the grant's
+  // transaction compares that no hold was created since.
+  LeaseLoads loads(state.fence, rules, state.holds, options_.max_leases);
+  fence::Fold fold(loads);
+  fold.Decide(op, now_ns, SteadyNow(), outcome);
+  if (fold.changes().empty()) {
     if (outcome->error) co_return Settled::kFailed;
     // A refusal changes nothing, but notices a lease that ran out.
     if (unnoticed && co_await NoticeExpiry(op.name, state)) {
@@ -169,7 +213,8 @@ Awaitable<EtcdFences::Settled> EtcdFences::TryLease(const fence::LeaseOp& op,
     co_return Settled::kDone;
   }
   const Settled settled =
-      co_await CommitLease(op, state, *decision.next, outcome, now_ns, limited);
+      co_await CommitLease(op, state, *fold.changes().front().lease, outcome,
+                           now_ns, loads.limited());
   if (settled == Settled::kDone && unnoticed) {
     outcome->lease->expired = *state.record;
   }

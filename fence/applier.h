@@ -1,0 +1,117 @@
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fence/env.h"
+#include "fence/wal.h"
+#include "fence/write.h"
+
+namespace fencepost::fence {
+
+// Map space a record of `bytes` (fence, key and body) may take once applied:
+// its bytes twice (a page split can copy them) plus a page of overhead.
+inline std::size_t MapReservation(std::size_t bytes) {
+  return 2 * bytes + 4096;
+}
+inline std::size_t MapReservation(const WalRecord& r) {
+  return MapReservation(r.fence.size() + r.key.size() + r.body.size());
+}
+// What the records of `write` may take, at most.
+std::size_t MapReservation(const FenceWrite& write);
+
+// Writes a committer's logged records into LMDB behind its answers: a thread
+// of its own takes the records the committer hands it once they are answered
+// (Add), gathers them for up to 50 ms, writes them in one durable
+// transaction that also stores the highest sequence number applied
+// (applied_seq), then retires them from the overlay. It runs ten nice
+// levels below the thread that created it, so where the two share a core the
+// answers go first.
+//
+// It keeps the committer's account of what LMDB lacks: the bytes of records
+// logged and not yet applied (Owe), and the map space promised to them
+// (Reserve), both given back as their records are applied. A committer
+// that must not run further ahead waits for it (WaitUntil), which makes the
+// thread apply at once instead of gathering.
+//
+// A failed LMDB commit of logged records calls `fatal` (which must not
+// return): acknowledged writes could not be kept.
+//
+// Thread safety: every method may be called from any thread; `fatal` runs
+// on the applier's thread.
+class Applier {
+ public:
+  // What LMDB lacks, as WaitUntil's predicates see it.
+  struct Backlog {
+    std::size_t queued = 0;           // records handed over, not applied
+    std::size_t unapplied_bytes = 0;  // owed (Owe), not applied
+    std::uint64_t applied_seq = 0;    // the highest record in LMDB
+  };
+  using Fatal = std::function<void(const std::string& what, int rc)>;
+  using Ready = std::function<bool(const Backlog&)>;
+
+  // Reads applied_seq from `env`. Throws std::runtime_error when it
+  // cannot be read.
+  Applier(Env& env, Fatal fatal);
+  ~Applier();  // Finish()
+  Applier(const Applier&) = delete;
+  Applier& operator=(const Applier&) = delete;
+
+  std::uint64_t applied_seq() const;
+
+  // Writes `records` into LMDB in one durable transaction on the calling
+  // thread (growing the map when needed), before Start. Returns 0 or an
+  // LMDB error code.
+  int Apply(const std::vector<WalRecord>& records);
+  // Starts the thread with `logged`, records published to the overlay and
+  // not in LMDB (recovered from the log), owed and reserved.
+  void Start(std::vector<WalRecord> logged);
+
+  // Map space promised to records not yet applied.
+  std::size_t reserved() const { return reserved_bytes_; }
+  void Reserve(std::size_t bytes) { reserved_bytes_ += bytes; }
+  void Unreserve(std::size_t bytes) { reserved_bytes_ -= bytes; }
+  // Counts `bytes` of logged records as unapplied until they are applied.
+  void Owe(std::size_t bytes);
+  // Hands over answered records (moved from) to apply.
+  void Add(std::vector<WalRecord>& records);
+  // Whether `ready` holds now.
+  bool Holds(const Ready& ready) const;
+  // Waits until `ready` holds, with the thread told to apply at once.
+  void WaitUntil(const Ready& ready);
+  // Applies everything handed over, then joins the thread. Returns whether
+  // it ran (then everything logged is in LMDB). Idempotent.
+  bool Finish();
+
+ private:
+  // What LMDB lacks now; under mu_.
+  Backlog Now() const {
+    return {to_apply_.size(), unapplied_bytes_, applied_seq_};
+  }
+  void Loop();
+  int ApplyRecord(MDB_txn* txn, const WalRecord& r);
+
+  Env& env_;
+  const Fatal fatal_;
+  std::atomic<std::size_t> reserved_bytes_ = 0;
+  mutable std::mutex mu_;
+  // Each waiter has its own: a wake-up goes only to the thread it is for.
+  std::condition_variable apply_cv_;    // the thread: records, a waiter, done
+  std::condition_variable applied_cv_;  // progress, for WaitUntil
+  // Guarded by mu_, with the below.
+  std::vector<WalRecord> to_apply_;
+  std::size_t unapplied_bytes_ = 0;
+  std::uint64_t applied_seq_ = 0;
+  bool done_ = false;
+  bool waiting_ = false;
+  std::thread thread_;
+};
+
+}  // namespace fencepost::fence
