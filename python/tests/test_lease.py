@@ -138,19 +138,28 @@ def test_the_ttl_runs_from_the_acquires_send(server: ScriptedServer
                                              ) -> None:
     """Lease.acquire's and the elector's: a grant answered 0.3 s after it
     was sent is held until the send + TTL - margin."""
+    # Renewals wait: held_until is the grant's alone, however late this
+    # thread reads it.
     server.grant_delay = 0.3
+    server.hold_renewals()
     lease = keep(server)
     assert lease.held_until == pytest.approx(
         server.sent[0] + TTL - MARGIN, abs=0.1)
+    server.gate.set()
     lease.stop()
     server2 = ScriptedServer()
     server2.grant_delay = 0.3
+    server2.hold_renewals()
     e = elector(server2)
-    with e.leadership(interrupt=False):
-        elected = e.lease
-        assert elected is not None
-        assert elected.held_until == pytest.approx(
-            server2.sent[0] + TTL - MARGIN, abs=0.1)
+    try:
+        with e.leadership(interrupt=False):
+            elected = e.lease
+            assert elected is not None
+            assert elected.held_until == pytest.approx(
+                server2.sent[0] + TTL - MARGIN, abs=0.1)
+            server2.gate.set()
+    finally:
+        server2.gate.set()
 
 
 def test_a_renewal_answered_after_the_deadline_does_not_extend_it(
