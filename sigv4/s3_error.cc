@@ -35,9 +35,13 @@ std::string Element(std::string_view xml, std::string_view name) {
         }
       }
     }
-    // A control character (a line break in a message) becomes a space.
-    const bool control = static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-    out.push_back(control ? ' ' : c);
+    // A line break or tab in a message becomes a space; any other control
+    // character is dropped.
+    if (c == '\n' || c == '\r' || c == '\t') {
+      out.push_back(' ');
+    } else if (static_cast<unsigned char>(c) >= 0x20 && c != 0x7f) {
+      out.push_back(c);
+    }
   }
   return out;
 }
@@ -46,10 +50,15 @@ std::string Element(std::string_view xml, std::string_view name) {
 
 std::optional<S3ErrorDocument> ParseS3ErrorDocument(std::string_view body) {
   const std::size_t start = body.find("<Error>");
-  if (start == std::string_view::npos) return std::nullopt;
-  const std::string_view error = body.substr(start);
-  return S3ErrorDocument{Element(error, "Code"), Element(error, "Message"),
-                         Element(error, "RequestId")};
+  const std::string_view error =
+      start == std::string_view::npos ? body : body.substr(start);
+  S3ErrorDocument document{Element(error, "Code"), Element(error, "Message"),
+                           Element(error, "RequestId")};
+  if (start == std::string_view::npos && document.code.empty() &&
+      document.message.empty() && document.request_id.empty()) {
+    return std::nullopt;
+  }
+  return document;
 }
 
 }  // namespace fencepost::sigv4

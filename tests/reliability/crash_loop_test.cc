@@ -71,8 +71,13 @@ std::string KeeperProblems(const ServerProcess& server, std::uint64_t token) {
   return "";
 }
 
-constexpr int kWriters = 6;     // Load's writer threads
-constexpr int kSettleMs = 600;  // the http:// backend's --upstream-settle
+constexpr int kWriters = 6;  // Load's writer threads
+// A store kept elsewhere (http://, s3://) is given a short --upstream-timeout
+// and --upstream-settle: a start after a kill holds every fence for their
+// sum (the dead process's writes may still land), and each cycle lets the
+// writes flow again before the next kill.
+constexpr int kTimeoutMs = 1000;  // --upstream-timeout
+constexpr int kSettleMs = 600;    // --upstream-settle
 
 enum class Store {
   kLmdb,  // applies batches: a BatchLoad runs too
@@ -89,7 +94,8 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   const bool http = store == Store::kHttp;
   const bool tags = !http;  // the store keeps entity tags: a CasLoad runs
   // Values kept by a store that outlives the kill: a start holds every fence
-  // for the settle time (the dead process's writes may still land).
+  // for the upstream timeout and settle time (the dead process's writes may
+  // still land).
   const bool held = http || store == Store::kS3;
   // Over s3:// a cycle reads every key back from the store: half as many.
   const int cycles = store == Store::kS3 ? std::max(1, Cycles() / 2) : Cycles();
@@ -125,10 +131,11 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
     // than the shortest pause on a loaded machine, and a cycle that is
     // killed before it could answer proves nothing.
     load.AwaitAcknowledgedAbove(acked_before, std::chrono::seconds(20));
-    // Through http://, a start after a kill holds the fences for the settle
-    // time (bumps go through): the kill lands once PUTs flow again.
-    std::this_thread::sleep_for(
-        std::chrono::milliseconds(rng() % 270 + (held ? kSettleMs : 0)));
+    // Through a store kept elsewhere, a start after a kill holds the fences
+    // for the upstream timeout and settle time (bumps go through): the kill
+    // lands once PUTs flow again.
+    std::this_thread::sleep_for(std::chrono::milliseconds(
+        rng() % 270 + (held ? kTimeoutMs + kSettleMs : 0)));
     // The server still answers at the kill: a write is acknowledged after
     // the pause (a cycle is too short for a write to wait long, so a server
     // that stopped answering would otherwise go unseen).
@@ -227,8 +234,9 @@ void CrashLoop(std::vector<std::string> args, const std::string& data,
   EXPECT_GT(deletes, 0u);
   EXPECT_GT(bumps, 0u);
   if (http) {
-    // Every start after a kill holds the fences for the settle time: the
-    // dead process may have left writes on the wire to the upstream. (Over
+    // Every start after a kill holds the fences for the upstream timeout and
+    // settle time: the dead process may have left writes on the wire to the
+    // upstream. (Over
     // s3://, reading the state back takes longer than the hold, so the load
     // rarely meets it; S3BackendTest.AWriteOfAKilledProcessCannotLandOver-
     // ANewerOne shows that hold.)
@@ -256,6 +264,7 @@ TEST(CrashLoopTest, HttpBackendNeverLosesAFence) {
   TempDir dir;
   testing::NginxProcess nginx(dir / "root", dir / "nginx");
   CrashLoop({"--backend", "http://127.0.0.1:" + std::to_string(nginx.port()),
+             "--upstream-timeout", std::to_string(kTimeoutMs / 1000.0),
              "--upstream-settle", std::to_string(kSettleMs / 1000.0)},
             dir / "data", Store::kHttp);
 }
@@ -271,6 +280,8 @@ TEST(CrashLoopTest, S3BackendNeverLosesAFence) {
       "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
       "--s3-endpoint",
       rgw.endpoint(),
+      "--upstream-timeout",
+      std::to_string(kTimeoutMs / 1000.0),
       "--upstream-settle",
       std::to_string(kSettleMs / 1000.0)};
   // The store's credentials, as the server's environment would give them.
