@@ -14,10 +14,10 @@
 #include <utility>
 #include <vector>
 
-#include "fence/write.h"
 #include "fence/fence_record.h"
 #include "fence/rules.h"
 #include "fence/token.h"
+#include "fence/write.h"
 #include "http/coro.h"
 #include "http/message.h"
 

@@ -15,7 +15,6 @@
 #include "sigv4/credentials.h"
 #include "sigv4/crypto.h"
 #include "sigv4/s3_error.h"
-#include "sigv4/s3_error.h"
 #include "sigv4/verifier.h"
 
 namespace fencepost::cli::s3 {
