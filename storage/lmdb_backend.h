@@ -1,8 +1,11 @@
 #pragma once
 
-#include "fence/shards.h"
 #include "storage/backend.h"
 #include "storage/fences.h"
+
+namespace fencepost::fence {
+class Shards;
+}
 
 namespace fencepost::storage {
 

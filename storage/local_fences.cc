@@ -4,12 +4,22 @@
 #include <iterator>
 #include <limits>
 
+#include "fence/fence_store.h"
 #include "fence/rules.h"
+#include "fence/shards.h"
 
 namespace fencepost::storage {
 
 LocalFences::LocalFences(fence::Shards& shards)
-    : shards_(shards), store_(shards.envs()) {}
+    : shards_(shards),
+      store_(std::make_unique<fence::FenceStore>(shards.envs())) {}
+
+LocalFences::~LocalFences() = default;
+
+std::string LocalFences::RefuseScopeChange(const fence::Scopes& before,
+                                           const fence::Scopes& after) const {
+  return shards_.RefuseScopeChange(before, after);
+}
 
 void LocalFences::Submit(fence::FenceWrite write, fence::WriteDone done) {
   shards_.CommitterOf(fence::RoutingFence(write))
@@ -99,7 +109,7 @@ Awaitable<void> LocalFences::RecordScopes(fence::ScopeRecord record) {
 
 Awaitable<Fences::Read> LocalFences::Get(std::string name) {
   Read out;
-  out.error = store_.Get(name, &out.fence);
+  out.error = store_->Get(name, &out.fence);
   co_return out;
 }
 
@@ -107,7 +117,7 @@ Awaitable<Fences::ListRead> LocalFences::List(std::string prefix,
                                               std::string after,
                                               std::size_t limit) {
   ListRead out;
-  out.error = store_.List(prefix, after, limit, &out.list);
+  out.error = store_->List(prefix, after, limit, &out.list);
   co_return out;
 }
 
@@ -147,7 +157,7 @@ Awaitable<Fences::LeaseList> LocalFences::ListLeases(std::string prefix,
 
 std::optional<std::uint64_t> LocalFences::Count() {
   std::uint64_t count = 0;
-  if (store_.Count(&count)) return std::nullopt;
+  if (store_->Count(&count)) return std::nullopt;
   return count;
 }
 

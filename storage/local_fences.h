@@ -5,13 +5,16 @@
 #include <utility>
 // clang-format on
 
-#include <functional>
+#include <memory>
 #include <string>
 
-#include "fence/fence_store.h"
-#include "fence/shards.h"
 #include "http/coro.h"
 #include "storage/fences.h"
+
+namespace fencepost::fence {
+class FenceStore;
+class Shards;
+}  // namespace fencepost::fence
 
 namespace fencepost::storage {
 
@@ -20,6 +23,7 @@ namespace fencepost::storage {
 class LocalFences : public Fences {
  public:
   explicit LocalFences(fence::Shards& shards);
+  ~LocalFences() override;
 
   // A batch goes to the committer of its first write's fence (RefuseBatch
   // refuses one whose fences live in different shards); a lease operation
@@ -42,16 +46,14 @@ class LocalFences : public Fences {
   Awaitable<fence::ScopeRecord> RecordedScopes() override;
   Awaitable<void> RecordScopes(fence::ScopeRecord record) override;
   std::string RefuseScopeChange(const fence::Scopes& before,
-                                const fence::Scopes& after) const override {
-    return shards_.RefuseScopeChange(before, after);
-  }
+                                const fence::Scopes& after) const override;
 
  private:
   // Tells every lease that ran out and was not noticed.
   void NoticeExpired();
 
   fence::Shards& shards_;
-  fence::FenceStore store_;
+  std::unique_ptr<fence::FenceStore> store_;
 };
 
 }  // namespace fencepost::storage

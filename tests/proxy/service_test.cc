@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "fence/shards.h"
 #include "proxy/routes.h"
 #include "storage/lmdb_backend.h"
 #include "storage/local_fences.h"

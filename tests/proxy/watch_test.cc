@@ -10,6 +10,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_future.hpp>
 
+#include "fence/shards.h"
 #include "proxy/service.h"
 #include "storage/lmdb_backend.h"
 #include "storage/local_fences.h"
