@@ -109,6 +109,21 @@ def test_a_refused_renewal_is_a_loss_at_once(server: ScriptedServer) -> None:
     assert lease.lost_at < lease.held_until
 
 
+def test_a_renewal_refused_for_good_otherwise_is_a_loss_at_once(
+        server: ScriptedServer) -> None:
+    """A final refusal other than 409 (here a 404) ends the lease at the
+    first renewal too, not at the deadline."""
+    def gone(sent: float) -> fencepost.LeaseInfo:
+        raise fencepost.Problem(404, {"type": "not-found",
+                                      "detail": "no such lease"})
+    server.renewal = gone
+    lease = keep(server)
+    assert lease.lost.wait(5)
+    assert lease.reason == ("the renewal was refused with "
+                            "404 not-found: no such lease")
+    assert lease.lost_at is not None and lease.lost_at < lease.held_until
+
+
 def test_a_renewal_with_another_token_is_a_loss(server: ScriptedServer
                                                 ) -> None:
     server.renewal = lambda sent: grant(token=8)

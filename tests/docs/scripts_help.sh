@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every script a user runs (each executable *.sh of scripts/, tests/bench/
-# and examples/) answers --help with its usage and starts nothing: exit 0,
+# and examples/, tests/fuzz/run.sh and .ci/run) answers --help with its usage and starts nothing: exit 0,
 # standard output naming the script as it is called from the checkout's
 # top, standard error empty. Each runs in a copy of those folders with a
 # PATH of only the tools a usage needs (bash, sh, env, sed, awk, cat, head,
@@ -19,8 +19,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/fencepost-help.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 copy=$work/checkout
 mkdir -p "$copy/tests" "$work/bin"
-cp -r "$root/scripts" "$root/examples" "$copy/"
-cp -r "$root/tests/bench" "$copy/tests/"
+cp -r "$root/scripts" "$root/examples" "$root/.ci" "$copy/"
+cp -r "$root/tests/bench" "$root/tests/fuzz" "$copy/tests/"
 
 for tool in bash sh env sed awk cat head tail grep dirname basename; do
   ln -s "$(command -v "$tool")" "$work/bin/$tool"
@@ -58,7 +58,7 @@ check() {
 failures=0
 checked=0
 for script in $(cd "$copy" && find scripts tests/bench examples -maxdepth 1 \
-  -name '*.sh' -type f -perm -u+x | LC_ALL=C sort); do
+  -name '*.sh' -type f -perm -u+x | LC_ALL=C sort) tests/fuzz/run.sh .ci/run; do
   checked=$((checked + 1))
   why=$(check "$script")
   if [[ -n $why ]]; then
