@@ -660,6 +660,22 @@ TEST(S3BackendTest, AWriteTheStoreReadWholeIsNeverSentAgain) {
   EXPECT_EQ(store.Writes(), "PUT /scripted/dropped\n");
 }
 
+// The same for a conditional PutObject (If-None-Match: *, decided over a
+// HEAD that leaves the connection kept alive): a store that read it whole
+// and closed may have applied it, so it is never sent again either (sent
+// again, it would be refused for its own effect, or its answer relayed
+// for the first copy's). Seen failing with conditional writes resent when
+// unanswered.
+TEST(S3BackendTest, AConditionalWriteTheStoreReadWholeIsNeverSentAgain) {
+  ScriptedServer scripted;
+  ScriptedStore& store = scripted.store;
+  HttpClient client(scripted.server.data_port());
+  const auto put = client.Request("PUT", "/dropped-new",
+                                  Token(1, {{"If-None-Match", "*"}}), "v");
+  EXPECT_EQ(put.status, 504) << put.body;
+  EXPECT_EQ(store.Writes(), "PUT /scripted/dropped-new\n") << "sent once";
+}
+
 // A CA, and a certificate for 127.0.0.1 it signed, in `dir` (ca.pem,
 // server.pem, server.key), made with openssl; false when it fails.
 bool MakeCertificates(const std::string& dir) {

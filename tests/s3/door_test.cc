@@ -432,7 +432,8 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
   const std::string prefix = rgw.UniquePrefix("trailer");
   Door door(prefix, {"--s3-allow-unsigned-payload"});
   const std::string data = "unsigned chunks, checked by their checksum";
-  const auto put = [&](const std::string& key, const std::string& checksum) {
+  const auto put_to = [&](Door& to, const std::string& key,
+                          const std::string& checksum) {
     const std::string body =
         [&] {
           char size[32];
@@ -442,7 +443,7 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
         "\r\n" + data + "\r\n0\r\nx-amz-checksum-crc32:" + checksum +
         "\r\n\r\n";
     http::Request request =
-        storage::S3Request(door.Bucket(), bhttp::verb::put, key, "");
+        storage::S3Request(to.Bucket(), bhttp::verb::put, key, "");
     request.set("Fencing-Token", "3");
     request.set(bhttp::field::content_encoding, "aws-chunked");
     request.set("x-amz-decoded-content-length", std::to_string(data.size()));
@@ -466,7 +467,10 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
       request.set(to_sign.headers[i].name, to_sign.headers[i].value);
     }
     request.body() = body;
-    return SendRaw(door.port(), request);
+    return SendRaw(to.port(), request);
+  };
+  const auto put = [&](const std::string& key, const std::string& checksum) {
+    return put_to(door, key, checksum);
   };
   const std::string right =
       sigv4::Base64Checksum(sigv4::ChecksumAlgorithm::kCrc32, data);
@@ -478,6 +482,13 @@ TEST(S3DoorTest, UnsignedChunksNeedTheirTrailingChecksum) {
   EXPECT_EQ(wrong.status, 400) << wrong.body;
   EXPECT_EQ(S3Code(wrong), "BadDigest") << wrong.body;
   EXPECT_EQ(rgw.Get(prefix + "wrong").status, 404);
+  // On plain HTTP without the flag, even a right checksum is refused: it
+  // is no signature, and a relay can make its own.
+  Door plain(prefix);
+  const auto refused = put_to(plain, "plain", right);
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_EQ(S3Code(refused), "AccessDenied") << refused.body;
+  EXPECT_EQ(rgw.Get(prefix + "plain").status, 404);
 }
 
 // The answer of the door at `port` over TLS to `request` (openssl s_client
