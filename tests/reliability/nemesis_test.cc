@@ -126,7 +126,7 @@ std::uint32_t Seed() {
 
 std::int64_t Now() { return SteadyNs(Clock::now()); }
 
-enum class Backend { kFs, kHttp, kS3, kHttpEtcd };
+enum class Backend { kFs, kHttp, kS3, kHttpEtcd, kS3Etcd };
 
 enum Fault {
   kStorePause,
@@ -432,6 +432,8 @@ std::string Describe(Backend backend) {
       return "s3:// (RGW)";
     case Backend::kHttpEtcd:
       return "http:// (nginx), fences in etcd";
+    case Backend::kS3Etcd:
+      return "s3:// (RGW), fences in etcd";
   }
   return "";
 }
@@ -453,8 +455,7 @@ class Nemesis {
     SetUpStores();
     if (::testing::Test::HasFatalFailure()) return;
     Start();
-    Clients clients(
-        current_, backend_ == Backend::kHttp || backend_ == Backend::kHttpEtcd);
+    Clients clients(current_, InBodies());
     const auto began = Clock::now();
     if (relay_) ForceALateWrite(clients);
     Elections elections;
@@ -466,7 +467,7 @@ class Nemesis {
                    {kStorePause, kStorePause, kStorePauseKill, kStorePauseTerm,
                     kStalledWrite, kStalledWriteKill, kStalledWriteTerm});
     }
-    if (backend_ == Backend::kHttpEtcd) kinds.push_back(kEtcdPause);
+    if (InEtcd()) kinds.push_back(kEtcdPause);
     const auto deadline = Clock::now() + std::chrono::seconds(seconds);
     while (Clock::now() < deadline && !::testing::Test::HasFatalFailure()) {
       std::this_thread::sleep_for(milliseconds(300 + rng() % 900));
@@ -483,32 +484,45 @@ class Nemesis {
   const std::vector<std::string>& violations() const { return violations_; }
 
  private:
+  // Values in the stored object's metadata (s3://), or in the body.
+  bool S3() const {
+    return backend_ == Backend::kS3 || backend_ == Backend::kS3Etcd;
+  }
+  bool InEtcd() const {
+    return backend_ == Backend::kHttpEtcd || backend_ == Backend::kS3Etcd;
+  }
+  bool InBodies() const {
+    return backend_ == Backend::kHttp || backend_ == Backend::kHttpEtcd;
+  }
+
   void SetUpStores() {
+    if (InEtcd()) {
+      etcd_url_ = testing::ShellLine(std::string(FENCEPOST_ETCD_SH) +
+                                     " start " + (dir_ / "etcd"));
+      ASSERT_FALSE(etcd_url_.empty()) << "etcd did not start";
+      args_ = {"--fence-store", etcd_url_ + "/nemesis"};
+    }
     switch (backend_) {
       case Backend::kFs:
         args_ = {"--backend", "fs:" + (dir_ / "store")};
         break;
       case Backend::kHttpEtcd:
-        etcd_url_ = testing::ShellLine(std::string(FENCEPOST_ETCD_SH) +
-                                       " start " + (dir_ / "etcd"));
-        ASSERT_FALSE(etcd_url_.empty()) << "etcd did not start";
-        args_ = {"--fence-store", etcd_url_ + "/nemesis"};
-        [[fallthrough]];
       case Backend::kHttp:
         nginx_.emplace(dir_ / "root", dir_ / "nginx");
         relay_ = std::make_unique<testing::AnswerDropper>("127.0.0.1",
                                                           nginx_->port());
         args_.insert(args_.end(), {"--backend", relay_->endpoint()});
         break;
-      case Backend::kS3: {
+      case Backend::kS3:
+      case Backend::kS3Etcd: {
         testing::Rgw& rgw = testing::Rgw::Shared();
         prefix_ = rgw.UniquePrefix(gate_ ? "nemesis" : "nemesisnogate");
         relay_ =
             std::make_unique<testing::AnswerDropper>("127.0.0.1", rgw.port());
-        args_ = {"--backend",
-                 "s3://" + rgw.bucket() + "/" +
-                     prefix_.substr(0, prefix_.size() - 1),
-                 "--s3-endpoint", relay_->endpoint()};
+        args_.insert(args_.end(), {"--backend",
+                                   "s3://" + rgw.bucket() + "/" +
+                                       prefix_.substr(0, prefix_.size() - 1),
+                                   "--s3-endpoint", relay_->endpoint()});
         env_ = rgw.Env();
         break;
       }
@@ -520,7 +534,7 @@ class Nemesis {
     }
     if (!gate_) env_.push_back("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE=1");
     // Fences in etcd: no data directory (the turns in etcd hold instead).
-    if (backend_ != Backend::kHttpEtcd) data_dir_ = dir_ / "data";
+    if (!InEtcd()) data_dir_ = dir_ / "data";
   }
 
   void Start() {
@@ -541,14 +555,14 @@ class Nemesis {
   }
 
   void PauseStore() {
-    if (backend_ == Backend::kS3) {
+    if (S3()) {
       testing::Rgw::Shared().PauseGateway();
     } else {
       relay_->Pause();
     }
   }
   void ResumeStore() {
-    if (backend_ == Backend::kS3) {
+    if (S3()) {
       testing::Rgw::Shared().ResumeGateway();
     } else {
       relay_->Resume();
@@ -648,9 +662,7 @@ class Nemesis {
       try {
         HttpClient client(relay_->port(), 10);
         const std::string base =
-            backend_ == Backend::kS3
-                ? "/" + testing::Rgw::Shared().bucket() + "/" + prefix_
-                : "/";
+            S3() ? "/" + testing::Rgw::Shared().bucket() + "/" + prefix_ : "/";
         client.Request("PUT", base + "disarm" + path, {}, "x");
       } catch (const std::exception&) {
       }
@@ -723,7 +735,7 @@ class Nemesis {
   std::optional<std::pair<std::uint64_t, std::string>> Direct(
       const std::string& key) const {
     std::string body;
-    if (backend_ == Backend::kS3) {
+    if (S3()) {
       const testing::S3Object object =
           testing::Rgw::Shared().Get(prefix_ + key);
       if (object.status != 200) return std::nullopt;
@@ -743,11 +755,10 @@ class Nemesis {
     Checker checker;
     for (const std::string& d : kDomains) checker.Scope(d);
     // A replica refuses from its cache of the fences in etcd (history.h).
-    if (backend_ == Backend::kHttpEtcd) checker.Rejecting(Rejections::kMayLag);
+    if (InEtcd()) checker.Rejecting(Rejections::kMayLag);
     checker.Add(history.ops(), history.reads());
     const std::vector<std::string> keys = Keys();
-    const bool in_bodies =
-        backend_ == Backend::kHttp || backend_ == Backend::kHttpEtcd;
+    const bool in_bodies = InBodies();
     const auto through =
         ReadState(server_->data_port(), server_->admin_port(), keys, in_bodies);
     violations_ = checker.Check(through);
@@ -835,15 +846,16 @@ TEST_P(NemesisTest, NoAcknowledgedWriteIsLostOrOverwrittenByAnOlderOne) {
   for (const std::string& v : nemesis.violations()) ADD_FAILURE() << v;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, NemesisTest,
-                         ::testing::Values(NemesisCase{"Fs", Backend::kFs},
-                                           NemesisCase{"Http", Backend::kHttp},
-                                           NemesisCase{"S3", Backend::kS3},
-                                           NemesisCase{"HttpWithFencesInEtcd",
-                                                       Backend::kHttpEtcd}),
-                         [](const ::testing::TestParamInfo<NemesisCase>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Backends, NemesisTest,
+    ::testing::Values(NemesisCase{"Fs", Backend::kFs},
+                      NemesisCase{"Http", Backend::kHttp},
+                      NemesisCase{"S3", Backend::kS3},
+                      NemesisCase{"HttpWithFencesInEtcd", Backend::kHttpEtcd},
+                      NemesisCase{"S3WithFencesInEtcd", Backend::kS3Etcd}),
+    [](const ::testing::TestParamInfo<NemesisCase>& info) {
+      return std::string(info.param.name);
+    });
 
 // The negative control: the same nemesis with the test build's hold turned
 // off. The forced scene's old write lands over the acknowledged newer one,
