@@ -78,11 +78,6 @@ bool HeaderEnd(const beast::flat_buffer& buffer) {
          bytes.find("\n\n") != std::string_view::npos;
 }
 
-const char* PortName(metrics::Port port) {
-  if (port == metrics::Port::kS3) return "s3";
-  return port == metrics::Port::kData ? "data" : "admin";
-}
-
 }  // namespace
 
 std::size_t Room(const beast::flat_buffer& buffer) {
@@ -95,19 +90,12 @@ bool ExpectsContinue(const Request& req) {
   return beast::iequals(req[http::field::expect], "100-continue");
 }
 
-// Of a port's `cap` connections, those that event streams and long polls
-// may hold at once: the rest stay free for health checks, metrics and lease
-// calls, which must answer whatever the watchers do.
-std::size_t WatchCap(std::size_t cap) {
-  if (cap < 2) return cap;
-  return cap - std::clamp<std::size_t>(cap / 8, 1, 16);
-}
-
 }  // namespace
 
-Server::Server(asio::io_context& io, Service& service,
-               metrics::Metrics& metrics, Options options)
-    : io_(io), service_(service), metrics_(metrics), options_(options) {
+namespace {
+
+// The answer to a connection past its port's cap.
+std::string Refusal() {
   Response res = MakeProblemResponse(
       {ProblemType::kTooManyConnections,
        "this port is at its connection cap and no connection is idle; retry "
@@ -116,133 +104,31 @@ Server::Server(asio::io_context& io, Service& service,
       11);
   res.set(http::field::retry_after, "1");
   res.keep_alive(false);
-  refusal_ = Head(res) + res.body();
+  return Head(res) + res.body();
 }
 
+}  // namespace
+
+Server::Server(asio::io_context& io, Service& service,
+               metrics::Metrics& metrics, Options options)
+    : io_(io),
+      service_(service),
+      metrics_(metrics),
+      options_(options),
+      ports_(io, metrics,
+             {options.max_connections, options.admin_max_connections, Refusal(),
+              options.tls != nullptr},
+             [this](Socket socket, Listener& listener) {
+               return Serve(std::move(socket), listener);
+             }) {}
+
 tcp::endpoint Server::Listen(metrics::Port port, const tcp::endpoint& where) {
-  // The S3 front door is a data port too: it shares the data port's cap.
-  const std::size_t cap = port == metrics::Port::kAdmin
-                              ? options_.admin_max_connections
-                              : options_.max_connections;
-  auto listener = std::make_unique<Listener>(
-      Listener{port, cap, WatchCap(cap), 0, Acceptor(io_), {}, {}, 0});
-  Acceptor& acceptor = listener->acceptor;
-  acceptor.open(where.protocol());
-  acceptor.set_option(asio::socket_base::reuse_address(true));
-  acceptor.bind(where);
-  acceptor.listen(asio::socket_base::max_listen_connections);
-  const tcp::endpoint bound = acceptor.local_endpoint();
-  asio::co_spawn(io_, Accept(*listener), asio::detached);
-  listeners_.push_back(std::move(listener));
-  return bound;
+  return ports_.Listen(port, where);
 }
 
 void Server::Shutdown() {
-  shutting_down_ = true;
   service_.watches().Close();
-  for (auto& listener : listeners_) {
-    beast::error_code ignored;
-    listener->acceptor.close(ignored);
-    for (Connection& c : listener->connections) {
-      if (c.phase == Connection::Phase::kIdle) c.stream->cancel();
-    }
-  }
-}
-
-Awaitable<void> Server::Accept(Listener& listener) {
-  while (!shutting_down_) {
-    beast::error_code ec;
-    Socket socket = co_await listener.acceptor.async_accept(
-        asio::redirect_error(kUseAwaitable, ec));
-    if (shutting_down_) co_return;
-    if (ec) {
-      // Out of descriptors, say: count, log at most once a second, and back
-      // off instead of spinning.
-      metrics_.AcceptFailed(listener.port);
-      ++listener.accept_failures;
-      const auto now = std::chrono::steady_clock::now();
-      if (now - listener.last_accept_log >= std::chrono::seconds(1)) {
-        spdlog::warn(
-            "accept on the {} port failed ({} since the last report): {}",
-            PortName(listener.port), listener.accept_failures, ec.message());
-        listener.last_accept_log = now;
-        listener.accept_failures = 0;
-      }
-      asio::steady_timer pause(io_, std::chrono::milliseconds(50));
-      co_await pause.async_wait(asio::redirect_error(kUseAwaitable, ec));
-      continue;
-    }
-    if (listener.connections.size() >= listener.max_connections &&
-        !MakeRoom(listener)) {
-      metrics_.ConnectionRefused(listener.port);
-      asio::co_spawn(io_, Refuse(std::move(socket)), asio::detached);
-      continue;
-    }
-    socket.set_option(tcp::no_delay(true), ec);
-    asio::co_spawn(io_, Serve(std::move(socket), listener), asio::detached);
-  }
-}
-
-bool Server::MakeRoom(Listener& listener) {
-  // Who makes room, first to last: an idle connection or an answer that
-  // has made no progress for kStalled (a client that pipelines requests and
-  // never reads), by how long it has been stuck; then the oldest connection
-  // still sending its request; then, so that such clients cannot hold a
-  // port either, the answer that has gone longest without progress.
-  constexpr auto kStalled = std::chrono::seconds(1);
-  const auto now = std::chrono::steady_clock::now();
-  Connection* victim = nullptr;
-  for (Connection& c : listener.connections) {
-    if (c.shed) continue;
-    const bool stuck =
-        c.phase == Connection::Phase::kIdle ||
-        (c.phase == Connection::Phase::kWriting && now - c.since >= kStalled);
-    if (stuck && (victim == nullptr || c.since < victim->since)) victim = &c;
-  }
-  if (victim == nullptr) {
-    for (Connection& c : listener.connections) {  // oldest first
-      if (!c.shed && c.phase == Connection::Phase::kReading) {
-        victim = &c;
-        break;
-      }
-    }
-  }
-  if (victim == nullptr) {
-    for (Connection& c : listener.connections) {
-      if (c.shed || c.phase != Connection::Phase::kWriting) continue;
-      if (victim == nullptr || c.since < victim->since) victim = &c;
-    }
-  }
-  if (victim == nullptr) return false;
-  victim->shed = true;
-  victim->stream->cancel();
-  metrics_.ConnectionShed(listener.port);
-  return true;
-}
-
-Awaitable<void> Server::Refuse(Socket socket) {
-  // The 503, then a short lingering close so the client reads it instead of
-  // a reset; past 64 lingering refusals, a plain close (over TLS, always).
-  TcpStream stream(std::move(socket));
-  beast::error_code ec;
-  if (options_.tls || refusing_ >= 64) {
-    stream.close();
-    co_return;
-  }
-  ++refusing_;
-  stream.expires_after(std::chrono::seconds(1));
-  co_await asio::async_write(stream, asio::buffer(refusal_),
-                             asio::redirect_error(kUseAwaitable, ec));
-  if (!ec) {
-    stream.socket().shutdown(asio::socket_base::shutdown_send, ec);
-    std::array<char, 4096> sink;
-    for (std::size_t drained = 0; !ec && drained < (64u << 10);) {
-      drained += co_await stream.async_read_some(
-          asio::buffer(sink), asio::redirect_error(kUseAwaitable, ec));
-    }
-  }
-  stream.close();
-  --refusing_;
+  ports_.Shutdown();
 }
 
 namespace {
@@ -321,10 +207,9 @@ Awaitable<void> Server::Session(Stream& stream, Listener& listener,
   auto& lowest = beast::get_lowest_layer(stream);
   const std::string client = ClientOf(lowest.socket());
   beast::flat_buffer buffer(kBufferLimit);
-  while ((!shutting_down_ || buffer.size() > 0) && !self.shed) {
+  while ((!shutting_down() || buffer.size() > 0) && !self.shed) {
     if (buffer.size() == 0) {
-      self.phase = Connection::Phase::kIdle;
-      self.since = std::chrono::steady_clock::now();
+      self.Enter(Connection::Phase::kIdle);
       const bool more = co_await AwaitRequest(stream, buffer, self);
       if (!more) break;
     }
@@ -346,15 +231,14 @@ Awaitable<void> Server::Session(Stream& stream, Listener& listener,
     }
     Response res = co_await Answer(port, request, received, client);
     const bool keep_alive = !received.refusal && !received.screened &&
-                            request.keep_alive() && !shutting_down_;
+                            request.keep_alive() && !shutting_down();
     const bool sent =
         co_await WriteResponse(stream, request, res, keep_alive, self);
     Account(port, request, res, client, arrived, handled);
     if (!sent || !keep_alive) break;
   }
   // From here the connection only winds down: it may be shed.
-  self.phase = Connection::Phase::kIdle;
-  self.since = std::chrono::steady_clock::now();
+  self.Enter(Connection::Phase::kIdle);
   if (self.shed) co_return;
   co_await WindDown(stream, self);
 }
@@ -458,8 +342,7 @@ Awaitable<bool> Server::WriteResponse(Stream& stream, const Request& request,
   beast::get_lowest_layer(stream).expires_after(
       options_.write_timeout +
       std::chrono::seconds(res.body().size() / kBytesPerSecond));
-  self.phase = Connection::Phase::kWriting;
-  self.since = std::chrono::steady_clock::now();
+  self.Enter(Connection::Phase::kWriting);
   while (beast::buffer_bytes(rest) > 0) {
     const std::size_t n = co_await stream.async_write_some(
         rest, asio::redirect_error(kUseAwaitable, ec));
@@ -509,31 +392,10 @@ Awaitable<void> Server::WindDown(Stream& stream, Connection& self) {
   }
 }
 
-namespace {
-
-// Erases a connection's entry however its coroutine ends, so no entry
-// outlives the stream it points to.
-template <class List>
-struct Registration {
-  List& list;
-  typename List::iterator entry;
-  std::function<void()> closed;
-  ~Registration() {
-    list.erase(entry);
-    closed();
-  }
-};
-
-}  // namespace
-
 Awaitable<void> Server::Serve(Socket socket, Listener& listener) {
   TcpStream tcp(std::move(socket));
-  metrics_.ConnectionOpened(listener.port);
-  Registration<std::list<Connection>> registration{
-      listener.connections,
-      listener.connections.insert(listener.connections.end(), {&tcp}),
-      [this, port = listener.port] { metrics_.ConnectionClosed(port); }};
-  Connection& self = *registration.entry;
+  Ports::Registration registration(ports_, listener, &tcp);
+  Connection& self = registration.connection();
   if (!options_.tls) {
     co_await Session(tcp, listener, self);
     tcp.close();

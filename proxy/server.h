@@ -23,6 +23,7 @@
 
 #include "http/coro.h"
 #include "metrics/metrics.h"
+#include "proxy/ports.h"
 #include "proxy/service.h"
 
 namespace fencepost::proxy {
@@ -39,13 +40,7 @@ namespace fencepost::proxy {
 // and the kernel's; an answer the client does not read within
 // --write-timeout closes the connection.
 //
-// Each port has a connection cap. A new connection past it closes, to make
-// room, the connection that has made no progress for longest among those
-// idle (waiting for a request, in its TLS handshake, or lingering after its
-// last answer) and those stalled writing an answer the client does not
-// read; else the oldest one still receiving its request. When every
-// connection is being answered, the new one is answered 503 and closed.
-// Both are counted.
+// Each port has a connection cap, kept by Ports (proxy/ports.h).
 //
 // Event streams and long polls hold their connection while they wait. On
 // the admin port they may take all but an eighth of its connections (1 to
@@ -74,11 +69,8 @@ class Server {
 
   // Sockets and streams on the io_context's concrete executor, as the
   // coroutines that use them (http/coro.h).
-  using Socket =
-      boost::asio::basic_stream_socket<boost::asio::ip::tcp, Executor>;
-  using Acceptor =
-      boost::asio::basic_socket_acceptor<boost::asio::ip::tcp, Executor>;
-  using TcpStream = boost::beast::basic_stream<boost::asio::ip::tcp, Executor>;
+  using Socket = Ports::Socket;
+  using TcpStream = Ports::TcpStream;
 
   // The most bytes of a request held unparsed at once.
   static constexpr std::size_t kBufferLimit = 32 * 1024;
@@ -97,39 +89,9 @@ class Server {
   void Shutdown();
 
  private:
-  struct Connection {
-    enum class Phase {
-      kIdle,      // no request under way: shed first
-      kWriting,   // its answer being written: shed first too
-      kReading,   // a request's header or body arriving: shed next
-      kHandling,  // being handled: never shed
-    };
-    TcpStream* stream;
-    Phase phase = Phase::kIdle;
-    // When it last made progress: became idle, or wrote some of its answer.
-    std::chrono::steady_clock::time_point since =
-        std::chrono::steady_clock::now();
-    bool shed = false;  // cancelled to make room: close without lingering
-  };
-  struct Listener {
-    metrics::Port port;
-    std::size_t max_connections;
-    std::size_t max_watches;  // streams and long polls held at once
-    std::size_t watches = 0;
-    Acceptor acceptor;
-    std::list<Connection> connections;  // oldest first
-    // Rate-limits the accept-failure log: one line a second at most.
-    std::chrono::steady_clock::time_point last_accept_log{};
-    std::uint64_t accept_failures = 0;
-  };
+  using Connection = Ports::Connection;
+  using Listener = Ports::Listener;
 
-  Awaitable<void> Accept(Listener& listener);
-  // Makes room for one more connection: closes the idle or stalled writing
-  // one that made no progress for longest, else the oldest one still
-  // receiving its request (a slow client cannot hold a slot). False when
-  // every connection is being handled.
-  bool MakeRoom(Listener& listener);
-  Awaitable<void> Refuse(Socket socket);
   Awaitable<void> Serve(Socket socket, Listener& listener);
   // What reading one request came to.
   struct Received {
@@ -219,14 +181,13 @@ class Server {
   Awaitable<bool> WriteBytes(Stream& stream, const std::string& bytes,
                              Connection& self, bool* timed_out = nullptr);
 
+  bool shutting_down() const { return ports_.shutting_down(); }
+
   boost::asio::io_context& io_;
   Service& service_;
   metrics::Metrics& metrics_;
   Options options_;
-  std::vector<std::unique_ptr<Listener>> listeners_;
-  std::string refusal_;       // the 503 sent to a connection past the cap
-  std::size_t refusing_ = 0;  // refused connections still lingering
-  bool shutting_down_ = false;
+  Ports ports_;
 };
 
 }  // namespace fencepost::proxy

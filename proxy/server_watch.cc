@@ -85,7 +85,7 @@ Awaitable<bool> Server::ServeWatch(Stream& stream, beast::flat_buffer& buffer,
                                    const std::string& client) {
   const auto handled = std::chrono::steady_clock::now();
   if (listener.watches >= listener.max_watches) {
-    const bool keep_alive = request.keep_alive() && !shutting_down_;
+    const bool keep_alive = request.keep_alive() && !shutting_down();
     Response res = routes::Problemed(
         request,
         {ProblemType::kTooManyConnections,
@@ -121,7 +121,7 @@ Awaitable<bool> Server::ServeWatch(Stream& stream, beast::flat_buffer& buffer,
     co_await Unwatch(stream, watch);
     // A long poll whose client left is not answered: nobody reads it.
     if (watch.left) co_return false;
-    const bool keep_alive = request.keep_alive() && !shutting_down_;
+    const bool keep_alive = request.keep_alive() && !shutting_down();
     const bool sent =
         co_await WriteResponse(stream, request, res, keep_alive, self);
     more = sent && keep_alive;
