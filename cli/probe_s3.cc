@@ -1,6 +1,5 @@
 // `fencepost probe s3://BUCKET[/PREFIX]`: the probe's checks (probe.cc)
-// against the bucket itself, each request built and signed by
-// cli/s3_requests.h.
+// against the bucket itself, each request addressed and signed by s3/.
 
 #include <chrono>
 #include <memory>
@@ -11,9 +10,10 @@
 
 #include "cli/probe_store.h"
 #include "cli/requests.h"
-#include "cli/s3_requests.h"
+#include "s3/error.h"
+#include "s3/location.h"
+#include "s3/request.h"
 #include "sigv4/credentials.h"
-#include "sigv4/s3_error.h"
 
 namespace fencepost::cli {
 
@@ -37,8 +37,7 @@ class S3Store : public ProbeStore {
         source_(std::move(source)) {}
 
   std::string NewKey() const override {
-    return (prefix_.empty() ? "" : prefix_ + "/") + "fencepost-probe-" +
-           RandomHex();
+    return s3::ObjectKey(prefix_, "fencepost-probe-" + RandomHex());
   }
   Result Write(const std::string& key, const std::string& method,
                const Headers& headers, std::string body) override {
@@ -68,9 +67,9 @@ class S3Store : public ProbeStore {
               const Headers& extra, std::string body) {
     std::vector<sigv4::Header> to_sign;
     for (const auto& [name, value] : extra) to_sign.push_back({name, value});
-    const s3::SignedRequest request =
-        s3::SignObjectRequest(location_, credentials_, method, key, to_sign,
-                              body, std::chrono::system_clock::now());
+    const s3::SignedRequest request = s3::SignObjectRequest(
+        location_, credentials_, method, key, std::move(to_sign), body,
+        std::chrono::system_clock::now());
     Headers headers;
     for (const sigv4::Header& h : request.headers) {
       headers.emplace_back(h.name, h.value);
@@ -88,8 +87,8 @@ class S3Store : public ProbeStore {
 
 std::string S3Store::FirstWriteHint(const Result& first) const {
   if (!first.ok()) return "";
-  const std::optional<sigv4::S3ErrorDocument> error =
-      sigv4::ParseS3ErrorDocument(first.response.body);
+  const std::optional<s3::ErrorDocument> error =
+      s3::ParseErrorDocument(first.response.body);
   const std::string code = error ? error->code : "";
   if (code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId" ||
       code == "InvalidToken" || code == "ExpiredToken") {

@@ -106,6 +106,15 @@ std::string HostPort(const Url& url) {
          std::to_string(url.port);
 }
 
+// The Host field: HostPort less the scheme's own port (RFC 3986 section
+// 6.2.3's normal form, as curl and AWS's SDKs send it), which a request
+// signed for S3 signs as sent.
+std::string HostField(const Url& url) {
+  const std::string host_port = HostPort(url);
+  if (url.port != (url.tls ? 443 : 80)) return host_port;
+  return host_port.substr(0, host_port.rfind(':'));
+}
+
 }  // namespace
 
 const std::error_category& client_category() {
@@ -417,7 +426,7 @@ struct Client::Impl {
 
   Result Send(http::request<http::string_body>& request) {
     const Clock::time_point deadline = Clock::now() + options.timeout;
-    request.set(http::field::host, HostPort(url));
+    request.set(http::field::host, HostField(url));
     request.set(http::field::user_agent, kUserAgent);
     if (!options.bearer_token.empty()) {
       request.set(http::field::authorization, "Bearer " + options.bearer_token);

@@ -174,7 +174,8 @@ class Client {
   Result GetLease(std::string_view name);
 
   // Any request. `target` is in origin form ("/path?query"), already
-  // encoded; Host, User-Agent, Content-Length and (when configured)
+  // encoded; Host (the URL's host, with ":PORT" unless it is the scheme's
+  // default), User-Agent, Content-Length and (when configured)
   // Authorization are added. A method or field name that is not an HTTP
   // token, a target with a space or control byte, or a field value with CR,
   // LF or NUL is not sent: kBadRequest.

@@ -12,9 +12,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "http/host_port.h"
 #include "proxy/auth.h"
 #include "proxy/scope_start.h"
+#include "s3/location.h"
 #include "sigv4/credentials.h"
 #include "storage/etcd_backend.h"
 #include "storage/etcd_client.h"
@@ -311,19 +311,17 @@ bool Assembly::MakeS3Backend(const Config& config, const TestSwitches& test,
   storage::S3Backend::Options options;
   options.spec = config.backend_spec;
   const std::string& endpoint = config.s3_endpoint;  // checked by the config
-  options.bucket.tls = endpoint.rfind("https://", 0) == 0;
-  const auto authority = fencepost::http::SplitHostPort(
-      endpoint.substr(options.bucket.tls ? 8 : 7));
-  if (!authority || authority->host.empty()) {
-    *failure = {"--s3-endpoint: '" + endpoint + "' has no usable HOST[:PORT]"};
+  try {
+    options.location.endpoint = s3::ParseEndpoint(endpoint);
+  } catch (const std::invalid_argument& e) {
+    *failure = {std::string("--s3-endpoint: ") + e.what()};
     return false;
   }
-  options.bucket.host = authority->host;
-  options.bucket.port =
-      authority->port.value_or(options.bucket.tls ? "443" : "80");
-  options.bucket.bucket = config.backend_spec.bucket;
-  options.bucket.region = config.s3_region;
-  options.bucket.virtual_hosted = config.s3_addressing == "virtual";
+  options.location.bucket = config.backend_spec.bucket;
+  options.location.region = config.s3_region;
+  options.location.addressing = config.s3_addressing == "virtual"
+                                    ? s3::Addressing::kVirtual
+                                    : s3::Addressing::kPath;
   options.credentials = std::move(*loaded.credentials);
   options.tls_ca = config.upstream_tls_ca;
   options.timeout = Millis(config.upstream_timeout);

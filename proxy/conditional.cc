@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "fence/value_fields.h"
-#include "storage/s3_request.h"
+#include "s3/object_fields.h"
 
 namespace fencepost::proxy {
 
@@ -135,7 +135,7 @@ std::optional<Problem> ReadWriteFields(const Request& req, bool forwarded,
   }
   if (call.kind == storage::WriteKind::kPut) {
     for (const auto& field : req) {
-      if (storage::KeptWithObject(field.name_string())) {
+      if (s3::KeptWithObject(field.name_string())) {
         call.object_fields.emplace_back(field.name_string(), field.value());
       }
     }

@@ -28,7 +28,7 @@ std::string ReadPreconditions(const Request& req, fence::Precondition* out);
 // The fields of a write of one key that either door reads alike into
 // `call`: If-Match and If-None-Match and Content-Type (unless `forwarded`:
 // a forwarding backend's upstream gets them with the request), and for a
-// PUT those a store keeps with its value (storage::KeptWithObject). The
+// PUT those a store keeps with its value (s3::KeptWithObject). The
 // 400's problem when one is malformed; `call` is then unspecified.
 std::optional<Problem> ReadWriteFields(const Request& req, bool forwarded,
                                        WriteCall& call);

@@ -12,6 +12,7 @@
 #include "fence/wal.h"
 #include "http/host_port.h"
 #include "proxy/logging.h"
+#include "s3/location.h"
 
 namespace fencepost::proxy {
 namespace {
@@ -179,21 +180,13 @@ void S3Flags(std::map<std::string, Flag>* flags) {
       {"s3-endpoint",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
-          const bool tls = v.rfind("https://", 0) == 0;
-          if (!tls && v.rfind("http://", 0) != 0) {
-            throw ConfigError("--s3-endpoint: '" + v +
-                              "' is not http://HOST[:PORT] or https://...");
+          try {
+            s3::ParseEndpoint(v);
+          } catch (const std::invalid_argument& e) {
+            throw ConfigError(std::string("--s3-endpoint: ") + e.what());
           }
-          const std::string rest = v.substr(tls ? 8 : 7);
-          const std::size_t slash = rest.find('/');
-          if (rest.empty() ||
-              (slash != std::string::npos && rest.substr(slash) != "/")) {
-            throw ConfigError("--s3-endpoint: '" + v +
-                              "' must be a scheme and HOST[:PORT], no path");
-          }
-          c.s3_endpoint = slash == std::string::npos
-                              ? v
-                              : v.substr(0, (tls ? 8 : 7) + slash);
+          // Without the one '/' that ParseEndpoint takes after HOST[:PORT].
+          c.s3_endpoint = v.back() == '/' ? v.substr(0, v.size() - 1) : v;
         }}},
       {"s3-region",
        {Kind::kValue,
@@ -228,7 +221,7 @@ void S3Flags(std::map<std::string, Flag>* flags) {
       {"s3-addressing",
        {Kind::kValue,
         [](Config& c, const std::string& v) {
-          if (v != "path" && v != "virtual") {
+          if (!s3::ParseAddressing(v)) {
             throw ConfigError("--s3-addressing: '" + v +
                               "' is not path or virtual");
           }
@@ -428,32 +421,16 @@ void CheckS3(Config& c) {
   }
   if (s3) {
     const bool aws = c.s3_endpoint.empty();
-    if (aws) c.s3_endpoint = "https://s3." + c.s3_region + ".amazonaws.com";
+    if (aws) c.s3_endpoint = s3::DefaultEndpoint(c.s3_region);
     if (c.s3_addressing.empty()) c.s3_addressing = aws ? "virtual" : "path";
-    const auto authority = fencepost::http::SplitHostPort(
-        std::string_view(c.s3_endpoint).substr(c.s3_endpoint.find("://") + 3));
-    if (!authority || authority->host.empty()) {
-      throw ConfigError("--s3-endpoint: '" + c.s3_endpoint +
-                        "' has no usable HOST[:PORT]");
-    }
-    // IPv4 digits and dots, or IPv6 (its brackets removed, its colons kept).
-    const std::string& host = authority->host;
-    const bool ip_literal =
-        host.find(':') != std::string::npos ||
-        host.find_first_not_of("0123456789.") == std::string::npos;
-    if (c.s3_addressing == "virtual" && ip_literal) {
-      throw ConfigError("--s3-addressing virtual: the endpoint " +
-                        c.s3_endpoint +
-                        " is an IP address, which cannot take the bucket in "
-                        "its name; use --s3-addressing path");
-    }
-    if (c.s3_addressing == "virtual" &&
-        c.backend_spec.bucket.find('.') != std::string::npos &&
-        c.s3_endpoint.rfind("https://", 0) == 0) {
-      throw ConfigError(
-          "--s3-addressing virtual: bucket '" + c.backend_spec.bucket +
-          "' has dots, which no certificate's wildcard covers; use "
-          "--s3-addressing path");
+    s3::Location location;
+    location.endpoint = s3::ParseEndpoint(c.s3_endpoint);  // checked above
+    location.bucket = c.backend_spec.bucket;
+    location.addressing = *s3::ParseAddressing(c.s3_addressing);
+    try {
+      location.Check();
+    } catch (const std::invalid_argument& e) {
+      throw ConfigError(std::string("--s3-addressing virtual: ") + e.what());
     }
   }
   const bool tls_upstream =

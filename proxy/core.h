@@ -31,7 +31,7 @@ struct WriteCall {
   std::optional<fence::Token> token;
   std::string body;
   std::string content_type;  // as sent; empty: none
-  // The fields a store keeps with its value (storage::KeptWithObject).
+  // The fields a store keeps with its value (s3::KeptWithObject).
   std::vector<std::pair<std::string, std::string>> object_fields;
   fence::Precondition precondition;  // not read for a forwarding backend
   std::string method;                // for the rejection event: "PUT", ...

@@ -14,7 +14,6 @@
 #include "proxy/routes.h"
 #include "storage/async_commit.h"
 #include "storage/errc.h"
-#include "storage/s3_request.h"
 
 namespace fencepost::proxy {
 

@@ -10,12 +10,12 @@
 #include <stdexcept>
 
 #include "http/fields.h"
+#include "s3/object_fields.h"
 #include "sigv4/canonical.h"
 #include "sigv4/checksum.h"
 #include "sigv4/chunked.h"
 #include "sigv4/crypto.h"
 #include "sigv4/errc.h"
-#include "storage/s3_request.h"
 
 namespace fencepost::proxy {
 
@@ -59,7 +59,7 @@ std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
     // The object keeps its metadata and the fields S3 keeps with it: none
     // of them is a relay's to add.
     const bool kept =
-        request.method() == http::verb::put && storage::KeptWithObject(name);
+        request.method() == http::verb::put && s3::KeptWithObject(name);
     if ((name.rfind("x-amz-meta-", 0) == 0 || kept ||
          std::find(std::begin(kMustBeSigned), std::end(kMustBeSigned), name) !=
              std::end(kMustBeSigned)) &&

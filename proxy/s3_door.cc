@@ -19,6 +19,8 @@
 #include "http/fields.h"
 #include "proxy/conditional.h"
 #include "proxy/routes.h"
+#include "s3/object_fields.h"
+#include "s3/xml.h"
 #include "sigv4/canonical.h"
 #include "sigv4/checksum.h"
 #include "sigv4/chunked.h"
@@ -49,11 +51,11 @@ Response ErrorXml(const Request& request, unsigned status,
   Response res(static_cast<http::status>(status), request.version());
   std::string body =
       "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>";
-  body += storage::EscapeXml(code);
+  body += s3::EscapeXml(code);
   body += "</Code><Message>";
-  body += storage::EscapeXml(message);
+  body += s3::EscapeXml(message);
   body += "</Message><Resource>";
-  body += storage::EscapeXml(
+  body += s3::EscapeXml(
       std::string_view(request.target()).substr(0, request.target().find('?')));
   body += "</Resource><RequestId>" + request_id + "</RequestId></Error>\n";
   res.set(http::field::content_type, "application/xml");
@@ -91,7 +93,7 @@ struct NotKept {
 // never dropped silently, for an object stored untagged, unlocked, plain or
 // private when it was asked otherwise would betray its writer. What the
 // store does anyway is taken (x-amz-acl private, STANDARD). Kept fields
-// (storage::KeptWithObject) travel with the write; checksums and the
+// (s3::KeptWithObject) travel with the write; checksums and the
 // signature's fields are checked by Authenticate.
 std::optional<NotKept> WhatIsNotKept(const Request& request) {
   static constexpr std::string_view kTaken[] = {
@@ -122,8 +124,7 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
                        "Your metadata headers exceed the maximum allowed "
                        "metadata size (2 KB)"};
       }
-      if (storage::NamesFencingToken(name) &&
-          name != "x-amz-meta-fencing-token") {
+      if (s3::NamesFencingToken(name) && name != "x-amz-meta-fencing-token") {
         return NotKept{400, "InvalidArgument",
                        name +
                            " is read as x-amz-meta-fencing-token by some "

@@ -34,7 +34,7 @@ namespace fencepost::proxy {
 // fence is the key's, as on the data port, and every rule, count, event and
 // log line is the same; the door renders the outcome as S3 does. The token
 // comes from Fencing-Token or x-amz-meta-fencing-token. A PUT's fields that S3
-// keeps with an object (storage::KeptWithObject: Content-Encoding,
+// keeps with an object (s3::KeptWithObject: Content-Encoding,
 // Cache-Control, x-amz-meta-*,
 // ...) go with it and come back on GET and HEAD; a field S3 would act on
 // that the door does not (x-amz-tagging, an x-amz-acl other than private,

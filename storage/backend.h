@@ -49,7 +49,7 @@ struct WriteRequest {
   std::string body;
   std::string content_type;  // as sent; empty: none
   // The request's fields a store keeps with its value besides Content-Type
-  // (KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*, ...),
+  // (s3::KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*, ...),
   // as sent: the s3:// backend stores them with the object and answers them
   // on GET and HEAD; the other backends do not keep them.
   std::vector<std::pair<std::string, std::string>> object_fields;

@@ -2,6 +2,7 @@
 
 #include "fence/key.h"
 #include "http/host_port.h"
+#include "s3/location.h"
 
 namespace fencepost::storage {
 namespace {
@@ -50,24 +51,18 @@ BackendSpec ParseS3Url(std::string_view url) {
     return BadBackendSpec("'" + std::string(url) + "': " + why +
                           " (expected s3://BUCKET[/PREFIX])");
   };
-  const std::string_view rest = url.substr(5);
-  const std::size_t slash = rest.find('/');
   BackendSpec out;
   out.kind = BackendSpec::Kind::kS3;
-  out.bucket = rest.substr(0, slash);
-  const std::string& b = out.bucket;
-  const auto edge_ok = [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-  };
-  if (b.size() < 3 || b.size() > 63 || !edge_ok(b.front()) ||
-      !edge_ok(b.back()) ||
-      b.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789.-") !=
-          std::string::npos ||
-      b.find("..") != std::string::npos) {
-    throw bad(
-        "BUCKET must be 3 to 63 of a-z 0-9 . -, starting and ending with a "
-        "letter or digit");
+  try {
+    s3::BucketUrl parsed = s3::ParseBucketUrl(url);
+    out.bucket = std::move(parsed.bucket);
+    out.prefix = std::move(parsed.prefix);
+  } catch (const std::invalid_argument& e) {
+    throw BadBackendSpec(std::string(e.what()) +
+                         " (expected s3://BUCKET[/PREFIX])");
   }
+  const std::string_view rest = url.substr(5);
+  const std::size_t slash = rest.find('/');
   if (slash != std::string_view::npos) out.base = rest.substr(slash);
   while (!out.base.empty() && out.base.back() == '/') out.base.pop_back();
   if (!CanonicalBase(out.base)) {

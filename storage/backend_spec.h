@@ -16,12 +16,14 @@ struct BackendSpec {
   // `port` is digits ("80" when absent); `base` is "" or a canonical path
   // (fence::EncodeKey's spelling) without a trailing '/'.
   // kHttp also https:// (`tls`, port "443" when absent). kS3: `bucket` of
-  // s3://BUCKET[/PREFIX], and `base` "/PREFIX" (canonical, as for kHttp).
+  // s3://BUCKET[/PREFIX], `base` "/PREFIX" (canonical, as for kHttp) and
+  // `prefix` PREFIX decoded (s3::ParseBucketUrl's).
   std::string host;
   std::string port;
   std::string base;
   bool tls = false;
   std::string bucket;
+  std::string prefix;
 };
 
 // Thrown by ParseBackendSpec; the message names the spec and what is wrong,
@@ -35,9 +37,9 @@ class BadBackendSpec : public std::invalid_argument {
 // "http://HOST[:PORT][/BASE]", "https://HOST[:PORT][/BASE]" (IPv6 hosts in
 // brackets) or "s3://BUCKET[/PREFIX]". Throws BadBackendSpec for anything
 // else: another scheme, an empty DIR or host, a port that is not digits, a
-// BASE or PREFIX that is not a plain canonical path, a BUCKET that is not an
-// S3 bucket name (3 to 63 of a-z 0-9 . -, starting and ending with a letter
-// or digit). Nothing is resolved or opened.
+// BASE or PREFIX that is not a plain canonical path, what s3::ParseBucketUrl
+// refuses (a BUCKET that is not an S3 bucket name). Nothing is resolved or
+// opened.
 BackendSpec ParseBackendSpec(std::string_view spec);
 
 }  // namespace fencepost::storage

@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "s3/listing.h"
+#include "s3/object_fields.h"
 #include "storage/errc.h"
 
 namespace fencepost::storage {
@@ -42,7 +44,7 @@ std::string Describe(const http::Request& request,
   std::string out = "S3 " + std::string(request.method_string()) + " " +
                     std::string(request.target());
   if (exchange.sent == Sent::kAnswered) {
-    const S3Error error = ParseS3Error(exchange.response);
+    const s3::ErrorAnswer error = ParseS3Error(exchange.response);
     out += " answered " + std::to_string(error.status);
     if (!error.code.empty()) out += " " + error.code;
     if (!error.request_id.empty()) out += " (request " + error.request_id + ")";
@@ -57,7 +59,7 @@ std::string Describe(const http::Request& request,
 // The store's error answer as it is relayed; 503 SlowDown (and any 503)
 // with a second's Retry-After unless the store said more.
 StoreError StoreErrorOf(const http::Response& response) {
-  const S3Error parsed = ParseS3Error(response);
+  const s3::ErrorAnswer parsed = ParseS3Error(response);
   StoreError error{parsed.status, parsed.code, parsed.request_id, 0};
   if (parsed.status == 503) {
     error.retry_after = 1;
@@ -74,10 +76,8 @@ HttpPool::Options PoolOptions(asio::io_context& io,
                               const S3Backend::Options& options,
                               asio::ssl::context* tls) {
   HttpPool::Options out;
-  const S3Bucket& bucket = options.bucket;
-  out.host =
-      bucket.virtual_hosted ? bucket.bucket + "." + bucket.host : bucket.host;
-  out.port = bucket.port;
+  out.host = options.location.HostName();
+  out.port = std::to_string(options.location.endpoint.port);
   tcp::resolver resolver(io);
   beast::error_code ec;
   const auto results = resolver.resolve(out.host, out.port, ec);
@@ -94,7 +94,7 @@ HttpPool::Options PoolOptions(asio::io_context& io,
 }
 
 std::unique_ptr<asio::ssl::context> TlsFor(const S3Backend::Options& options) {
-  if (!options.bucket.tls) return nullptr;
+  if (!options.location.endpoint.tls) return nullptr;
   return MakeClientTls(options.tls_ca);
 }
 
@@ -111,14 +111,14 @@ S3Backend::S3Backend(asio::io_context& io, Options options, Fences& fences)
 S3Backend::~S3Backend() = default;
 
 std::string S3Backend::ObjectOf(std::string_view key) const {
-  std::string object = ObjectKey(options_.spec.base, key);
-  if (object.size() > kMaxObjectKeyBytes) return "";
+  std::string object = s3::ObjectKey(options_.spec.prefix, key);
+  if (object.size() > s3::kMaxObjectKeyBytes) return "";
   return object;
 }
 
 Awaitable<HttpPool::Exchange> S3Backend::Send(http::Request request,
                                               HttpPool::Resend resend) {
-  SignS3(request, options_.bucket, options_.credentials,
+  SignS3(request, options_.location, options_.credentials,
          std::chrono::system_clock::now());
   HttpPool::Exchange exchange = co_await pool_.RoundTrip(request, resend);
   if (exchange.sent == Sent::kNotSent) {
@@ -136,7 +136,7 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
     co_return result;
   }
   http::Request get = S3Request(
-      options_.bucket, request.head ? bhttp::verb::head : bhttp::verb::get,
+      options_.location, request.head ? bhttp::verb::head : bhttp::verb::get,
       object, "");
   if (!request.range.empty()) get.set(bhttp::field::range, request.range);
   const std::string target(get.target());
@@ -158,7 +158,7 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
     co_return result;
   }
   result.found = true;
-  result.etag = UnquoteEtag(answer[bhttp::field::etag]);
+  result.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
   result.token = TokenOfObject(answer);
   result.content_type = answer[bhttp::field::content_type];
   http::Response relay(answer.result(), 11);
@@ -168,7 +168,7 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
   }
   // The object's own metadata; its token goes as Fencing-Token.
   for (const auto& field : answer) {
-    if (KeptWithObject(field.name_string()) &&
+    if (s3::KeptWithObject(field.name_string()) &&
         std::find(std::begin(kRelayed), std::end(kRelayed), field.name()) ==
             std::end(kRelayed)) {
       relay.insert(field.name_string(), field.value());
@@ -191,8 +191,8 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
   ReadResult result;
   const std::string_view target = client_request.target();
   const std::size_t mark = target.find('?');
-  const std::string key_prefix = ObjectKey(options_.spec.base, "");
-  const S3ListQuery query = ParseListQuery(
+  const std::string key_prefix = s3::ObjectKey(options_.spec.prefix, "");
+  const s3::ListQuery query = s3::ParseListQuery(
       mark == std::string_view::npos ? "" : target.substr(mark + 1),
       key_prefix);
   if (!query.error.empty()) {
@@ -200,7 +200,7 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
     result.detail = query.error;
     co_return result;
   }
-  http::Request get = S3ListRequest(options_.bucket, query.store);
+  http::Request get = S3ListRequest(options_.location, query.store);
   const std::string store_target(get.target());
   HttpPool::Exchange exchange = co_await Send(std::move(get), kRead);
   if (exchange.sent != Sent::kAnswered) {
@@ -219,8 +219,8 @@ Awaitable<ReadResult> S3Backend::List(const HttpRequest& client_request) {
   std::string why;
   bool needs_url_encoding = false;
   std::optional<std::string> listing =
-      RewriteListing(answer.body(), key_prefix, query, options_.bucket.bucket,
-                     &why, &needs_url_encoding);
+      s3::RewriteListing(answer.body(), key_prefix, query,
+                         options_.location.bucket, &why, &needs_url_encoding);
   if (needs_url_encoding) {
     result.error = std::make_error_code(std::errc::invalid_argument);
     result.detail = std::move(why);
@@ -249,7 +249,7 @@ Awaitable<WriteResult> S3Backend::Write(WriteRequest request) {
 Awaitable<ValueStore::Current> S3Backend::Head(const std::string& object) {
   Current current;
   http::Request head =
-      S3Request(options_.bucket, bhttp::verb::head, object, "");
+      S3Request(options_.location, bhttp::verb::head, object, "");
   HttpPool::Exchange exchange = co_await Send(std::move(head), kRead);
   if (exchange.sent != Sent::kAnswered) {
     current.error = Errc::kUpstreamFailed;
@@ -258,7 +258,7 @@ Awaitable<ValueStore::Current> S3Backend::Head(const std::string& object) {
   const unsigned status = exchange.response.result_int();
   if (status == 200) {
     current.value.exists = true;
-    current.value.tag = UnquoteEtag(exchange.response[bhttp::field::etag]);
+    current.value.tag = s3::UnquoteEtag(exchange.response[bhttp::field::etag]);
   } else if (status != 404) {
     // The write cannot be decided: nothing is committed.
     current.error = Errc::kUpstreamFailed;
@@ -282,17 +282,17 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
                                                const fence::ValueNow* seen) {
   Stored stored;
   const bool put = request.kind == WriteKind::kPut;
-  http::Request write =
-      S3Request(options_.bucket, put ? bhttp::verb::put : bhttp::verb::delete_,
-                ObjectOf(request.key), put ? request.body : "");
+  http::Request write = S3Request(
+      options_.location, put ? bhttp::verb::put : bhttp::verb::delete_,
+      ObjectOf(request.key), put ? request.body : "");
   if (put && !request.content_type.empty()) {
     write.set(bhttp::field::content_type, request.content_type);
   }
   // What S3 keeps with the object besides its type, as the client sent it.
   for (const auto& [name, value] : request.object_fields) {
-    if (!put || !KeptWithObject(name)) continue;
+    if (!put || !s3::KeptWithObject(name)) continue;
     if (beast::iequals(name, "content-encoding")) {
-      const std::string coding = StoredContentEncoding(value);
+      const std::string coding = s3::StoredContentEncoding(value);
       if (!coding.empty()) write.insert(bhttp::field::content_encoding, coding);
     } else {
       write.insert(name, value);
@@ -328,11 +328,11 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
   const unsigned status = answer.result_int();
   if (status >= 200 && status < 300) {
     stored.detail.clear();
-    if (put) stored.etag = UnquoteEtag(answer[bhttp::field::etag]);
+    if (put) stored.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
     stored.created = put && seen != nullptr && !seen->exists;
     co_return stored;
   }
-  const S3Error error = ParseS3Error(answer);
+  const s3::ErrorAnswer error = ParseS3Error(answer);
   const bool unknown =
       (status >= 500 && status != 503) ||
       (status == 409 && error.code == "ConditionalRequestConflict");
@@ -350,7 +350,7 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
 Awaitable<bool> S3Backend::Ready() {
   if (!co_await fences_.Ready()) co_return false;
   HttpPool::Exchange exchange = co_await Send(
-      S3Request(options_.bucket, bhttp::verb::head, "", ""), kRead);
+      S3Request(options_.location, bhttp::verb::head, "", ""), kRead);
   co_return exchange.sent == Sent::kAnswered&& exchange.response.result_int() ==
       200;
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "s3/location.h"
 #include "sigv4/signer.h"
 #include "storage/backend.h"
 #include "storage/backend_spec.h"
@@ -22,7 +23,7 @@ namespace fencepost::storage {
 
 // --backend s3://BUCKET[/PREFIX]: values are objects in an S3 bucket (SPEC
 // "S3 backend"); fences stay in the fence store. The value of key K is the
-// object PREFIX/K (ObjectKey: K's own bytes), every request signed with
+// object PREFIX/K (s3::ObjectKey: K's own bytes), every request signed with
 // SigV4 (payload hash signed). Writes go through the gate of values kept
 // elsewhere (ValueGate), as for fs: and http://: the fence's turn, the fence
 // durable and told first, then the PutObject or DeleteObject.
@@ -60,8 +61,8 @@ namespace fencepost::storage {
 class S3Backend : public Backend, private ValueStore {
  public:
   struct Options {
-    BackendSpec spec;  // Kind::kS3: the bucket and the prefix (`base`)
-    S3Bucket bucket;   // where and how to reach it
+    BackendSpec spec;       // Kind::kS3: the bucket and the prefix
+    s3::Location location;  // where and how to reach it
     sigv4::Credentials credentials;
     std::string tls_ca;  // https: the CA file; empty: the system's
     std::chrono::milliseconds timeout{10000};
@@ -81,13 +82,13 @@ class S3Backend : public Backend, private ValueStore {
   Awaitable<WriteResult> Write(WriteRequest request) override;
   // ListObjectsV2 within PREFIX for an S3 client (SPEC "S3 front door"):
   // `client_request` is GET /BUCKET?list-type=2&... (its path the caller's
-  // to route; its query read by ParseListQuery), sent to the store as
+  // to route; its query read by s3::ParseListQuery), sent to the store as
   // GET /BUCKET?list-type=2&prefix=PREFIX/... and answered with the
-  // store's listing rewritten by RewriteListing. found, and `upstream`: 200
+  // store's listing rewritten by s3::RewriteListing. found, and `upstream`: 200
   // with the client's ListBucketResult (application/xml, Content-Length).
   // Errors (nothing else set): std::errc::invalid_argument when the query is
   // refused, or the listing holds a name XML cannot carry and the client did
-  // not ask encoding-type=url (RewriteListing), `detail` then S3's message
+  // not ask encoding-type=url (s3::RewriteListing), `detail` then S3's message
   // for a 400 InvalidArgument;
   // Errc::kUpstreamFailed when the store did not answer (a request never
   // sent goes once more) or its listing cannot be read; Errc::kStoreRefused

@@ -5,14 +5,18 @@
 #   codec/    nothing of ours (the standard library only)
 #   http/     codec/ (JSON, base64; Beast otherwise)
 #   sigv4/    codec/ (hex, percent; OpenSSL's libcrypto otherwise)
+#   s3/       sigv4/, codec/ (S3's protocol as strings: addressing, signed
+#             requests, object keys and fields, error documents, XML,
+#             listings; no HTTP library, so that cli/ shares it)
 #   fence/    codec/ (UTF-8, key spelling; LMDB otherwise)
 #   metrics/  nothing of ours (prometheus-cpp only)
-#   storage/  http/, sigv4/, fence/, codec/
-#   proxy/    http/, sigv4/, fence/, storage/, metrics/, codec/; the
+#   storage/  http/, s3/, sigv4/, fence/, codec/
+#   proxy/    http/, s3/, sigv4/, fence/, storage/, metrics/, codec/; the
 #             `fencepost` executable's own sources (main.cc,
 #             test_switches_main.cc, entry.*) also cli/
-#   cli/      client/, sigv4/ (the client commands of the `fencepost` binary;
-#             sigv4/ signs `probe s3://`'s requests)
+#   cli/      client/, s3/, sigv4/ (the client commands of the `fencepost`
+#             binary; s3/ addresses and signs `probe s3://`'s requests,
+#             sigv4/ finds its credentials)
 #   client/   codec/, nothing of the server's (it is installed on its own)
 #   examples/ client/
 #
@@ -32,21 +36,22 @@ allowed() {
     codec) echo "codec" ;;
     http) echo "http codec" ;;
     sigv4) echo "sigv4 codec" ;;
+    s3) echo "s3 sigv4 codec" ;;
     fence) echo "fence codec" ;;
     metrics) echo "metrics" ;;
-    storage) echo "storage http sigv4 fence codec" ;;
-    proxy) echo "proxy http sigv4 fence storage metrics codec" ;;
-    proxy-executable) echo "proxy http sigv4 fence storage metrics codec cli" ;;
-    cli) echo "cli client sigv4 codec" ;;
+    storage) echo "storage http s3 sigv4 fence codec" ;;
+    proxy) echo "proxy http s3 sigv4 fence storage metrics codec" ;;
+    proxy-executable) echo "proxy http s3 sigv4 fence storage metrics codec cli" ;;
+    cli) echo "cli client s3 sigv4 codec" ;;
     client) echo "client codec" ;;
     examples) echo "examples client" ;;
   esac
 }
 
-projects="codec http sigv4 fence metrics storage proxy cli client examples tests"
+projects="codec http sigv4 s3 fence metrics storage proxy cli client examples tests"
 status=0
 checked=0
-for folder in codec http sigv4 fence metrics storage proxy cli client examples; do
+for folder in codec http sigv4 s3 fence metrics storage proxy cli client examples; do
   [ -d "$folder" ] || continue
   while IFS= read -r -d '' file; do
     layer=$folder
@@ -70,7 +75,7 @@ for folder in codec http sigv4 fence metrics storage proxy cli client examples; 
         *" $top "*) ;;
         *)
           echo "$file includes \"$included\": $folder/ may include only" \
-            "$(allowed "$layer" | sed 's/[a-z_]*/&\//g')" >&2
+            "$(allowed "$layer" | sed 's/[a-z0-9_]\+/&\//g')" >&2
           status=1
           ;;
       esac

@@ -104,6 +104,8 @@ TEST(ConfigTest, TheS3FlagsAndTheirDefaults) {
            {"--s3-endpoint", "http://127.0.0.1:1"},  // without s3://
            {"--backend", "s3://b-1", "--s3-endpoint", "ftp://x"},
            {"--backend", "s3://b-1", "--s3-endpoint", "http://x/path"},
+           {"--backend", "s3://b-1", "--s3-endpoint", "http://x:99999"},
+           {"--backend", "s3://b-1", "--s3-endpoint", "http://u@x"},
            {"--backend", "s3://b-1", "--s3-region", "EU WEST"},
            {"--backend", "s3://b-1", "--s3-addressing", "host"},
            {"--backend", "s3://b-1", "--s3-endpoint", "http://10.0.0.1:80",

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "s3/location.h"
 #include "sigv4/signer.h"
 #include "storage/s3_request.h"
 #include "tests/testing/http_client.h"
@@ -63,10 +64,12 @@ class Door {
   }
   ServerProcess& server() { return *server_; }
   std::uint16_t port() const { return server_->s3_port(); }
-  storage::S3Bucket Bucket() const {
-    return {"127.0.0.1", std::to_string(port()),
-            false,       Rgw::Shared().bucket(),
-            "us-east-1", false};
+  s3::Location Bucket() const {
+    s3::Location location;
+    location.endpoint =
+        s3::ParseEndpoint("http://127.0.0.1:" + std::to_string(port()));
+    location.bucket = Rgw::Shared().bucket();
+    return location;
   }
 
  private:

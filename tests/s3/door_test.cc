@@ -206,7 +206,7 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
                                   {"x-amz-copy-source", "/b/other"}}),
                    501, "NotImplemented"});
   {
-    storage::S3Bucket other = door.Bucket();
+    s3::Location other = door.Bucket();
     other.bucket = "another-bucket";
     http::Request r = storage::S3Request(other, bhttp::verb::put, "k", "v");
     r.set("Fencing-Token", "7");

@@ -140,9 +140,10 @@ class S3ListTest : public ::testing::Test {
     storage::S3Backend::Options options;
     options.spec = storage::ParseBackendSpec(
         "s3://" + rgw.bucket() + "/" + prefix_->substr(0, prefix_->size() - 1));
-    options.bucket = {"127.0.0.1",  std::to_string(rgw.port()),
-                      false,        rgw.bucket(),
-                      rgw.region(), false};
+    options.location.endpoint =
+        s3::ParseEndpoint("http://127.0.0.1:" + std::to_string(rgw.port()));
+    options.location.bucket = rgw.bucket();
+    options.location.region = rgw.region();
     options.credentials = {rgw.access_key_id(),
                            sigv4::Secret(secret_access_key), sigv4::Secret()};
     return options;

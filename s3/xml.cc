@@ -1,11 +1,11 @@
-#include "storage/s3_xml.h"
+#include "s3/xml.h"
 
 #include <cstdint>
 #include <map>
 
 #include "codec/utf8.h"
 
-namespace fencepost::storage::s3xml {
+namespace fencepost::s3 {
 
 namespace {
 
@@ -131,4 +131,35 @@ bool XmlCarries(std::string_view raw) {
          raw.find("\xEF\xBF\xBF") == std::string_view::npos;
 }
 
-}  // namespace fencepost::storage::s3xml
+// A CR as a reference, so that a reader's line-end normalisation keeps it.
+std::string EscapeXml(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\r':
+        out += "&#13;";
+        break;
+      default:
+        // XML 1.0 has no other C0 control characters: they are dropped.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') {
+          out.push_back(c);
+        }
+    }
+  }
+  return out;
+}
+
+}  // namespace fencepost::s3

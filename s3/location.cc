@@ -1,13 +1,11 @@
-#include "cli/s3_requests.h"
+#include "s3/location.h"
 
 #include <charconv>
 #include <stdexcept>
 
 #include "codec/percent.h"
-#include "sigv4/crypto.h"
-#include "sigv4/s3_error.h"
 
-namespace fencepost::cli::s3 {
+namespace fencepost::s3 {
 
 namespace {
 
@@ -20,16 +18,6 @@ bool IsLowerAlnum(char c) {
   return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
 }
 
-// S3's rule for new buckets, the one every store accepts.
-bool IsBucketName(std::string_view name) {
-  if (name.size() < 3 || name.size() > 63) return false;
-  if (!IsLowerAlnum(name.front()) || !IsLowerAlnum(name.back())) return false;
-  for (const char c : name) {
-    if (!IsLowerAlnum(c) && c != '.' && c != '-') return false;
-  }
-  return true;
-}
-
 // Whether `host` is an IPv4 or IPv6 literal: a bucket cannot go before it.
 bool IsIpLiteral(std::string_view host) {
   if (host.find(':') != std::string_view::npos) return true;
@@ -39,14 +27,20 @@ bool IsIpLiteral(std::string_view host) {
   return true;
 }
 
-// Keeps an answer's text on one line and short: a store's message is
-// shown, but a page of it says nothing more.
-std::string OneLine(std::string text) {
-  for (char& c : text) {
-    if (static_cast<unsigned char>(c) < ' ') c = ' ';
+std::string Bracketed(const std::string& host) {
+  return host.find(':') != std::string::npos ? "[" + host + "]" : host;
+}
+
+// `port`, the digits after an endpoint's host, as a number.
+std::uint16_t Port(std::string_view port, std::string_view url) {
+  unsigned value = 0;
+  const auto [end, ec] =
+      std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() ||
+      value == 0 || value > 65535) {
+    throw Bad("the port must be 1 to 65535", url);
   }
-  if (text.size() > 200) text = text.substr(0, 200) + "...";
-  return text;
+  return static_cast<std::uint16_t>(value);
 }
 
 }  // namespace
@@ -58,9 +52,10 @@ std::optional<Addressing> ParseAddressing(std::string_view text) {
 }
 
 std::string Endpoint::Authority() const {
-  const bool v6 = host.find(':') != std::string::npos;
-  return (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
+  return Bracketed(host) + ":" + std::to_string(port);
 }
+
+bool Endpoint::HasDefaultPort() const { return port == (tls ? 443 : 80); }
 
 Endpoint ParseEndpoint(std::string_view url) {
   Endpoint out;
@@ -82,37 +77,25 @@ Endpoint ParseEndpoint(std::string_view url) {
   if (authority.find_first_of("@?#") != std::string_view::npos) {
     throw Bad("an S3 endpoint has no user info, query or fragment", url);
   }
-  std::string_view port;
-  bool has_port = false;
+  std::optional<std::string_view> port;
   if (!authority.empty() && authority.front() == '[') {
     const auto close = authority.find(']');
     if (close == std::string_view::npos) throw Bad("unclosed '['", url);
     out.host = std::string(authority.substr(1, close - 1));
     const std::string_view after = authority.substr(close + 1);
     if (!after.empty() && after.front() != ':') throw Bad("bad host", url);
-    has_port = !after.empty();
-    if (has_port) port = after.substr(1);
+    if (!after.empty()) port = after.substr(1);
   } else {
     const auto colon = authority.find(':');
     out.host = std::string(authority.substr(0, colon));
-    has_port = colon != std::string_view::npos;
-    if (has_port) port = authority.substr(colon + 1);
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
   if (out.host.empty()) throw Bad("an S3 endpoint needs a host", url);
   for (const char c : out.host) {
     const auto u = static_cast<unsigned char>(c);
     if (u <= ' ' || u >= 0x7f) throw Bad("bad character in the host", url);
   }
-  if (has_port) {
-    unsigned value = 0;
-    const auto [end, ec] =
-        std::from_chars(port.data(), port.data() + port.size(), value);
-    if (port.empty() || ec != std::errc() || end != port.data() + port.size() ||
-        value == 0 || value > 65535) {
-      throw Bad("the port must be 1 to 65535", url);
-    }
-    out.port = static_cast<std::uint16_t>(value);
-  }
+  if (port) out.port = Port(*port, url);
   return out;
 }
 
@@ -126,6 +109,15 @@ Addressing DefaultAddressing(const Endpoint& endpoint) {
   const bool aws = host.size() > kAws.size() &&
                    host.substr(host.size() - kAws.size()) == kAws;
   return aws ? Addressing::kVirtual : Addressing::kPath;
+}
+
+bool IsBucketName(std::string_view name) {
+  if (name.size() < 3 || name.size() > 63) return false;
+  if (!IsLowerAlnum(name.front()) || !IsLowerAlnum(name.back())) return false;
+  for (const char c : name) {
+    if (!IsLowerAlnum(c) && c != '.' && c != '-') return false;
+  }
+  return name.find("..") == std::string_view::npos;
 }
 
 BucketUrl ParseBucketUrl(std::string_view url) {
@@ -174,63 +166,38 @@ void Location::Check() const {
   }
 }
 
+std::string Location::HostName() const {
+  return addressing == Addressing::kVirtual ? bucket + "." + endpoint.host
+                                            : endpoint.host;
+}
+
 std::string Location::BaseUrl() const {
-  return std::string(endpoint.tls ? "https://" : "http://") + Host();
+  return std::string(endpoint.tls ? "https://" : "http://") +
+         Bracketed(HostName()) + ":" + std::to_string(endpoint.port);
 }
 
 std::string Location::Host() const {
-  const std::string authority = endpoint.Authority();
-  return addressing == Addressing::kVirtual ? bucket + "." + authority
-                                            : authority;
+  const std::string name = Bracketed(HostName());
+  if (endpoint.HasDefaultPort()) return name;
+  return name + ":" + std::to_string(endpoint.port);
 }
 
-std::string ObjectPath(const Location& location, std::string_view key) {
-  if (location.addressing == Addressing::kVirtual) {
-    return "/" + std::string(key);
-  }
-  return "/" + location.bucket + "/" + std::string(key);
-}
-
-SignedRequest SignObjectRequest(const Location& location,
-                                const sigv4::Credentials& credentials,
-                                std::string_view method, std::string_view key,
-                                const std::vector<sigv4::Header>& extra,
-                                std::string_view body,
-                                std::chrono::system_clock::time_point now) {
-  sigv4::Request request;
-  request.method = std::string(method);
-  request.path = ObjectPath(location, key);
-  request.path_style = sigv4::PathStyle::kS3;
-  request.headers.push_back({"host", location.Host()});
-  request.headers.insert(request.headers.end(), extra.begin(), extra.end());
-  request.payload_hash = sigv4::HexSha256(body);
-  sigv4::SigningParams params;
-  params.region = location.region;
-  params.time = now;
-  sigv4::SignRequest(request, credentials, params);
-  SignedRequest out;
-  out.method = request.method;
-  out.target = sigv4::CanonicalUri(request.path, sigv4::PathStyle::kS3);
-  for (sigv4::Header& header : request.headers) {
-    if (header.name != "host") out.headers.push_back(std::move(header));
-  }
+std::string ObjectKey(std::string_view prefix, std::string_view key) {
+  if (prefix.empty()) return std::string(key);
+  std::string out(prefix);
+  out += '/';
+  out += key;
   return out;
 }
 
-std::string DescribeAnswer(int status, std::string_view body,
-                           std::string_view request_id_field) {
-  std::string out = "HTTP " + std::to_string(status);
-  if (status / 100 == 2) return out;
-  const std::optional<sigv4::S3ErrorDocument> error =
-      sigv4::ParseS3ErrorDocument(body);
-  std::string request_id(request_id_field);
-  if (error) {
-    if (!error->code.empty()) out += " " + OneLine(error->code);
-    if (!error->message.empty()) out += ": " + OneLine(error->message);
-    if (!error->request_id.empty()) request_id = error->request_id;
+std::string ObjectPath(const Location& location, std::string_view object_key) {
+  std::string path = "/";
+  if (location.addressing == Addressing::kPath) {
+    path += location.bucket;
+    if (!object_key.empty()) path += '/';
   }
-  if (!request_id.empty()) out += ", request id " + OneLine(request_id);
-  return out;
+  path += object_key;
+  return path;
 }
 
-}  // namespace fencepost::cli::s3
+}  // namespace fencepost::s3

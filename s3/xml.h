@@ -5,10 +5,17 @@
 #include <string>
 #include <string_view>
 
-// The little XML that S3's listings need, read and checked: elements as the
-// store wrote them, character data decoded, and whether a name can be
-// written back as XML character data. Not a general XML parser.
-namespace fencepost::storage::s3xml {
+// The little XML that S3 needs: text escaped for the documents fencepost
+// writes (the front door's errors, the listings it answers), and the
+// listings a store answers read and checked: elements as the store wrote
+// them, character data decoded, and whether a name can be written back as
+// XML character data. Not a general XML parser.
+namespace fencepost::s3 {
+
+// `text` as XML character data or an attribute value: & < > " escaped, a
+// CR as &#13; (which a reader's line-end normalisation keeps), the other
+// C0 control characters but tab and newline dropped.
+std::string EscapeXml(std::string_view text);
 
 // One element as the store wrote it: <name ...>inner</name> or <name/>;
 // `raw` is the whole of it.
@@ -37,4 +44,4 @@ std::optional<std::string> DecodeXmlText(std::string_view text);
 // U+FFFE and U+FFFF).
 bool XmlCarries(std::string_view raw);
 
-}  // namespace fencepost::storage::s3xml
+}  // namespace fencepost::s3
