@@ -13,12 +13,13 @@
 
 namespace fencepost::storage {
 
-// etcd's v3 API as EtcdFences uses it: a POST of a JSON body to an API path
-// ("/v3/kv/range", "/v3/kv/txn", "/v3/lease/grant", "/v3/lease/keepalive",
-// "/v3/lease/revoke") and etcd's JSON answer. EtcdClient speaks it to a
-// cluster over HTTP; tests speak it to an in-memory fake.
+// etcd's v3 API as the etcd store (EtcdFences, through its EtcdSession)
+// uses it: a POST of a JSON body to an API path ("/v3/kv/range",
+// "/v3/kv/txn", "/v3/lease/grant", "/v3/lease/keepalive", "/v3/lease/revoke")
+// and etcd's JSON answer. EtcdClient speaks it to a cluster over HTTP; tests
+// speak it to an in-memory fake.
 //
-// Thread safety: an implementation's own; EtcdFences calls it on its io
+// Thread safety: an implementation's own; EtcdSession calls it on its io
 // thread.
 class EtcdApi {
  public:

@@ -1,7 +1,8 @@
 #pragma once
 
-// The records fencepost keeps in etcd (EtcdFences's class comment names
-// their keys), their text, and what a kv of etcd's answer holds of them.
+// The records fencepost keeps in etcd (the class comments of EtcdFences,
+// EtcdTurns and EtcdLeaseRecords name their keys), their text, and what a kv
+// of etcd's answer holds of them.
 
 #include <cstdint>
 #include <optional>

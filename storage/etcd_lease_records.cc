@@ -1,0 +1,153 @@
+// EtcdLeaseRecords: a lease as etcd holds it, and what its hold says of it
+// (see the class comment).
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include "storage/etcd_lease_records.h"
+
+#include <algorithm>
+
+#include "fence/errc.h"
+#include "storage/errc.h"
+#include "storage/etcd_json.h"
+#include "storage/etcd_paging.h"
+#include "storage/etcd_txn.h"
+
+namespace fencepost::storage {
+
+using Json = http::JsonValue;
+
+Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
+    const std::string& name, const std::string& fence_name, StoredLease* state,
+    bool count_holds) {
+  etcd::Txn reads;
+  reads.Then(etcd::RangeOp(session_.LeaseKey(name)))
+      .Then(etcd::RangeOp(session_.HoldKey(fence_name)))
+      .Then(etcd::RangeOp(session_.FenceKey(fence_name)));
+  if (count_holds) {
+    reads.Then(etcd::CountOp(session_.HoldKey(""),
+                             etcd::PrefixEnd(session_.HoldKey(""))));
+  }
+  EtcdApi::Reply reply =
+      co_await session_.Call("/v3/kv/txn", reads.Json(), true);
+  if (!reply.ok) co_return Errc::kStoreUnavailable;
+  const Json* responses = etcd::ResponsesOf(reply.json, reads.success_ops());
+  if (responses == nullptr) co_return fence::Errc::kStorage;
+  if (count_holds) {
+    const std::int64_t holds = etcd::RangeCountAt(*responses, 3);
+    if (holds < 0) co_return fence::Errc::kStorage;
+    state->holds = static_cast<std::size_t>(holds);
+    state->read_revision = etcd::RevisionOf(reply.json);
+  }
+  const Json* kv[3] = {nullptr, nullptr, nullptr};
+  for (std::size_t i = 0; i < 3; ++i) {
+    const std::vector<Json>* kvs = etcd::RangeKvsAt(*responses, i);
+    if (kvs == nullptr || kvs->size() > 1) co_return fence::Errc::kStorage;
+    if (!kvs->empty()) kv[i] = &(*kvs)[0];
+  }
+  std::string text;
+  if (kv[0] != nullptr) {
+    fence::LeaseRecord record;
+    if (!etcd::BytesOf(*kv[0], "value", &text) ||
+        !etcd::ParseLease(text, &record, &state->noticed)) {
+      co_return fence::Errc::kStorage;
+    }
+    state->record = std::move(record);
+    state->record_revision = etcd::Int64Of(kv[0]->Find("mod_revision"));
+  }
+  if (kv[1] != nullptr) {
+    Hold hold;
+    if (!etcd::HoldOf(*kv[1], &hold)) co_return fence::Errc::kStorage;
+    state->hold = std::move(hold);
+    state->hold_revision = etcd::Int64Of(kv[1]->Find("mod_revision"));
+  }
+  if (kv[2] != nullptr && !etcd::SeenOf(*kv[2], &state->fence)) {
+    co_return fence::Errc::kStorage;
+  }
+  co_return std::error_code();
+}
+
+fence::LeaseState EtcdLeaseRecords::RulesView(const fence::LeaseOp& op,
+                                              const StoredLease& state,
+                                              std::int64_t now_ns) {
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  const bool ours = hold != nullptr && hold->name == op.name;
+  fence::LeaseState view;
+  view.record = state.record;
+  view.live = state.record && !state.record->released && ours &&
+              hold->token == state.record->token;
+  const std::int64_t left_ms =
+      hold == nullptr ? 0
+                      : std::max<std::int64_t>(
+                            1, (hold->deadline_ns - now_ns + 999999) / 1000000);
+  view.expires_in_ms = left_ms;
+  if (hold != nullptr && !ours) {
+    // The blocking lease, as its hold tells it (what the 409 shows).
+    fence::LeaseRecord blocking;
+    blocking.holder = hold->holder;
+    blocking.fence = op.fence;
+    blocking.token = hold->token;
+    view.other =
+        fence::LeaseState::Blocking{hold->name, std::move(blocking), left_ms};
+  }
+  return view;
+}
+
+Awaitable<bool> EtcdLeaseRecords::NoticeExpiry(const std::string& name,
+                                               const StoredLease& state) {
+  const std::string key = session_.LeaseKey(name);
+  etcd::Txn txn;
+  txn.If(etcd::CompareMod(key, state.record_revision))
+      .Then(etcd::PutOp(key, etcd::FormatLease(*state.record, true)));
+  EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", txn.Json());
+  co_return reply.ok&& etcd::Succeeded(reply.json);
+}
+
+fence::LeaseEntry EtcdLeaseRecords::EntryOf(const StoredLease& state,
+                                            std::int64_t now) {
+  fence::LeaseEntry entry;
+  entry.record = *state.record;
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  if (!entry.record.released && hold != nullptr &&
+      hold->token == entry.record.token) {
+    // Live while the hold exists; how long for is the granting replica's
+    // estimate (at least 1 ms).
+    const std::int64_t left_ns = hold->deadline_ns - EtcdSession::WallNowNs();
+    entry.deadline_ns = now + std::max<std::int64_t>(1000000, left_ns);
+  }
+  entry.expiry_noticed = state.noticed;
+  return entry;
+}
+
+Awaitable<std::error_code> EtcdLeaseRecords::ReadHolds(NamedLeases& leases) {
+  // 64 reads to a transaction.
+  for (std::size_t first = 0; first < leases.size(); first += 64) {
+    const std::size_t last = std::min(leases.size(), first + 64);
+    etcd::Txn reads;
+    for (std::size_t i = first; i < last; ++i) {
+      reads.Then(
+          etcd::RangeOp(session_.HoldKey(leases[i].second.record->fence)));
+    }
+    EtcdApi::Reply holds =
+        co_await session_.Call("/v3/kv/txn", reads.Json(), true);
+    if (!holds.ok) co_return Errc::kStoreUnavailable;
+    const Json* responses = etcd::ResponsesOf(holds.json, last - first);
+    if (responses == nullptr) co_return fence::Errc::kStorage;
+    for (std::size_t i = first; i < last; ++i) {
+      const std::vector<Json>* found = etcd::RangeKvsAt(*responses, i - first);
+      if (found == nullptr || found->size() > 1) {
+        co_return fence::Errc::kStorage;
+      }
+      if (found->empty()) continue;
+      Hold hold;
+      if (!etcd::HoldOf((*found)[0], &hold)) co_return fence::Errc::kStorage;
+      if (hold.name == leases[i].first) leases[i].second.hold = std::move(hold);
+    }
+  }
+  co_return std::error_code();
+}
+
+}  // namespace fencepost::storage

@@ -1,0 +1,117 @@
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include "fence/lease.h"
+#include "fence/write.h"
+#include "http/coro.h"
+#include "storage/changes.h"
+#include "storage/etcd_fence_cache.h"
+#include "storage/etcd_lease_records.h"
+#include "storage/etcd_session.h"
+#include "storage/fences.h"
+
+namespace fencepost::storage {
+
+// Leases (/v1/leases), decided on this replica and applied with one etcd
+// transaction each, up to 16 at a time beside the writes' transactions; a
+// lease lives in etcd as its record and the hold of its fence
+// (EtcdLeaseRecords). Every lease operation's transaction compares the
+// record and the hold as read, an acquire the fence too (the mark of a
+// noticed expiry compares the record only); a grant puts all three: the
+// fence is raised in the transaction that grants.
+// --max-leases counts the holds under PREFIX (one per live lease, every
+// replica's): an acquire that would grant reads their count with the
+// lease, at revision R, and is refused (fence::OverLeaseLimit) when the
+// limit is reached; else its transaction also compares that no hold under
+// PREFIX was created after R. A grant elsewhere in between fails that
+// compare, and the acquire is read and decided again. So the limit holds
+// across every replica that shares PREFIX with the same --max-leases, in
+// the transaction that grants (a replica with a larger one may fill the
+// room up to its own). The count and the compare read every hold: leases
+// are for leaders, not millions of locks. A record keeps its fence; a replica
+// whose --fence-scope gives the name another refuses the lease
+// (Errc::kScopeMismatch).
+//
+// The expiries that reads notice are told to `tell` (Fences::Tell); those a
+// lease operation notices are in its outcome. A grant leaves the fence it
+// raised in the cache.
+//
+// Thread safety: every call on the io thread of the session's io_context;
+// `done` callbacks run there too.
+class EtcdLeases {
+ public:
+  EtcdLeases(EtcdSession& session, EtcdFenceCache& cache, ChangeSink tell)
+      : session_(session),
+        records_(session),
+        cache_(cache),
+        tell_(std::move(tell)) {}
+
+  // Queues a lease operation (`pending.write` holds a fence::LeaseOp), and
+  // settles it alone by one of a few workers.
+  void Enqueue(etcd::Pending pending);
+  // Lease operations waiting for a worker.
+  std::size_t queued() const { return leases_.size(); }
+  // Fences::GetLease and Fences::ListLeases.
+  Awaitable<Fences::LeaseRead> GetLease(std::string name, std::string fence);
+  Awaitable<Fences::LeaseList> ListLeases(std::string prefix, std::string after,
+                                          std::size_t limit);
+  // Transactions committed.
+  std::uint64_t transactions() const { return transactions_; }
+
+ private:
+  using Pending = etcd::Pending;
+  using Settled = etcd::Settled;
+  using Hold = etcd::Hold;
+  using StoredLease = EtcdLeaseRecords::StoredLease;
+  using NamedLeases = EtcdLeaseRecords::NamedLeases;
+  // The outcome of the etcd lease a hold is attached to.
+  struct HoldLease {
+    Settled settled = Settled::kDone;
+    std::int64_t id = 0;       // the hold's etcd lease
+    std::int64_t granted = 0;  // a new etcd lease for the hold
+    std::int64_t revoke = 0;   // the etcd lease the hold leaves
+  };
+
+  static constexpr int kAloneAttempts = 16;
+  static constexpr int kLeaseWorkers = 16;
+
+  // A lease operation: decided and applied alone, again after a conflict.
+  Awaitable<void> SettleLease(Pending pending);
+  // A worker: settles lease operations from leases_ until it is empty.
+  Awaitable<void> SettleLeases();
+  // Reads, decides (fence::DecideLease) and commits one lease operation.
+  Awaitable<Settled> TryLease(const fence::LeaseOp& op,
+                              fence::WriteOutcome* outcome);
+  // Persists a lease decision (`next`, the verdict in `outcome`) in one
+  // transaction comparing what it was decided on (with `limited`, a grant
+  // that counts against --max-leases: no hold created since the count);
+  // on failure resets `outcome` to the error.
+  Awaitable<Settled> CommitLease(const fence::LeaseOp& op,
+                                 const StoredLease& state,
+                                 const fence::LeaseRecord& next,
+                                 fence::WriteOutcome* outcome,
+                                 std::int64_t now_ns, bool limited);
+  // The etcd lease for the hold of a renewal or grant of `next`: the live
+  // hold's own, kept alive, when its TTL stays; else a new one.
+  Awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
+                                  const StoredLease& state,
+                                  const fence::LeaseRecord& next, bool renewed);
+
+  EtcdSession& session_;
+  EtcdLeaseRecords records_;
+  EtcdFenceCache& cache_;
+  const ChangeSink tell_;
+  std::deque<Pending> leases_;  // lease operations waiting for a worker
+  int lease_workers_ = 0;
+  std::uint64_t transactions_ = 0;
+};
+
+}  // namespace fencepost::storage

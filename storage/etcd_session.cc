@@ -1,0 +1,100 @@
+#include "storage/etcd_session.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+
+#include "fence/errc.h"
+#include "storage/errc.h"
+#include "storage/etcd_json.h"
+#include "storage/etcd_txn.h"
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+
+EtcdSession::EtcdSession(asio::io_context& io, EtcdOptions options,
+                         std::unique_ptr<EtcdApi> api)
+    : io_(io), options_(std::move(options)), client_(std::move(api)) {}
+
+Awaitable<EtcdApi::Reply> EtcdSession::Call(std::string_view path,
+                                            std::string body, bool idempotent) {
+  EtcdApi::Reply reply =
+      co_await client_->Call(path, std::move(body), idempotent);
+  if (!reply.ok) last_error_ = reply.error;
+  co_return reply;
+}
+
+std::string EtcdSession::FenceKey(std::string_view name) const {
+  return options_.spec.prefix + "/fences/" + std::string(name);
+}
+
+std::string EtcdSession::TurnKey(std::string_view name) const {
+  return options_.spec.prefix + "/turns/" + std::string(name);
+}
+
+std::string EtcdSession::LeaseKey(std::string_view name) const {
+  return options_.spec.prefix + "/leases/" + std::string(name);
+}
+
+std::string EtcdSession::HoldKey(std::string_view fence) const {
+  return options_.spec.prefix + "/holds/" + std::string(fence);
+}
+
+std::string EtcdSession::ValueKey(std::string_view key) const {
+  return options_.spec.prefix + "/values/" + std::string(key);
+}
+
+std::string EtcdSession::ScopesKey() const {
+  return options_.spec.prefix + "/scopes";
+}
+
+std::string EtcdSession::FormatKey() const {
+  return options_.spec.prefix + "/format";
+}
+
+Awaitable<std::optional<etcd::Page>> EtcdSession::ReadPage(
+    const std::string& base, const std::string& prefix,
+    const std::string& after, std::size_t limit, std::error_code* error) {
+  EtcdApi::Reply reply = co_await Call(
+      "/v3/kv/range", etcd::PageRange(base, prefix, after, limit), true);
+  if (!reply.ok) {
+    *error = Errc::kStoreUnavailable;
+    co_return std::nullopt;
+  }
+  std::optional<etcd::Page> page = etcd::ReadPage(reply.json, base);
+  if (!page) *error = fence::Errc::kStorage;
+  co_return page;
+}
+
+Awaitable<std::int64_t> EtcdSession::GrantLease(std::int64_t seconds) {
+  EtcdApi::Reply reply =
+      co_await Call("/v3/lease/grant", etcd::LeaseTtl(seconds));
+  if (!reply.ok) co_return 0;
+  const std::int64_t id = etcd::Int64Of(reply.json.Find("ID"));
+  co_return id > 0 ? id : 0;
+}
+
+Awaitable<etcd::Settled> EtcdSession::KeepLeaseAlive(std::int64_t id) {
+  EtcdApi::Reply reply =
+      co_await Call("/v3/lease/keepalive", etcd::LeaseId(id));
+  if (!reply.ok) co_return etcd::Settled::kFailed;
+  const http::JsonValue* result = reply.json.Find("result");
+  if (result == nullptr || etcd::Int64Of(result->Find("TTL")) <= 0) {
+    co_return etcd::Settled::kConflict;
+  }
+  co_return etcd::Settled::kDone;
+}
+
+void EtcdSession::RevokeLease(std::int64_t id) {
+  if (id <= 0) return;
+  asio::co_spawn(io_, Call("/v3/lease/revoke", etcd::LeaseId(id)),
+                 asio::detached);
+}
+
+std::int64_t EtcdSession::WallNowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace fencepost::storage
