@@ -195,6 +195,30 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
+// TLS close_notify, then a lingering close.
+template <class Stream>
+Awaitable<void> WindDown(Stream& stream, Ports::Connection& self) {
+  auto& lowest = beast::get_lowest_layer(stream);
+  beast::error_code ec;
+  auto token = asio::redirect_error(kUseAwaitable, ec);
+  if constexpr (!std::is_same_v<Stream, Ports::TcpStream>) {
+    // TLS: send close_notify (the client need not answer it).
+    lowest.expires_after(std::chrono::seconds(1));
+    co_await stream.async_shutdown(token);
+  }
+  // Lingering close: after our FIN, drain what the client still sends for a
+  // moment, so unread request bytes do not turn the close into a reset that
+  // could destroy the response before the client reads it.
+  lowest.socket().shutdown(asio::socket_base::shutdown_send, ec);
+  if (ec) co_return;
+  lowest.expires_after(std::chrono::seconds(1));
+  std::array<char, 4096> sink;
+  for (std::size_t drained = 0; drained < (1u << 20) && !self.shed;) {
+    drained += co_await lowest.async_read_some(asio::buffer(sink), token);
+    if (ec) break;
+  }
+}
+
 }  // namespace
 
 // Coroutines here follow two rules that keep g++ 12 correct: every co_await
@@ -367,29 +391,6 @@ void Server::Account(metrics::Port port, const Request& request,
   LogAccess({PortName(port), client, line_read ? method : "-",
              line_read ? std::string_view(request.target()) : "-",
              res.result_int(), res.body().size(), SecondsSince(arrived)});
-}
-
-template <class Stream>
-Awaitable<void> Server::WindDown(Stream& stream, Connection& self) {
-  auto& lowest = beast::get_lowest_layer(stream);
-  beast::error_code ec;
-  auto token = asio::redirect_error(kUseAwaitable, ec);
-  if constexpr (!std::is_same_v<Stream, TcpStream>) {
-    // TLS: send close_notify (the client need not answer it).
-    lowest.expires_after(std::chrono::seconds(1));
-    co_await stream.async_shutdown(token);
-  }
-  // Lingering close: after our FIN, drain what the client still sends for a
-  // moment, so unread request bytes do not turn the close into a reset that
-  // could destroy the response before the client reads it.
-  lowest.socket().shutdown(asio::socket_base::shutdown_send, ec);
-  if (ec) co_return;
-  lowest.expires_after(std::chrono::seconds(1));
-  std::array<char, 4096> sink;
-  for (std::size_t drained = 0; drained < (1u << 20) && !self.shed;) {
-    drained += co_await lowest.async_read_some(asio::buffer(sink), token);
-    if (ec) break;
-  }
 }
 
 Awaitable<void> Server::Serve(Socket socket, Listener& listener) {

@@ -28,6 +28,9 @@
 
 namespace fencepost::proxy {
 
+// Whether the client of a watch is still there (server_watch.cc).
+struct ClientWatch;
+
 // The HTTP/1.1 listeners and their connections: keep-alive and pipelining,
 // a deadline on every read, a bound on every part of a request held in
 // memory (16 KiB of header, kBufferLimit for a chunk line or a trailer
@@ -111,32 +114,12 @@ class Server {
   Awaitable<void> Session(Stream& stream, Listener& listener, Connection& self);
   // A request that holds its connection (watch::HoldsConnection): 503 past
   // the port's watch cap; otherwise answered, streamed or long-polled with
-  // a read pending on the connection (WatchClient), which ends it when the
+  // a read pending on the connection (server_watch.cc), which ends it when the
   // client leaves. True when the connection goes on to its next request.
   template <class Stream>
   Awaitable<bool> ServeWatch(Stream& stream, boost::beast::flat_buffer& buffer,
                              const Request& request, Listener& listener,
                              Connection& self, const std::string& client);
-  // Whether the client of a watch is still there, as a read kept pending on
-  // its connection sees it.
-  struct ClientWatch {
-    explicit ClientWatch(boost::asio::io_context& io) : ended(io) {}
-    bool reading = true;
-    bool stopping = false;  // the server stops the read (not the client)
-    bool left = false;      // EOF or an error: the client is gone
-    std::function<void()> on_left;
-    boost::asio::steady_timer ended;  // cancelled when the read ends
-  };
-  // Reads from the connection until the client leaves (sets `left`, runs
-  // `on_left`) or Unwatch stops it: into `keep` (bytes of a pipelined
-  // request, kept; the read ends when it is full), or discarded when it is
-  // nullptr.
-  template <class Stream>
-  Awaitable<void> WatchClient(Stream& stream, boost::beast::flat_buffer* keep,
-                              ClientWatch& watch);
-  // Stops WatchClient's read and waits for it to end.
-  template <class Stream>
-  Awaitable<void> Unwatch(Stream& stream, ClientWatch& watch);
   // Waits (up to --idle-timeout) for a request's first bytes; false when the
   // connection should close.
   template <class Stream>
@@ -164,9 +147,6 @@ class Server {
                const std::string& client,
                std::chrono::steady_clock::time_point arrived,
                std::chrono::steady_clock::time_point handled);
-  // TLS close_notify, then a lingering close.
-  template <class Stream>
-  Awaitable<void> WindDown(Stream& stream, Connection& self);
   // GET /v1/watch, accepted (`head`): sends the head, then the hub's events
   // under the request's prefix as they come, chunked, with a comment when
   // idle; until the client goes (`watch`), the hub drops it, or the server
@@ -175,11 +155,6 @@ class Server {
   Awaitable<void> StreamEvents(Stream& stream, const Request& request,
                                Response& head, Connection& self,
                                ClientWatch& watch);
-  // Writes `bytes` within --write-timeout; false when it failed. A stream
-  // whose client let the write time out set `*timed_out`.
-  template <class Stream>
-  Awaitable<bool> WriteBytes(Stream& stream, const std::string& bytes,
-                             Connection& self, bool* timed_out = nullptr);
 
   bool shutting_down() const { return ports_.shutting_down(); }
 

@@ -78,6 +78,81 @@ class WatchSlot {
 
 }  // namespace
 
+// Whether the client of a watch is still there, as a read kept pending on
+// its connection sees it.
+struct ClientWatch {
+  explicit ClientWatch(asio::io_context& io) : ended(io) {}
+  bool reading = true;
+  bool stopping = false;  // the server stops the read (not the client)
+  bool left = false;      // EOF or an error: the client is gone
+  std::function<void()> on_left;
+  asio::steady_timer ended;  // cancelled when the read ends
+};
+
+namespace {
+
+// Reads from the connection until the client leaves (sets `left`, runs
+// `on_left`) or Unwatch stops it: into `keep` (bytes of a pipelined
+// request, kept; the read ends when it is full), or discarded when it is
+// nullptr.
+template <class Stream>
+Awaitable<void> WatchClient(Stream& stream, beast::flat_buffer* keep,
+                            ClientWatch& watch) {
+  beast::error_code ec;
+  auto token = asio::redirect_error(kUseAwaitable, ec);
+  std::array<char, 4096> sink;
+  while (!watch.stopping && (keep == nullptr || Room(*keep) > 0)) {
+    if (keep != nullptr) {
+      const std::size_t n =
+          co_await stream.async_read_some(keep->prepare(Room(*keep)), token);
+      keep->commit(n);
+    } else {
+      co_await stream.async_read_some(asio::buffer(sink), token);
+    }
+    if (ec) {
+      if (!watch.stopping) {
+        watch.left = true;
+        if (watch.on_left) watch.on_left();
+      }
+      break;
+    }
+  }
+  watch.reading = false;
+  watch.ended.cancel();
+}
+
+// Stops WatchClient's read and waits for it to end.
+template <class Stream>
+Awaitable<void> Unwatch(Stream& stream, ClientWatch& watch) {
+  watch.stopping = true;
+  if (!watch.reading) co_return;
+  beast::error_code ec;
+  beast::get_lowest_layer(stream).socket().cancel(ec);
+  watch.ended.expires_at(asio::steady_timer::time_point::max());
+  while (watch.reading) {
+    co_await watch.ended.async_wait(asio::redirect_error(kUseAwaitable, ec));
+  }
+}
+
+// Writes `bytes` within `write_timeout`; false when it failed. A stream
+// whose client let the write time out set `*timed_out`.
+template <class Stream>
+Awaitable<bool> WriteBytes(Stream& stream, const std::string& bytes,
+                           std::chrono::milliseconds write_timeout,
+                           Ports::Connection& self, bool* timed_out = nullptr) {
+  beast::error_code ec;
+  auto& lowest = beast::get_lowest_layer(stream);
+  lowest.expires_after(write_timeout);
+  self.since = std::chrono::steady_clock::now();
+  co_await asio::async_write(stream, asio::buffer(bytes),
+                             asio::redirect_error(kUseAwaitable, ec));
+  lowest.expires_never();
+  if (timed_out) *timed_out = ec == beast::error::timeout;
+  co_return !ec;
+}
+
+}  // namespace
+
 template <class Stream>
 Awaitable<bool> Server::ServeWatch(Stream& stream, beast::flat_buffer& buffer,
                                    const Request& request, Listener& listener,
@@ -131,44 +206,6 @@ Awaitable<bool> Server::ServeWatch(Stream& stream, beast::flat_buffer& buffer,
 }
 
 template <class Stream>
-Awaitable<void> Server::WatchClient(Stream& stream, beast::flat_buffer* keep,
-                                    ClientWatch& watch) {
-  beast::error_code ec;
-  auto token = asio::redirect_error(kUseAwaitable, ec);
-  std::array<char, 4096> sink;
-  while (!watch.stopping && (keep == nullptr || Room(*keep) > 0)) {
-    if (keep != nullptr) {
-      const std::size_t n =
-          co_await stream.async_read_some(keep->prepare(Room(*keep)), token);
-      keep->commit(n);
-    } else {
-      co_await stream.async_read_some(asio::buffer(sink), token);
-    }
-    if (ec) {
-      if (!watch.stopping) {
-        watch.left = true;
-        if (watch.on_left) watch.on_left();
-      }
-      break;
-    }
-  }
-  watch.reading = false;
-  watch.ended.cancel();
-}
-
-template <class Stream>
-Awaitable<void> Server::Unwatch(Stream& stream, ClientWatch& watch) {
-  watch.stopping = true;
-  if (!watch.reading) co_return;
-  beast::error_code ec;
-  beast::get_lowest_layer(stream).socket().cancel(ec);
-  watch.ended.expires_at(asio::steady_timer::time_point::max());
-  while (watch.reading) {
-    co_await watch.ended.async_wait(asio::redirect_error(kUseAwaitable, ec));
-  }
-}
-
-template <class Stream>
 Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
                                      Response& head, Connection& self,
                                      ClientWatch& watch) {
@@ -184,15 +221,16 @@ Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
   head.chunked(true);
   head.keep_alive(false);
   // A browser's EventSource comes back after a second when the stream ends.
-  bool sent =
-      co_await WriteBytes(stream, Head(head) + Chunk("retry: 1000\n\n"), self);
+  bool sent = co_await WriteBytes(stream, Head(head) + Chunk("retry: 1000\n\n"),
+                                  options_.write_timeout, self);
   while (sent && !watch.left && !subscriber.closed && !subscriber.dropped) {
     if (subscriber.pending.empty()) {
       wake.expires_after(std::chrono::seconds(watch::kKeepAliveSeconds));
       beast::error_code ec;
       co_await wake.async_wait(asio::redirect_error(kUseAwaitable, ec));
       if (ec) continue;  // woken: an event, a drop, or the end
-      sent = co_await WriteBytes(stream, Chunk(": keep-alive\n\n"), self);
+      sent = co_await WriteBytes(stream, Chunk(": keep-alive\n\n"),
+                                 options_.write_timeout, self);
       continue;
     }
     // Up to 64 KiB of events in one chunk and one write.
@@ -205,30 +243,18 @@ Awaitable<void> Server::StreamEvents(Stream& stream, const Request& request,
       subscriber.pending.pop_front();
     }
     bool timed_out = false;
-    sent = co_await WriteBytes(stream, Chunk(events), self, &timed_out);
+    sent = co_await WriteBytes(stream, Chunk(events), options_.write_timeout,
+                               self, &timed_out);
     // A client that takes nothing for --write-timeout stopped reading: it
     // is dropped like one whose queue passed the bound (which one comes
     // first depends on how much the kernel's buffers took).
     if (timed_out) service_.watches().Drop(subscriber);
   }
   if (sent && !watch.left) {
-    co_await WriteBytes(stream, std::string("0\r\n\r\n"), self);
+    co_await WriteBytes(stream, std::string("0\r\n\r\n"),
+                        options_.write_timeout, self);
   }
   watch.on_left = nullptr;  // `wake` goes with this frame
-}
-
-template <class Stream>
-Awaitable<bool> Server::WriteBytes(Stream& stream, const std::string& bytes,
-                                   Connection& self, bool* timed_out) {
-  beast::error_code ec;
-  auto& lowest = beast::get_lowest_layer(stream);
-  lowest.expires_after(options_.write_timeout);
-  self.since = std::chrono::steady_clock::now();
-  co_await asio::async_write(stream, asio::buffer(bytes),
-                             asio::redirect_error(kUseAwaitable, ec));
-  lowest.expires_never();
-  if (timed_out) *timed_out = ec == beast::error::timeout;
-  co_return !ec;
 }
 
 }  // namespace fencepost::proxy

@@ -11,7 +11,15 @@
 #   tests/bench/put_path.sh BUILD_DIR   # a build with symbols (RelWithDebInfo)
 #
 # Prints one line per request: `put_path request=plain functions=N
-# threads=N files=N` (and `request=s3-door`), then the files of each.
+# threads=N files=N own_functions=N own_files=N answering_thread=N` (and
+# `request=s3-door`), then the files of each. functions counts every
+# symbol that names fencepost (template instances of the standard library
+# and Boost over its types, each coroutine's frames, overloads apart);
+# own_functions only the project's own functions by qualified name
+# (fencepost::..., overloads and coroutine frames as one), own_files only
+# the project's files, and answering_thread the own functions of the thread
+# that read and answered the request (not the applier's, which writes LMDB
+# after the answer).
 # PUT_PATH_NAMES=PREFIX keeps each request's function names in
 # PREFIX.plain and PREFIX.s3-door. Needs valgrind (callgrind_control), Debian's python3-boto3 and the Ceph
 # packages of scripts/deps.sh; starts and stops everything it uses on
@@ -57,13 +65,23 @@ serve() {
 zero() { callgrind_control -z "$FP_PID" >/dev/null; }
 dump() { callgrind_control -d "$FP_PID" >/dev/null; }
 
+PROJECT_FOLDERS="codec|http|sigv4|s3|fence|metrics|storage|proxy|cli|client"
+
+# own_names: of callgrind_annotate's "FILE:FUNCTION" lines, the project's
+# own functions by qualified name (fencepost::..., before the parameter
+# list; a coroutine's frames and a function's overloads are one), one each.
+own_names() {
+  sed -E 's/^[^:]*://; s/ \[clone [^]]*\]//g' |
+    grep -E '^fencepost::' | sed -E 's/\(.*//' | sort -u
+}
+
 # count NAME: stops fencepost, prints the counts of its dump and the files.
 count() {
   local name=$1
   kill "$FP_PID"
   wait "$FP_PID" 2>/dev/null || true
   FP_PID=""
-  local threads=0 dump
+  local threads=0 dump answering=0
   : >"$WORK/$name/functions"
   # The dumps the request's -d made (cg.out.1-NN, one per thread); a line
   # per function: "IR (PCT) FILE:FUNCTION", FILE ??? without debug info.
@@ -72,14 +90,21 @@ count() {
       sed -nE 's/^ *[0-9,]+ +(\([^)]*\) +)?//p' |
       grep -E ':(fencepost::|[^:]*fencepost::)' >"$WORK/$name/thread" || true
     [[ -s $WORK/$name/thread ]] && threads=$((threads + 1))
+    if grep -q 'fencepost::proxy::Server::' "$WORK/$name/thread"; then
+      answering=$(own_names <"$WORK/$name/thread" | wc -l)
+    fi
     cat "$WORK/$name/thread" >>"$WORK/$name/functions"
   done
   sort -u "$WORK/$name/functions" -o "$WORK/$name/functions"
   sed -E 's/^[^:]*://' "$WORK/$name/functions" | sort -u >"$WORK/$name/names"
   local files
   files=$(sed -nE 's|^.*/([^/]+/[^/:]+\.(cc\|h)):.*|\1|p' "$WORK/$name/functions" | sort -u)
+  local own_files
+  own_files=$(grep -cE "^($PROJECT_FOLDERS)/" <<<"$files" || true)
   echo "put_path request=$name functions=$(wc -l <"$WORK/$name/names")" \
-    "threads=$threads files=$(grep -c . <<<"$files" || true)"
+    "threads=$threads files=$(grep -c . <<<"$files" || true)" \
+    "own_functions=$(own_names <"$WORK/$name/functions" | wc -l)" \
+    "own_files=$own_files answering_thread=$answering"
   sed 's/^/  /' <<<"$files"
   # PUT_PATH_NAMES=PREFIX keeps the function names in PREFIX.NAME.
   if [[ -n ${PUT_PATH_NAMES:-} ]]; then
