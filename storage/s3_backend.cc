@@ -313,6 +313,14 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
   // own effect).
   HttpPool::Exchange exchange =
       co_await Send(std::move(write), HttpPool::Resend::kNever);
+  const http::Response& answer = exchange.response;
+  const unsigned status = answer.result_int();
+  if (exchange.sent == Sent::kAnswered && status >= 200 && status < 300) {
+    if (put) stored.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
+    stored.created = put && seen != nullptr && !seen->exists;
+    co_return stored;
+  }
+  // Only a write that did not succeed is described (for the log).
   stored.detail = Describe(described, exchange);
   if (exchange.sent == Sent::kNotSent) {
     stored.landing = fence::Landing::kNotApplied;
@@ -322,14 +330,6 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
   if (exchange.sent == Sent::kUnknown) {
     stored.landing = fence::Landing::kUnknown;
     stored.error = Errc::kOutcomeUnknown;
-    co_return stored;
-  }
-  const http::Response& answer = exchange.response;
-  const unsigned status = answer.result_int();
-  if (status >= 200 && status < 300) {
-    stored.detail.clear();
-    if (put) stored.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
-    stored.created = put && seen != nullptr && !seen->exists;
     co_return stored;
   }
   const s3::ErrorAnswer error = ParseS3Error(answer);
