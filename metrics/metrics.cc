@@ -173,9 +173,12 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                        .Add({});
   backend_errors_ = &BuildCounter()
                          .Name("fencepost_backend_errors_total")
-                         .Help("Storage backend failures.")
-                         .Register(r)
-                         .Add({{"backend", std::string(backend)}});
+                         .Help(
+                             "Storage failures answered 5xx, and the store's "
+                             "refusals of fencepost's own requests, by code.")
+                         .Register(r);
+  backend_ = std::string(backend);
+  BackendErrorCounter("");  // at zero from the start
   would_reject_ = &BuildCounter()
                        .Name("fencepost_writes_would_reject_total")
                        .Help(
@@ -265,7 +268,30 @@ void Metrics::SetMap(double used_bytes, double size_bytes, double max_bytes) {
 }
 
 void Metrics::WouldReject() { would_reject_->Increment(); }
-void Metrics::BackendError() { backend_errors_->Increment(); }
+prometheus::Counter& Metrics::BackendErrorCounter(std::string_view code) {
+  constexpr std::size_t kMaxCodes = 64;
+  const bool plain = code.size() <= 64 &&
+                     code.find_first_not_of(
+                         "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                         "0123456789._-") == std::string_view::npos;
+  std::string label(plain ? code : "other");
+  std::lock_guard lock(backend_errors_mu_);
+  auto found = backend_error_codes_.find(label);
+  if (found == backend_error_codes_.end() &&
+      backend_error_codes_.size() >= kMaxCodes) {
+    label = "other";
+    found = backend_error_codes_.find(label);
+  }
+  if (found != backend_error_codes_.end()) return *found->second;
+  prometheus::Counter* counter =
+      &backend_errors_->Add({{"backend", backend_}, {"code", label}});
+  backend_error_codes_.emplace(label, counter);
+  return *counter;
+}
+
+void Metrics::BackendError(std::string_view code) {
+  BackendErrorCounter(code).Increment();
+}
 void Metrics::OutcomeUnknown() { outcome_unknown_->Increment(); }
 void Metrics::Overloaded() { overloaded_->Increment(); }
 void Metrics::SetFences(double count) { fences_->Set(count); }

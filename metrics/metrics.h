@@ -45,7 +45,12 @@ class Metrics {
   // A stale write refused: counts it and observes how far behind it was.
   void StaleRejected(std::uint64_t presented, std::uint64_t current);
   void WouldReject();
-  void BackendError();
+  // A storage failure answered 5xx, or a store's refusal of fencepost's own
+  // request (S3's SignatureDoesNotMatch, say): `code` names its kind (the
+  // store's error code, else the problem type). A code of more than 64
+  // characters or others than A-Z a-z 0-9 . _ -, and every code past the
+  // 64th distinct one, counts as "other"; "" is the series with no code.
+  void BackendError(std::string_view code = "");
   void OutcomeUnknown();
   // A write refused with 503 because the commit queue was full.
   void Overloaded();
@@ -97,6 +102,9 @@ class Metrics {
   std::string Serialize() const;
 
  private:
+  // The counter of `code` (see BackendError), made on first use.
+  prometheus::Counter& BackendErrorCounter(std::string_view code);
+
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Counter* accepted_;
   std::array<prometheus::Counter*, 4> rejected_;
@@ -122,7 +130,10 @@ class Metrics {
   std::mutex request_mu_;
   std::unordered_map<std::uint32_t, prometheus::Counter*> request_children_;
   std::array<prometheus::Histogram*, 3> durations_;
-  prometheus::Counter* backend_errors_;
+  prometheus::Family<prometheus::Counter>* backend_errors_;
+  std::string backend_;
+  std::mutex backend_errors_mu_;
+  std::unordered_map<std::string, prometheus::Counter*> backend_error_codes_;
   prometheus::Counter* would_reject_;
   prometheus::Counter* outcome_unknown_;
   prometheus::Counter* overloaded_;

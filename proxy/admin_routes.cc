@@ -83,16 +83,33 @@ Awaitable<Response> AdminRoutes::Ready(const Request& req) {
   const bool draining = context_.draining();
   bool backend_ready = false;
   if (!draining) backend_ready = co_await backend_.Ready();
-  std::string_view answer = "ok\n";
+  std::string answer = "ok\n";
   if (draining) {
     answer = "draining\n";
   } else if (!backend_ready) {
-    answer = "backend not ready\n";
+    const std::string why = backend_.not_ready_reason();
+    answer = why.empty() ? "backend not ready\n"
+                         : "backend not ready: " + why + "\n";
   }
-  co_return Text(
-      req,
-      answer == "ok\n" ? http::status::ok : http::status::service_unavailable,
-      std::string(answer));
+  if (!draining) NoteReadiness(backend_ready, backend_.not_ready_reason());
+  const http::status status =
+      answer == "ok\n" ? http::status::ok : http::status::service_unavailable;
+  co_return Text(req, status, std::move(answer));
+}
+
+void AdminRoutes::NoteReadiness(bool ready, const std::string& reason) {
+  // Logged when it changes, not at every probe.
+  const std::string now = ready ? std::string() : reason;
+  if (now == logged_not_ready_) return;
+  if (now.empty()) {
+    LogEvent(spdlog::level::info, "backend_ready", "the backend is ready again",
+             {{"backend", config_.backend}});
+  } else {
+    LogEvent(spdlog::level::warn, "backend_not_ready",
+             "the backend is not ready: " + now,
+             {{"backend", config_.backend}, {"reason", now}});
+  }
+  logged_not_ready_ = now;
 }
 
 bool AdminRoutes::IsScope(std::string_view name) const {

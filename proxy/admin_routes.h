@@ -61,6 +61,11 @@ class AdminRoutes : private RouteUnit {
                        const storage::Fences::Read& read);
   // Whether `name` is exactly a configured --fence-scope prefix.
   bool IsScope(std::string_view name) const;
+  // Logs readiness when it changes: a warning with the backend's reason
+  // when it is lost, a line when it is back.
+  void NoteReadiness(bool ready, const std::string& reason);
+
+  std::string logged_not_ready_;  // the reason last logged ("": ready)
 };
 
 }  // namespace fencepost::proxy

@@ -318,4 +318,24 @@ void RejectionLogLimiter::Report(const std::string& fence, Window& window) {
   window.suppressed = 0;
 }
 
+bool OncePerInterval::Admit(const std::string& kind, std::uint64_t* repeated) {
+  constexpr std::size_t kMaxKinds = 256;
+  std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  auto found = kinds_.find(kind);
+  if (found == kinds_.end()) {
+    if (kinds_.size() < kMaxKinds) kinds_.emplace(kind, Last{now, 0});
+    *repeated = 0;
+    return true;
+  }
+  Last& last = found->second;
+  if (now - last.at < interval_) {
+    ++last.held;
+    return false;
+  }
+  *repeated = last.held;
+  last = Last{now, 0};
+  return true;
+}
+
 }  // namespace fencepost::proxy

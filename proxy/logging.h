@@ -87,4 +87,28 @@ class RejectionLogLimiter {
   std::unordered_map<std::string, Window> windows_;
 };
 
+// Lets one line of each kind through per interval, and counts the rest:
+// the count since the last line let through of its kind comes with the
+// next one. At most 256 kinds are kept; past them every kind is let
+// through.
+//
+// Thread safety: all methods may be called from any thread.
+class OncePerInterval {
+ public:
+  explicit OncePerInterval(std::chrono::steady_clock::duration interval)
+      : interval_(interval) {}
+  // Whether a line of `kind` may be written now; if so, `*repeated` is how
+  // many were held back since the last one.
+  bool Admit(const std::string& kind, std::uint64_t* repeated);
+
+ private:
+  struct Last {
+    std::chrono::steady_clock::time_point at;
+    std::uint64_t held = 0;
+  };
+  const std::chrono::steady_clock::duration interval_;
+  std::mutex mu_;
+  std::unordered_map<std::string, Last> kinds_;
+};
+
 }  // namespace fencepost::proxy

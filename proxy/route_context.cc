@@ -159,6 +159,47 @@ Problem RouteContext::RefusePrecondition(
   return problem;
 }
 
+void RouteContext::LogBackendFailure(std::error_code error,
+                                     const std::string& key,
+                                     std::string_view what,
+                                     std::string_view detail) {
+  const std::string message = std::string(what) + " failed";
+  const std::string code = std::string(error.category().name()) + ":" +
+                           std::to_string(error.value());
+  if (detail.empty()) {
+    LogEvent(spdlog::level::err, "backend_failed", message,
+             {{"key", key},
+              {"backend", config_.backend},
+              {"error", error.message()},
+              {"code", code}});
+  } else {
+    LogEvent(spdlog::level::err, "backend_failed", message,
+             {{"key", key},
+              {"backend", config_.backend},
+              {"error", error.message()},
+              {"code", code},
+              {"detail", std::string(detail)}});
+  }
+}
+
+void RouteContext::LogStoreRefusal(const storage::StoreError& store_error,
+                                   const std::string& key,
+                                   std::string_view what) {
+  // Once a minute per kind: a wrong secret refuses every request.
+  const std::string kind =
+      std::to_string(store_error.status) + " " + store_error.code;
+  std::uint64_t repeated = 0;
+  if (!refusal_log_.Admit(kind, &repeated)) return;
+  LogEvent(spdlog::level::warn, "store_refused",
+           std::string(what) + " was refused by the store: " + kind,
+           {{"key", key},
+            {"backend", config_.backend},
+            {"status", std::to_string(store_error.status), true},
+            {"code", store_error.code},
+            {"request_id", store_error.request_id},
+            {"repeated", std::to_string(repeated), true}});
+}
+
 Problem RouteContext::StorageFailure(std::error_code error,
                                      const std::string& key,
                                      std::string_view what, int retry_after,
@@ -189,26 +230,24 @@ Problem RouteContext::StorageFailure(std::error_code error,
     retry_after = std::max(retry_after, 1);
   }
   if (problem.type == ProblemType::kOutcomeUnknown) metrics_.OutcomeUnknown();
-  if (server_fault) {
-    metrics_.BackendError();
-    const std::string message = std::string(what) + " failed";
-    const std::string code = std::string(error.category().name()) + ":" +
-                             std::to_string(error.value());
-    if (detail.empty()) {
-      LogEvent(spdlog::level::err, "backend_failed", message,
-               {{"key", key},
-                {"backend", config_.backend},
-                {"error", error.message()},
-                {"code", code}});
-    } else {
-      LogEvent(spdlog::level::err, "backend_failed", message,
-               {{"key", key},
-                {"backend", config_.backend},
-                {"error", error.message()},
-                {"code", code},
-                {"detail", std::string(detail)}});
-    }
+  // A store's refusal of fencepost's own request (its credentials, its
+  // bucket): the operator must see it, though the client is answered 4xx.
+  // A 412 is the client's precondition, not a failure.
+  const bool store_refused =
+      !server_fault && store_error != nullptr && store_error->status != 412;
+  if (server_fault || store_refused) {
+    metrics_.BackendError(
+        store_error != nullptr
+            ? (store_error->code.empty()
+                   ? "HTTP_" + std::to_string(store_error->status)
+                   : store_error->code)
+            : std::string(
+                  TypeUri(problem.type)
+                      .substr(
+                          std::string_view("urn:fencepost:problem:").size())));
   }
+  if (server_fault) LogBackendFailure(error, key, what, detail);
+  if (store_refused) LogStoreRefusal(*store_error, key, what);
   problem.retry_after = retry_after;
   return problem;
 }

@@ -137,6 +137,13 @@ class RouteContext {
                 std::optional<fence::Token> current);
 
  private:
+  // A storage failure answered 5xx, as an error line.
+  void LogBackendFailure(std::error_code error, const std::string& key,
+                         std::string_view what, std::string_view detail);
+  // A store's 4xx refusal (but 412), as a warning once a minute per kind.
+  void LogStoreRefusal(const storage::StoreError& store_error,
+                       const std::string& key, std::string_view what);
+
   const Config& config_;
   storage::Fences& fences_;
   storage::Backend& backend_;
@@ -146,6 +153,7 @@ class RouteContext {
   std::atomic<bool> draining_ = false;
   Journal journal_;
   RejectionLogLimiter log_limiter_;
+  OncePerInterval refusal_log_{std::chrono::seconds(60)};
   storage::WatchHub watches_;
 
   // A lease's change for watchers: "granted", "renewed", "released" or

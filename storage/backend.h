@@ -137,6 +137,9 @@ class Backend {
   virtual Awaitable<WriteResult> Write(WriteRequest request) = 0;
   // Whether the backend can serve now (for /readyz). Never fails.
   virtual Awaitable<bool> Ready() = 0;
+  // Why the last Ready() said no, for /readyz's body and the log (""
+  // when it said yes, or the backend cannot tell more).
+  virtual std::string not_ready_reason() const { return {}; }
   // How long a write this process sent may still land on the store from
   // now, i.e. the longest hold of a fence after an unknown outcome that has
   // still to run (0: none, and always 0 for stores this process writes

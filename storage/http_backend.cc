@@ -293,13 +293,23 @@ Awaitable<ValueStore::Stored> HttpBackend::Store(
 }
 
 Awaitable<bool> HttpBackend::Ready() {
-  if (!co_await fences_.Ready()) co_return false;
+  const bool fences_ready = co_await fences_.Ready();
+  if (!fences_ready) {
+    const std::string why = fences_.last_error();
+    not_ready_ = "fence store: " + (why.empty() ? "not ready" : why);
+    co_return false;
+  }
   HttpRequest head(http::verb::head, base_.empty() ? "/" : base_, 11);
   head.set(http::field::host, host_header_);
   head.keep_alive(true);
   HttpPool::Exchange exchange =
       co_await pool_.RoundTrip(head, HttpPool::Resend::kIfUnanswered);
-  co_return exchange.sent == Sent::kAnswered;
+  if (exchange.sent == Sent::kAnswered) {
+    not_ready_.clear();
+    co_return true;
+  }
+  not_ready_ = "HEAD of the base: no answer: " + exchange.error;
+  co_return false;
 }
 
 }  // namespace fencepost::storage

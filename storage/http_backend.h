@@ -98,6 +98,7 @@ class HttpBackend : public Backend, private ValueStore {
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   Awaitable<bool> Ready() override;
+  std::string not_ready_reason() const override { return not_ready_; }
   std::chrono::milliseconds HoldLeft() const override {
     return gate_.HoldLeft();
   }
@@ -128,6 +129,7 @@ class HttpBackend : public Backend, private ValueStore {
   std::unique_ptr<boost::asio::ssl::context> tls_;  // https:// only
   HttpPool pool_;
   ValueGate gate_;
+  std::string not_ready_;  // why the last Ready() said no
 };
 
 }  // namespace fencepost::storage

@@ -348,11 +348,37 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
 }
 
 Awaitable<bool> S3Backend::Ready() {
-  if (!co_await fences_.Ready()) co_return false;
-  HttpPool::Exchange exchange = co_await Send(
-      S3Request(options_.location, bhttp::verb::head, "", ""), kRead);
-  co_return exchange.sent == Sent::kAnswered&& exchange.response.result_int() ==
-      200;
+  const bool fences_ready = co_await fences_.Ready();
+  if (!fences_ready) {
+    const std::string why = fences_.last_error();
+    not_ready_ = "fence store: " + (why.empty() ? "not ready" : why);
+    co_return false;
+  }
+  http::Request head_request =
+      S3Request(options_.location, bhttp::verb::head, "", "");
+  HttpPool::Exchange head = co_await Send(std::move(head_request), kRead);
+  if (head.sent != Sent::kAnswered) {
+    not_ready_ = "HeadBucket: no answer: " + head.error;
+    co_return false;
+  }
+  if (head.response.result_int() == 200) {
+    not_ready_.clear();
+    co_return true;
+  }
+  // A HEAD's answer has no body: a GET of the bucket that lists nothing
+  // tells the store's code (never a secret: S3's code and request id).
+  http::Request get_request =
+      S3ListRequest(options_.location, {{"max-keys", "0"}});
+  HttpPool::Exchange get = co_await Send(std::move(get_request), kRead);
+  not_ready_ = "HeadBucket: " + std::to_string(head.response.result_int());
+  if (get.sent == Sent::kAnswered && get.response.result_int() != 200) {
+    const s3::ErrorAnswer error = ParseS3Error(get.response);
+    if (!error.code.empty()) not_ready_ += " " + error.code;
+    if (!error.request_id.empty()) {
+      not_ready_ += " (request " + error.request_id + ")";
+    }
+  }
+  co_return false;
 }
 
 }  // namespace fencepost::storage

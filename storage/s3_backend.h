@@ -95,8 +95,12 @@ class S3Backend : public Backend, private ValueStore {
   // with `store_error` for the store's own error answers (as Read). The
   // caller keeps `client_request` alive until the awaitable completes.
   Awaitable<ReadResult> List(const HttpRequest& client_request);
-  // Fences ready, and HeadBucket answered 200.
+  // Fences ready, and HeadBucket answered 200. Otherwise the reason names
+  // the request and the store's answer ("HeadBucket: 403
+  // SignatureDoesNotMatch", the code read with a GET of the bucket, since
+  // a HEAD's answer has no body).
   Awaitable<bool> Ready() override;
+  std::string not_ready_reason() const override { return not_ready_; }
   std::chrono::milliseconds HoldLeft() const override {
     return gate_.HoldLeft();
   }
@@ -122,6 +126,7 @@ class S3Backend : public Backend, private ValueStore {
   std::unique_ptr<boost::asio::ssl::context> tls_;
   HttpPool pool_;
   ValueGate gate_;
+  std::string not_ready_;  // why the last Ready() said no
 };
 
 }  // namespace fencepost::storage

@@ -159,8 +159,15 @@ TEST_F(FsBackendTest, CollisionsAndLongSegmentsChangeNothing) {
   EXPECT_NE(long_segment.body.find("bad-key"), std::string::npos);
   auto metrics = Fetch(server.admin_port(), "GET", "/metrics").body;
   EXPECT_EQ(
-      MetricValue(metrics, "fencepost_backend_errors_total{backend=\"fs\"}"), 0)
+      MetricValue(metrics,
+                  "fencepost_backend_errors_total{backend=\"fs\",code=\"\"}"),
+      0)
       << "a refused key is the client's error, not the backend's";
+  EXPECT_EQ(
+      metrics.find("fencepost_backend_errors_total{backend=\"fs\",code=\"",
+                   metrics.find("fencepost_backend_errors_total{") + 1),
+      std::string::npos)
+      << "no code of backend error at all";
 }
 
 TEST_F(FsBackendTest, ObserveModeStoresWhatEnforceWouldRejectAndCounts) {

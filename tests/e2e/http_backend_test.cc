@@ -725,9 +725,19 @@ TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
   EXPECT_EQ(put.status, 502);
   EXPECT_NE(put.body.find("upstream-failed"), std::string::npos);
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 502);
+  const auto ready = Fetch(server.admin_port(), "GET", "/readyz");
+  EXPECT_EQ(ready.status, 503);
+  // The reason, in the body and once in the log.
+  EXPECT_NE(ready.body.find("backend not ready: HEAD of the base: no answer: "),
+            std::string::npos)
+      << ready.body;
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 503);
   // Each failure is logged once, by the service, with the backend's account.
   const std::string log = server.Log();
+  EXPECT_EQ(log.find("event=backend_not_ready"),
+            log.rfind("event=backend_not_ready"))
+      << log;
+  EXPECT_NE(log.find("event=backend_not_ready"), std::string::npos) << log;
   EXPECT_NE(log.find("event=backend_failed key=k"), std::string::npos) << log;
   EXPECT_NE(log.find("detail=\"upstream PUT /k was not sent: "),
             std::string::npos)
@@ -738,6 +748,7 @@ TEST(HttpBackendTest, UpstreamDownIs502AndNotReady) {
   down.reset();
   FakeUpstream upstream(1000ms, port);
   EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 200);
+  EXPECT_NE(server.Log().find("event=backend_ready"), std::string::npos);
   EXPECT_EQ(
       Fetch(server.data_port(), "PUT", "/k", {{"Fencing-Token", "2"}}, "v")
           .status,

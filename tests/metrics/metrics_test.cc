@@ -18,7 +18,7 @@ TEST(MetricsTest, ExportsEverySpecMetricAtZero) {
            "fencepost_writes_rejected_total{reason=\"invalid_token\"}",
            "fencepost_token_advances_total",
            "fencepost_fences",
-           "fencepost_backend_errors_total{backend=\"lmdb\"}",
+           "fencepost_backend_errors_total{backend=\"lmdb\",code=\"\"}",
            "fencepost_writes_would_reject_total",
            "fencepost_upstream_outcome_unknown_total",
            "fencepost_http_request_duration_seconds_count{port=\"data\"}",
@@ -57,7 +57,9 @@ TEST(MetricsTest, CountsMoveByExactAmounts) {
             2);
   EXPECT_EQ(MetricValue(text, "fencepost_writes_would_reject_total"), 1);
   EXPECT_EQ(
-      MetricValue(text, "fencepost_backend_errors_total{backend=\"lmdb\"}"), 1);
+      MetricValue(text,
+                  "fencepost_backend_errors_total{backend=\"lmdb\",code=\"\"}"),
+      1);
   EXPECT_EQ(MetricValue(text, "fencepost_upstream_outcome_unknown_total"), 1);
   EXPECT_EQ(MetricValue(text, "fencepost_fences"), 7);
   EXPECT_EQ(MetricValue(text,
@@ -140,4 +142,34 @@ TEST(MetricsTest, BuildInfoMapAndRejectedTokenLag) {
 }
 
 }  // namespace
+// A code names the kind of failure: the store's own (S3's
+// SignatureDoesNotMatch), kept as sent when it is a plain word; anything
+// else, and every code past the 64th, counts as "other", so a store cannot
+// grow the series without bound.
+TEST(MetricsTest, BackendErrorsAreCountedByABoundedCode) {
+  Metrics m("s3");
+  m.BackendError("SignatureDoesNotMatch");
+  m.BackendError("SignatureDoesNotMatch");
+  m.BackendError("bad\ncode\"");
+  for (int i = 0; i < 100; ++i) m.BackendError("Code" + std::to_string(i));
+  const std::string text = m.Serialize();
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_backend_errors_total{backend=\"s3\",code="
+                        "\"SignatureDoesNotMatch\"}"),
+            2);
+  EXPECT_EQ(text.find("bad"), std::string::npos);
+  std::size_t series = 0;
+  for (std::size_t at = text.find("\nfencepost_backend_errors_total{");
+       at != std::string::npos;
+       at = text.find("\nfencepost_backend_errors_total{", at + 1)) {
+    ++series;
+  }
+  EXPECT_LE(series, 65u);
+  // "", SignatureDoesNotMatch, other, and the first 61 of Code0..Code99.
+  EXPECT_EQ(MetricValue(text,
+                        "fencepost_backend_errors_total{backend=\"s3\",code="
+                        "\"other\"}"),
+            1 + 39);
+}
+
 }  // namespace fencepost::metrics

@@ -140,7 +140,8 @@ TEST(S3BackendTest, TheSplitBrainStoryAgainstABucket) {
   EXPECT_EQ(client.Request("GET", "/orders/state").status, 404);
   EXPECT_EQ(client.Request("DELETE", "/orders/state", Token(34)).status, 409);
   EXPECT_EQ(client.Request("POST", "/", Token(36), "{}").status, 405);
-  EXPECT_EQ(Fetch(server.admin(), "GET", "/readyz").status, 200);
+  const auto readyz = Fetch(server.admin(), "GET", "/readyz");
+  EXPECT_EQ(readyz.status, 200) << readyz.body;
 }
 
 // Keys of every awkward kind are objects of exactly their bytes, and read
@@ -633,10 +634,17 @@ TEST(S3BackendTest, TheStoresOwnErrorsAreRelayedOrHeld) {
       Fetch(server.admin_port(), "GET", "/metrics").body;
   EXPECT_EQ(MetricValue(metrics, "fencepost_upstream_outcome_unknown_total"),
             2);
-  // The store's 5xx are backend errors of backend "s3" (the 403 is not).
-  EXPECT_EQ(
-      MetricValue(metrics, "fencepost_backend_errors_total{backend=\"s3\"}"),
-      4);
+  // The store's 5xx are backend errors of backend "s3", by the store's code
+  // or, when its outcome is unknown, the problem's type; its refusal of
+  // fencepost's own request (403 AccessDenied) is counted too.
+  const auto errors = [&](const std::string& code) {
+    return MetricValue(
+        metrics,
+        "fencepost_backend_errors_total{backend=\"s3\",code=\"" + code + "\"}");
+  };
+  EXPECT_EQ(errors("SlowDown"), 2);
+  EXPECT_EQ(errors("upstream-outcome-unknown"), 2);
+  EXPECT_EQ(errors("AccessDenied"), 1);
 }
 
 // A PutObject the store read whole on a kept-alive connection, then closed
@@ -761,7 +769,36 @@ TEST(S3BackendTest, BadCredentialsAreAClearErrorAndNoneAreRefusedAtStart) {
       << put.body;
   EXPECT_NE(put.body.find("\"request_id\":\"tx"), std::string::npos);
   EXPECT_EQ(Fetch(server.data_port(), "GET", "/k").status, 403);
-  EXPECT_EQ(Fetch(server.admin_port(), "GET", "/readyz").status, 503);
+  const auto ready = Fetch(server.admin_port(), "GET", "/readyz");
+  EXPECT_EQ(ready.status, 503);
+  // The operator sees it too: /readyz names the store's answer, the log
+  // has it once (its code and request id), and the metric counts it.
+  EXPECT_NE(
+      ready.body.find("HeadBucket: 403 SignatureDoesNotMatch (request tx"),
+      std::string::npos)
+      << ready.body;
+  for (int i = 0; i < 5; ++i) {
+    Fetch(server.data_port(), "PUT", "/k", Token(1), "v");
+  }
+  const std::string log = server.Log();
+  const auto lines = [&](const std::string& event) {
+    std::size_t n = 0;
+    for (std::size_t at = log.find(event); at != std::string::npos;
+         at = log.find(event, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  EXPECT_EQ(lines("store_refused"), 1u) << "once per kind and minute: " << log;
+  EXPECT_NE(log.find("SignatureDoesNotMatch"), std::string::npos) << log;
+  EXPECT_EQ(lines("backend_not_ready"), 1u) << log;
+  const std::string metrics =
+      Fetch(server.admin_port(), "GET", "/metrics").body;
+  EXPECT_EQ(MetricValue(metrics,
+                        "fencepost_backend_errors_total{backend=\"s3\",code="
+                        "\"SignatureDoesNotMatch\"}"),
+            7)
+      << "a PUT, a GET and five more PUTs";
   EXPECT_EQ(server.Log().find(wrong), std::string::npos);
   EXPECT_EQ(put.body.find(wrong), std::string::npos);
 
