@@ -19,7 +19,10 @@
 #    stopped at the end), its endpoint and credentials exported to the
 #    server and to the block's commands (S3_ENDPOINT, AWS_*), and the
 #    server started with the flags of the README's last `fencepost serve`
-#    line before the marker.
+#    line before the marker (its ports 7420 and 7421 free ones, and its data
+#    directory under /tmp the test's), in the same directory as, and
+#    beside, a server started as scripts/run.sh starts it, which must still
+#    run afterwards.
 #  - the ```sh block after the marker <!-- tests/docs/readme_transcripts.sh
 #    runs the next sh block beside scripts/run.sh -->: run as written
 #    (ports rewritten) beside a server started as scripts/run.sh starts it,
@@ -64,20 +67,22 @@ fail() {
 }
 
 # start_server DIR [FLAG...]: a fencepost serving from DIR (its working
-# directory) on free ports; sets $pid, $data and $admin (HOST:PORT).
+# directory) on free ports, logging to DIR/$server_log; sets $pid, $data
+# and $admin (HOST:PORT).
+server_log=log
 start_server() {
   local dir=$1 line
   shift
   mkdir -p "$dir"
   (cd "$dir" && exec "$binary" serve --listen 127.0.0.1:0 \
-    --admin-listen 127.0.0.1:0 "$@" >log 2>&1) &
+    --admin-listen 127.0.0.1:0 "$@" >"$server_log" 2>&1) &
   pid=$!
   pids+=("$pid")
   data='' admin=''
   for _ in $(seq 300); do
     # The start-up line (event=started) names both ports as fields; read
     # once, so that both come from the whole line.
-    line=$(grep -m1 'event=started' "$dir/log" 2>/dev/null || true)
+    line=$(grep -m1 'event=started' "$dir/$server_log" 2>/dev/null || true)
     data=$(sed -nE 's/.* data=([^ ]+).*/\1/p' <<<"$line")
     admin=$(sed -nE 's/.* admin=([^ ]+).*/\1/p' <<<"$line")
     [[ -n $data && -n $admin && $line == *mode=* ]] && return 0
@@ -85,7 +90,7 @@ start_server() {
     sleep 0.1
   done
   echo "fencepost did not start in $dir; its log:" >&2
-  cat "$dir/log" >&2
+  cat "$dir/$server_log" >&2
   return 1
 }
 
@@ -176,7 +181,7 @@ start_rgw() {
 
 # run_block FILE: runs the commands of one console block and compares.
 run_block() {
-  local block=$1 cmd='' n='' server='' serve_line=''
+  local block=$1 cmd='' n='' server='' serve_line='' beside_run_sh=''
   local -a serve_flags=()
   if [[ -e $block.s3 ]]; then
     serve_line=$(cat "$block.s3")
@@ -188,8 +193,30 @@ run_block() {
       fail "the S3 store for README.md's S3 block did not start"
       return
     fi
+    # Beside a server as scripts/run.sh starts it (./fencepost-data, its
+    # own ports), in the same directory.
+    local here=$work/$(basename "$block")-server
+    start_server "$here"
+    beside_run_sh=$pid
+    serve_line=${serve_line//\/tmp\/fencepost-s3/$here\/fencepost-s3}
     eval "serve_flags=(${serve_line#fencepost serve })"
-    start_server "$work/$(basename "$block")-server" "${serve_flags[@]}"
+    # Its own ports as the README gives them (7420, 7421) become free ones.
+    local -a flags=()
+    local skip=0 flag
+    for flag in "${serve_flags[@]}"; do
+      if ((skip)); then skip=0; continue; fi
+      case $flag in --listen | --admin-listen) skip=1; continue ;; esac
+      flags+=("$flag")
+    done
+    serve_flags=("${flags[@]}")
+    server_log=log-s3
+    if ! start_server "$here" "${serve_flags[@]}"; then
+      server_log=log
+      fail "README.md's S3 story did not start beside scripts/run.sh's server"
+      stop_server "$beside_run_sh"
+      return
+    fi
+    server_log=log
     server=$pid
   elif grep -qE 'localhost:740[01]' "$block"; then
     start_server "$work/$(basename "$block")-server"
@@ -206,6 +233,8 @@ run_block() {
     local run=$cmd
     run=${run//localhost:7400/$data}
     run=${run//localhost:7401/$admin}
+    run=${run//localhost:7420/$data}
+    run=${run//localhost:7421/$admin}
     local dir=$work
     [[ $cmd == examples/* ]] && dir=$root
     # In a process group of its own, stopped after it: nothing a command
@@ -229,6 +258,10 @@ run_block() {
   if [[ -e $block.s3 ]]; then
     unset S3_ENDPOINT S3_REGION S3_BUCKET AWS_ACCESS_KEY_ID \
       AWS_SECRET_ACCESS_KEY CEPH_CONF
+    if ! kill -0 "$beside_run_sh" 2>/dev/null; then
+      fail "the server started as scripts/run.sh starts it did not outlive README.md's S3 story"
+    fi
+    stop_server "$beside_run_sh"
   fi
 }
 
