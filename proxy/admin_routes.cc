@@ -106,7 +106,7 @@ void AdminRoutes::NoteReadiness(bool ready, const std::string& reason) {
              {{"backend", config_.backend}});
   } else {
     LogEvent(spdlog::level::warn, "backend_not_ready",
-             "the backend is not ready: " + now,
+             "the backend is not ready",
              {{"backend", config_.backend}, {"reason", now}});
   }
   logged_not_ready_ = now;

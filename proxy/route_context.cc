@@ -190,8 +190,9 @@ void RouteContext::LogStoreRefusal(const storage::StoreError& store_error,
       std::to_string(store_error.status) + " " + store_error.code;
   std::uint64_t repeated = 0;
   if (!refusal_log_.Admit(kind, &repeated)) return;
+  // The store's words go in fields only, which are escaped.
   LogEvent(spdlog::level::warn, "store_refused",
-           std::string(what) + " was refused by the store: " + kind,
+           std::string(what) + " was refused by the store",
            {{"key", key},
             {"backend", config_.backend},
             {"status", std::to_string(store_error.status), true},
