@@ -83,15 +83,15 @@ Awaitable<Response> AdminRoutes::Ready(const Request& req) {
   const bool draining = context_.draining();
   bool backend_ready = false;
   if (!draining) backend_ready = co_await backend_.Ready();
+  const std::string why = backend_ready ? "" : backend_.not_ready_reason();
   std::string answer = "ok\n";
   if (draining) {
     answer = "draining\n";
   } else if (!backend_ready) {
-    const std::string why = backend_.not_ready_reason();
     answer = why.empty() ? "backend not ready\n"
                          : "backend not ready: " + why + "\n";
   }
-  if (!draining) NoteReadiness(backend_ready, backend_.not_ready_reason());
+  if (!draining) NoteReadiness(backend_ready, why);
   const http::status status =
       answer == "ok\n" ? http::status::ok : http::status::service_unavailable;
   co_return Text(req, status, std::move(answer));

@@ -105,13 +105,15 @@ const Info& InfoOf(ProblemType type) {
 
 http::status StatusOf(ProblemType type) { return InfoOf(type).status; }
 
+std::string_view SlugOf(ProblemType type) { return InfoOf(type).slug; }
+
 std::string_view TypeUri(ProblemType type) {
   constexpr int kCount = static_cast<int>(ProblemType::kLast) + 1;
   static const std::array<std::string, kCount> uris = [] {
     std::array<std::string, kCount> out;
     for (int i = 0; i < kCount; ++i) {
       out[i] = "urn:fencepost:problem:" +
-               std::string(InfoOf(static_cast<ProblemType>(i)).slug);
+               std::string(SlugOf(static_cast<ProblemType>(i)));
     }
     return out;
   }();

@@ -81,6 +81,8 @@ struct Problem {
 // The one mapping from an error case to its HTTP status.
 boost::beast::http::status StatusOf(ProblemType type);
 std::string_view TypeUri(ProblemType type);
+// The type URI's last segment ("store-error").
+std::string_view SlugOf(ProblemType type);
 // The S3 front door's error code for `problem`: the store's own code for a
 // store-error that has one, else the type's.
 std::string_view S3CodeOf(const Problem& problem);

@@ -237,15 +237,13 @@ Problem RouteContext::StorageFailure(std::error_code error,
   const bool store_refused =
       !server_fault && store_error != nullptr && store_error->status != 412;
   if (server_fault || store_refused) {
-    metrics_.BackendError(
-        store_error != nullptr
-            ? (store_error->code.empty()
-                   ? "HTTP_" + std::to_string(store_error->status)
-                   : store_error->code)
-            : std::string(
-                  TypeUri(problem.type)
-                      .substr(
-                          std::string_view("urn:fencepost:problem:").size())));
+    std::string code(SlugOf(problem.type));
+    if (store_error != nullptr) {
+      code = store_error->code.empty()
+                 ? "HTTP_" + std::to_string(store_error->status)
+                 : store_error->code;
+    }
+    metrics_.BackendError(code);
   }
   if (server_fault) LogBackendFailure(error, key, what, detail);
   if (store_refused) LogStoreRefusal(*store_error, key, what);
