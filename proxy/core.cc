@@ -26,16 +26,29 @@ std::optional<Problem> Core::RefuseToken(
                               context_.config().mode == Mode::kObserve);
 }
 
+Problem Core::StoreFailed(const std::string& key, std::string_view what,
+                          std::error_code error, std::string_view detail,
+                          const storage::StoreError* store_error) {
+  return context_.StorageFailure(error, key, what, 0, detail, store_error);
+}
+
 Awaitable<Problem> Core::RefuseInput(const WriteCall& call, Problem bad) {
+  std::optional<Problem> stale = co_await RefuseIfStale(call);
+  co_return stale ? std::move(*stale) : std::move(bad);
+}
+
+Awaitable<std::optional<Problem>> Core::RefuseIfStale(const WriteCall& call) {
   // Nothing to say when the token is not stale, in observe mode, or when
-  // the fence cannot be read: `bad` then stands, and neither answer
-  // changes anything.
-  if (!call.token || context_.config().mode == Mode::kObserve) co_return bad;
+  // the fence cannot be read: the write may go on, and will be decided in
+  // its turn.
+  if (!call.token || context_.config().mode == Mode::kObserve) {
+    co_return std::nullopt;
+  }
   const std::string fence_name(context_.scopes().FenceFor(call.key));
   const storage::Fences::Read read = co_await context_.fences().Get(fence_name);
   if (read.error || !read.fence ||
       fence::Decide(read.fence->token, *call.token).accepted) {
-    co_return bad;
+    co_return std::nullopt;
   }
   co_return context_.RefuseStale(AskerOf(call), call.key, fence_name,
                                  *call.token, read.fence->token,
@@ -50,6 +63,9 @@ Awaitable<Written> Core::Write(WriteCall call) {
   write.token = call.token;
   write.observe = context_.config().mode == Mode::kObserve;
   write.body = call.body;
+  write.body_source = call.body_source;
+  write.payload_hash = std::move(call.payload_hash);
+  write.made_at_store = std::move(call.made_at_store);
   write.content_type = std::move(call.content_type);
   write.object_fields = std::move(call.object_fields);
   write.precondition = call.precondition;

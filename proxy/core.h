@@ -30,6 +30,12 @@ struct WriteCall {
   // door refuses it otherwise: Core::RefuseToken).
   std::optional<fence::Token> token;
   std::string body;
+  // A body streamed to the store instead (storage::WriteRequest's), and
+  // its hex SHA-256 when the sender signed it.
+  BodySource* body_source = nullptr;
+  std::string payload_hash;
+  // Or a value the store makes itself (storage::MadeAtStore).
+  std::optional<storage::MadeAtStore> made_at_store;
   std::string content_type;  // as sent; empty: none
   // The fields a store keeps with its value (s3::KeptWithObject).
   std::vector<std::pair<std::string, std::string>> object_fields;
@@ -96,6 +102,18 @@ class Core {
   // say): the token is checked first (SPEC "Conditional writes"), so a
   // stale one gets its 409 (counted and journalled) instead of `bad`.
   Awaitable<Problem> RefuseInput(const WriteCall& call, Problem bad);
+
+  // The 409 of a write whose token is already below its fence (counted and
+  // journalled as a stale write), or nullopt: for a write announced before
+  // it is made (an S3 multipart upload's start), which is decided in its
+  // turn when it is made.
+  Awaitable<std::optional<Problem>> RefuseIfStale(const WriteCall& call);
+
+  // The problem of a store's failure to answer a request the door relayed
+  // to it (`what`: "UploadPart", ...), counted and logged as a write's.
+  Problem StoreFailed(const std::string& key, std::string_view what,
+                      std::error_code error, std::string_view detail,
+                      const storage::StoreError* store_error);
 
   // The problem of a token that is invalid, or missing where it must be
   // sent (outside observe mode), counted; nullopt when it may go on.

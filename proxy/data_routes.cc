@@ -65,7 +65,8 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
 
 Awaitable<Response> DataRoutes::Write(const Request& req,
                                       const std::string& key,
-                                      const std::string& client) {
+                                      const std::string& client,
+                                      BodySource* body) {
   WriteCall call;
   call.kind = KindOf(req.method());
   call.key = key;
@@ -74,6 +75,7 @@ Awaitable<Response> DataRoutes::Write(const Request& req,
   call.method = req.method_string();
   call.client = client;
   call.body = req.body();
+  call.body_source = body;
   call.original = &req;
   if (std::optional<Problem> bad =
           ReadWriteFields(req, core_.forwards_preconditions(), call)) {

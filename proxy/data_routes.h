@@ -31,9 +31,11 @@ class DataRoutes : private RouteUnit {
 
   // GET and HEAD of `key`.
   Awaitable<Response> Read(const Request& request, const std::string& key);
-  // PUT and DELETE (and POST and PATCH where the backend takes them).
+  // PUT and DELETE (and POST and PATCH where the backend takes them);
+  // `body`: a PUT's streamed body (Service::StreamsBody), else null.
   Awaitable<Response> Write(const Request& request, const std::string& key,
-                            const std::string& client);
+                            const std::string& client,
+                            BodySource* body = nullptr);
   // POST /: a batch of puts and deletes applied in one transaction.
   Awaitable<Response> Batch(const Request& request, const std::string& client);
   // POST / on a backend that cannot apply several writes at once.

@@ -1,5 +1,6 @@
 #pragma once
 
+#include "http/body_source.h"
 #include "http/json.h"
 #include "http/message.h"
 
@@ -9,6 +10,7 @@ using Request = fencepost::http::Request;
 using Response = fencepost::http::Response;
 
 using fencepost::http::AppendJsonString;
+using fencepost::http::BodySource;
 using fencepost::http::DecodeBase64;
 using fencepost::http::FormatRfc3339;
 using fencepost::http::JsonLimits;

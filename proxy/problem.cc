@@ -153,6 +153,8 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
     type = ProblemType::kBodyTooLarge;
   } else if (error == storage::Errc::kStoreRefused) {
     type = ProblemType::kStoreError;
+  } else if (error == storage::Errc::kBodyFailed) {
+    type = ProblemType::kBadRequest;
   } else if (error == storage::Errc::kObjectKeyTooLong ||
              error == storage::Errc::kSymlink ||
              error == storage::Errc::kSegmentTooLong ||

@@ -79,7 +79,7 @@ const Route kRoutes[] = {
     Answered(Port::kData, Match::kAny, "", kPut | kDelete, KeyAt::kTarget,
              kKey | kTokenUnlessObserve, nullptr,
              [](const RouteUnits& u, const RouteCall& c) {
-               return u.data.Write(c.request, c.key, c.client);
+               return u.data.Write(c.request, c.key, c.client, c.body);
              }),
     Answered(Port::kData, Match::kAny, "", kPostPatch, KeyAt::kTarget,
              kKey | kTokenUnlessObserve, &SupportsPostPatch,

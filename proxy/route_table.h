@@ -41,6 +41,8 @@ struct RouteCall {
   const Request& request;
   const std::string& key;
   const std::string& client;
+  // A streamed body (Service::StreamsBody), else null: the request's own.
+  BodySource* body = nullptr;
 };
 
 // What a route checks before the request's body is read, in this order.

@@ -11,6 +11,7 @@
 
 #include "http/fields.h"
 #include "s3/object_fields.h"
+#include "sigv4/body_check.h"
 #include "sigv4/canonical.h"
 #include "sigv4/checksum.h"
 #include "sigv4/chunked.h"
@@ -69,11 +70,6 @@ std::string UnsignedField(const Request& request, const sigv4::Claim& claim) {
     }
   }
   return "";
-}
-
-bool IsHex64(std::string_view text) {
-  return text.size() == 64 &&
-         text.find_first_not_of("0123456789abcdef") == std::string_view::npos;
 }
 
 }  // namespace
@@ -150,8 +146,9 @@ std::map<std::string, sigv4::Secret> S3Auth::LoadClients(
   return clients;
 }
 
-S3Auth::Verified S3Auth::Authenticate(const Request& request) const {
-  Verified out;
+S3Auth::Admitted S3Auth::Admit(const Request& request,
+                               std::uint64_t max_body) const {
+  Admitted out;
   const auto refuse = [&out](unsigned status, std::string code,
                              std::string message) {
     out.refusal = Refusal{status, std::move(code), std::move(message)};
@@ -221,75 +218,91 @@ S3Auth::Verified S3Auth::Authenticate(const Request& request) const {
         "presigned PUTs need the door on TLS (--tls-cert) or "
         "--s3-allow-unsigned-payload");
   }
-  return Payload(request, claim, client->second, headers);
+  out.expect = Expect(request, claim, client->second, std::move(headers),
+                      &out.decoded_length);
+  if (!out.expect) {
+    return refuse(400, "InvalidArgument",
+                  "x-amz-decoded-content-length is not a length");
+  }
+  if (out.decoded_length && *out.decoded_length > max_body) {
+    out.expect.reset();
+    return refuse(413, "EntityTooLarge",
+                  "the object is larger than " +
+                      std::string(max_body == options_.max_body ? "--max-body"
+                                                                : "5 GiB"));
+  }
+  if (const std::error_code e = sigv4::BodyCheck(*out.expect).error()) {
+    out.expect.reset();
+    out.refusal = BodyRefusal(e);
+  }
+  return out;
 }
 
-S3Auth::Verified S3Auth::Payload(
+std::optional<sigv4::BodyExpect> S3Auth::Expect(
     const Request& request, const sigv4::Claim& claim,
-    const sigv4::Secret& secret,
-    const std::vector<sigv4::Header>& headers) const {
-  Verified out;
-  const auto refuse = [&out](unsigned status, std::string code,
-                             std::string message) {
-    out.refusal = Refusal{status, std::move(code), std::move(message)};
-    return std::move(out);
-  };
-  const std::string& body = request.body();
-  const std::string payload(request["x-amz-content-sha256"]);
-  if (claim.presigned || payload == sigv4::kUnsignedPayload) {
-    out.body = body;
-  } else if (const auto kind = sigv4::StreamingPayloadKind(payload)) {
-    sigv4::ChunkedCheck check;
+    const sigv4::Secret& secret, std::vector<sigv4::Header> headers,
+    std::optional<std::uint64_t>* decoded) const {
+  sigv4::BodyExpect expect;
+  expect.content_sha256 = request["x-amz-content-sha256"];
+  expect.presigned = claim.presigned;
+  if (const auto kind = sigv4::StreamingPayloadKind(expect.content_sha256)) {
+    sigv4::ChunkedCheck& check = expect.chunked;
     check.kind = *kind;
     check.signing_key = sigv4::SigningKey(secret, claim.scope);
     check.amz_date = claim.amz_date;
     check.scope = claim.scope;
     check.seed_signature = claim.signature;
     check.trailer_header = request["x-amz-trailer"];
-    const std::string decoded_length(request["x-amz-decoded-content-length"]);
-    if (!decoded_length.empty()) {
-      if (decoded_length.size() > 19 ||
-          decoded_length.find_first_not_of("0123456789") != std::string::npos) {
-        return refuse(400, "InvalidArgument",
-                      "x-amz-decoded-content-length is not a length");
+    const std::string length(request["x-amz-decoded-content-length"]);
+    if (!length.empty()) {
+      if (length.size() > 19 ||
+          length.find_first_not_of("0123456789") != std::string::npos) {
+        return std::nullopt;  // *decoded unset: not a length
       }
-      check.decoded_length = std::stoull(decoded_length);
-      if (*check.decoded_length > options_.max_body) {
-        return refuse(413, "EntityTooLarge",
-                      "the object is larger than --max-body");
-      }
+      check.decoded_length = std::stoull(length);
+      *decoded = check.decoded_length;
     }
-    sigv4::ChunkedBody decoded;
-    if (const std::error_code e =
-            sigv4::DecodeAwsChunked(body, check, &decoded)) {
-      auto [status, code] = S3CodeOf(e);
-      return refuse(status, code, e.message());
-    }
-    out.body = std::move(decoded.data);
-  } else if (IsHex64(payload)) {
-    if (!sigv4::ConstantTimeEqual(sigv4::HexSha256(body), payload)) {
-      return refuse(400, "XAmzContentSHA256Mismatch",
-                    "x-amz-content-sha256 is not the body's SHA-256");
-    }
-    out.body = body;
-  } else {
-    return refuse(400, "InvalidArgument",
-                  "x-amz-content-sha256 is not a SHA-256, UNSIGNED-PAYLOAD or "
-                  "an aws-chunked form fencepost decodes");
   }
-  if (const std::error_code e =
-          sigv4::CheckChecksumHeaders(headers, out.body)) {
-    auto [status, code] = S3CodeOf(e);
-    return refuse(status, code, e.message());
+  expect.headers = std::move(headers);
+  return expect;
+}
+
+S3Auth::Refusal S3Auth::BodyRefusal(std::error_code e) {
+  using sigv4::Errc;
+  if (e == Errc::kPayloadHashMismatch) {
+    return {400, "XAmzContentSHA256Mismatch",
+            "x-amz-content-sha256 is not the body's SHA-256"};
   }
-  // The data port never sees Content-MD5: checked here, as S3 would.
-  if (const std::error_code e = sigv4::CheckContentMd5(headers, out.body)) {
-    return e == sigv4::Errc::kChecksumMismatch
-               ? refuse(400, "BadDigest",
-                        "The Content-MD5 you specified did not match what we "
-                        "received")
-               : refuse(400, "InvalidDigest",
-                        "The Content-MD5 you specified is not valid");
+  if (e == Errc::kUnsupportedPayload) {
+    return {400, "InvalidArgument",
+            "x-amz-content-sha256 is not a SHA-256, UNSIGNED-PAYLOAD or an "
+            "aws-chunked form fencepost decodes"};
+  }
+  if (e == Errc::kChecksumMismatch) {
+    return {400, "BadDigest",
+            "the body is not what its Content-MD5 or checksum says"};
+  }
+  if (e == Errc::kMalformed) {  // of a body: its Content-MD5
+    return {400, "InvalidDigest", "The Content-MD5 you specified is not valid"};
+  }
+  auto [status, code] = S3CodeOf(e);
+  return {status, std::move(code), e.message()};
+}
+
+S3Auth::Verified S3Auth::Authenticate(const Request& request) const {
+  Verified out;
+  Admitted admitted = Admit(request, options_.max_body);
+  if (admitted.refusal) {
+    out.refusal = std::move(admitted.refusal);
+    return out;
+  }
+  // The whole body, through the check a streamed one passes as it arrives.
+  sigv4::BodyCheck check(std::move(*admitted.expect));
+  std::error_code e = check.Feed(request.body(), &out.body);
+  if (!e) e = check.Finish();
+  if (e) {
+    out.body.clear();
+    out.refusal = BodyRefusal(e);
   }
   return out;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "proxy/http_types.h"
+#include "sigv4/body_check.h"
 #include "sigv4/secret.h"
 #include "sigv4/verifier.h"
 
@@ -53,13 +54,28 @@ class S3Auth {
     std::optional<Refusal> refusal;
     std::string body;
   };
+  // A request whose signature and fields hold: what its body must pass
+  // (sigv4::BodyCheck), or why it is refused.
+  struct Admitted {
+    std::optional<Refusal> refusal;
+    std::optional<sigv4::BodyExpect> expect;  // set unless refused
+    // An aws-chunked body's x-amz-decoded-content-length, when sent.
+    std::optional<std::uint64_t> decoded_length;
+  };
 
   explicit S3Auth(Options options) : options_(std::move(options)) {}
 
   const Options& options() const { return options_; }
 
-  // The request's signature and body checked.
+  // The request's signature and fields checked, not its body (one that is
+  // streamed): an aws-chunked body whose decoded length is over `max_body`
+  // is refused (413 EntityTooLarge).
+  Admitted Admit(const Request& request, std::uint64_t max_body) const;
+  // Admit, then the whole body (Options::max_body at most) checked and
+  // decoded.
   Verified Authenticate(const Request& request) const;
+  // A body's check error (sigv4::BodyCheck) in S3's terms.
+  static Refusal BodyRefusal(std::error_code error);
 
   // --s3-client-credentials FILE: "ACCESS_KEY_ID SECRET" per line (blank
   // lines and '#' comments skipped, a UTF-8 byte order mark ignored).
@@ -71,11 +87,13 @@ class S3Auth {
       const std::string& path);
 
  private:
-  // The body of a request whose signature holds, checked against its
-  // payload hash, decoded when aws-chunked, and against its checksums.
-  Verified Payload(const Request& request, const sigv4::Claim& claim,
-                   const sigv4::Secret& secret,
-                   const std::vector<sigv4::Header>& headers) const;
+  // What the body of a request whose signature holds must pass; nullopt
+  // when its x-amz-decoded-content-length is not a length. `*decoded`: that
+  // length, when sent.
+  std::optional<sigv4::BodyExpect> Expect(
+      const Request& request, const sigv4::Claim& claim,
+      const sigv4::Secret& secret, std::vector<sigv4::Header> headers,
+      std::optional<std::uint64_t>* decoded) const;
 
   Options options_;
 };

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <ctime>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -35,6 +36,19 @@ namespace http = boost::beast::http;
 namespace {
 
 using fencepost::http::AsciiLower;
+
+// S3's largest PutObject and UploadPart body.
+constexpr std::uint64_t kMaxObject = std::uint64_t{5} << 30;
+
+// Now as S3 writes a LastModified (2009-10-12T17:50:30.000Z).
+std::string LastModified() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%S.000Z", &utc);
+  return text;
+}
 
 std::string RequestId() {
   thread_local std::mt19937_64 random(std::random_device{}());
@@ -97,10 +111,11 @@ struct NotKept {
 // signature's fields are checked by Authenticate.
 std::optional<NotKept> WhatIsNotKept(const Request& request) {
   static constexpr std::string_view kTaken[] = {
-      "x-amz-date",           "x-amz-content-sha256",
-      "x-amz-security-token", "x-amz-decoded-content-length",
-      "x-amz-trailer",        "x-amz-sdk-checksum-algorithm",
-      "x-amz-user-agent",     "x-amz-request-payer"};
+      "x-amz-date", "x-amz-content-sha256", "x-amz-security-token",
+      "x-amz-decoded-content-length", "x-amz-trailer",
+      "x-amz-sdk-checksum-algorithm", "x-amz-user-agent", "x-amz-request-payer",
+      // CopyObject's (S3Door::WhatToWrite).
+      "x-amz-copy-source", "x-amz-metadata-directive"};
   static constexpr std::string_view kCannedAcls[] = {
       "public-read",   "public-read-write", "authenticated-read",
       "aws-exec-read", "bucket-owner-read", "log-delivery-write"};
@@ -207,19 +222,60 @@ S3Door::S3Door(Options options, storage::S3Backend& backend, Core& core)
     : options_(std::move(options)),
       auth_(options_.auth),
       backend_(backend),
-      core_(core) {}
+      core_(core),
+      uploads_(options_.bucket, backend, core) {}
+
+bool S3Door::StreamsBody(const Request& request) {
+  return request.method() == http::verb::put &&
+         request.count("x-amz-copy-source") == 0;
+}
 
 Awaitable<Response> S3Door::Handle(const Request& request,
-                                   const std::string& client) {
+                                   const std::string& client,
+                                   BodySource* body) {
   const std::string id = RequestId();
   const auto error = [&](unsigned status, std::string_view code,
                          std::string_view message) {
     return ErrorXml(request, status, code, message, id);
   };
-  S3Auth::Verified verified = auth_.Authenticate(request);
-  if (verified.refusal) {
-    co_return error(verified.refusal->status, verified.refusal->code,
-                    verified.refusal->message);
+  // The body: whole and checked, or checked as it streams to the store.
+  std::optional<CheckedBody> streamed;
+  std::string whole;
+  std::string payload_hash;
+  if (body != nullptr) {
+    S3Auth::Admitted admitted = auth_.Admit(request, kMaxObject);
+    if (admitted.refusal) {
+      co_return error(admitted.refusal->status, admitted.refusal->code,
+                      admitted.refusal->message);
+    }
+    const sigv4::BodyExpect& expect = *admitted.expect;
+    const bool chunked =
+        sigv4::StreamingPayloadKind(expect.content_sha256).has_value();
+    if (chunked && !admitted.decoded_length) {
+      co_return error(411, "MissingContentLength",
+                      "an aws-chunked body needs its "
+                      "x-amz-decoded-content-length");
+    }
+    const std::uint64_t length =
+        chunked ? *admitted.decoded_length : body->length();
+    if (length > kMaxObject) {
+      co_return error(400, "EntityTooLarge",
+                      "Your proposed upload exceeds the maximum allowed "
+                      "object size (5 GiB)");
+    }
+    // The store checks a signed payload hash too.
+    if (!chunked && !expect.presigned &&
+        expect.content_sha256 != sigv4::kUnsignedPayload) {
+      payload_hash = expect.content_sha256;
+    }
+    streamed.emplace(*body, std::move(*admitted.expect), length);
+  } else {
+    S3Auth::Verified verified = auth_.Authenticate(request);
+    if (verified.refusal) {
+      co_return error(verified.refusal->status, verified.refusal->code,
+                      verified.refusal->message);
+    }
+    whole = std::move(verified.body);
   }
   const std::string_view target = request.target();
   const std::size_t question = std::min(target.find('?'), target.size());
@@ -237,38 +293,27 @@ Awaitable<Response> S3Door::Handle(const Request& request,
         : error(404, "NoSuchBucket",
                 "fencepost serves the bucket " + options_.bucket + " only");
   }
-  const std::vector<sigv4::QueryParam> params = OperationParams(query);
   const std::string_view rest = path.substr(prefix.size());
-  const http::verb method = request.method();
-  if (rest.empty() || rest == "/") {
-    co_return co_await Bucket(request, params, id);
-  }
-  if (!params.empty() || request.count("x-amz-copy-source") > 0 ||
-      method == http::verb::post) {
-    co_return error(
-        501, "NotImplemented",
-        "fencepost fences PutObject, GetObject, HeadObject and DeleteObject "
-        "only: multipart uploads, copies, ACLs, tagging and the rest are not "
-        "supported (a fence cannot be checked across parts)");
-  }
-  if (const std::optional<NotKept> refused = WhatIsNotKept(request)) {
-    co_return error(refused->status, refused->code, refused->message);
-  }
-  if (method != http::verb::put && method != http::verb::get &&
-      method != http::verb::head && method != http::verb::delete_) {
-    co_return error(405, "MethodNotAllowed",
-                    "the object answers PUT, GET, HEAD and DELETE");
-  }
   const std::optional<std::string> key =
-      codec::PercentDecode(rest.substr(1), codec::PercentMode::kStrict);
+      codec::PercentDecode(rest.substr(std::min<std::size_t>(1, rest.size())),
+                           codec::PercentMode::kStrict);
   if (!key) co_return error(400, "InvalidURI", "the key's escapes are bad");
-  co_return co_await Object(request, *key, std::move(verified.body), client,
-                            id);
+  S3Call call{request,
+              *key,
+              OperationParams(query),
+              std::move(whole),
+              streamed ? &*streamed : nullptr,
+              std::move(payload_hash),
+              client,
+              id};
+  if (key->empty()) co_return co_await Bucket(call);
+  co_return co_await Object(call);
 }
 
-Awaitable<Response> S3Door::Bucket(const Request& request,
-                                   const std::vector<sigv4::QueryParam>& params,
-                                   const std::string& id) {
+Awaitable<Response> S3Door::Bucket(S3Call& call) {
+  const Request& request = call.request;
+  const std::vector<sigv4::QueryParam>& params = call.params;
+  const std::string& id = call.request_id;
   const http::verb method = request.method();
   const auto error = [&](unsigned status, std::string_view code,
                          std::string_view message) {
@@ -293,6 +338,11 @@ Awaitable<Response> S3Door::Bucket(const Request& request,
   if (method == http::verb::get && listing) {
     co_return co_await List(request, id);
   }
+  if (method == http::verb::get && S3Uploads::Takes(params)) {
+    co_return co_await uploads_.List(call, [&](const Problem& problem) {
+      return ErrorOf(request, problem, id);
+    });
+  }
   if (method == http::verb::get && params.size() == 1 &&
       params[0].name == "location") {
     Response res(http::status::ok, request.version());
@@ -307,8 +357,9 @@ Awaitable<Response> S3Door::Bucket(const Request& request,
     co_return res;
   }
   co_return error(501, "NotImplemented",
-                  "on the bucket fencepost answers HEAD, GET ?location and "
-                  "ListObjectsV2 (GET ?list-type=2) only");
+                  "on the bucket fencepost answers HEAD, GET ?location, "
+                  "ListObjectsV2 (GET ?list-type=2) and ListMultipartUploads "
+                  "(GET ?uploads) only");
 }
 
 Awaitable<Response> S3Door::List(const Request& request,
@@ -333,69 +384,145 @@ Awaitable<Response> S3Door::List(const Request& request,
   co_return res;
 }
 
-Awaitable<Response> S3Door::Object(const Request& request, std::string key,
-                                   std::string body, const std::string& client,
-                                   const std::string& request_id) {
-  if (const fence::KeyError e = fence::ValidateKey(key);
+Awaitable<Response> S3Door::Object(S3Call& call) {
+  const Request& request = call.request;
+  const std::string& request_id = call.request_id;
+  const auto error_of = [&](const Problem& problem) {
+    return ErrorOf(request, problem, request_id);
+  };
+  if (const fence::KeyError e = fence::ValidateKey(call.key);
       e != fence::KeyError::kOk) {
-    co_return ErrorOf(request,
-                      {ProblemType::kBadKey, std::string(fence::Describe(e))},
-                      request_id);
+    co_return error_of({ProblemType::kBadKey, std::string(fence::Describe(e))});
   }
-  const bool head = request.method() == http::verb::head;
-  if (head || request.method() == http::verb::get) {
-    ReadCall call;
-    call.key = std::move(key);
-    call.head = head;
-    call.range = request[http::field::range];
-    if (std::string e = ReadPreconditions(request, &call.precondition);
+  if (const std::optional<NotKept> refused = WhatIsNotKept(request)) {
+    co_return error_of(
+        S3Problem(refused->status, refused->code, refused->message));
+  }
+  if (S3Uploads::Takes(call.params)) {
+    co_return co_await uploads_.Handle(call, error_of);
+  }
+  const http::verb method = request.method();
+  if (!call.params.empty() || method == http::verb::post) {
+    co_return error_of(S3Problem(
+        501, "NotImplemented",
+        "fencepost fences PutObject, CopyObject, GetObject, HeadObject, "
+        "DeleteObject, DeleteObjects and multipart uploads: ACLs, tagging "
+        "and the rest are not supported"));
+  }
+  if (method != http::verb::put && method != http::verb::get &&
+      method != http::verb::head && method != http::verb::delete_) {
+    co_return error_of(S3Problem(405, "MethodNotAllowed",
+                                 "the object answers PUT, GET, HEAD and "
+                                 "DELETE"));
+  }
+  const bool head = method == http::verb::head;
+  if (head || method == http::verb::get) {
+    ReadCall read;
+    read.key = call.key;
+    read.head = head;
+    read.range = request[http::field::range];
+    if (std::string e = ReadPreconditions(request, &read.precondition);
         !e.empty()) {
-      co_return ErrorOf(request, {ProblemType::kBadRequest, std::move(e)},
-                        request_id);
+      co_return error_of({ProblemType::kBadRequest, std::move(e)});
     }
-    ReadDone done = co_await core_.Read(std::move(call));
-    if (done.problem) co_return ErrorOf(request, *done.problem, request_id);
+    ReadDone done = co_await core_.Read(std::move(read));
+    if (done.problem) co_return error_of(*done.problem);
     co_return S3Success(request, routes::AnswerRead(request, done), request_id);
   }
-  // Every value of either token field: a repeated token is invalid, as on
-  // the data port.
-  const auto values = [&request](std::string_view name) {
-    std::vector<std::string_view> out;
-    const auto [first, last] = request.equal_range(name);
-    for (auto it = first; it != last; ++it) out.push_back(it->value());
-    return out;
-  };
-  const std::vector<std::string_view> header = values("Fencing-Token");
-  const std::vector<std::string_view> metadata =
-      values("x-amz-meta-fencing-token");
-  if (!header.empty() && !metadata.empty() && header != metadata) {
-    co_return ErrorXml(request, 400, "InvalidArgument",
-                       "Fencing-Token and x-amz-meta-fencing-token differ",
-                       request_id);
+  const S3Token token = ReadS3Token(request);
+  if (token.conflict) {
+    co_return error_of(
+        S3Problem(400, "InvalidArgument",
+                  "Fencing-Token and x-amz-meta-fencing-token differ"));
   }
-  const std::vector<std::string_view>& sent =
-      header.empty() ? metadata : header;
-  fence::Token token = 0;
-  const fence::TokenState state = fence::ReadTokenValues(sent, &token);
-  if (auto refused = core_.RefuseToken(key, state, sent)) {
-    co_return ErrorOf(request, *refused, request_id);
+  if (auto refused = core_.RefuseToken(call.key, token.state, token.sent)) {
+    co_return error_of(*refused);
   }
-  WriteCall call;
-  call.kind = request.method() == http::verb::put ? storage::WriteKind::kPut
-                                                  : storage::WriteKind::kDelete;
-  call.key = std::move(key);
-  if (state == fence::TokenState::kOk) call.token = token;
-  call.method = request.method_string();
-  call.client = client;
-  if (call.kind == storage::WriteKind::kPut) call.body = std::move(body);
-  if (std::optional<Problem> bad = ReadWriteFields(request, false, call)) {
-    co_return ErrorOf(
-        request, co_await core_.RefuseInput(call, std::move(*bad)), request_id);
+  WriteCall write;
+  write.kind = method == http::verb::put ? storage::WriteKind::kPut
+                                         : storage::WriteKind::kDelete;
+  write.key = call.key;
+  if (token.state == fence::TokenState::kOk) write.token = token.token;
+  write.method = request.method_string();
+  write.client = call.client;
+  if (write.kind == storage::WriteKind::kPut) {
+    if (std::optional<Problem> bad = WhatToWrite(call, write)) {
+      co_return error_of(*bad);
+    }
   }
-  Written written = co_await core_.Write(std::move(call));
-  if (written.problem) co_return ErrorOf(request, *written.problem, request_id);
-  co_return S3Success(request, routes::AnswerWrite(request, written),
-                      request_id);
+  if (std::optional<Problem> bad = ReadWriteFields(request, false, write)) {
+    co_return error_of(co_await core_.RefuseInput(write, std::move(*bad)));
+  }
+  const bool copy = write.made_at_store.has_value();
+  Written written = co_await core_.Write(std::move(write));
+  if (written.problem) {
+    if (call.streamed != nullptr) {
+      if (std::optional<S3Auth::Refusal> refusal = call.streamed->refusal()) {
+        co_return error_of(
+            S3Problem(refusal->status, refusal->code, refusal->message));
+      }
+    }
+    co_return error_of(*written.problem);
+  }
+  Response res =
+      S3Success(request, routes::AnswerWrite(request, written), request_id);
+  if (copy) {
+    res.set(http::field::content_type, "application/xml");
+    res.body() =
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<CopyObjectResult>"
+        "<LastModified>" +
+        LastModified() + "</LastModified><ETag>\"" + written.etag +
+        "\"</ETag></CopyObjectResult>\n";
+    res.prepare_payload();
+  }
+  co_return res;
+}
+
+std::optional<Problem> S3Door::WhatToWrite(S3Call& call, WriteCall& write) {
+  const Request& request = call.request;
+  const auto source = request.find("x-amz-copy-source");
+  if (source == request.end()) {
+    write.body = std::move(call.body);
+    write.body_source = call.streamed;
+    write.payload_hash = call.payload_hash;
+    return std::nullopt;
+  }
+  if (!call.body.empty()) {
+    return S3Problem(400, "InvalidRequest", "a copy carries no body");
+  }
+  std::string_view text = source->value();
+  if (text.find('?') != std::string_view::npos) {
+    return S3Problem(501, "NotImplemented",
+                     "fencepost copies the current version only");
+  }
+  if (!text.empty() && text.front() == '/') text.remove_prefix(1);
+  const std::optional<std::string> decoded =
+      codec::PercentDecode(text, codec::PercentMode::kStrict);
+  const std::size_t slash = decoded ? decoded->find('/') : std::string::npos;
+  if (slash == std::string::npos) {
+    return S3Problem(400, "InvalidArgument",
+                     "x-amz-copy-source must be BUCKET/KEY");
+  }
+  if (decoded->substr(0, slash) != options_.bucket) {
+    return S3Problem(
+        501, "NotImplemented",
+        "fencepost copies within the bucket " + options_.bucket + " only");
+  }
+  std::string from = decoded->substr(slash + 1);
+  if (fence::ValidateKey(from) != fence::KeyError::kOk) {
+    return S3Problem(400, "InvalidArgument",
+                     "x-amz-copy-source names no key fencepost serves");
+  }
+  const std::string_view directive = request["x-amz-metadata-directive"];
+  if (!directive.empty() && directive != "COPY" && directive != "REPLACE") {
+    return S3Problem(400, "InvalidArgument",
+                     "Unknown metadata directive (COPY or REPLACE)");
+  }
+  storage::MadeAtStore made;
+  made.copy_from = std::move(from);
+  made.keep_metadata = directive != "REPLACE";
+  write.made_at_store = std::move(made);
+  return std::nullopt;
 }
 
 }  // namespace fencepost::proxy

@@ -16,6 +16,8 @@
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
 #include "proxy/s3_auth.h"
+#include "proxy/s3_body.h"
+#include "proxy/s3_uploads.h"
 #include "sigv4/secret.h"
 #include "sigv4/verifier.h"
 #include "storage/s3_backend.h"
@@ -66,8 +68,14 @@ class S3Door {
   // outlive the door.
   S3Door(Options options, storage::S3Backend& backend, Core& core);
 
-  // The response is complete (Content-Length set).
-  Awaitable<Response> Handle(const Request& request, const std::string& client);
+  // The response is complete (Content-Length set). `body`: the body of a
+  // request whose header alone was read (StreamsBody), else null.
+  Awaitable<Response> Handle(const Request& request, const std::string& client,
+                             BodySource* body = nullptr);
+
+  // Whether a request's body is streamed to the store as it arrives (a
+  // PUT: PutObject or UploadPart, up to 5 GiB) instead of read whole.
+  static bool StreamsBody(const Request& request);
 
   // A problem found before the door saw the request (a body over
   // --max-body, bad framing) in S3's terms: its error XML.
@@ -79,22 +87,21 @@ class S3Door {
   static Response ErrorOf(const Request& request, const Problem& problem,
                           const std::string& request_id);
   // A request for the bucket itself (HEAD, ?location, a listing).
-  Awaitable<Response> Bucket(const Request& request,
-                             const std::vector<sigv4::QueryParam>& params,
-                             const std::string& id);
+  Awaitable<Response> Bucket(S3Call& call);
   // GET /BUCKET?list-type=2: the store's listing within PREFIX.
   Awaitable<Response> List(const Request& request,
                            const std::string& request_id);
-  // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY) as a call of
-  // the core, its outcome in S3's terms.
-  Awaitable<Response> Object(const Request& request, std::string key,
-                             std::string body, const std::string& client,
-                             const std::string& request_id);
+  // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY, and
+  // CopyObject) as a call of the core, its outcome in S3's terms.
+  Awaitable<Response> Object(S3Call& call);
+  // A PUT's write: its body, or the copy it asks for.
+  std::optional<Problem> WhatToWrite(S3Call& call, WriteCall& write);
 
   Options options_;
   S3Auth auth_;
   storage::S3Backend& backend_;
   Core& core_;
+  S3Uploads uploads_;
 };
 
 }  // namespace fencepost::proxy

@@ -27,6 +27,7 @@
 #include "proxy/routes.h"
 #include "proxy/s3_door.h"
 #include "proxy/server_wire.h"
+#include "proxy/streamed_body.h"
 #include "proxy/watch.h"
 #include "storage/watch_hub.h"
 
@@ -245,7 +246,15 @@ Awaitable<void> Server::Session(Stream& stream, Listener& listener,
 
     self.phase = Connection::Phase::kHandling;
     const auto handled = std::chrono::steady_clock::now();
-    const Request& request = parser.get();
+    // A streamed body is read from here by its handler, through `body`;
+    // the request keeps its header.
+    std::optional<StreamedBody<Stream>> body;
+    Request header;
+    if (received.streams) {
+      header.base() = parser.get().base();
+      body.emplace(stream, buffer, std::move(parser), options_.read_timeout);
+    }
+    const Request& request = received.streams ? header : parser.get();
     if (port == metrics::Port::kAdmin && !received.refusal &&
         !received.screened && watch::HoldsConnection(request)) {
       const bool more =
@@ -253,8 +262,11 @@ Awaitable<void> Server::Session(Stream& stream, Listener& listener,
       if (!more) break;
       continue;
     }
-    Response res = co_await Answer(port, request, received, client);
+    Response res = co_await Answer(port, request, received, client,
+                                   body ? &*body : nullptr);
+    // A body its handler left unread ends the connection.
     const bool keep_alive = !received.refusal && !received.screened &&
+                            (!body || body->finished()) &&
                             request.keep_alive() && !shutting_down();
     const bool sent =
         co_await WriteResponse(stream, request, res, keep_alive, self);
@@ -289,7 +301,10 @@ Awaitable<Server::Received> Server::ReadRequest(Stream& stream,
   auto token = asio::redirect_error(kUseAwaitable, ec);
   Received out;
   parser.header_limit(kHeaderLimit);
-  parser.body_limit(options_.max_body);
+  // A streamed body may be larger than --max-body: the bound is set once
+  // the header says whether it is (Beast checks Content-Length against it
+  // as soon as it reads the field).
+  parser.body_limit(kMaxStreamedBody);
   lowest.expires_after(options_.read_timeout);
   // The whole header block first (up to the limit), so its raw bytes can be
   // checked for what Beast would quietly repair.
@@ -308,6 +323,16 @@ Awaitable<Server::Received> Server::ReadRequest(Stream& stream,
   if (out.quit || out.refusal) co_return out;
   out.refusal = HeaderProblem(parser.get(), folded);
   if (out.refusal || parser.is_done()) co_return out;
+  if (parser.content_length() && service_.StreamsBody(port, parser.get())) {
+    out.streams = true;  // its reader answers Expect: 100-continue
+    co_return out;
+  }
+  if (parser.content_length().value_or(0) > options_.max_body) {
+    out.refusal =
+        ReadProblem(http::error::body_limit, options_.max_body, &out.quit);
+    co_return out;
+  }
+  parser.body_limit(options_.max_body);
 
   // Trailer fields (after a chunked body) are merged into the header's list,
   // and a repeated name lands beside the header's own field. RFC 9110
@@ -334,7 +359,8 @@ Awaitable<Server::Received> Server::ReadRequest(Stream& stream,
 
 Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
                                    Received& received,
-                                   const std::string& client) {
+                                   const std::string& client,
+                                   BodySource* body) {
   // A refusal's framing is in doubt: it is answered in HTTP/1.1 and the
   // connection closes without reading on.
   if (received.refusal) {
@@ -345,7 +371,7 @@ Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
     co_return MakeProblemResponse(*received.refusal, 11);
   }
   if (received.screened) co_return std::move(*received.screened);
-  co_return co_await service_.Handle(port, request, client);
+  co_return co_await service_.Handle(port, request, client, body);
 }
 
 template <class Stream>

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "http/body_source.h"
 #include "http/coro.h"
 #include "metrics/metrics.h"
 #include "proxy/ports.h"
@@ -104,6 +105,9 @@ class Server {
     std::optional<Problem> refusal;
     // Refused on its header alone (Expect: 100-continue); its body unread.
     std::optional<Response> screened;
+    // Its header alone was read: the body is streamed to its handler
+    // (Service::StreamsBody).
+    bool streams = false;
   };
   using Parser =
       boost::beast::http::request_parser<boost::beast::http::string_body>;
@@ -132,9 +136,11 @@ class Server {
   Awaitable<Received> ReadRequest(Stream& stream,
                                   boost::beast::flat_buffer& buffer,
                                   Parser& parser, metrics::Port port);
-  // The answer: the refusal or screening's, else Service's.
+  // The answer: the refusal or screening's, else Service's (`body`: a
+  // streamed request's, else null).
   Awaitable<Response> Answer(metrics::Port port, const Request& request,
-                             Received& received, const std::string& client);
+                             Received& received, const std::string& client,
+                             BodySource* body);
   // Writes `res` (HEAD's body rule applied, Connection set) within
   // --write-timeout, noting each step of progress in `self`; false when the
   // write failed, timed out or was shed.

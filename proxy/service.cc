@@ -19,10 +19,20 @@ Service::Service(const Config& config, storage::Fences& fences,
       leases_(context_),
       units_{context_, data_, admin_, leases_} {}
 
+bool Service::StreamsBody(metrics::Port port, const Request& request) {
+  if (port == metrics::Port::kS3) {
+    return s3_door_ != nullptr && S3Door::StreamsBody(request);
+  }
+  return port == metrics::Port::kData &&
+         request.method() == boost::beast::http::verb::put &&
+         context_.backend().streams_values();
+}
+
 Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
-                                    const std::string& client) {
+                                    const std::string& client,
+                                    BodySource* body) {
   if (port == metrics::Port::kS3 && s3_door_ != nullptr) {
-    co_return co_await s3_door_->Handle(request, client);
+    co_return co_await s3_door_->Handle(request, client, body);
   }
   if (auto refused = RefuseTarget(port, request)) co_return std::move(*refused);
   const Route* route = FindRoute(port, request, units_);
@@ -38,7 +48,7 @@ Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
   if (route->answer == nullptr) {
     co_return routes::MethodNotAllowed(request, route->allow);
   }
-  const RouteCall call{request, key, client};
+  const RouteCall call{request, key, client, body};
   co_return co_await route->answer(units_, call);
 }
 

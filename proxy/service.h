@@ -47,9 +47,18 @@ class Service {
 
   // The response is complete (Content-Length set); the caller sets keep-alive.
   // `client` (address:port) goes into the rejection journal.
+  // `body`: the body of a request whose header alone was read (StreamsBody),
+  // else null.
   Awaitable<Response> Handle(metrics::Port port, const Request& request,
-                             const std::string& client);
+                             const std::string& client,
+                             BodySource* body = nullptr);
   Awaitable<Response> Handle(metrics::Port port, const Request& request);
+
+  // Whether `request`'s body (of a known length) is read by its handler as
+  // it arrives instead of whole first: a PUT of an object through the S3
+  // front door, or of a value on the data port with a backend that streams
+  // values (s3://).
+  bool StreamsBody(metrics::Port port, const Request& request);
 
   // The refusal `request` earns from its header alone (a bad key, a missing
   // credential or token), or nullopt when its body may be read. For

@@ -18,6 +18,7 @@
 #include "fence/rules.h"
 #include "fence/token.h"
 #include "fence/write.h"
+#include "http/body_source.h"
 #include "http/coro.h"
 #include "http/message.h"
 
@@ -38,6 +39,18 @@ struct ReadRequest {
   std::string range;
 };
 
+// s3://: a value the store makes from what it already holds, instead of
+// from WriteRequest::body (the S3 front door's CompleteMultipartUpload and
+// CopyObject): decided and fenced as any PUT of the key.
+struct MadeAtStore {
+  std::string upload_id;  // complete the store's upload of this id ...
+  std::string parts;      // ... with this CompleteMultipartUpload document
+  std::string copy_from;  // or copy this key's object (within the prefix)
+  // A copy keeps the source's metadata and Content-Type (S3's COPY
+  // directive), else takes the write's (REPLACE).
+  bool keep_metadata = true;
+};
+
 // A write routed through a fence. `fence` is the fence that guards `key`
 // (the key itself, or its scope).
 struct WriteRequest {
@@ -47,6 +60,16 @@ struct WriteRequest {
   std::optional<fence::Token> token;  // nullopt only in observe mode
   bool observe = false;
   std::string body;
+  // The body as it arrives instead, for a backend that streams values
+  // (Backend::streams_values): read only once the write is decided, in the
+  // fence's turn, and never twice. Not owned; it outlives the write.
+  fencepost::http::BodySource* body_source = nullptr;
+  // Instead of a body (s3:// only).
+  std::optional<MadeAtStore> made_at_store;
+  // The body's hex SHA-256 when its sender signed it (an S3 client): a
+  // store that checks payloads (s3://) is given it to check the streamed
+  // body against. Empty: unknown.
+  std::string payload_hash;
   std::string content_type;  // as sent; empty: none
   // The request's fields a store keeps with its value besides Content-Type
   // (s3::KeptWithObject: Content-Encoding, Cache-Control, x-amz-meta-*, ...),
@@ -116,6 +139,9 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Whether POST and PATCH are accepted as fenced writes.
   virtual bool supports_post_patch() const = 0;
+  // Whether a PUT's body may come as a WriteRequest::body_source, streamed
+  // to the store and never held whole (s3://).
+  virtual bool streams_values() const { return false; }
   // Whether values live with their fences (LMDB, or etcd), so a batch of
   // writes can be applied atomically (POST /).
   virtual bool supports_batches() const { return false; }

@@ -29,6 +29,9 @@ enum class Errc {
   // its status); nothing was written.
   kStoreRefused = 14,
   kObjectKeyTooLong = 15,  // s3://: PREFIX/key over 1024 bytes (400)
+  // A streamed body did not arrive whole, or failed its check: the store
+  // never had it whole, nothing was written (400).
+  kBodyFailed = 16,
 };
 
 const std::error_category& Category();

@@ -9,6 +9,7 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
@@ -68,6 +69,38 @@ struct Try {
 
 // Coroutines here follow the project's g++ 12 rules: every co_await is a
 // statement of its own, and no temporary with a destructor lives across one.
+// Reads the final answer to a request sent on `stream` into `out`.
+template <class Stream>
+Awaitable<void> ReadAnswer(Stream& stream, bool head, std::uint64_t max_body,
+                           Try& out) {
+  auto token = asio::redirect_error(kUseAwaitable, out.ec);
+  beast::flat_buffer buffer(kMaxBuffer);
+  std::optional<bhttp::response_parser<bhttp::string_body>> parser;
+  for (int answers = 0;; ++answers) {
+    parser.emplace();
+    parser->body_limit(max_body);
+    parser->header_limit(kMaxBuffer);
+    if (head) parser->skip(true);
+    co_await bhttp::async_read(stream, buffer, *parser, token);
+    if (out.ec) {
+      out.failed = Try::Failed::kRead;
+      out.answer_started = out.answer_started || parser->got_some();
+      co_return;
+    }
+    const unsigned status = parser->get().result_int();
+    if (status >= 200) break;
+    out.answer_started = true;
+    if (status == 101) out.unexpected = "101 without an upgrade asked for";
+    if (answers == kMaxInterim) out.unexpected = "more than 16 interim answers";
+    if (!out.unexpected.empty()) {
+      out.failed = Try::Failed::kRead;
+      co_return;
+    }
+  }
+  out.response = parser->release();
+  out.leftover = buffer.size() != 0;
+}
+
 template <class Stream>
 Awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
                             std::uint64_t max_body) {
@@ -78,31 +111,69 @@ Awaitable<Try> WriteAndRead(Stream& stream, const http::Request& request,
     out.failed = Try::Failed::kWrite;
     co_return out;
   }
-  beast::flat_buffer buffer(kMaxBuffer);
-  std::optional<bhttp::response_parser<bhttp::string_body>> parser;
-  for (int answers = 0;; ++answers) {
-    parser.emplace();
-    parser->body_limit(max_body);
-    parser->header_limit(kMaxBuffer);
-    if (request.method() == bhttp::verb::head) parser->skip(true);
-    co_await bhttp::async_read(stream, buffer, *parser, token);
-    if (out.ec) {
-      out.failed = Try::Failed::kRead;
-      out.answer_started = out.answer_started || parser->got_some();
-      co_return out;
-    }
-    const unsigned status = parser->get().result_int();
-    if (status >= 200) break;
-    out.answer_started = true;
-    if (status == 101) out.unexpected = "101 without an upgrade asked for";
-    if (answers == kMaxInterim) out.unexpected = "more than 16 interim answers";
-    if (!out.unexpected.empty()) {
-      out.failed = Try::Failed::kRead;
-      co_return out;
-    }
+  co_await ReadAnswer(stream, request.method() == bhttp::verb::head, max_body,
+                      out);
+  co_return out;
+}
+
+// How a streamed request went: `whole` once its last byte left.
+struct StreamTry {
+  Try tried;
+  bool whole = false;
+  std::string body_failed;  // why the body could not be had
+};
+
+// Writes `head`, then `body` piece by piece, its last byte held back until
+// the body is whole and checked, then reads the answer. `tcp` bounds each
+// step by `timeout`.
+template <class Stream>
+Awaitable<StreamTry> StreamAndRead(Stream& stream, beast::tcp_stream& tcp,
+                                   const http::Request& head,
+                                   fencepost::http::BodySource& body,
+                                   std::chrono::milliseconds timeout,
+                                   std::uint64_t max_body) {
+  constexpr std::size_t kPiece = 256 * 1024;
+  StreamTry out;
+  Try& tried = out.tried;
+  auto token = asio::redirect_error(kUseAwaitable, tried.ec);
+  bhttp::request_serializer<bhttp::string_body> serializer(head);
+  tcp.expires_after(timeout);
+  tried.written = co_await bhttp::async_write_header(stream, serializer, token);
+  if (tried.ec) {
+    tried.failed = Try::Failed::kWrite;
+    co_return out;
   }
-  out.response = parser->release();
-  out.leftover = buffer.size() != 0;
+  std::string pending;  // read, not yet sent: at least the last byte
+  std::uint64_t sent = 0;
+  for (;;) {
+    const fencepost::http::BodySource::Piece piece =
+        co_await body.Next(&pending, kPiece);
+    if (piece.failed || (piece.end && sent + pending.size() != body.length())) {
+      out.body_failed = piece.failed ? body.why() : "the body does not add up";
+      co_return out;
+    }
+    if (sent + pending.size() > body.length()) {
+      out.body_failed = "the body is longer than announced";
+      co_return out;
+    }
+    const std::size_t now =
+        piece.end ? pending.size() : (pending.empty() ? 0 : pending.size() - 1);
+    if (now > 0) {
+      tcp.expires_after(timeout);
+      co_await asio::async_write(stream, asio::buffer(pending.data(), now),
+                                 token);
+      if (tried.ec) {
+        tried.failed = Try::Failed::kWrite;
+        co_return out;
+      }
+      sent += now;
+      pending.erase(0, now);
+    }
+    if (piece.end) break;
+  }
+  out.whole = true;
+  tcp.expires_after(timeout);
+  co_await ReadAnswer(stream, false, max_body, tried);
   co_return out;
 }
 
@@ -232,14 +303,67 @@ Awaitable<HttpPool::Exchange> HttpPool::RoundTrip(const http::Request& request,
     }
     out.sent = Sent::kAnswered;
     out.response = std::move(tried.response);
-    if (out.response.keep_alive() && !tried.leftover &&
-        idle_.size() < options_.max_idle) {
-      conn->tcp().expires_never();
-      idle_.push_back(std::move(conn));
-    }
+    Keep(std::move(conn), out.response, tried.leftover);
     co_return out;
   }
   co_return out;  // not reached: the second attempt never retries
+}
+
+void HttpPool::Keep(std::unique_ptr<Conn> conn, const http::Response& response,
+                    bool leftover) {
+  if (response.keep_alive() && !leftover && idle_.size() < options_.max_idle) {
+    conn->tcp().expires_never();
+    idle_.push_back(std::move(conn));
+  }
+}
+
+Awaitable<HttpPool::Exchange> HttpPool::StreamTrip(
+    const http::Request& head, fencepost::http::BodySource& body) {
+  Exchange out;
+  // A connection taken from the pool may turn out closed before the
+  // header left: then once more on a new one (no byte of the body read).
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    std::unique_ptr<Conn> conn;
+    if (attempt == 0) conn = TakeIdle();
+    const bool reused = conn != nullptr;
+    if (!reused) {
+      Opened opened = co_await Open();
+      if (!opened.conn) {
+        out.error = std::move(opened.error);
+        co_return out;
+      }
+      conn = std::move(opened.conn);
+    }
+    StreamTry streamed;
+    if (conn->secure) {
+      streamed = co_await StreamAndRead(*conn->secure, conn->tcp(), head, body,
+                                        options_.timeout, options_.max_body);
+    } else {
+      streamed = co_await StreamAndRead(*conn->plain, conn->tcp(), head, body,
+                                        options_.timeout, options_.max_body);
+    }
+    Try& tried = streamed.tried;
+    if (!streamed.body_failed.empty()) {
+      out.error = "body: " + streamed.body_failed;
+      co_return out;  // kNotSent: its last byte never left
+    }
+    if (tried.failed == Try::Failed::kWrite) {
+      if (tried.written == 0 && reused) continue;
+      out.error = "send: " + tried.ec.message();
+      co_return out;  // kNotSent: its last byte never left
+    }
+    if (tried.failed == Try::Failed::kRead) {
+      out.sent = Sent::kUnknown;
+      out.error =
+          "answer: " + (tried.ec ? tried.ec.message() : tried.unexpected);
+      co_return out;
+    }
+    out.sent = Sent::kAnswered;
+    out.response = std::move(tried.response);
+    Keep(std::move(conn), out.response, tried.leftover);
+    co_return out;
+  }
+  co_return out;
 }
 
 std::unique_ptr<ssl::context> MakeClientTls(const std::string& ca_file) {

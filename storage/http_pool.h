@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "http/body_source.h"
 #include "http/coro.h"
 #include "http/message.h"
 
@@ -89,6 +90,17 @@ class HttpPool {
   // Never throws.
   Awaitable<Exchange> RoundTrip(const http::Request& request, Resend resend);
 
+  // Sends `head` (its Content-Length body.length(), its own body empty),
+  // then `body` as it arrives, and reads the final answer. The body's last
+  // byte is held back until `body` says it is whole and checked, so a body
+  // that fails, stalls or does not add up never reaches the server whole:
+  // kNotSent then, the connection closed. A request that went whole is
+  // never sent again (it may have been applied): kUnknown without an
+  // answer. Each write and the answer are bounded by Options::timeout.
+  // Memory: one piece of the body (256 KiB) at a time. Never throws.
+  Awaitable<Exchange> StreamTrip(const http::Request& head,
+                                 fencepost::http::BodySource& body);
+
   // Closes the idle connections.
   void Clear();
 
@@ -98,6 +110,9 @@ class HttpPool {
   Awaitable<Opened> Open();
   // The most recently pooled connection that is still open, or null.
   std::unique_ptr<Conn> TakeIdle();
+  // Pools `conn` after `response` when both allow it.
+  void Keep(std::unique_ptr<Conn> conn, const http::Response& response,
+            bool leftover);
 
   boost::asio::io_context& io_;
   Options options_;

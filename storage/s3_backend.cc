@@ -8,7 +8,10 @@
 #include <utility>
 
 #include "s3/listing.h"
+#include "s3/multipart.h"
 #include "s3/object_fields.h"
+#include "s3/request.h"
+#include "sigv4/crypto.h"
 #include "storage/errc.h"
 
 namespace fencepost::storage {
@@ -56,9 +59,9 @@ std::string Describe(const http::Request& request,
   return out;
 }
 
-// The store's error answer as it is relayed; 503 SlowDown (and any 503)
-// with a second's Retry-After unless the store said more.
-StoreError StoreErrorOf(const http::Response& response) {
+}  // namespace
+
+StoreError S3Backend::StoreErrorOf(const http::Response& response) {
   const s3::ErrorAnswer parsed = ParseS3Error(response);
   StoreError error{parsed.status, parsed.code, parsed.request_id, 0};
   if (parsed.status == 503) {
@@ -71,6 +74,30 @@ StoreError StoreErrorOf(const http::Response& response) {
   }
   return error;
 }
+
+S3Backend::Fields S3Backend::ObjectFields(const WriteRequest& request) {
+  Fields fields;
+  if (!request.content_type.empty()) {
+    fields.emplace_back("Content-Type", request.content_type);
+  }
+  // What S3 keeps with the object besides its type, as the client sent it.
+  for (const auto& [name, value] : request.object_fields) {
+    if (!s3::KeptWithObject(name)) continue;
+    if (beast::iequals(name, "content-encoding")) {
+      const std::string coding = s3::StoredContentEncoding(value);
+      if (!coding.empty()) fields.emplace_back("Content-Encoding", coding);
+    } else {
+      fields.emplace_back(name, value);
+    }
+  }
+  if (request.token) {
+    fields.emplace_back("x-amz-meta-fencing-token",
+                        std::to_string(*request.token));
+  }
+  return fields;
+}
+
+namespace {
 
 HttpPool::Options PoolOptions(asio::io_context& io,
                               const S3Backend::Options& options,
@@ -126,6 +153,47 @@ Awaitable<HttpPool::Exchange> S3Backend::Send(http::Request request,
     exchange = co_await pool_.RoundTrip(request, resend);
   }
   co_return exchange;
+}
+
+Awaitable<HttpPool::Exchange> S3Backend::SendStreamed(
+    http::Request head, fencepost::http::BodySource& body,
+    std::string payload_hash) {
+  if (payload_hash.empty()) payload_hash = "UNSIGNED-PAYLOAD";
+  SignS3(head, options_.location, options_.credentials,
+         std::chrono::system_clock::now(), payload_hash);
+  co_return co_await pool_.StreamTrip(head, body);
+}
+
+std::string S3Backend::DerivedKey(std::string_view purpose) const {
+  return sigv4::HmacSha256(options_.credentials.secret_access_key.Reveal(),
+                           "fencepost derived key\n" + std::string(purpose));
+}
+
+Awaitable<HttpPool::Exchange> S3Backend::Relay(Relayed relayed) {
+  const std::string object = relayed.key.empty() ? "" : ObjectOf(relayed.key);
+  if (!relayed.key.empty() && object.empty()) {
+    HttpPool::Exchange refused;
+    refused.sent = Sent::kAnswered;
+    refused.response = http::Response(bhttp::status::bad_request, 11);
+    refused.response.body() =
+        "<Error><Code>KeyTooLongError</Code><Message>Your key is too "
+        "long</Message></Error>";
+    co_return refused;
+  }
+  const bool streamed = relayed.body_source != nullptr;
+  http::Request request = S3Request(
+      options_.location, relayed.method, object,
+      streamed ? std::string() : std::move(relayed.body), relayed.query);
+  for (const auto& [name, value] : relayed.fields) request.insert(name, value);
+  if (streamed) {
+    request.content_length(relayed.body_source->length());
+    co_return co_await SendStreamed(std::move(request), *relayed.body_source,
+                                    relayed.payload_hash);
+  }
+  const bool read =
+      relayed.method == bhttp::verb::get || relayed.method == bhttp::verb::head;
+  co_return co_await Send(std::move(request),
+                          read ? kRead : HttpPool::Resend::kNever);
 }
 
 Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
@@ -280,26 +348,17 @@ Awaitable<ValueStore::Current> S3Backend::Reread(const WriteRequest& request) {
 
 Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
                                                const fence::ValueNow* seen) {
-  Stored stored;
+  if (request.made_at_store) co_return co_await StoreMade(request);
   const bool put = request.kind == WriteKind::kPut;
+  const bool streamed = put && request.body_source != nullptr;
   http::Request write = S3Request(
       options_.location, put ? bhttp::verb::put : bhttp::verb::delete_,
-      ObjectOf(request.key), put ? request.body : "");
-  if (put && !request.content_type.empty()) {
-    write.set(bhttp::field::content_type, request.content_type);
-  }
-  // What S3 keeps with the object besides its type, as the client sent it.
-  for (const auto& [name, value] : request.object_fields) {
-    if (!put || !s3::KeptWithObject(name)) continue;
-    if (beast::iequals(name, "content-encoding")) {
-      const std::string coding = s3::StoredContentEncoding(value);
-      if (!coding.empty()) write.insert(bhttp::field::content_encoding, coding);
-    } else {
+      ObjectOf(request.key), put && !streamed ? request.body : "");
+  if (streamed) write.content_length(request.body_source->length());
+  if (put) {
+    for (const auto& [name, value] : ObjectFields(request)) {
       write.insert(name, value);
     }
-  }
-  if (put && request.token) {
-    write.set("x-amz-meta-fencing-token", std::to_string(*request.token));
   }
   // What the precondition was decided over, for the store to hold still.
   if (seen != nullptr && seen->exists) {
@@ -311,40 +370,130 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
   // Never sent twice once a byte of it left: the store may have applied
   // the first (and a conditional one sent again would be refused for its
   // own effect).
+  HttpPool::Exchange exchange;
+  if (streamed) {
+    exchange = co_await SendStreamed(std::move(write), *request.body_source,
+                                     request.payload_hash);
+  } else {
+    exchange = co_await Send(std::move(write), HttpPool::Resend::kNever);
+  }
+  Stored stored = StoredOf(described, exchange);
+  stored.created =
+      stored.error ? false : put && seen != nullptr && !seen->exists;
+  if (!put) stored.etag.clear();
+  co_return stored;
+}
+
+Awaitable<ValueStore::Stored> S3Backend::StoreMade(
+    const WriteRequest& request) {
+  const MadeAtStore& made = *request.made_at_store;
+  const std::string object = ObjectOf(request.key);
+  http::Request write;
+  if (!made.upload_id.empty()) {
+    write = S3Request(options_.location, bhttp::verb::post, object, made.parts,
+                      {{"uploadId", made.upload_id}});
+    write.set(bhttp::field::content_type, "application/xml");
+  } else {
+    write = S3Request(options_.location, bhttp::verb::put, object, "");
+    const std::string source = ObjectOf(made.copy_from);
+    write.set(
+        "x-amz-copy-source",
+        s3::RequestTarget("/" + options_.location.bucket + "/" + source, {}));
+    // The object gets the write's token: its metadata is always replaced,
+    // with the source's own (COPY) or the request's (REPLACE).
+    write.set("x-amz-metadata-directive", "REPLACE");
+    std::string content_type = request.content_type;
+    std::vector<std::pair<std::string, std::string>> fields =
+        request.object_fields;
+    if (made.keep_metadata) {
+      http::Request head_request =
+          S3Request(options_.location, bhttp::verb::head, source, "");
+      const http::Request described_head(bhttp::verb::head,
+                                         head_request.target(), 11);
+      HttpPool::Exchange head = co_await Send(std::move(head_request), kRead);
+      if (head.sent != Sent::kAnswered || head.response.result_int() != 200) {
+        Stored refused = StoredOf(described_head, head);
+        if (refused.landing == fence::Landing::kUnknown) {
+          refused.landing = fence::Landing::kNotApplied;  // a read
+          refused.error = Errc::kUpstreamFailed;
+        }
+        if (refused.store_error && refused.store_error->status == 404 &&
+            refused.store_error->code.empty()) {
+          refused.store_error->code = "NoSuchKey";  // a HEAD has no body
+        }
+        co_return refused;
+      }
+      content_type = head.response[bhttp::field::content_type];
+      fields.clear();
+      for (const auto& field : head.response) {
+        if (s3::KeptWithObject(field.name_string()) &&
+            !beast::iequals(field.name_string(), "x-amz-meta-fencing-token")) {
+          fields.emplace_back(field.name_string(), field.value());
+        }
+      }
+      write.set("x-amz-copy-source-if-match",
+                head.response[bhttp::field::etag]);
+    }
+    if (!content_type.empty()) {
+      write.set(bhttp::field::content_type, content_type);
+    }
+    for (const auto& [name, value] : fields) write.insert(name, value);
+    if (request.token) {
+      write.set("x-amz-meta-fencing-token", std::to_string(*request.token));
+    }
+  }
+  const http::Request described(write.method(), write.target(), 11);
   HttpPool::Exchange exchange =
       co_await Send(std::move(write), HttpPool::Resend::kNever);
+  co_return StoredOf(described, exchange);
+}
+
+ValueStore::Stored S3Backend::StoredOf(const http::Request& described,
+                                       const HttpPool::Exchange& exchange) {
+  Stored stored;
   const http::Response& answer = exchange.response;
   const unsigned status = answer.result_int();
-  if (exchange.sent == Sent::kAnswered && status >= 200 && status < 300) {
-    if (put) stored.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
-    stored.created = put && seen != nullptr && !seen->exists;
-    co_return stored;
+  // CompleteMultipartUpload and CopyObject may answer 200 with an error
+  // document: the store failed after it started answering.
+  const bool error_document =
+      status == 200 && s3::IsErrorDocument(answer.body());
+  if (exchange.sent == Sent::kAnswered && status >= 200 && status < 300 &&
+      !error_document) {
+    stored.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
+    if (stored.etag.empty()) stored.etag = s3::EtagInResult(answer.body());
+    return stored;
   }
   // Only a write that did not succeed is described (for the log).
   stored.detail = Describe(described, exchange);
   if (exchange.sent == Sent::kNotSent) {
     stored.landing = fence::Landing::kNotApplied;
-    stored.error = Errc::kUpstreamFailed;
-    co_return stored;
-  }
-  if (exchange.sent == Sent::kUnknown) {
-    stored.landing = fence::Landing::kUnknown;
-    stored.error = Errc::kOutcomeUnknown;
-    co_return stored;
+    // A streamed body that failed is the client's, not the store's.
+    const bool body_failed = exchange.error.rfind("body: ", 0) == 0;
+    stored.error = body_failed ? Errc::kBodyFailed : Errc::kUpstreamFailed;
+    return stored;
   }
   const s3::ErrorAnswer error = ParseS3Error(answer);
   const bool unknown =
-      (status >= 500 && status != 503) ||
+      exchange.sent == Sent::kUnknown ||
+      (!error_document && status >= 500 && status != 503) ||
       (status == 409 && error.code == "ConditionalRequestConflict");
   if (unknown) {
     stored.landing = fence::Landing::kUnknown;
     stored.error = Errc::kOutcomeUnknown;
-    co_return stored;
+    return stored;
   }
+  // Refused: nothing was made (an error document says the store failed
+  // the request it had begun to answer).
   stored.landing = fence::Landing::kNotApplied;
   stored.error = Errc::kStoreRefused;
   stored.store_error = StoreErrorOf(answer);
-  co_return stored;
+  if (error_document) {
+    stored.store_error->status = error.code == "InternalError"  ? 500
+                                 : error.code == "SlowDown"     ? 503
+                                 : error.code == "NoSuchUpload" ? 404
+                                                                : 400;
+  }
+  return stored;
 }
 
 Awaitable<bool> S3Backend::Ready() {

@@ -78,6 +78,7 @@ class S3Backend : public Backend, private ValueStore {
 
   std::string_view name() const override { return "s3"; }
   bool supports_post_patch() const override { return false; }
+  bool streams_values() const override { return true; }
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
   // ListObjectsV2 within PREFIX for an S3 client (SPEC "S3 front door"):
@@ -95,6 +96,42 @@ class S3Backend : public Backend, private ValueStore {
   // with `store_error` for the store's own error answers (as Read). The
   // caller keeps `client_request` alive until the awaitable completes.
   Awaitable<ReadResult> List(const HttpRequest& client_request);
+
+  // A request of S3's multipart protocol that the front door relays as it
+  // built it: `key`'s object (the bucket itself when `key` is empty), the
+  // decoded `query`, `fields`, and a body whole or streamed (`body_source`,
+  // with `payload_hash` as StreamTrip's).
+  struct Relayed {
+    boost::beast::http::verb method = boost::beast::http::verb::get;
+    std::string key;
+    std::vector<sigv4::QueryParam> query;
+    std::vector<std::pair<std::string, std::string>> fields;
+    std::string body;
+    fencepost::http::BodySource* body_source = nullptr;
+    std::string payload_hash;
+  };
+  // Signs and sends `request`: the store's answer, or why there is none
+  // (HttpPool's outcomes; a read goes once more when its connection ended
+  // unanswered, a write never). A store's error answer is counted and
+  // described by the caller. The key is checked as for a write: an object
+  // key too long is a 400 KeyTooLongError answered here.
+  Awaitable<HttpPool::Exchange> Relay(Relayed request);
+  // The fields a PutObject of `request` carries besides the body: its
+  // Content-Type, the fields S3 keeps with the object (Content-Encoding
+  // less aws-chunked) and x-amz-meta-fencing-token (a multipart upload's
+  // start carries them too).
+  using Fields = std::vector<std::pair<std::string, std::string>>;
+  static Fields ObjectFields(const WriteRequest& request);
+  // The store's error answer as it is relayed; 503 SlowDown (and any 503)
+  // with a second's Retry-After unless the store said more.
+  static StoreError StoreErrorOf(const http::Response& response);
+  // The object key the store holds `key` under (PREFIX/key), "" when too
+  // long.
+  std::string ObjectOf(std::string_view key) const;
+  // A key derived from the store's secret, for the front door to sign what
+  // it hands out (multipart upload ids) so that the same store's replicas
+  // all accept it; never the secret itself.
+  std::string DerivedKey(std::string_view purpose) const;
   // Fences ready, and HeadBucket answered 200. Otherwise the reason names
   // the request and the store's answer ("HeadBucket: 403
   // SignatureDoesNotMatch", the code read with a GET of the bucket, since
@@ -112,12 +149,24 @@ class S3Backend : public Backend, private ValueStore {
   Awaitable<Stored> Store(const WriteRequest& request,
                           const fence::ValueNow* seen) override;
 
-  // The object key of `key`, or "" when it is too long for S3.
-  std::string ObjectOf(std::string_view key) const;
   // Signs and sends `request`; a request never sent goes once more on a new
   // connection. `resend`: as HttpPool::RoundTrip's.
   Awaitable<HttpPool::Exchange> Send(http::Request request,
                                      HttpPool::Resend resend);
+  // A value the store makes (WriteRequest::made_at_store): the upload
+  // completed, or the object copied with the write's token in its
+  // metadata (a COPY of metadata reads the source's first, and copies only
+  // while the source is still what was read: x-amz-copy-source-if-match).
+  Awaitable<Stored> StoreMade(const WriteRequest& request);
+  // What a write's exchange came to (a 200 with an error document, as
+  // CompleteMultipartUpload and CopyObject may answer, is a refusal).
+  static Stored StoredOf(const http::Request& described,
+                         const HttpPool::Exchange& exchange);
+  // Signs `head` with `payload_hash` (UNSIGNED-PAYLOAD when empty) and
+  // streams `body` after it (HttpPool::StreamTrip): never sent twice.
+  Awaitable<HttpPool::Exchange> SendStreamed(http::Request head,
+                                             fencepost::http::BodySource& body,
+                                             std::string payload_hash);
   // HeadObject of `object`: the value as it is, or the error.
   Awaitable<Current> Head(const std::string& object);
 

@@ -12,9 +12,11 @@ namespace fencepost::storage {
 namespace bhttp = boost::beast::http;
 
 http::Request S3Request(const s3::Location& location, bhttp::verb method,
-                        std::string_view object_key, std::string body) {
+                        std::string_view object_key, std::string body,
+                        const std::vector<sigv4::QueryParam>& query) {
   http::Request request(
-      method, s3::RequestTarget(s3::ObjectPath(location, object_key), {}), 11);
+      method, s3::RequestTarget(s3::ObjectPath(location, object_key), query),
+      11);
   request.set(bhttp::field::host, location.Host());
   const bool has_body = !body.empty() || method == bhttp::verb::put;
   request.body() = std::move(body);
@@ -32,7 +34,8 @@ http::Request S3ListRequest(const s3::Location& location,
 
 void SignS3(http::Request& request, const s3::Location& location,
             const sigv4::Credentials& credentials,
-            std::chrono::system_clock::time_point time) {
+            std::chrono::system_clock::time_point time,
+            std::string_view payload_hash) {
   s3::RequestParts parts;
   parts.method = std::string(request.method_string());
   // The target is s3::RequestTarget's: the path and the query encoded once.
@@ -53,7 +56,8 @@ void SignS3(http::Request& request, const s3::Location& location,
     parts.headers.push_back(
         {std::string(field.name_string()), std::string(field.value())});
   }
-  parts.payload_hash = sigv4::HexSha256(request.body());
+  parts.payload_hash = payload_hash.empty() ? sigv4::HexSha256(request.body())
+                                            : std::string(payload_hash);
   const std::size_t given = parts.headers.size();
   const s3::SignedRequest signed_request =
       s3::SignRequest(location, credentials, std::move(parts), time);

@@ -25,9 +25,11 @@ namespace fencepost::storage {
 // `method` and `body`: the target (s3::RequestTarget of s3::ObjectPath),
 // Host (s3::Location::Host), Content-Length when there is a body or the
 // method is PUT, and keep-alive. The caller adds its own fields, then signs.
+// `query` (decoded) goes into the target, as s3::RequestTarget spells it.
 http::Request S3Request(const s3::Location& location,
                         boost::beast::http::verb method,
-                        std::string_view object_key, std::string body);
+                        std::string_view object_key, std::string body,
+                        const std::vector<sigv4::QueryParam>& query = {});
 
 // GET of the bucket with `store_query` (s3::ListQuery::store), built as
 // S3Request builds the bucket's requests; sign it with SignS3.
@@ -40,10 +42,13 @@ http::Request S3ListRequest(const s3::Location& location,
 // (with a session token) and Authorization. Every field then on the
 // request is signed, except the hop-by-hop Connection; Host is signed as
 // s3::Location::Host, which S3Request wrote. The target's path and query
-// (after '?'), percent-decoded, are what is signed.
+// (after '?'), percent-decoded, are what is signed. `payload_hash`, when
+// given, is signed instead of the body's (a body sent apart: its hex
+// SHA-256 when known, else UNSIGNED-PAYLOAD).
 void SignS3(http::Request& request, const s3::Location& location,
             const sigv4::Credentials& credentials,
-            std::chrono::system_clock::time_point time);
+            std::chrono::system_clock::time_point time,
+            std::string_view payload_hash = {});
 
 // What an S3 error answer says (s3::ReadErrorAnswer of its status, body
 // and x-amz-request-id).
