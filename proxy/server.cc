@@ -264,6 +264,7 @@ Awaitable<void> Server::Session(Stream& stream, Listener& listener,
     }
     Response res = co_await Answer(port, request, received, client,
                                    body ? &*body : nullptr);
+    if (body) co_await body->Drain(options_.max_body);
     // A body its handler left unread ends the connection.
     const bool keep_alive = !received.refusal && !received.screened &&
                             (!body || body->finished()) &&
@@ -323,7 +324,10 @@ Awaitable<Server::Received> Server::ReadRequest(Stream& stream,
   if (out.quit || out.refusal) co_return out;
   out.refusal = HeaderProblem(parser.get(), folded);
   if (out.refusal || parser.is_done()) co_return out;
-  if (parser.content_length() && service_.StreamsBody(port, parser.get())) {
+  // A body up to --max-body is read whole, and checked before anything
+  // moves; a larger one may stream.
+  if (parser.content_length().value_or(0) > options_.max_body &&
+      service_.StreamsBody(port, parser.get())) {
     out.streams = true;  // its reader answers Expect: 100-continue
     co_return out;
   }

@@ -54,10 +54,10 @@ class Service {
                              BodySource* body = nullptr);
   Awaitable<Response> Handle(metrics::Port port, const Request& request);
 
-  // Whether `request`'s body (of a known length) is read by its handler as
-  // it arrives instead of whole first: a PUT of an object through the S3
-  // front door, or of a value on the data port with a backend that streams
-  // values (s3://).
+  // Whether `request`'s body (of a known length, over --max-body: the
+  // server asks) is read by its handler as it arrives instead of whole
+  // first: a PUT of an object through the S3 front door, or of a value on
+  // the data port with a backend that streams values (s3://).
   bool StreamsBody(metrics::Port port, const Request& request);
 
   // The refusal `request` earns from its header alone (a bad key, a missing

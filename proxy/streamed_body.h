@@ -61,6 +61,22 @@ class StreamedBody final : public http::BodySource {
 
   std::uint64_t length() const override { return length_; }
   bool finished() const { return finished_; }
+
+  // Reads what its handler left of the body and drops it, so that the
+  // connection can serve its next request: only when at most `limit`
+  // bytes are left and the client is not waiting for 100 Continue (it
+  // was refused on its header: it may never send the body). Whether the
+  // body was read to its end.
+  Awaitable<bool> Drain(std::uint64_t limit) {
+    if (finished_ || parser_.is_done()) co_return true;
+    if (failed_ || continue_ || length_ - read_ > limit) co_return false;
+    std::string sink;
+    while (!finished_ && !failed_) {
+      sink.clear();
+      co_await Next(&sink, 64 * 1024);
+    }
+    co_return finished_;
+  }
   std::string why() const override { return why_; }
 
   Awaitable<Piece> Next(std::string* out, std::size_t max) override {
@@ -94,6 +110,7 @@ class StreamedBody final : public http::BodySource {
     lowest.expires_after(read_timeout_);
     co_await bhttp::async_read_some(stream_, buffer_, parser_, token);
     piece.size = max - parser_.get().body().size;
+    read_ += piece.size;
     out->resize(old + piece.size);
     if (ec && ec != bhttp::error::need_buffer) {
       co_return Fail("the body did not arrive whole: " + ec.message());
@@ -119,6 +136,7 @@ class StreamedBody final : public http::BodySource {
   boost::beast::http::request_parser<boost::beast::http::buffer_body> parser_;
   std::chrono::steady_clock::duration read_timeout_;
   std::uint64_t length_ = 0;
+  std::uint64_t read_ = 0;  // bytes of the body handed out
   bool continue_ = false;
   bool finished_ = false;
   bool failed_ = false;

@@ -445,7 +445,14 @@ Awaitable<ValueStore::Stored> S3Backend::StoreMade(
   const http::Request described(write.method(), write.target(), 11);
   HttpPool::Exchange exchange =
       co_await Send(std::move(write), HttpPool::Resend::kNever);
-  co_return StoredOf(described, exchange);
+  Stored stored = StoredOf(described, exchange);
+  if (!stored.error && stored.etag.empty()) {
+    // Ceph RGW 16.2 answers CompleteMultipartUpload with an empty <ETag>:
+    // the object's own, read while the key's turn is still held.
+    Current now = co_await Head(object);
+    stored.etag = now.value.tag;
+  }
+  co_return stored;
 }
 
 ValueStore::Stored S3Backend::StoredOf(const http::Request& described,

@@ -184,7 +184,7 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
     cases.push_back(
         {"a signed token changed", retokened, 403, "SignatureDoesNotMatch"});
   }
-  cases.push_back({"multipart upload",
+  cases.push_back({"a multipart upload started without a token",
                    [&] {
                      http::Request r = storage::S3Request(
                          door.Bucket(), bhttp::verb::post, "k", "");
@@ -192,7 +192,7 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
                      storage::SignS3(r, door.Bucket(), DoorKey(), Clock::now());
                      return r;
                    }(),
-                   501, "NotImplemented"});
+                   428, "MissingFencingToken"});
   cases.push_back(
       {"server-side encryption asked for",
        SignedForDoor(
@@ -221,15 +221,18 @@ TEST(S3DoorTest, ForgedRequestsAreRefusedAndChangeNothing) {
     EXPECT_EQ(answer.header("content-type"), "application/xml") << c.name;
   }
   {
-    // A body over --max-body is refused from its Content-Length, before
-    // the door: in S3's terms too. Only the head is sent.
-    const http::Request big = SignedForDoor(
-        door, bhttp::verb::put, "k", std::string((4 << 20) + 1, 'b'), token);
+    // A body over S3's 5 GiB is refused from its Content-Length, before it
+    // is read: in S3's terms. Only the head is sent.
+    http::Request big =
+        storage::S3Request(door.Bucket(), bhttp::verb::put, "k", "b");
+    for (const auto& [name, value] : token) big.insert(name, value);
+    big.content_length((std::uint64_t{5} << 30) + 1);
+    storage::SignS3(big, door.Bucket(), DoorKey(), Clock::now());
     std::ostringstream wire;
     wire << big.base();
     HttpClient client(door.port());
     const auto answer = client.Raw(wire.str());
-    EXPECT_EQ(answer.status, 413) << answer.body;
+    EXPECT_EQ(answer.status, 400) << answer.body;
     EXPECT_EQ(S3Code(answer), "EntityTooLarge") << answer.body;
   }
   EXPECT_EQ(rgw.Get(prefix + "k").status, 404) << "a refusal wrote";
