@@ -455,6 +455,7 @@ bool Assembly::MakeServer(const Config& config, Failure* failure) {
 bool Assembly::ListenS3(const Config& config, Failure* failure) {
   S3Door::Options options;
   options.bucket = config.backend_spec.bucket;
+  options.domain = config.s3_listen_domain;
   options.auth.region = config.s3_region;
   options.auth.max_body = config.max_body;
   options.auth.unsigned_payloads =

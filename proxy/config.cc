@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <map>
@@ -76,6 +77,31 @@ ListenAddress ParseListen(const std::string& flag, const std::string& v) {
   }
   address.port = static_cast<std::uint16_t>(port);
   return address;
+}
+
+// A host name (RFC 1123): dot-separated labels of 1 to 63 letters, digits
+// and '-', neither first nor last, 253 bytes at most; lower-cased. An IP
+// address (a last label of digits only) is none.
+std::string DnsName(const std::string& flag, const std::string& v) {
+  std::string name;
+  for (char c : v) name.push_back(static_cast<char>(std::tolower(c)));
+  bool good = !name.empty() && name.size() <= 253;
+  std::stringstream in(name);
+  std::string label;
+  while (good && std::getline(in, label, '.')) {
+    good = !label.empty() && label.size() <= 63 && label.front() != '-' &&
+           label.back() != '-' &&
+           label.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789-") ==
+               std::string::npos;
+  }
+  good = good && name.back() != '.' &&
+         label.find_first_not_of("0123456789") != std::string::npos;
+  if (!good) {
+    throw ConfigError("--" + flag + ": '" + v +
+                      "' is not a DNS name (dot-separated labels of a-z, 0-9 "
+                      "and '-', not an IP address)");
+  }
+  return name;
 }
 
 storage::BackendSpec ParseBackend(const std::string& v) {
@@ -203,6 +229,11 @@ void S3Flags(std::map<std::string, Flag>* flags) {
        {Kind::kValue,
         [](Config& c, const std::string& v) {
           c.s3_listen = ParseListen("s3-listen", v);
+        }}},
+      {"s3-listen-domain",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          c.s3_listen_domain = DnsName("s3-listen-domain", v);
         }}},
       {"s3-client-credentials",
        {Kind::kValue,
@@ -409,6 +440,10 @@ void CheckS3(Config& c) {
         "--s3-listen and --s3-client-credentials go together (the front "
         "door's clients sign with those keys)");
   }
+  if (!c.s3_listen_domain.empty() && !c.s3_listen) {
+    throw ConfigError(
+        "--s3-listen-domain needs --s3-listen (it is the front door's name)");
+  }
   if (c.s3_allow_unsigned_payload && !c.s3_listen) {
     throw ConfigError(
         "--s3-allow-unsigned-payload needs --s3-listen (it is the front "
@@ -608,6 +643,8 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --s3-region REGION           s3:// backend: the region requests are signed for (default us-east-1)
   --s3-listen HOST:PORT        s3:// backend: a port that speaks S3 itself for the bucket
                                (the S3 front door; default off)
+  --s3-listen-domain NAME      with --s3-listen: the door's DNS name; a request to
+                               BUCKET.NAME is virtual-hosted style (default: path style only)
   --s3-client-credentials FILE with --s3-listen: ACCESS_KEY_ID SECRET per line, the keys
                                fencepost's S3 clients sign with (mode 0600)
   --s3-allow-unsigned-payload  with --s3-listen and no --tls-cert: take PUTs whose body the

@@ -57,6 +57,9 @@ struct Config {
   // fencepost's own S3 clients.
   std::optional<ListenAddress> s3_listen;
   std::string s3_client_credentials;
+  // The door's DNS name (lower case; empty: none): a request to
+  // BUCKET.NAME is virtual-hosted style.
+  std::string s3_listen_domain;
   // Whether the door takes a PUT whose body its signature does not cover
   // on plain HTTP (it always does over TLS).
   bool s3_allow_unsigned_payload = false;

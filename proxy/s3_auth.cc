@@ -183,7 +183,11 @@ S3Auth::Admitted S3Auth::Admit(const Request& request,
   if (const std::error_code e = sigv4::CheckTime(
           claim, std::chrono::system_clock::now(), options_.max_skew)) {
     auto [status, code] = S3CodeOf(e);
-    return refuse(status, code, e.message());
+    // S3's own words for a presigned URL past its X-Amz-Expires, which
+    // SDKs and users search for.
+    return refuse(
+        status, code,
+        e == sigv4::Errc::kExpired ? "Request has expired" : e.message());
   }
   sigv4::Signed expected;
   if (const std::error_code e = sigv4::ExpectedSignature(

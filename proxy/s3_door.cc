@@ -18,6 +18,7 @@
 #include "fence/key.h"
 #include "fence/token.h"
 #include "http/fields.h"
+#include "http/host_port.h"
 #include "proxy/conditional.h"
 #include "proxy/routes.h"
 #include "s3/object_fields.h"
@@ -90,6 +91,46 @@ std::vector<sigv4::QueryParam> OperationParams(std::string_view query) {
     if (lower.rfind("x-amz-", 0) == 0 || lower == "x-id") continue;
     out.push_back(std::move(param));
   }
+  return out;
+}
+
+// Where a request is addressed: the bucket it names (nullopt for the
+// service, path-style "/"), the path within the bucket ("" or "/" for the
+// bucket itself, else "/KEY"), and the query.
+struct Addressed {
+  std::optional<std::string> bucket;
+  std::string_view path;
+  std::string_view query;
+};
+
+// Virtual-hosted style when the Host (its port dropped, any case, a final
+// '.' too) is BUCKET.domain; path style (/BUCKET/KEY) otherwise, for
+// `domain` itself, an IP address or any other name.
+Addressed AddressOf(const Request& request, std::string_view domain) {
+  const std::string_view target = request.target();
+  const std::size_t question = std::min(target.find('?'), target.size());
+  Addressed out;
+  out.path = target.substr(0, question);
+  out.query = question < target.size() ? target.substr(question + 1) : "";
+  const auto host = fencepost::http::SplitHostPort(request[http::field::host]);
+  if (!domain.empty() && host && !host->bracketed && !out.path.empty() &&
+      out.path.front() == '/') {
+    std::string name = AsciiLower(host->host);
+    if (!name.empty() && name.back() == '.') name.pop_back();
+    if (name.size() > domain.size() + 1 && name.ends_with(domain) &&
+        name[name.size() - domain.size() - 1] == '.') {
+      out.bucket = name.substr(0, name.size() - domain.size() - 1);
+      return out;
+    }
+  }
+  if (out.path == "/") return out;  // the service
+  if (out.path.empty() || out.path.front() != '/') {
+    out.bucket = std::string(out.path);  // no bucket's name
+    return out;
+  }
+  const std::size_t slash = std::min(out.path.find('/', 1), out.path.size());
+  out.bucket = std::string(out.path.substr(1, slash - 1));
+  out.path = out.path.substr(slash);
   return out;
 }
 
@@ -178,6 +219,31 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
                        " (tagging, ACL grants, object lock, server-side "
                        "encryption, website redirects and copies are not "
                        "done; the object would be stored without them)"};
+  }
+  return std::nullopt;
+}
+
+// User metadata in a presigned URL's query (S3 takes x-amz-* fields there
+// as in headers, and some SDKs put them there; signed either way, as the
+// whole query is): the token's values into `tokens`, any other metadata
+// refused, since the object would be stored without it.
+std::optional<NotKept> QueryMetadata(const Request& request,
+                                     std::vector<std::string>* tokens) {
+  const std::string_view target = request.target();
+  const std::size_t question = target.find('?');
+  if (question == std::string_view::npos) return std::nullopt;
+  for (const sigv4::QueryParam& param :
+       sigv4::ParseQuery(target.substr(question + 1))
+           .value_or(std::vector<sigv4::QueryParam>{})) {
+    const std::string name = AsciiLower(param.name);
+    if (name == "x-amz-meta-fencing-token") {
+      tokens->push_back(param.value);
+    } else if (name.rfind("x-amz-meta-", 0) == 0) {
+      return NotKept{501, "NotImplemented",
+                     "fencepost keeps user metadata sent as headers only; "
+                     "send " +
+                         name + " as a (signed) header"};
+    }
   }
   return std::nullopt;
 }
@@ -277,30 +343,23 @@ Awaitable<Response> S3Door::Handle(const Request& request,
     }
     whole = std::move(verified.body);
   }
-  const std::string_view target = request.target();
-  const std::size_t question = std::min(target.find('?'), target.size());
-  const std::string_view path = target.substr(0, question);
-  const std::string_view query =
-      question < target.size() ? target.substr(question + 1) : "";
-  const std::string prefix = "/" + options_.bucket;
-  if (path == "/" ||
-      (path.substr(0, prefix.size()) != prefix ||
-       (path.size() > prefix.size() && path[prefix.size()] != '/'))) {
-    co_return path == "/"
+  const Addressed addressed = AddressOf(request, options_.domain);
+  if (addressed.bucket != options_.bucket) {
+    co_return !addressed.bucket
         ? error(501, "NotImplemented",
                 "fencepost serves one bucket; listing buckets is not "
                 "supported")
         : error(404, "NoSuchBucket",
                 "fencepost serves the bucket " + options_.bucket + " only");
   }
-  const std::string_view rest = path.substr(prefix.size());
+  const std::string_view rest = addressed.path;
   const std::optional<std::string> key =
       codec::PercentDecode(rest.substr(std::min<std::size_t>(1, rest.size())),
                            codec::PercentMode::kStrict);
   if (!key) co_return error(400, "InvalidURI", "the key's escapes are bad");
   S3Call call{request,
               *key,
-              OperationParams(query),
+              OperationParams(addressed.query),
               std::move(whole),
               streamed ? &*streamed : nullptr,
               std::move(payload_hash),
@@ -429,7 +488,14 @@ Awaitable<Response> S3Door::Object(S3Call& call) {
     if (done.problem) co_return error_of(*done.problem);
     co_return S3Success(request, routes::AnswerRead(request, done), request_id);
   }
-  const S3Token token = ReadS3Token(request);
+  // A presigned URL may carry the token in its (signed) query.
+  std::vector<std::string> in_query;
+  if (const std::optional<NotKept> refused =
+          QueryMetadata(request, &in_query)) {
+    co_return error_of(
+        S3Problem(refused->status, refused->code, refused->message));
+  }
+  const S3Token token = ReadS3Token(request, in_query);
   if (token.conflict) {
     co_return error_of(
         S3Problem(400, "InvalidArgument",

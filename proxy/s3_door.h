@@ -25,8 +25,11 @@
 namespace fencepost::proxy {
 
 // The S3 front door (--s3-listen; SPEC "S3 front door"): a data port that
-// speaks path-style S3 for the s3:// backend's bucket, so that S3 clients
-// (boto3, the AWS CLI, s3cmd, rclone) are fenced by adding one header.
+// speaks S3 for the s3:// backend's bucket, so that S3 clients (boto3, the
+// AWS CLI, s3cmd, rclone) are fenced by adding one header. The bucket is
+// named in the path (/BUCKET/KEY), or in the Host (BUCKET.DOMAIN, with
+// Options::domain; the path is then /KEY); the signature is checked on the
+// request as received either way.
 //
 // Every request is authenticated first (S3Auth: SigV4 by one of
 // fencepost's own clients, its body checked and decoded).
@@ -35,7 +38,8 @@ namespace fencepost::proxy {
 // typed core (proxy/core.h) that the data port's routes make too: the
 // fence is the key's, as on the data port, and every rule, count, event and
 // log line is the same; the door renders the outcome as S3 does. The token
-// comes from Fencing-Token or x-amz-meta-fencing-token. A PUT's fields that S3
+// comes from Fencing-Token or x-amz-meta-fencing-token (a header, or a
+// presigned URL's query parameter). A PUT's fields that S3
 // keeps with an object (s3::KeptWithObject: Content-Encoding,
 // Cache-Control, x-amz-meta-*,
 // ...) go with it and come back on GET and HEAD; a field S3 would act on
@@ -61,6 +65,9 @@ class S3Door {
  public:
   struct Options {
     std::string bucket;  // the s3:// backend's bucket name
+    // --s3-listen-domain (lower case; empty: path style only): a request
+    // whose Host is BUCKET.domain names BUCKET, its path the key.
+    std::string domain;
     S3Auth::Options auth;
   };
 

@@ -59,7 +59,8 @@ Problem S3Problem(unsigned status, std::string code, std::string detail) {
   return problem;
 }
 
-S3Token ReadS3Token(const Request& request) {
+S3Token ReadS3Token(const Request& request,
+                    const std::vector<std::string>& in_query) {
   const auto values = [&request](std::string_view name) {
     std::vector<std::string_view> out;
     const auto [first, last] = request.equal_range(name);
@@ -68,8 +69,8 @@ S3Token ReadS3Token(const Request& request) {
   };
   S3Token out;
   const std::vector<std::string_view> header = values("Fencing-Token");
-  const std::vector<std::string_view> metadata =
-      values("x-amz-meta-fencing-token");
+  std::vector<std::string_view> metadata = values("x-amz-meta-fencing-token");
+  metadata.insert(metadata.end(), in_query.begin(), in_query.end());
   out.conflict = !header.empty() && !metadata.empty() && header != metadata;
   out.sent = header.empty() ? metadata : header;
   out.state = fence::ReadTokenValues(out.sent, &out.token);

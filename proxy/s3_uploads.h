@@ -37,15 +37,17 @@ struct S3Call {
 };
 
 // A write's token as an S3 client sends it: Fencing-Token or, for tools
-// that only set metadata, x-amz-meta-fencing-token (every value of each;
-// both sent must agree).
+// that only set metadata, x-amz-meta-fencing-token (every value of each,
+// with those of a presigned URL's query, `in_query`, which must outlive
+// the result; both fields sent must agree).
 struct S3Token {
   fence::TokenState state = fence::TokenState::kMissing;
   fence::Token token = 0;
   std::vector<std::string_view> sent;  // the values read
   bool conflict = false;  // both fields sent, with different values
 };
-S3Token ReadS3Token(const Request& request);
+S3Token ReadS3Token(const Request& request,
+                    const std::vector<std::string>& in_query = {});
 
 // A problem the door renders with S3's `status` and `code`.
 Problem S3Problem(unsigned status, std::string code, std::string detail);

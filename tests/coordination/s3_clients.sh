@@ -29,6 +29,10 @@
 # runs the next python block -->) runs against a second fencepost (its own
 # fences, the prefix readme): the first write lands, the second ends the
 # script with the error its last line (a comment) shows.
+# Last, boto3 virtual-hosted (s3_hosted.py: addressing_style virtual, and
+# presigned URLs, for fencepost.localhost) against a third fencepost serving
+# the section's flags with --s3-listen-domain localhost (the prefix hosted):
+# its output must be the lines below, and RGW must hold its last write.
 #
 #   FENCEPOST=build/proxy/fencepost tests/coordination/s3_clients.sh
 set -euo pipefail
@@ -162,7 +166,8 @@ client() {
 # directory holding the bytes.
 declare -A holds=()
 # Writes whose key, bytes and token the command line does not show.
-declare -A declared=(["python3 leader.py"]="orders/1 b.txt 34")
+declare -A declared=(["python3 leader.py"]="orders/1 b.txt 34"
+  ["python3 presign.py"]="orders/5 b.txt 34")
 token_re='[Ff]encing-[Tt]oken[:=] ?([0-9]+)'
 destination_re=' ([^ ]+) (s3://|door:)fencepost/([^ ;]+)'
 
@@ -268,7 +273,7 @@ while read -r n action name; do
       ;;
   esac
 done <"$work/blocks/index"
-((${#holds[@]} == 4)) || fail "the section wrote ${#holds[@]} keys, not one per client (4)"
+((${#holds[@]} == 5)) || fail "the section wrote ${#holds[@]} keys, not one per client and one through presigned URLs (5)"
 
 # README.md's boto3 block, against a fencepost of its own.
 awk -v m="<!-- $marker runs the next python block -->" '
@@ -278,15 +283,21 @@ awk -v m="<!-- $marker runs the next python block -->" '
   inside { print }
 ' "$root/README.md" >"$work/readme.py"
 [[ -s $work/readme.py ]] || fail "README.md has no python block after its marker"
-readme_flags=()
-for flag in "${serve_flags[@]}"; do
-  case $flag in
-    s3://fencepost/*) readme_flags+=(s3://fencepost/readme) ;;
-    "$door_address") readme_flags+=(127.0.0.1:0) ;;
-    *) readme_flags+=("$flag") ;;
-  esac
-done
-serve "$work/fencepost-readme.log" "$work/data-readme" "${readme_flags[@]}"
+# serve_beside NAME FLAG...: a fencepost of its own (data directory, log,
+# the prefix NAME, a free door port) with the section's flags and FLAGs.
+serve_beside() {
+  local name=$1 flag flags=()
+  shift
+  for flag in "${serve_flags[@]}"; do
+    case $flag in
+      s3://fencepost/*) flags+=("s3://fencepost/$name") ;;
+      "$door_address") flags+=(127.0.0.1:0) ;;
+      *) flags+=("$flag") ;;
+    esac
+  done
+  serve "$work/fencepost-$name.log" "$work/data-$name" "${flags[@]}" "$@"
+}
+serve_beside readme
 sed "s/$door_address/$door/g" "$work/readme.py" >"$run/readme.py"
 want=$(tail -n 1 "$work/readme.py")
 want=${want#\# }
@@ -299,4 +310,27 @@ client "$cmd" "$work/readme.out" || status=$?
 }
 check_object readme/orders/1 b.txt 34
 echo "ok: README.md's boto3 block; RGW holds readme/orders/1: b.txt's bytes, fencing-token 34"
+
+# boto3 virtual-hosted, and through presigned URLs, for fencepost.localhost.
+serve_beside hosted --s3-listen-domain localhost
+read -r key_id secret < <(grep -v '^#' "$run/s3-clients" | head -n 1)
+cat >"$work/hosted.want" <<'EOF'
+put 33: StaleFencingToken
+listed: ['orders/6']
+get: b'B: shipped' {'fencing-token': '34'}
+presigned get: fencepost.localhost (200, b'B: shipped')
+presigned put 33: (409, 'StaleFencingToken', '34')
+presigned put 35: (200, b'')
+hosts: ['fencepost.localhost']
+EOF
+cmd="/usr/bin/python3 $here/s3_hosted.py ${door##*:} $key_id $secret"
+status=0
+client "$cmd" "$work/hosted.out" || status=$?
+[[ $status == 0 ]] && diff -u "$work/hosted.want" "$work/hosted.out" >&2 || {
+  cat "$work/hosted.out" >&2
+  fail "s3_hosted.py exited $status, or its output is not what it should be"
+}
+printf 'B: delivered' >"$run/delivered.txt"
+check_object hosted/orders/6 delivered.txt 35
+echo "ok: boto3 virtual-hosted and presigned for fencepost.localhost; RGW holds hosted/orders/6: delivered.txt's bytes, fencing-token 35"
 echo "ok"

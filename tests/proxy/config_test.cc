@@ -142,6 +142,41 @@ TEST(ConfigTest, AllowingUnsignedPayloadsNeedsTheFrontDoor) {
   EXPECT_NE(Usage().find("--s3-allow-unsigned-payload"), std::string::npos);
 }
 
+// The door's DNS name for virtual-hosted requests: lower-cased, a host
+// name only, and only with the door.
+TEST(ConfigTest, TheFrontDoorsDomainIsADnsName) {
+  const std::vector<std::string> door = {"--backend",
+                                         "s3://state",
+                                         "--s3-listen",
+                                         "127.0.0.1:0",
+                                         "--s3-client-credentials",
+                                         "clients"};
+  EXPECT_EQ(Parse(door).config.s3_listen_domain, "");
+  for (const auto& [given, kept] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"S3.Example.COM", "s3.example.com"},
+           {"localhost", "localhost"},
+           {"s3-1.internal", "s3-1.internal"}}) {
+    std::vector<std::string> args = door;
+    args.insert(args.end(), {"--s3-listen-domain", given});
+    EXPECT_EQ(Parse(args).config.s3_listen_domain, kept);
+  }
+  EXPECT_EQ(Parse(door, {{"FENCEPOST_S3_LISTEN_DOMAIN", "s3.local"}})
+                .config.s3_listen_domain,
+            "s3.local");
+  for (const std::string& bad : std::vector<std::string>{
+           "", "a_b.example", "10.0.0.1", "-a.example", "a-.example", "a..b",
+           ".a", "a.", "a b", std::string(64, 'a') + ".example"}) {
+    std::vector<std::string> args = door;
+    args.insert(args.end(), {"--s3-listen-domain", bad});
+    EXPECT_THROW(Parse(args), ConfigError) << bad;
+  }
+  EXPECT_THROW(Parse({"--backend", "s3://state", "--s3-listen-domain",
+                      "s3.example.com"}),
+               ConfigError);
+  EXPECT_NE(Usage().find("--s3-listen-domain NAME"), std::string::npos);
+}
+
 TEST(ConfigTest, HelpAndVersion) {
   EXPECT_EQ(Parse({"--help"}).command, Command::kHelp);
   EXPECT_EQ(Parse({"--version"}).command, Command::kVersion);
