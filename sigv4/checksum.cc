@@ -54,6 +54,34 @@ const EVP_MD* Md(ChecksumAlgorithm algorithm) {
   return md;
 }
 
+EVP_MD_CTX* NewDigest(const EVP_MD* md) {
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (ctx == nullptr || md == nullptr ||
+      EVP_DigestInit_ex2(ctx, md, nullptr) != 1) {
+    std::abort();
+  }
+  return ctx;
+}
+
+void UpdateDigest(EVP_MD_CTX* ctx, std::string_view data) {
+  if (EVP_DigestUpdate(ctx, data.data(), data.size()) != 1) std::abort();
+}
+
+std::string Base64Final(EVP_MD_CTX* ctx) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (EVP_DigestFinal_ex(ctx, md, &size) != 1) std::abort();
+  return Base64({reinterpret_cast<const char*>(md), size});
+}
+
+bool IsContentMd5(std::string_view name) {
+  return name.size() == 11 &&
+         std::equal(
+             name.begin(), name.end(), "content-md5", [](char a, char b) {
+               return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
+             });
+}
+
 bool IsDigest(ChecksumAlgorithm algorithm) {
   return algorithm == ChecksumAlgorithm::kSha1 ||
          algorithm == ChecksumAlgorithm::kSha256;
@@ -123,12 +151,7 @@ void Checksum::Free::operator()(evp_md_ctx_st* ctx) const {
 }
 
 Checksum::Checksum(ChecksumAlgorithm algorithm) : algorithm_(algorithm) {
-  if (!IsDigest(algorithm)) return;
-  md_.reset(EVP_MD_CTX_new());
-  if (md_ == nullptr ||
-      EVP_DigestInit_ex2(md_.get(), Md(algorithm), nullptr) != 1) {
-    std::abort();
-  }
+  if (IsDigest(algorithm)) md_.reset(NewDigest(Md(algorithm)));
 }
 
 Checksum::~Checksum() = default;
@@ -146,9 +169,7 @@ void Checksum::Update(std::string_view data) {
       return;
     case ChecksumAlgorithm::kSha1:
     case ChecksumAlgorithm::kSha256:
-      if (EVP_DigestUpdate(md_.get(), data.data(), data.size()) != 1) {
-        std::abort();
-      }
+      UpdateDigest(md_.get(), data);
       return;
   }
 }
@@ -164,10 +185,7 @@ std::string Checksum::Base64Digest() {
     case ChecksumAlgorithm::kSha256:
       break;
   }
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (EVP_DigestFinal_ex(md_.get(), md, &size) != 1) std::abort();
-  return Base64({reinterpret_cast<const char*>(md), size});
+  return Base64Final(md_.get());
 }
 
 std::string Base64Checksum(ChecksumAlgorithm algorithm, std::string_view data) {
@@ -176,34 +194,38 @@ std::string Base64Checksum(ChecksumAlgorithm algorithm, std::string_view data) {
   return checksum.Base64Digest();
 }
 
-std::error_code CheckChecksumHeaders(std::span<const Header> headers,
-                                     std::string_view body) {
+std::error_code HeaderChecksum::Expect(std::span<const Header> headers) {
+  checksum_.reset();
   const Header* found = nullptr;
-  std::optional<ChecksumAlgorithm> algorithm;
   for (const Header& h : headers) {
-    auto a = ChecksumFromHeaderName(h.name);
-    if (!a) continue;
+    auto algorithm = ChecksumFromHeaderName(h.name);
+    if (!algorithm) continue;
     if (found != nullptr) return Errc::kChecksumConflict;
     found = &h;
-    algorithm = a;
+    checksum_.emplace(*algorithm);
   }
-  if (found == nullptr) return {};
-  return Base64Checksum(*algorithm, body) == TrimSpaces(found->value)
-             ? std::error_code()
-             : Errc::kChecksumMismatch;
+  if (found != nullptr) expected_ = TrimSpaces(found->value);
+  return {};
 }
 
-std::error_code CheckContentMd5(std::span<const Header> headers,
-                                std::string_view body) {
+void HeaderChecksum::Update(std::string_view data) {
+  if (checksum_) checksum_->Update(data);
+}
+
+std::error_code HeaderChecksum::Check() {
+  if (!checksum_ || checksum_->Base64Digest() == expected_) return {};
+  return Errc::kChecksumMismatch;
+}
+
+void ContentMd5::Free::operator()(evp_md_ctx_st* ctx) const {
+  EVP_MD_CTX_free(ctx);
+}
+
+std::error_code ContentMd5::Expect(std::span<const Header> headers) {
+  md5_.reset();
   const Header* found = nullptr;
   for (const Header& h : headers) {
-    if (h.name.size() != 11 ||
-        !std::equal(
-            h.name.begin(), h.name.end(), "content-md5", [](char a, char b) {
-              return (a >= 'A' && a <= 'Z' ? char(a - 'A' + 'a') : a) == b;
-            })) {
-      continue;
-    }
+    if (!IsContentMd5(h.name)) continue;
     if (found != nullptr) return Errc::kMalformed;
     found = &h;
   }
@@ -217,15 +239,34 @@ std::error_code CheckContentMd5(std::span<const Header> headers,
     return Errc::kMalformed;
   }
   static EVP_MD* md5 = EVP_MD_fetch(nullptr, "MD5", nullptr);
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int size = 0;
-  if (md5 == nullptr ||
-      EVP_Digest(body.data(), body.size(), digest, &size, md5, nullptr) != 1) {
-    std::abort();
-  }
-  return Base64({reinterpret_cast<const char*>(digest), size}) == value
-             ? std::error_code()
-             : Errc::kChecksumMismatch;
+  md5_.reset(NewDigest(md5));
+  expected_ = value;
+  return {};
+}
+
+void ContentMd5::Update(std::string_view data) {
+  if (md5_) UpdateDigest(md5_.get(), data);
+}
+
+std::error_code ContentMd5::Check() {
+  if (!md5_ || Base64Final(md5_.get()) == expected_) return {};
+  return Errc::kChecksumMismatch;
+}
+
+std::error_code CheckChecksumHeaders(std::span<const Header> headers,
+                                     std::string_view body) {
+  HeaderChecksum checksum;
+  if (auto ec = checksum.Expect(headers)) return ec;
+  checksum.Update(body);
+  return checksum.Check();
+}
+
+std::error_code CheckContentMd5(std::span<const Header> headers,
+                                std::string_view body) {
+  ContentMd5 md5;
+  if (auto ec = md5.Expect(headers)) return ec;
+  md5.Update(body);
+  return md5.Check();
 }
 
 }  // namespace fencepost::sigv4

@@ -67,19 +67,51 @@ class Checksum {
 // "AAAAAA==".
 std::string Base64Checksum(ChecksumAlgorithm algorithm, std::string_view data);
 
+// The x-amz-checksum-<alg> header of a plain (not aws-chunked, or decoded)
+// body, checked over the body as it arrives. Not thread-safe.
+class HeaderChecksum {
+ public:
+  // Reads the x-amz-checksum-<alg> header among `headers` (any case; other
+  // headers ignored, x-amz-checksum-type and unknown x-amz-checksum-* names
+  // among them). Errors: kChecksumConflict (two or more).
+  std::error_code Expect(std::span<const Header> headers);
+  void Update(std::string_view data);
+  // Success when there is no header, or one that matches everything
+  // updated (base64 compared exactly); else kChecksumMismatch. Call once.
+  std::error_code Check();
+
+ private:
+  std::optional<Checksum> checksum_;
+  std::string expected_;
+};
+
+// A body's Content-MD5 (RFC 1864: the base64 of its MD5), checked as S3
+// does for a body the signature may not cover (UNSIGNED-PAYLOAD, a
+// presigned URL), over the body as it arrives. Not thread-safe.
+class ContentMd5 {
+ public:
+  // Reads Content-MD5 (any case) among `headers`. Errors: kMalformed (two,
+  // or one that is not the base64 of 16 bytes).
+  std::error_code Expect(std::span<const Header> headers);
+  void Update(std::string_view data);
+  // Success when there is no header, or one that matches everything
+  // updated; else kChecksumMismatch. Call once.
+  std::error_code Check();
+
+ private:
+  struct Free {
+    void operator()(evp_md_ctx_st* ctx) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, Free> md5_;  // when there is a Content-MD5
+  std::string expected_;
+};
+
 // Checks a plain (not aws-chunked) body against the x-amz-checksum-<alg>
-// headers among `headers` (any case; other headers ignored, x-amz-checksum-
-// type and unknown x-amz-checksum-* names among them). Success when there is
-// none, or one that matches. Errors: kChecksumConflict (two or more),
-// kChecksumMismatch (the value is not the body's, base64 compared exactly).
+// headers among `headers`, whole: HeaderChecksum's errors.
 std::error_code CheckChecksumHeaders(std::span<const Header> headers,
                                      std::string_view body);
 
-// Checks a body against its Content-MD5 (RFC 1864: the base64 of its MD5)
-// as S3 does, for a body the signature may not cover (UNSIGNED-PAYLOAD, a
-// presigned URL). Success when `headers` has none, or one that matches.
-// Errors: kMalformed (two, or one that is not the base64 of 16 bytes),
-// kChecksumMismatch (another body's).
+// Checks a whole body against its Content-MD5: ContentMd5's errors.
 std::error_code CheckContentMd5(std::span<const Header> headers,
                                 std::string_view body);
 

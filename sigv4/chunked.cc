@@ -13,6 +13,11 @@ constexpr std::string_view kCrlf = "\r\n";
 constexpr std::string_view kSignatureExtension = "chunk-signature=";
 constexpr std::string_view kTrailerSignature = "x-amz-trailer-signature";
 constexpr std::size_t kMaxSizeDigits = 16;  // a uint64_t
+// A line and its CRLF: that many bytes without a CRLF are refused.
+constexpr std::size_t kLineWindow = kMaxChunkLine + kCrlf.size();
+// A hex HMAC-SHA256: a claimed signature of another length never matches,
+// so only that verdict is kept, not its bytes.
+constexpr std::size_t kSignatureSize = 64;
 
 std::string Lower(std::string_view s) {
   std::string out(s);
@@ -38,52 +43,6 @@ bool ParseHexSize(std::string_view digits, std::uint64_t* size) {
   return true;
 }
 
-// The body front to back. A truncated body is kIncompleteBody; bytes that
-// cannot be what the grammar wants there are kBadChunk.
-class Cursor {
- public:
-  explicit Cursor(std::string_view rest) : rest_(rest) {}
-
-  bool empty() const { return rest_.empty(); }
-
-  // The next line, without its CRLF (consumed), of at most kMaxChunkLine.
-  std::error_code Line(std::string_view* line) {
-    std::size_t window = kMaxChunkLine + kCrlf.size();
-    std::size_t end = rest_.substr(0, window).find(kCrlf);
-    if (end == std::string_view::npos) {
-      return rest_.size() < window ? Errc::kIncompleteBody : Errc::kBadChunk;
-    }
-    *line = rest_.substr(0, end);
-    rest_.remove_prefix(end + kCrlf.size());
-    return {};
-  }
-
-  std::error_code Take(std::uint64_t size, std::string_view* data) {
-    if (size > rest_.size()) return Errc::kIncompleteBody;
-    *data = rest_.substr(0, size);
-    rest_.remove_prefix(size);
-    return {};
-  }
-
-  std::error_code Crlf() {
-    if (rest_.starts_with(kCrlf)) {
-      rest_.remove_prefix(kCrlf.size());
-      return {};
-    }
-    return kCrlf.starts_with(rest_) ? Errc::kIncompleteBody : Errc::kBadChunk;
-  }
-
-  // Skips an empty line that something follows.
-  bool SkipBlankBeforeMore() {
-    if (rest_.size() <= kCrlf.size() || !rest_.starts_with(kCrlf)) return false;
-    rest_.remove_prefix(kCrlf.size());
-    return true;
-  }
-
- private:
-  std::string_view rest_;
-};
-
 // The one checksum x-amz-trailer announces ("x-amz-checksum-crc32c"; a
 // comma-separated list in general, as HTTP's Trailer is).
 std::error_code Announced(std::string_view header,
@@ -105,138 +64,26 @@ std::error_code Announced(std::string_view header,
   return {};
 }
 
-// One decoding: the chunks, then the end or the trailer.
-class Decoder {
- public:
-  Decoder(std::string_view body, const ChunkedCheck& check, ChunkedBody* out)
-      : in_(body), body_size_(body.size()), check_(check), out_(out) {}
-
-  std::error_code Run() {
-    bool signed_kind = check_.kind != PayloadKind::kUnsignedTrailer;
-    bool trailer = check_.kind != PayloadKind::kSigned;
-    if (signed_kind) {
-      signer_.emplace(check_.signing_key, check_.amz_date, check_.scope,
-                      check_.seed_signature);
-    }
-    if (trailer) {
-      ChecksumAlgorithm algorithm;
-      if (auto ec = Announced(check_.trailer_header, &algorithm)) return ec;
-      checksum_.emplace(algorithm);
-    }
-    if (auto ec = Chunks()) return ec;
-    if (!trailer) {
-      if (auto ec = in_.Crlf()) return ec;
-      return in_.empty() ? std::error_code() : Errc::kBadChunk;
-    }
-    return Trailer();
+// "<hex size>[;chunk-signature=<sig>]": the size, and the signature when
+// the kind is signed.
+std::error_code ChunkLine(std::string_view line, bool signed_kind,
+                          std::uint64_t* size, std::string_view* signature) {
+  std::size_t semicolon = line.find(';');
+  if (!ParseHexSize(line.substr(0, semicolon), size)) return Errc::kBadChunk;
+  if (!signed_kind) {
+    return semicolon == std::string_view::npos ? std::error_code()
+                                               : Errc::kBadChunk;
   }
-
- private:
-  // "<hex size>[;chunk-signature=<sig>]": the size, and the signature when
-  // the kind is signed.
-  std::error_code ChunkLine(std::string_view line, std::uint64_t* size,
-                            std::string_view* signature) {
-    std::size_t semicolon = line.find(';');
-    if (!ParseHexSize(line.substr(0, semicolon), size)) return Errc::kBadChunk;
-    if (!signer_) {
-      return semicolon == std::string_view::npos ? std::error_code()
-                                                 : Errc::kBadChunk;
-    }
-    if (semicolon == std::string_view::npos) {
-      return Errc::kChunkSignatureMismatch;
-    }
-    std::string_view extension = line.substr(semicolon + 1);
-    if (!extension.starts_with(kSignatureExtension)) {
-      return Errc::kChunkSignatureMismatch;
-    }
-    *signature = extension.substr(kSignatureExtension.size());
-    return {};
+  if (semicolon == std::string_view::npos) {
+    return Errc::kChunkSignatureMismatch;
   }
-
-  // Every chunk up to and including the final empty one, whose signature is
-  // checked like the others: a body cut after any chunk is not a body the
-  // client signed.
-  std::error_code Chunks() {
-    std::optional<std::uint64_t> declared = check_.decoded_length;
-    // Never more than the body holds, whatever the header says.
-    out_->data.reserve(
-        std::min<std::uint64_t>(declared.value_or(0), body_size_));
-    std::uint64_t total = 0;
-    while (true) {
-      std::string_view line, signature, data;
-      std::uint64_t size = 0;
-      if (auto ec = in_.Line(&line)) return ec;
-      if (auto ec = ChunkLine(line, &size, &signature)) return ec;
-      if (declared && size > *declared - total) return Errc::kLengthMismatch;
-      if (auto ec = in_.Take(size, &data)) return ec;
-      if (signer_) {
-        last_signature_ = signer_->Next(data);
-        if (!ConstantTimeEqual(last_signature_, signature)) {
-          return Errc::kChunkSignatureMismatch;
-        }
-      }
-      if (size == 0) break;
-      if (auto ec = in_.Crlf()) return ec;
-      out_->data.append(data);
-      if (checksum_) checksum_->Update(data);
-      total += size;
-    }
-    if (declared && total != *declared) return Errc::kLengthMismatch;
-    return {};
+  std::string_view extension = line.substr(semicolon + 1);
+  if (!extension.starts_with(kSignatureExtension)) {
+    return Errc::kChunkSignatureMismatch;
   }
-
-  // The trailer lines up to the empty line that ends the body.
-  std::error_code Trailer() {
-    bool leading_blank = in_.SkipBlankBeforeMore();
-    std::string_view name = ChecksumHeaderName(checksum_->algorithm());
-    std::optional<std::string> value, signature;
-    while (!(leading_blank && in_.empty())) {
-      std::string_view line;
-      if (auto ec = in_.Line(&line)) return ec;
-      if (line.empty()) {
-        if (!in_.empty()) return Errc::kBadChunk;
-        break;
-      }
-      std::size_t colon = line.find(':');
-      if (colon == 0 || colon == std::string_view::npos || signature) {
-        return Errc::kBadTrailer;
-      }
-      std::string field = Lower(line.substr(0, colon));
-      std::string field_value(TrimSpaces(line.substr(colon + 1)));
-      if (signer_ && field == kTrailerSignature) {
-        signature = std::move(field_value);
-      } else if (field == name && !value) {
-        value = std::move(field_value);
-      } else {
-        return Errc::kBadTrailer;
-      }
-    }
-    if (signer_) {
-      std::string canonical;
-      if (value) canonical.append(name).append(":").append(*value).append("\n");
-      std::string expected = Signature(
-          check_.signing_key, TrailerStringToSign(check_.amz_date, check_.scope,
-                                                  last_signature_, canonical));
-      if (!signature || !ConstantTimeEqual(expected, *signature)) {
-        return Errc::kChunkSignatureMismatch;
-      }
-    }
-    if (!value) return Errc::kMissingChecksum;
-    std::string actual = checksum_->Base64Digest();
-    if (*value != actual) return Errc::kChecksumMismatch;
-    out_->checksum_algorithm = checksum_->algorithm();
-    out_->checksum = std::move(actual);
-    return {};
-  }
-
-  Cursor in_;
-  std::size_t body_size_;
-  const ChunkedCheck& check_;
-  ChunkedBody* out_;
-  std::optional<ChunkSigner> signer_;
-  std::optional<Checksum> checksum_;
-  std::string last_signature_;
-};
+  *signature = extension.substr(kSignatureExtension.size());
+  return {};
+}
 
 }  // namespace
 
@@ -266,7 +113,222 @@ std::string TrailerStringToSign(std::string_view amz_date, const Scope& scope,
 std::error_code DecodeAwsChunked(std::string_view body,
                                  const ChunkedCheck& check, ChunkedBody* out) {
   *out = ChunkedBody();
-  return Decoder(body, check, out).Run();
+  ChunkedDecoder decoder(check);
+  // Never more than the body holds, whatever the header says.
+  out->data.reserve(
+      std::min<std::uint64_t>(check.decoded_length.value_or(0), body.size()));
+  if (auto ec = decoder.Feed(body, &out->data)) return ec;
+  if (auto ec = decoder.Finish()) return ec;
+  out->checksum_algorithm = decoder.checksum_algorithm();
+  out->checksum = decoder.checksum();
+  return {};
+}
+
+ChunkedDecoder::ChunkedDecoder(ChunkedCheck check) : check_(std::move(check)) {
+  if (check_.kind != PayloadKind::kUnsignedTrailer) {
+    signer_.emplace(check_.signing_key, check_.amz_date, check_.scope,
+                    check_.seed_signature);
+  }
+  if (check_.kind != PayloadKind::kSigned) {
+    ChecksumAlgorithm algorithm;
+    error_ = Announced(check_.trailer_header, &algorithm);
+    if (!error_) checksum_.emplace(algorithm);
+  }
+}
+
+std::optional<ChecksumAlgorithm> ChunkedDecoder::checksum_algorithm() const {
+  if (!finished_ || error_ || !checksum_) return std::nullopt;
+  return checksum_->algorithm();
+}
+
+std::error_code ChunkedDecoder::Feed(std::string_view received,
+                                     std::string* data) {
+  if (!error_ && finished_ && !received.empty()) error_ = Errc::kBadChunk;
+  const std::size_t before = data->size();
+  while (!error_ && !received.empty()) error_ = Step(&received, data);
+  if (error_) data->resize(before);
+  return error_;
+}
+
+std::error_code ChunkedDecoder::Finish() {
+  if (error_ || finished_) return error_;
+  finished_ = true;
+  switch (state_) {
+    case State::kDone:
+      if (!checksum_) return {};
+      [[fallthrough]];
+    case State::kBlankLine:
+      return error_ = TrailerVerdict();
+    case State::kTrailer:
+      // AWS's layout (a blank line first) may end without a closing one.
+      if (leading_blank_ && line_.empty()) return error_ = TrailerVerdict();
+      [[fallthrough]];
+    default:
+      return error_ = Errc::kIncompleteBody;
+  }
+}
+
+// Consumes some of `*in`: the state's bytes, up to its next decision.
+std::error_code ChunkedDecoder::Step(std::string_view* in, std::string* data) {
+  bool complete = false;
+  switch (state_) {
+    case State::kSizeLine:
+      if (auto ec = TakeLine(in, &complete)) return ec;
+      return complete ? SizeLine() : std::error_code();
+    case State::kData:
+      return TakeData(in, data);
+    case State::kDataCr:
+      return TakeByte(in, '\r', State::kDataLf);
+    case State::kDataLf:
+      return TakeByte(in, '\n', State::kSizeLine);
+    case State::kEndCr:
+      return TakeByte(in, '\r', State::kEndLf);
+    case State::kEndLf:
+      return TakeByte(in, '\n', State::kDone);
+    case State::kBlankLine:
+      // More follows the empty line: it opened the trailer, as in AWS's
+      // documented example.
+      leading_blank_ = true;
+      state_ = State::kTrailer;
+      return {};
+    case State::kTrailer:
+      if (auto ec = TakeLine(in, &complete)) return ec;
+      return complete ? TrailerLine() : std::error_code();
+    case State::kDone:
+      return Errc::kBadChunk;
+  }
+  return Errc::kBadChunk;
+}
+
+// A line ends at its first CRLF; a lone CR or LF is part of it (and then
+// refused by what reads it).
+std::error_code ChunkedDecoder::TakeLine(std::string_view* in, bool* complete) {
+  while (!in->empty()) {
+    std::string_view room = in->substr(0, kLineWindow - line_.size());
+    std::size_t lf = room.find('\n');
+    std::size_t n = lf == std::string_view::npos ? room.size() : lf + 1;
+    line_.append(room.substr(0, n));
+    in->remove_prefix(n);
+    if (line_.ends_with(kCrlf)) {
+      line_.resize(line_.size() - kCrlf.size());
+      *complete = true;
+      return {};
+    }
+    if (line_.size() == kLineWindow) return Errc::kBadChunk;
+  }
+  return {};
+}
+
+std::error_code ChunkedDecoder::TakeByte(std::string_view* in, char byte,
+                                         State next) {
+  if (in->front() != byte) return Errc::kBadChunk;
+  in->remove_prefix(1);
+  state_ = next;
+  return {};
+}
+
+std::error_code ChunkedDecoder::SizeLine() {
+  std::uint64_t size = 0;
+  std::string_view signature;
+  if (auto ec = ChunkLine(line_, signer_.has_value(), &size, &signature)) {
+    return ec;
+  }
+  const std::optional<std::uint64_t>& declared = check_.decoded_length;
+  if (declared && size > *declared - total_) return Errc::kLengthMismatch;
+  signature_ = signature.size() == kSignatureSize ? signature : "";
+  line_.clear();
+  remaining_ = size;
+  final_chunk_ = size == 0;
+  state_ = State::kData;
+  return final_chunk_ ? EndOfData() : std::error_code();
+}
+
+std::error_code ChunkedDecoder::TakeData(std::string_view* in,
+                                         std::string* data) {
+  std::string_view piece =
+      in->substr(0, std::min<std::uint64_t>(remaining_, in->size()));
+  in->remove_prefix(piece.size());
+  data->append(piece);
+  if (signer_) chunk_hash_.Update(piece);
+  if (checksum_) checksum_->Update(piece);
+  remaining_ -= piece.size();
+  total_ += piece.size();
+  return remaining_ == 0 ? EndOfData() : std::error_code();
+}
+
+// Every chunk's signature is checked, the final empty one's included: a
+// body cut after any chunk is not a body the client signed.
+std::error_code ChunkedDecoder::EndOfData() {
+  if (signer_) {
+    last_signature_ = signer_->NextOfHash(chunk_hash_.HexDigest());
+    if (!ConstantTimeEqual(last_signature_, signature_)) {
+      return Errc::kChunkSignatureMismatch;
+    }
+    signature_.clear();
+  }
+  if (!final_chunk_) {
+    state_ = State::kDataCr;
+    return {};
+  }
+  const std::optional<std::uint64_t>& declared = check_.decoded_length;
+  if (declared && total_ != *declared) return Errc::kLengthMismatch;
+  if (!checksum_) {
+    state_ = State::kEndCr;
+    return {};
+  }
+  checksum_value_ = checksum_->Base64Digest();
+  state_ = State::kTrailer;
+  return {};
+}
+
+// A trailer line is judged when it arrives (its verdict kept for Finish,
+// which reports the signature before the checksum).
+std::error_code ChunkedDecoder::TrailerLine() {
+  std::string line = std::move(line_);
+  line_.clear();
+  if (line.empty()) {
+    bool first = !leading_blank_ && !trailer_lines_;
+    state_ = first ? State::kBlankLine : State::kDone;
+    return {};
+  }
+  trailer_lines_ = true;
+  std::size_t colon = line.find(':');
+  if (colon == 0 || colon == std::string::npos || trailer_signature_ok_) {
+    return Errc::kBadTrailer;
+  }
+  std::string field = Lower(std::string_view(line).substr(0, colon));
+  std::string_view value = TrimSpaces(std::string_view(line).substr(colon + 1));
+  std::string_view name = ChecksumHeaderName(checksum_->algorithm());
+  auto expected = [&](std::string_view canonical) {
+    return Signature(check_.signing_key,
+                     TrailerStringToSign(check_.amz_date, check_.scope,
+                                         last_signature_, canonical));
+  };
+  if (signer_ && field == kTrailerSignature) {
+    if (expected_trailer_signature_.empty()) {
+      expected_trailer_signature_ = expected("");
+    }
+    trailer_signature_ok_ =
+        ConstantTimeEqual(expected_trailer_signature_, value);
+  } else if (field == name && !checksum_ok_) {
+    checksum_ok_ = value == checksum_value_;
+    if (signer_) {
+      expected_trailer_signature_ =
+          expected(std::string(name).append(":").append(value).append("\n"));
+    }
+  } else {
+    return Errc::kBadTrailer;
+  }
+  return {};
+}
+
+std::error_code ChunkedDecoder::TrailerVerdict() {
+  if (signer_ && !trailer_signature_ok_.value_or(false)) {
+    return Errc::kChunkSignatureMismatch;
+  }
+  if (!checksum_ok_) return Errc::kMissingChecksum;
+  if (!*checksum_ok_) return Errc::kChecksumMismatch;
+  return {};
 }
 
 }  // namespace fencepost::sigv4

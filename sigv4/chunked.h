@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "sigv4/checksum.h"
+#include "sigv4/crypto.h"
 #include "sigv4/secret.h"
 #include "sigv4/signer.h"
 
@@ -15,9 +16,10 @@ namespace fencepost::sigv4 {
 // Decoding a received `Content-Encoding: aws-chunked` body, checking every
 // signature and checksum it carries ("Signature Calculations for the
 // Authorization Header: Transferring Payload in Multiple Chunks" and
-// "... Including Trailing Headers" in S3's API reference). Pure: the whole
-// body in, the decoded bytes out; the caller has verified the request's own
-// signature (verifier.h) and bounded the body's size first.
+// "... Including Trailing Headers" in S3's API reference), either as the
+// body arrives (ChunkedDecoder) or whole (DecodeAwsChunked, the same
+// decoder fed once). Pure: bytes in, decoded bytes out; the caller has
+// verified the request's own signature (verifier.h) first.
 
 inline constexpr std::string_view kStreamingPayloadTrailer =
     "STREAMING-AWS4-HMAC-SHA256-PAYLOAD-TRAILER";
@@ -78,6 +80,94 @@ struct ChunkedBody {
 
 // The longest size line or trailer line accepted, CRLF excluded.
 inline constexpr std::size_t kMaxChunkLine = 4096;
+
+// Decodes one aws-chunked body as `check` describes while it arrives, in
+// any split (one byte at a time included), with the grammar and errors of
+// DecodeAwsChunked below; each error is returned as soon as the bytes
+// received decide it:
+//   - a size line or trailer line when its CRLF arrives (or when
+//     kMaxChunkLine bytes pass without one): kBadChunk, kLengthMismatch (a
+//     chunk past decoded_length), a missing or malformed chunk-signature,
+//     kBadTrailer;
+//   - a chunk's signature when its last data byte arrives, before any byte
+//     after it is taken;
+//   - a CRLF refused, or a byte after the end, at that byte;
+//   - at Finish: kIncompleteBody, and the trailer's signature and checksum.
+// Chunk data is handed out as it arrives, before its chunk's signature is
+// checked: the caller must not let the body's last byte take effect before
+// Finish succeeds. Memory: buffered() bytes of the body at most, whatever
+// the chunks' sizes. Not thread-safe.
+class ChunkedDecoder {
+ public:
+  // Refuses x-amz-trailer at once (kMissingChecksum, kUnsupportedChecksum,
+  // kChecksumConflict), as error() then says.
+  explicit ChunkedDecoder(ChunkedCheck check);
+  ChunkedDecoder(const ChunkedDecoder&) = delete;
+  ChunkedDecoder& operator=(const ChunkedDecoder&) = delete;
+
+  // The first error met so far; every later call returns it again.
+  std::error_code error() const { return error_; }
+
+  // Takes the next bytes of the body and appends the chunk data among them
+  // to `*data`. On error nothing is appended. After Finish: kBadChunk.
+  std::error_code Feed(std::string_view received, std::string* data);
+
+  // At the end of the received body: success when it was a whole body whose
+  // every signature and checksum matched. Call once, after the last Feed.
+  std::error_code Finish();
+
+  // Bytes of the body held back (an unfinished line, a chunk's claimed
+  // signature): at most kMaxChunkLine + 2.
+  std::size_t buffered() const { return line_.size() + signature_.size(); }
+
+  // After Finish succeeded, for the trailer kinds: the trailing checksum
+  // (verified), as ChunkedBody holds it.
+  std::optional<ChecksumAlgorithm> checksum_algorithm() const;
+  const std::string& checksum() const { return checksum_value_; }
+
+ private:
+  enum class State {
+    kSizeLine,  // a chunk's size line
+    kData,      // remaining_ bytes of a chunk's data
+    kDataCr,    // the CRLF after them
+    kDataLf,
+    kEndCr,  // kSigned: the CRLF after the final chunk
+    kEndLf,
+    kTrailer,    // the trailer kinds: a trailer line
+    kBlankLine,  // the first trailer line was empty: the end, or AWS's layout
+    kDone,       // nothing may follow
+  };
+
+  std::error_code Step(std::string_view* in, std::string* data);
+  std::error_code TakeLine(std::string_view* in, bool* complete);
+  std::error_code TakeByte(std::string_view* in, char byte, State next);
+  std::error_code SizeLine();
+  std::error_code TakeData(std::string_view* in, std::string* data);
+  std::error_code EndOfData();
+  std::error_code TrailerLine();
+  std::error_code TrailerVerdict();
+
+  ChunkedCheck check_;
+  std::optional<ChunkSigner> signer_;  // the signed kinds
+  std::optional<Checksum> checksum_;   // the trailer kinds
+  Sha256 chunk_hash_;                  // of the current chunk's data
+  State state_ = State::kSizeLine;
+  std::error_code error_;
+  bool finished_ = false;
+  std::string line_;       // the line being received, CRLF included
+  std::string signature_;  // the current chunk's claimed signature
+  std::uint64_t remaining_ = 0;
+  std::uint64_t total_ = 0;
+  bool final_chunk_ = false;
+  std::string last_signature_;  // the chain's, for the trailer's
+  // The trailer, judged line by line so that no value is held.
+  bool leading_blank_ = false;
+  bool trailer_lines_ = false;
+  std::string expected_trailer_signature_;
+  std::optional<bool> trailer_signature_ok_;  // set when the line came
+  std::optional<bool> checksum_ok_;           // likewise
+  std::string checksum_value_;                // the data's
+};
 
 // Decodes `body` as `check` describes. Chunk sizes are 1 to 16 hex digits
 // (either case); the first empty chunk is the last; a trailer line is

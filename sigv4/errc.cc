@@ -55,6 +55,11 @@ class SigV4Category : public std::error_category {
         return "unsupported checksum algorithm";
       case Errc::kChecksumConflict:
         return "more than one checksum";
+      case Errc::kPayloadHashMismatch:
+        return "x-amz-content-sha256 is not the body's SHA-256";
+      case Errc::kUnsupportedPayload:
+        return "x-amz-content-sha256 is not a SHA-256, UNSIGNED-PAYLOAD or "
+               "an aws-chunked form fencepost decodes";
     }
     return "unknown sigv4 error";
   }

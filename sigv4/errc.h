@@ -31,6 +31,9 @@ enum class Errc {
   kChecksumMismatch = 36,        // a checksum that is not the data's
   kUnsupportedChecksum = 37,     // x-amz-trailer names no known checksum
   kChecksumConflict = 38,        // two x-amz-checksum-* announced or sent
+  // A body against its x-amz-content-sha256 (body_check.h).
+  kPayloadHashMismatch = 39,  // not the body's hex SHA-256 (400)
+  kUnsupportedPayload = 40,   // neither a hex SHA-256 nor a form decoded here
 };
 
 const std::error_category& Category();

@@ -190,9 +190,12 @@ ChunkSigner::ChunkSigner(Secret signing_key, std::string amz_date, Scope scope,
       previous_(std::move(seed_signature)) {}
 
 std::string ChunkSigner::Next(std::string_view data) {
-  previous_ = Signature(
-      signing_key_,
-      ChunkStringToSign(amz_date_, scope_, previous_, HexSha256(data)));
+  return NextOfHash(HexSha256(data));
+}
+
+std::string ChunkSigner::NextOfHash(std::string_view chunk_hash) {
+  previous_ = Signature(signing_key_, ChunkStringToSign(amz_date_, scope_,
+                                                        previous_, chunk_hash));
   return previous_;
 }
 

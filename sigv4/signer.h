@@ -132,6 +132,8 @@ class ChunkSigner {
               std::string seed_signature);
   // The signature of the next chunk whose data is `data` (empty: the last).
   std::string Next(std::string_view data);
+  // The same, given the hex SHA-256 of the chunk's data (hashed as it came).
+  std::string NextOfHash(std::string_view chunk_hash);
 
  private:
   Secret signing_key_;
