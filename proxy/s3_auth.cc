@@ -208,14 +208,18 @@ S3Auth::Admitted S3Auth::Admit(const Request& request,
   const std::string_view payload = request["x-amz-content-sha256"];
   if ((claim.presigned || payload == sigv4::kUnsignedPayload ||
        payload == sigv4::kStreamingUnsignedTrailer) &&
-      request.method() == http::verb::put && !options_.unsigned_payloads) {
-    // As S3 answers a bucket policy that denies requests without TLS.
+      (request.method() == http::verb::put ||
+       request.method() == http::verb::post) &&
+      !options_.unsigned_payloads) {
+    // As S3 answers a bucket policy that denies requests without TLS. A
+    // POST's body names what it changes (DeleteObjects' keys).
     return refuse(
         403, "AccessDenied",
-        "on plain HTTP a PUT's body must be covered by its signature "
-        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
-        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
-        "presigned PUTs need the door on TLS (--tls-cert) or "
+        "on plain HTTP a PUT's or POST's body must be covered by its "
+        "signature (x-amz-content-sha256 the body's SHA-256, or signed "
+        "aws-chunked chunks): UNSIGNED-PAYLOAD, "
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
+        "presigned PUTs and POSTs need the door on TLS (--tls-cert) or "
         "--s3-allow-unsigned-payload");
   }
   out.expect = Expect(request, claim, client->second, std::move(headers),
