@@ -647,8 +647,8 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
                                BUCKET.NAME is virtual-hosted style (default: path style only)
   --s3-client-credentials FILE with --s3-listen: ACCESS_KEY_ID SECRET per line, the keys
                                fencepost's S3 clients sign with (mode 0600)
-  --s3-allow-unsigned-payload  with --s3-listen and no --tls-cert: take PUTs whose body the
-                               signature does not cover (UNSIGNED-PAYLOAD, presigned)
+  --s3-allow-unsigned-payload  with --s3-listen and no --tls-cert: take PUTs and POSTs whose
+                               body the signature does not cover (UNSIGNED-PAYLOAD, presigned)
   --s3-addressing path|virtual s3:// backend: bucket in the path or the host name
                                (default virtual on AWS's endpoint, else path)
   --s3-credentials-file FILE, --s3-profile NAME

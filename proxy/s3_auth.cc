@@ -115,6 +115,18 @@ std::string ReadPrivate(const std::string& path) {
   return content;
 }
 
+// Whether a PUT's or POST's body is one its signature does not cover
+// (UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, presigned): on
+// plain HTTP a relay could swap it under the sender's token, and a POST's
+// body names what it changes (DeleteObjects' keys).
+bool BodyUncovered(const Request& request, const sigv4::Claim& claim) {
+  const std::string_view payload = request["x-amz-content-sha256"];
+  return (claim.presigned || payload == sigv4::kUnsignedPayload ||
+          payload == sigv4::kStreamingUnsignedTrailer) &&
+         (request.method() == http::verb::put ||
+          request.method() == http::verb::post);
+}
+
 }  // namespace
 
 std::map<std::string, sigv4::Secret> S3Auth::LoadClients(
@@ -209,18 +221,15 @@ S3Auth::Admitted S3Auth::Admit(const Request& request,
                   "signed: " +
                       field);
   }
-  const std::string_view payload = request["x-amz-content-sha256"];
-  if ((claim.presigned || payload == sigv4::kUnsignedPayload ||
-       payload == sigv4::kStreamingUnsignedTrailer) &&
-      request.method() == http::verb::put && !options_.unsigned_payloads) {
+  if (BodyUncovered(request, claim) && !options_.unsigned_payloads) {
     // As S3 answers a bucket policy that denies requests without TLS.
     return refuse(
         403, "AccessDenied",
-        "on plain HTTP a PUT's body must be covered by its signature "
-        "(x-amz-content-sha256 the body's SHA-256, or signed aws-chunked "
-        "chunks): UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER and "
-        "presigned PUTs need the door on TLS (--tls-cert) or "
-        "--s3-allow-unsigned-payload");
+        "on plain HTTP a PUT's or POST's body must be covered by its "
+        "signature (x-amz-content-sha256 the body's SHA-256, or signed "
+        "aws-chunked chunks): UNSIGNED-PAYLOAD, "
+        "STREAMING-UNSIGNED-PAYLOAD-TRAILER and presigned PUTs and POSTs "
+        "need the door on TLS (--tls-cert) or --s3-allow-unsigned-payload");
   }
   out.expect = Expect(request, claim, client->second, std::move(headers),
                       &out.decoded_length);

@@ -23,8 +23,8 @@ namespace fencepost::proxy {
 // refused. The fields the door acts on (Fencing-Token, If-Match,
 // If-None-Match), user metadata (x-amz-meta-*) and, on a PUT, the fields
 // an object keeps must be among the signed ones, as S3 wants of every
-// x-amz-* field. A PUT whose body the signature does not cover is taken
-// only where Options::unsigned_payloads says.
+// x-amz-* field. A PUT or POST (DeleteObjects) whose body the signature
+// does not cover is taken only where Options::unsigned_payloads says.
 //
 // Thread safety: const calls from any thread.
 class S3Auth {
@@ -35,7 +35,7 @@ class S3Auth {
     std::map<std::string, sigv4::Secret> clients;
     std::chrono::seconds max_skew{15 * 60};
     std::uint64_t max_body = 4194304;  // --max-body, of the decoded body
-    // Whether a PUT may carry a body its signature does not cover
+    // Whether a PUT or POST may carry a body its signature does not cover
     // (UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER, presigned):
     // over TLS, or with --s3-allow-unsigned-payload. Else 403 AccessDenied,
     // for on plain HTTP a relay could swap such a body under the sender's

@@ -21,6 +21,7 @@
 #include "http/host_port.h"
 #include "proxy/conditional.h"
 #include "proxy/routes.h"
+#include "proxy/s3_delete_objects.h"
 #include "s3/object_fields.h"
 #include "s3/xml.h"
 #include "sigv4/canonical.h"
@@ -396,6 +397,12 @@ Awaitable<Response> S3Door::Bucket(S3Call& call) {
       });
   if (method == http::verb::get && listing) {
     co_return co_await List(request, id);
+  }
+  if (method == http::verb::post && AsksDeleteObjects(params)) {
+    const DeleteObjectsDone done =
+        co_await DeleteObjects(core_, request, call.body, call.client);
+    co_return done.status == 200 ? DeleteResultAnswer(request, done, id)
+                                 : error(done.status, done.code, done.message);
   }
   if (method == http::verb::get && S3Uploads::Takes(params)) {
     co_return co_await uploads_.List(call, [&](const Problem& problem) {

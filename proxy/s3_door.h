@@ -48,9 +48,10 @@ namespace fencepost::proxy {
 // encryption, ...) is refused with S3's error for it (501 NotImplemented,
 // 400 InvalidStorageClass or InvalidArgument), never dropped. GET
 // /BUCKET?list-type=2 is the store's listing within PREFIX; HEAD /BUCKET
-// and GET /BUCKET?location answer for the bucket. Every other operation
-// (multipart uploads, copies, ACLs, other buckets' names aside) is 501
-// NotImplemented.
+// and GET /BUCKET?location answer for the bucket; POST /BUCKET?delete
+// (DeleteObjects, proxy/s3_delete_objects.h) is a fenced delete of each
+// key. Every other operation (multipart uploads, copies, ACLs, other
+// buckets' names aside) is 501 NotImplemented.
 //
 // Errors are S3's error XML (Code, Message, Resource, RequestId) with an
 // x-amz-request-id: 409 StaleFencingToken (the current token in the message

@@ -24,7 +24,10 @@
 # PREFIX/KEY is read straight from RGW with an independent client
 # (s3_object.py, with the store's credentials): it must hold the bytes and
 # the x-amz-meta-fencing-token of the last write the transcript shows
-# accepted, so a refused write must have changed nothing.
+# accepted, so a refused write must have changed nothing. After each
+# DeleteObjects of cleanup.py, every key it names is read the same way:
+# a key the command refused must still hold that write, a deleted one be
+# gone.
 # Then README.md's boto3 block (after <!-- tests/coordination/s3_clients.sh
 # runs the next python block -->) runs against a second fencepost (its own
 # fences, the prefix readme): the first write lands, the second ends the
@@ -168,6 +171,12 @@ declare -A holds=()
 # Writes whose key, bytes and token the command line does not show.
 declare -A declared=(["python3 leader.py"]="orders/1 b.txt 34"
   ["python3 presign.py"]="orders/5 b.txt 34")
+# The keys of a DeleteObjects the command line does not show, each KEY:kept
+# (it holds the last write accepted) or KEY:gone (no object) after it.
+declare -A deletes=(
+  ["python3 cleanup.py 33"]="orders/1:kept orders/5:gone"
+  ["python3 cleanup.py 34"]="orders/1:gone orders/5:gone")
+deletes_checked=0
 token_re='[Ff]encing-[Tt]oken[:=] ?([0-9]+)'
 destination_re=' ([^ ]+) (s3://|door:)fencepost/([^ ;]+)'
 
@@ -208,6 +217,32 @@ if problems:
 PY
 }
 
+# check_gone OBJECT_KEY: the store has no object at OBJECT_KEY.
+check_gone() {
+  local got
+  got=$(timeout 60 /usr/bin/python3 "$here/s3_object.py" head "$1") ||
+    fail "reading $1 from RGW failed: $got"
+  /usr/bin/python3 -c 'import json, sys; sys.exit(json.loads(sys.argv[1])["status"] != 404)' "$got" ||
+    fail "after: $cmd: RGW still has $1 ($got)"
+}
+
+# check_deletes KEY:kept|KEY:gone...: what a DeleteObjects left.
+check_deletes() {
+  local entry key
+  for entry in "$@"; do
+    key=${entry%:*}
+    if [[ ${entry##*:} == gone ]]; then
+      check_gone "$prefix/$key"
+      echo "ok: RGW has no $prefix/$key"
+    else
+      [[ -n ${holds[$key]:-} ]] || fail "no write of $key was accepted before: $cmd"
+      read -r w_file w_token <<<"${holds[$key]}"
+      check_object "$prefix/$key" "$w_file" "$w_token"
+      echo "ok: RGW still holds $prefix/$key: $w_file's bytes, fencing-token $w_token"
+    fi
+  done
+}
+
 # run_console FILE: each command of a console block, compared and checked.
 run_console() {
   local block=$1 n status
@@ -242,6 +277,11 @@ run_console() {
       check_object "$prefix/$w_key" "$w_file" "$w_token"
       echo "ok: RGW holds $prefix/$w_key: $w_file's bytes, fencing-token $w_token"
     fi
+    if [[ -n ${deletes[$cmd]:-} ]]; then
+      # shellcheck disable=SC2086 # the entries are words
+      check_deletes ${deletes[$cmd]}
+      deletes_checked=$((deletes_checked + 1))
+    fi
   done
 }
 
@@ -274,6 +314,7 @@ while read -r n action name; do
   esac
 done <"$work/blocks/index"
 ((${#holds[@]} == 5)) || fail "the section wrote ${#holds[@]} keys, not one per client and one through presigned URLs (5)"
+((deletes_checked == ${#deletes[@]})) || fail "the section ran $deletes_checked of cleanup.py's ${#deletes[@]} DeleteObjects"
 
 # README.md's boto3 block, against a fencepost of its own.
 awk -v m="<!-- $marker runs the next python block -->" '
