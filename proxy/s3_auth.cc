@@ -231,24 +231,35 @@ S3Auth::Admitted S3Auth::Admit(const Request& request,
         "STREAMING-UNSIGNED-PAYLOAD-TRAILER and presigned PUTs and POSTs "
         "need the door on TLS (--tls-cert) or --s3-allow-unsigned-payload");
   }
-  out.expect = Expect(request, claim, client->second, std::move(headers),
-                      &out.decoded_length);
-  if (!out.expect) {
-    return refuse(400, "InvalidArgument",
-                  "x-amz-decoded-content-length is not a length");
-  }
-  if (out.decoded_length && *out.decoded_length > max_body) {
-    out.expect.reset();
-    return refuse(413, "EntityTooLarge",
-                  "the object is larger than " +
-                      std::string(max_body == options_.max_body ? "--max-body"
-                                                                : "5 GiB"));
-  }
-  if (const std::error_code e = sigv4::BodyCheck(*out.expect).error()) {
-    out.expect.reset();
-    out.refusal = BodyRefusal(e);
-  }
+  ExpectBody(request, claim, client->second, std::move(headers), max_body,
+             &out);
   return out;
+}
+
+void S3Auth::ExpectBody(const Request& request, const sigv4::Claim& claim,
+                        const sigv4::Secret& secret,
+                        std::vector<sigv4::Header> headers,
+                        std::uint64_t max_body, Admitted* out) const {
+  out->expect =
+      Expect(request, claim, secret, std::move(headers), &out->decoded_length);
+  if (!out->expect) {
+    out->refusal = Refusal{400, "InvalidArgument",
+                           "x-amz-decoded-content-length is not a length"};
+    return;
+  }
+  if (out->decoded_length && *out->decoded_length > max_body) {
+    out->expect.reset();
+    out->refusal =
+        Refusal{413, "EntityTooLarge",
+                "the object is larger than " +
+                    std::string(max_body == options_.max_body ? "--max-body"
+                                                              : "5 GiB")};
+    return;
+  }
+  if (const std::error_code e = sigv4::BodyCheck(*out->expect).error()) {
+    out->expect.reset();
+    out->refusal = BodyRefusal(e);
+  }
 }
 
 std::optional<sigv4::BodyExpect> S3Auth::Expect(

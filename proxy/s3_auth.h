@@ -87,6 +87,12 @@ class S3Auth {
       const std::string& path);
 
  private:
+  // Admit's last step: what the body must pass, into `out` (or its
+  // refusal).
+  void ExpectBody(const Request& request, const sigv4::Claim& claim,
+                  const sigv4::Secret& secret,
+                  std::vector<sigv4::Header> headers, std::uint64_t max_body,
+                  Admitted* out) const;
   // What the body of a request whose signature holds must pass; nullopt
   // when its x-amz-decoded-content-length is not a length. `*decoded`: that
   // length, when sent.

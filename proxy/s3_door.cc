@@ -495,6 +495,16 @@ Awaitable<Response> S3Door::Object(S3Call& call) {
     if (done.problem) co_return error_of(*done.problem);
     co_return S3Success(request, routes::AnswerRead(request, done), request_id);
   }
+  co_return co_await Write(call);
+}
+
+Awaitable<Response> S3Door::Write(S3Call& call) {
+  const Request& request = call.request;
+  const std::string& request_id = call.request_id;
+  const auto error_of = [&](const Problem& problem) {
+    return ErrorOf(request, problem, request_id);
+  };
+  const http::verb method = request.method();
   // A presigned URL may carry the token in its (signed) query.
   std::vector<std::string> in_query;
   if (const std::optional<NotKept> refused =

@@ -102,6 +102,8 @@ class S3Door {
   // An object request (PUT, GET, HEAD, DELETE of /BUCKET/KEY, and
   // CopyObject) as a call of the core, its outcome in S3's terms.
   Awaitable<Response> Object(S3Call& call);
+  // A PUT or DELETE of an object (Object's writes), fenced by the core.
+  Awaitable<Response> Write(S3Call& call);
   // A PUT's write: its body, or the copy it asks for.
   std::optional<Problem> WhatToWrite(S3Call& call, WriteCall& write);
 
