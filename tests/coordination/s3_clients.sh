@@ -174,8 +174,8 @@ declare -A declared=(["python3 leader.py"]="orders/1 b.txt 34"
 # The keys of a DeleteObjects the command line does not show, each KEY:kept
 # (it holds the last write accepted) or KEY:gone (no object) after it.
 declare -A deletes=(
-  ["python3 cleanup.py 33"]="orders/1:kept orders/5:gone"
-  ["python3 cleanup.py 34"]="orders/1:gone orders/5:gone")
+  ["python3 cleanup.py 33"]="orders/1:kept orders/9:gone"
+  ["python3 cleanup.py 34"]="orders/1:gone orders/9:gone")
 deletes_checked=0
 token_re='[Ff]encing-[Tt]oken[:=] ?([0-9]+)'
 destination_re=' ([^ ]+) (s3://|door:)fencepost/([^ ;]+)'

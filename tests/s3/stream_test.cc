@@ -1,0 +1,113 @@
+// A PUT of an s3:// value through the data port, over --max-body: streamed
+// to the bucket of the real RGW (tests/testing/rgw.h) without being held
+// whole, and never an object unless it arrived whole.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "tests/testing/http_client.h"
+#include "tests/testing/rgw.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/temp_dir.h"
+
+namespace fencepost::testing {
+namespace {
+
+// fencepost on s3://BUCKET/PREFIX with a --max-body of 64 KiB.
+class Streaming {
+ public:
+  explicit Streaming(const std::string& prefix) {
+    Rgw& rgw = Rgw::Shared();
+    server_.emplace(
+        dir_ / "data",
+        std::vector<std::string>{
+            "--backend",
+            "s3://" + rgw.bucket() + "/" + prefix.substr(0, prefix.size() - 1),
+            "--s3-endpoint", rgw.endpoint(), "--max-body", "65536"},
+        rgw.Env());
+  }
+  std::uint16_t data() const { return server_->data_port(); }
+  std::uint16_t admin() const { return server_->admin_port(); }
+
+ private:
+  TempDir dir_;
+  std::optional<ServerProcess> server_;
+};
+
+// 3 MiB that no shift of itself repeats (a piece lost or sent twice shows).
+std::string Body() {
+  std::string body(3 << 20, '\0');
+  std::uint32_t x = 2463534242u;
+  for (char& c : body) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    c = static_cast<char>(x);
+  }
+  return body;
+}
+
+TEST(S3StreamTest, APutOverMaxBodyIsStreamedToTheBucketWhole) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("stream");
+  Streaming server(prefix);
+  const std::string body = Body();
+  const HttpResponse put =
+      Fetch(server.data(), "PUT", "/big", {{"Fencing-Token", "4"}}, body);
+  ASSERT_EQ(put.status / 100, 2) << put.body;
+  const S3Object stored = rgw.Get(prefix + "big");
+  ASSERT_EQ(stored.status, 200) << stored.error;
+  EXPECT_TRUE(stored.body == body)
+      << "stored " << stored.body.size() << " bytes, not the 3 MiB sent";
+  EXPECT_EQ(stored.metadata.at("fencing-token"), "4");
+  // And read back through fencepost.
+  const HttpResponse get = Fetch(server.data(), "GET", "/big");
+  EXPECT_EQ(get.status, 200);
+  EXPECT_TRUE(get.body == body);
+  // A stale token is refused before its body is read.
+  const HttpResponse stale =
+      Fetch(server.data(), "PUT", "/big", {{"Fencing-Token", "3"}}, body);
+  EXPECT_EQ(stale.status, 409) << stale.body;
+  EXPECT_TRUE(rgw.Get(prefix + "big").body == body);
+}
+
+// A client that goes away a third of the way into its body: the store is
+// never given the body whole, the earlier value stays, and the key and the
+// server go on serving.
+TEST(S3StreamTest, ABodyCutShortNeverBecomesAnObject) {
+  Rgw& rgw = Rgw::Shared();
+  const std::string prefix = rgw.UniquePrefix("cut");
+  Streaming server(prefix);
+  ASSERT_EQ(
+      Fetch(server.data(), "PUT", "/cut", {{"Fencing-Token", "4"}}, "first")
+              .status /
+          100,
+      2);
+  const std::string body = Body();
+  {
+    HttpClient client(server.data());
+    client.Send(
+        "PUT /cut HTTP/1.1\r\nHost: fencepost\r\nFencing-Token: 5\r\n"
+        "Content-Length: " +
+        std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 1 << 20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }  // the client goes away with 2 MiB unsent
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const S3Object stored = rgw.Get(prefix + "cut");
+  EXPECT_EQ(stored.status, 200) << stored.error;
+  EXPECT_EQ(stored.body, "first");
+  EXPECT_EQ(Fetch(server.admin(), "GET", "/readyz").status, 200);
+  // The key takes the next write.
+  EXPECT_EQ(
+      Fetch(server.data(), "PUT", "/cut", {{"Fencing-Token", "5"}}, "second")
+              .status /
+          100,
+      2);
+  EXPECT_EQ(rgw.Get(prefix + "cut").body, "second");
+}
+
+}  // namespace
+}  // namespace fencepost::testing
