@@ -218,8 +218,9 @@ std::optional<NotKept> WhatIsNotKept(const Request& request) {
     return NotKept{501, "NotImplemented",
                    "fencepost does not support " + name +
                        " (tagging, ACL grants, object lock, server-side "
-                       "encryption, website redirects and copies are not "
-                       "done; the object would be stored without them)"};
+                       "encryption, website redirects and conditional copies "
+                       "are not done; the object would be stored without "
+                       "them)"};
   }
   return std::nullopt;
 }

@@ -48,19 +48,30 @@ inline constexpr char kDoorClients[] =
 
 // fencepost with the front door over s3://BUCKET/PREFIX of the shared RGW;
 // its clients are those of `clients` (written to a file of mode 0600),
-// `flags` added to its own.
+// `flags` added to its own; it reaches the store at `endpoint` when given
+// (a relay in front of RGW, "http://127.0.0.1:PORT").
 class Door {
  public:
   explicit Door(const std::string& prefix,
                 const std::vector<std::string>& flags = {},
-                const std::string& clients = kDoorClients) {
+                const std::string& clients = kDoorClients,
+                const std::string& endpoint = "") {
     std::ofstream(dir_ / "clients") << clients;
     std::filesystem::permissions(dir_ / "clients",
                                  std::filesystem::perms::owner_read |
                                      std::filesystem::perms::owner_write);
-    std::vector<std::string> args = DoorFlags(prefix, dir_ / "clients");
-    args.insert(args.end(), flags.begin(), flags.end());
-    server_.emplace(dir_ / "data", args, Rgw::Shared().Env());
+    args_ = DoorFlags(prefix, dir_ / "clients");
+    if (!endpoint.empty()) args_[3] = endpoint;  // --s3-endpoint's value
+    args_.insert(args_.end(), flags.begin(), flags.end());
+    server_.emplace(dir_ / "data", args_, Rgw::Shared().Env());
+  }
+  // Stops fencepost (SIGTERM and its clean stop, or SIGKILL with `kill`)
+  // and starts another with the same flags on the same data directory: its
+  // ports are new.
+  void Restart(bool kill) {
+    if (kill) server_->Kill();
+    server_.reset();
+    server_.emplace(dir_ / "data", args_, Rgw::Shared().Env());
   }
   ServerProcess& server() { return *server_; }
   std::uint16_t port() const { return server_->s3_port(); }
@@ -74,6 +85,7 @@ class Door {
 
  private:
   TempDir dir_;
+  std::vector<std::string> args_;
   std::optional<ServerProcess> server_;
 };
 
