@@ -15,6 +15,8 @@ Asker AskerOf(const WriteCall& call) {
 
 Core::Core(RouteContext& context) : context_(context) {}
 
+bool Core::observe() const { return context_.config().mode == Mode::kObserve; }
+
 bool Core::forwards_preconditions() const {
   return context_.backend().forwards_preconditions();
 }
@@ -136,6 +138,7 @@ Awaitable<ReadDone> Core::Read(ReadCall call) {
   request.head = call.head;
   request.original = call.original;
   request.range = std::move(call.range);
+  request.may_stream = call.may_stream && !call.head;
   ReadDone done;
   storage::ReadResult read = co_await backend.Read(request);
   if (read.error) {

@@ -66,6 +66,9 @@ struct ReadCall {
   fence::Precondition precondition;   // not read for a forwarding backend
   std::string range;                  // Range, as sent; empty: none
   const Request* original = nullptr;  // as for WriteCall
+  // A large value may come as ReadDone::value.stream (the door hands it
+  // to the server with routes::AnswerRead).
+  bool may_stream = false;
 };
 
 // What a ReadCall found.
@@ -86,6 +89,9 @@ struct ReadDone {
 class Core {
  public:
   explicit Core(RouteContext& context);
+
+  // Whether fencepost runs in observe mode (writes without a token taken).
+  bool observe() const;
 
   // Whether If-Match, If-None-Match and Range go upstream with `original`
   // (http://), where the upstream decides them, instead of being read by

@@ -45,10 +45,11 @@ storage::WriteKind KindOf(http::verb verb) {
 DataRoutes::DataRoutes(RouteContext& context, Core& core)
     : RouteUnit(context), core_(core) {}
 
-Awaitable<Response> DataRoutes::Read(const Request& req,
-                                     const std::string& key) {
+Awaitable<Response> DataRoutes::Read(const Request& req, const std::string& key,
+                                     std::unique_ptr<BodySource>* answer_body) {
   ReadCall call;
   call.key = key;
+  call.may_stream = answer_body != nullptr;
   call.head = req.method() == http::verb::head;
   call.original = &req;
   // A forwarding backend's upstream decides the preconditions it is sent.
@@ -60,7 +61,7 @@ Awaitable<Response> DataRoutes::Read(const Request& req,
     call.range = req[http::field::range];
   }
   ReadDone done = co_await core_.Read(std::move(call));
-  co_return routes::AnswerRead(req, done);
+  co_return routes::AnswerRead(req, done, answer_body);
 }
 
 Awaitable<Response> DataRoutes::Write(const Request& req,

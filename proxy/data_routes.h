@@ -30,7 +30,10 @@ class DataRoutes : private RouteUnit {
   DataRoutes(RouteContext& context, Core& core);
 
   // GET and HEAD of `key`.
-  Awaitable<Response> Read(const Request& request, const std::string& key);
+  // `answer_body`: where a large value's body goes, streamed from the
+  // store (null: held whole).
+  Awaitable<Response> Read(const Request& request, const std::string& key,
+                           std::unique_ptr<BodySource>* answer_body = nullptr);
   // PUT and DELETE (and POST and PATCH where the backend takes them);
   // `body`: a PUT's streamed body (Service::StreamsBody), else null.
   Awaitable<Response> Write(const Request& request, const std::string& key,

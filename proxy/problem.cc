@@ -155,6 +155,8 @@ Problem ProblemFromStorage(std::error_code error, std::string key) {
     type = ProblemType::kStoreError;
   } else if (error == storage::Errc::kBodyFailed) {
     type = ProblemType::kBadRequest;
+  } else if (error == storage::Errc::kOvertaken) {
+    type = ProblemType::kStaleToken;
   } else if (error == storage::Errc::kObjectKeyTooLong ||
              error == storage::Errc::kSymlink ||
              error == storage::Errc::kSegmentTooLong ||

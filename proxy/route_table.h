@@ -6,6 +6,7 @@
 // clang-format on
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,6 +44,9 @@ struct RouteCall {
   const std::string& client;
   // A streamed body (Service::StreamsBody), else null: the request's own.
   BodySource* body = nullptr;
+  // Where the answer's body goes when it is streamed (a large value read
+  // from the store), else null.
+  std::unique_ptr<BodySource>* answer_body = nullptr;
 };
 
 // What a route checks before the request's body is read, in this order.

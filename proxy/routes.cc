@@ -168,7 +168,8 @@ void AppendLease(std::string* out, const std::string& name,
   *out += ",\"transitions\":" + std::to_string(lease.transitions) + "}";
 }
 
-Response AnswerRead(const Request& req, ReadDone& done) {
+Response AnswerRead(const Request& req, ReadDone& done,
+                    std::unique_ptr<BodySource>* body) {
   if (done.problem) return Problemed(req, std::move(*done.problem));
   storage::ReadResult& read = done.value;
   if (done.not_modified) {
@@ -180,6 +181,7 @@ Response AnswerRead(const Request& req, ReadDone& done) {
   }
   if (read.upstream) {
     read.upstream->version(req.version());
+    if (body != nullptr) *body = std::move(read.stream);
     return std::move(*read.upstream);
   }
   Response res(http::status::ok, req.version());

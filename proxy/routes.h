@@ -1,6 +1,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -78,7 +79,10 @@ void AppendLease(std::string* out, const std::string& name,
 // The answer to a read of one key on the data port: its problem, 304, the
 // upstream's answer as it is, or the value (200, with Content-Type, ETag
 // and Fencing-Token; a HEAD's without its body).
-Response AnswerRead(const Request& req, ReadDone& done);
+// `body`: where a streamed value's body goes (ReadResult::stream), when
+// the answer is that value's.
+Response AnswerRead(const Request& req, ReadDone& done,
+                    std::unique_ptr<BodySource>* body = nullptr);
 // The answer to a write of one key: its problem, the upstream's answer (with
 // the fence's token), or 201 for a PUT that made the value, 200 for one that
 // replaced it, 204 for a DELETE; with Fencing-Token and ETag.

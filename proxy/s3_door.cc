@@ -299,8 +299,8 @@ bool S3Door::StreamsBody(const Request& request) {
 }
 
 Awaitable<Response> S3Door::Handle(const Request& request,
-                                   const std::string& client,
-                                   BodySource* body) {
+                                   const std::string& client, BodySource* body,
+                                   std::unique_ptr<BodySource>* answer_body) {
   const std::string id = RequestId();
   const auto error = [&](unsigned status, std::string_view code,
                          std::string_view message) {
@@ -366,7 +366,8 @@ Awaitable<Response> S3Door::Handle(const Request& request,
               streamed ? &*streamed : nullptr,
               std::move(payload_hash),
               client,
-              id};
+              id,
+              answer_body};
   if (key->empty()) co_return co_await Bucket(call);
   co_return co_await Object(call);
 }
@@ -406,9 +407,10 @@ Awaitable<Response> S3Door::Bucket(S3Call& call) {
                                  : error(done.status, done.code, done.message);
   }
   if (method == http::verb::get && S3Uploads::Takes(params)) {
-    co_return co_await uploads_.List(call, [&](const Problem& problem) {
+    const S3Uploads::ErrorOf error_of = [&](const Problem& problem) {
       return ErrorOf(request, problem, id);
-    });
+    };
+    co_return co_await uploads_.List(call, error_of);
   }
   if (method == http::verb::get && params.size() == 1 &&
       params[0].name == "location") {
@@ -466,7 +468,8 @@ Awaitable<Response> S3Door::Object(S3Call& call) {
         S3Problem(refused->status, refused->code, refused->message));
   }
   if (S3Uploads::Takes(call.params)) {
-    co_return co_await uploads_.Handle(call, error_of);
+    const S3Uploads::ErrorOf as_s3 = error_of;
+    co_return co_await uploads_.Handle(call, as_s3);
   }
   const http::verb method = request.method();
   if (!call.params.empty() || method == http::verb::post) {
@@ -488,13 +491,16 @@ Awaitable<Response> S3Door::Object(S3Call& call) {
     read.key = call.key;
     read.head = head;
     read.range = request[http::field::range];
+    read.may_stream = call.answer_body != nullptr;
     if (std::string e = ReadPreconditions(request, &read.precondition);
         !e.empty()) {
       co_return error_of({ProblemType::kBadRequest, std::move(e)});
     }
     ReadDone done = co_await core_.Read(std::move(read));
     if (done.problem) co_return error_of(*done.problem);
-    co_return S3Success(request, routes::AnswerRead(request, done), request_id);
+    co_return S3Success(request,
+                        routes::AnswerRead(request, done, call.answer_body),
+                        request_id);
   }
   co_return co_await Write(call);
 }
@@ -535,9 +541,16 @@ Awaitable<Response> S3Door::Write(S3Call& call) {
     }
   }
   if (std::optional<Problem> bad = ReadWriteFields(request, false, write)) {
-    co_return error_of(co_await core_.RefuseInput(write, std::move(*bad)));
+    const Problem refused = co_await core_.RefuseInput(write, std::move(*bad));
+    co_return error_of(refused);
   }
   const bool copy = write.made_at_store.has_value();
+  if (copy && !write.precondition.empty()) {
+    // The store could not be asked to hold the destination still.
+    co_return error_of(S3Problem(501, "NotImplemented",
+                                 "fencepost does not copy conditionally "
+                                 "(If-Match, If-None-Match)"));
+  }
   Written written = co_await core_.Write(std::move(write));
   if (written.problem) {
     if (call.streamed != nullptr) {

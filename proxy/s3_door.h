@@ -78,8 +78,12 @@ class S3Door {
 
   // The response is complete (Content-Length set). `body`: the body of a
   // request whose header alone was read (StreamsBody), else null.
-  Awaitable<Response> Handle(const Request& request, const std::string& client,
-                             BodySource* body = nullptr);
+  // `answer_body`: where a large object's body goes, streamed from the
+  // store (null: held whole).
+  Awaitable<Response> Handle(
+      const Request& request, const std::string& client,
+      BodySource* body = nullptr,
+      std::unique_ptr<BodySource>* answer_body = nullptr);
 
   // Whether a request's body is streamed to the store as it arrives (a
   // PUT: PutObject or UploadPart, up to 5 GiB) instead of read whole.

@@ -126,6 +126,16 @@ Awaitable<Response> S3Uploads::Handle(S3Call& call, ErrorOf error_of) {
     co_return error_of(
         S3Problem(404, "NoSuchUpload", "The specified upload does not exist"));
   }
+  // The store's own ids (a listing's) carry no token: a part or a
+  // completion needs the one the upload was started with (outside observe
+  // mode, where uploads start without one).
+  if (!upload->token && !core_.observe() &&
+      (method == http::verb::put || method == http::verb::post)) {
+    co_return error_of(S3Problem(
+        404, "NoSuchUpload",
+        "The specified upload does not exist: send the upload id "
+        "CreateMultipartUpload answered (a listing's ids carry no token)"));
+  }
   if (call.request.count("x-amz-copy-source") > 0) {
     co_return error_of(
         S3Problem(501, "NotImplemented",
@@ -271,7 +281,8 @@ Awaitable<Response> S3Uploads::Complete(S3Call& call,
   write.client = call.client;
   if (std::optional<Problem> bad =
           ReadWriteFields(call.request, false, write)) {
-    co_return error_of(co_await core_.RefuseInput(write, std::move(*bad)));
+    const Problem refused = co_await core_.RefuseInput(write, std::move(*bad));
+    co_return error_of(refused);
   }
   write.content_type.clear();  // the parts' document's, not the object's
   write.object_fields.clear();

@@ -34,6 +34,9 @@ struct S3Call {
   std::string payload_hash;  // the body's signed hex SHA-256, when sent
   const std::string& client;
   const std::string& request_id;
+  // Where a large object's body goes, streamed from the store; null: held
+  // whole.
+  std::unique_ptr<BodySource>* answer_body = nullptr;
 };
 
 // A write's token as an S3 client sends it: Fencing-Token or, for tools

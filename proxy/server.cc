@@ -262,15 +262,16 @@ Awaitable<void> Server::Session(Stream& stream, Listener& listener,
       if (!more) break;
       continue;
     }
+    std::unique_ptr<BodySource> answer_body;  // a large value's, streamed
     Response res = co_await Answer(port, request, received, client,
-                                   body ? &*body : nullptr);
+                                   body ? &*body : nullptr, &answer_body);
     if (body) co_await body->Drain(options_.max_body);
     // A body its handler left unread ends the connection.
     const bool keep_alive = !received.refusal && !received.screened &&
                             (!body || body->finished()) &&
                             request.keep_alive() && !shutting_down();
-    const bool sent =
-        co_await WriteResponse(stream, request, res, keep_alive, self);
+    const bool sent = co_await WriteResponse(stream, request, res, keep_alive,
+                                             self, answer_body.get());
     Account(port, request, res, client, arrived, handled);
     if (!sent || !keep_alive) break;
   }
@@ -363,8 +364,8 @@ Awaitable<Server::Received> Server::ReadRequest(Stream& stream,
 
 Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
                                    Received& received,
-                                   const std::string& client,
-                                   BodySource* body) {
+                                   const std::string& client, BodySource* body,
+                                   std::unique_ptr<BodySource>* answer_body) {
   // A refusal's framing is in doubt: it is answered in HTTP/1.1 and the
   // connection closes without reading on.
   if (received.refusal) {
@@ -375,13 +376,13 @@ Awaitable<Response> Server::Answer(metrics::Port port, const Request& request,
     co_return MakeProblemResponse(*received.refusal, 11);
   }
   if (received.screened) co_return std::move(*received.screened);
-  co_return co_await service_.Handle(port, request, client, body);
+  co_return co_await service_.Handle(port, request, client, body, answer_body);
 }
 
 template <class Stream>
 Awaitable<bool> Server::WriteResponse(Stream& stream, const Request& request,
                                       Response& res, bool keep_alive,
-                                      Connection& self) {
+                                      Connection& self, BodySource* more) {
   routes::FinishHead(request, res);
   res.keep_alive(keep_alive);
   const std::string head = Head(res);
@@ -404,7 +405,29 @@ Awaitable<bool> Server::WriteResponse(Stream& stream, const Request& request,
     rest.consume(n);
     self.since = std::chrono::steady_clock::now();
   }
-  co_return true;
+  if (more == nullptr || request.method() == http::verb::head) co_return true;
+  // A streamed body, a piece at a time, each under --write-timeout and a
+  // second per MiB; one that fails ends the connection short of its
+  // Content-Length, which the client sees.
+  std::string piece;
+  for (;;) {
+    piece.clear();
+    const BodySource::Piece got = co_await more->Next(&piece, 256 * 1024);
+    if (got.failed) {
+      LogEvent(
+          spdlog::level::warn, "answer_cut_short",
+          "a streamed answer ended short of its length",
+          {{"target", std::string(request.target())}, {"reason", more->why()}});
+      co_return false;
+    }
+    beast::get_lowest_layer(stream).expires_after(options_.write_timeout +
+                                                  std::chrono::seconds(1));
+    co_await asio::async_write(stream, asio::buffer(piece),
+                               asio::redirect_error(kUseAwaitable, ec));
+    if (ec || self.shed) co_return false;
+    self.since = std::chrono::steady_clock::now();
+    if (got.end) co_return true;
+  }
 }
 
 void Server::Account(metrics::Port port, const Request& request,

@@ -138,16 +138,19 @@ class Server {
                                   Parser& parser, metrics::Port port);
   // The answer: the refusal or screening's, else Service's (`body`: a
   // streamed request's, else null).
+  // `answer_body` receives the body of an answer that is streamed.
   Awaitable<Response> Answer(metrics::Port port, const Request& request,
                              Received& received, const std::string& client,
-                             BodySource* body);
+                             BodySource* body,
+                             std::unique_ptr<BodySource>* answer_body);
   // Writes `res` (HEAD's body rule applied, Connection set) within
-  // --write-timeout, noting each step of progress in `self`; false when the
-  // write failed, timed out or was shed.
+  // --write-timeout, noting each step of progress in `self`, then `more`
+  // (a streamed body) when set; false when the write failed, timed out or
+  // was shed, or `more` failed.
   template <class Stream>
   Awaitable<bool> WriteResponse(Stream& stream, const Request& request,
                                 Response& res, bool keep_alive,
-                                Connection& self);
+                                Connection& self, BodySource* more = nullptr);
   // Counts the request and, with --access-log, logs it.
   void Account(metrics::Port port, const Request& request, const Response& res,
                const std::string& client,

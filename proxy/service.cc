@@ -29,10 +29,10 @@ bool Service::StreamsBody(metrics::Port port, const Request& request) {
 }
 
 Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
-                                    const std::string& client,
-                                    BodySource* body) {
+                                    const std::string& client, BodySource* body,
+                                    std::unique_ptr<BodySource>* answer_body) {
   if (port == metrics::Port::kS3 && s3_door_ != nullptr) {
-    co_return co_await s3_door_->Handle(request, client, body);
+    co_return co_await s3_door_->Handle(request, client, body, answer_body);
   }
   if (auto refused = RefuseTarget(port, request)) co_return std::move(*refused);
   const Route* route = FindRoute(port, request, units_);
@@ -48,7 +48,7 @@ Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,
   if (route->answer == nullptr) {
     co_return routes::MethodNotAllowed(request, route->allow);
   }
-  const RouteCall call{request, key, client, body};
+  const RouteCall call{request, key, client, body, answer_body};
   co_return co_await route->answer(units_, call);
 }
 

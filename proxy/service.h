@@ -49,9 +49,12 @@ class Service {
   // `client` (address:port) goes into the rejection journal.
   // `body`: the body of a request whose header alone was read (StreamsBody),
   // else null.
-  Awaitable<Response> Handle(metrics::Port port, const Request& request,
-                             const std::string& client,
-                             BodySource* body = nullptr);
+  // `answer_body`: where the answer's body goes when it is streamed (a
+  // large value read from the store); null: every answer is whole.
+  Awaitable<Response> Handle(
+      metrics::Port port, const Request& request, const std::string& client,
+      BodySource* body = nullptr,
+      std::unique_ptr<BodySource>* answer_body = nullptr);
   Awaitable<Response> Handle(metrics::Port port, const Request& request);
 
   // Whether `request`'s body (of a known length, over --max-body: the

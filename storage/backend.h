@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,6 +38,8 @@ struct ReadRequest {
   // Range, as sent (empty: none), for a backend that does not forward
   // `original` (s3://).
   std::string range;
+  // The caller takes a large value as ReadResult::stream (s3://).
+  bool may_stream = false;
 };
 
 // s3://: a value the store makes from what it already holds, instead of
@@ -118,6 +121,10 @@ struct ReadResult {
   std::optional<HttpResponse> upstream;  // a forwarding backend's answer
   std::string detail;  // with an error: what failed, for the log line
   std::optional<StoreError> store_error;  // with Errc::kStoreRefused
+  // With ReadRequest::may_stream, a value too large to hold: its body as
+  // it is read from the store (`upstream` then has its Content-Length and
+  // an empty body). A stream that fails ends the answer short.
+  std::unique_ptr<fencepost::http::BodySource> stream;
 };
 
 // Where values live. Implementations check and advance the fence (through

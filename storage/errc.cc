@@ -49,6 +49,9 @@ class StorageCategory : public std::error_category {
       case Errc::kObjectKeyTooLong:
         return "the object key (the backend's prefix, '/', the key) is "
                "longer than the 1024 bytes S3 takes";
+      case Errc::kOvertaken:
+        return "the fence moved past the write's token while its body was "
+               "arriving; nothing was written";
       case Errc::kBodyFailed:
         return "the request's body did not arrive whole or failed its "
                "check; nothing was written";

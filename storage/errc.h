@@ -32,6 +32,10 @@ enum class Errc {
   // A streamed body did not arrive whole, or failed its check: the store
   // never had it whole, nothing was written (400).
   kBodyFailed = 16,
+  // The fence moved past a streamed write's token before its body was
+  // whole (a bump, a grant, another replica's write): its last byte was
+  // never sent, nothing was written (409).
+  kOvertaken = 17,
 };
 
 const std::error_category& Category();

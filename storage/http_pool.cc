@@ -45,6 +45,7 @@ struct HttpPool::Conn {
 struct HttpPool::Opened {
   std::unique_ptr<Conn> conn;  // null on failure
   std::string error;
+  bool reused = false;  // taken from the pool
 };
 
 namespace {
@@ -158,6 +159,8 @@ Awaitable<StreamTry> StreamAndRead(Stream& stream, beast::tcp_stream& tcp,
     }
     const std::size_t now =
         piece.end ? pending.size() : (pending.empty() ? 0 : pending.size() - 1);
+    // From the write of the last byte on, the store may have it all.
+    out.whole = piece.end;
     if (now > 0) {
       tcp.expires_after(timeout);
       co_await asio::async_write(stream, asio::buffer(pending.data(), now),
@@ -171,7 +174,6 @@ Awaitable<StreamTry> StreamAndRead(Stream& stream, beast::tcp_stream& tcp,
     }
     if (piece.end) break;
   }
-  out.whole = true;
   tcp.expires_after(timeout);
   co_await ReadAnswer(stream, false, max_body, tried);
   co_return out;
@@ -249,6 +251,14 @@ Awaitable<HttpPool::Opened> HttpPool::Open() {
   co_return out;
 }
 
+Awaitable<HttpPool::Opened> HttpPool::Take(bool may_reuse) {
+  Opened out;
+  if (may_reuse) out.conn = TakeIdle();
+  out.reused = out.conn != nullptr;
+  if (!out.reused) out = co_await Open();
+  co_return out;
+}
+
 std::unique_ptr<HttpPool::Conn> HttpPool::TakeIdle() {
   while (!idle_.empty()) {
     std::unique_ptr<Conn> conn = std::move(idle_.back());
@@ -262,17 +272,13 @@ Awaitable<HttpPool::Exchange> HttpPool::RoundTrip(const http::Request& request,
                                                   Resend resend) {
   Exchange out;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<Conn> conn;
-    if (attempt == 0) conn = TakeIdle();
-    const bool reused = conn != nullptr;
-    if (!reused) {
-      Opened opened = co_await Open();
-      if (!opened.conn) {
-        out.error = std::move(opened.error);
-        co_return out;
-      }
-      conn = std::move(opened.conn);
+    Opened opened = co_await Take(attempt == 0);
+    if (!opened.conn) {
+      out.error = std::move(opened.error);
+      co_return out;
     }
+    std::unique_ptr<Conn> conn = std::move(opened.conn);
+    const bool reused = opened.reused;
     // One deadline for sending the request and reading its answer.
     conn->tcp().expires_after(options_.timeout);
     Try tried;
@@ -323,17 +329,13 @@ Awaitable<HttpPool::Exchange> HttpPool::StreamTrip(
   // A connection taken from the pool may turn out closed before the
   // header left: then once more on a new one (no byte of the body read).
   for (int attempt = 0; attempt < 2; ++attempt) {
-    std::unique_ptr<Conn> conn;
-    if (attempt == 0) conn = TakeIdle();
-    const bool reused = conn != nullptr;
-    if (!reused) {
-      Opened opened = co_await Open();
-      if (!opened.conn) {
-        out.error = std::move(opened.error);
-        co_return out;
-      }
-      conn = std::move(opened.conn);
+    Opened opened = co_await Take(attempt == 0);
+    if (!opened.conn) {
+      out.error = std::move(opened.error);
+      co_return out;
     }
+    std::unique_ptr<Conn> conn = std::move(opened.conn);
+    const bool reused = opened.reused;
     StreamTry streamed;
     if (conn->secure) {
       streamed = co_await StreamAndRead(*conn->secure, conn->tcp(), head, body,
@@ -350,7 +352,10 @@ Awaitable<HttpPool::Exchange> HttpPool::StreamTrip(
     if (tried.failed == Try::Failed::kWrite) {
       if (tried.written == 0 && reused) continue;
       out.error = "send: " + tried.ec.message();
-      co_return out;  // kNotSent: its last byte never left
+      // A write of the last byte that failed (a timeout, say) may still
+      // have reached the store; before it, nothing could be whole.
+      if (streamed.whole) out.sent = Sent::kUnknown;
+      co_return out;
     }
     if (tried.failed == Try::Failed::kRead) {
       out.sent = Sent::kUnknown;

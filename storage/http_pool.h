@@ -108,6 +108,8 @@ class HttpPool {
   struct Conn;
   struct Opened;
   Awaitable<Opened> Open();
+  // An idle connection (with `may_reuse`) or a new one.
+  Awaitable<Opened> Take(bool may_reuse);
   // The most recently pooled connection that is still open, or null.
   std::unique_ptr<Conn> TakeIdle();
   // Pools `conn` after `response` when both allow it.

@@ -41,6 +41,26 @@ constexpr bhttp::field kRelayed[] = {bhttp::field::etag,
                                      bhttp::field::content_language,
                                      bhttp::field::expires};
 
+// The fields of a GetObject or HeadObject answer the client is given, and
+// the object's own metadata (less Content-Range when fencepost asked for
+// the range itself).
+void RelayFields(const http::Response& answer, bool own_range,
+                 http::Response& relay) {
+  for (const bhttp::field name : kRelayed) {
+    const auto it = answer.find(name);
+    if (it == answer.end()) continue;
+    if (own_range && name == bhttp::field::content_range) continue;
+    relay.set(name, it->value());
+  }
+  for (const auto& field : answer) {
+    if (s3::KeptWithObject(field.name_string()) &&
+        std::find(std::begin(kRelayed), std::end(kRelayed), field.name()) ==
+            std::end(kRelayed)) {
+      relay.insert(field.name_string(), field.value());
+    }
+  }
+}
+
 // What one exchange says for the log line: the request, and how it ended.
 std::string Describe(const http::Request& request,
                      const HttpPool::Exchange& exchange) {
@@ -127,6 +147,57 @@ std::unique_ptr<asio::ssl::context> TlsFor(const S3Backend::Options& options) {
 
 }  // namespace
 
+namespace {
+
+// A write's streamed body as the store is given it: its end (which lets
+// the held-back last byte go) comes only while the write's fence is still
+// at the write's token, and only while it arrives at 1 MiB/s on average
+// (after the first --upstream-timeout): a write decided at its start
+// cannot land after a bump, a grant or another replica's write of a higher
+// token, nor hold its key's turn for ever.
+class FencedBody final : public fencepost::http::BodySource {
+ public:
+  FencedBody(fencepost::http::BodySource& body, Fences& fences,
+             const WriteRequest& write, std::chrono::milliseconds timeout)
+      : body_(body),
+        fences_(fences),
+        write_(write),
+        deadline_(std::chrono::steady_clock::now() + timeout +
+                  std::chrono::seconds(body.length() >> 20)) {}
+
+  std::uint64_t length() const override { return body_.length(); }
+  std::string why() const override { return why_.empty() ? body_.why() : why_; }
+  bool overtaken() const { return overtaken_; }
+
+  Awaitable<Piece> Next(std::string* out, std::size_t max) override {
+    Piece piece = co_await body_.Next(out, max);
+    if (!piece.failed && std::chrono::steady_clock::now() > deadline_) {
+      why_ = "the body arrived slower than 1 MiB/s";
+      piece = Piece{0, false, true};
+    }
+    if (piece.end && write_.token) {
+      const Fences::Read read = co_await fences_.Get(write_.fence);
+      if (read.error || !read.fence || read.fence->token > *write_.token) {
+        overtaken_ = !read.error && read.fence;
+        why_ = overtaken_ ? "the fence moved past the write's token"
+                          : "the fence could not be read";
+        piece = Piece{0, false, true};
+      }
+    }
+    co_return piece;
+  }
+
+ private:
+  fencepost::http::BodySource& body_;
+  Fences& fences_;
+  const WriteRequest& write_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::string why_;
+  bool overtaken_ = false;
+};
+
+}  // namespace
+
 S3Backend::S3Backend(asio::io_context& io, Options options, Fences& fences)
     : options_(std::move(options)),
       fences_(fences),
@@ -206,9 +277,23 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
   http::Request get = S3Request(
       options_.location, request.head ? bhttp::verb::head : bhttp::verb::get,
       object, "");
+  // A GET of the whole object that may stream asks for its first piece:
+  // a larger object is then read piece by piece (Pieces), never whole.
+  const bool piecewise =
+      request.may_stream && !request.head && request.range.empty();
   if (!request.range.empty()) get.set(bhttp::field::range, request.range);
+  if (piecewise) {
+    get.set(bhttp::field::range, "bytes=0-" + std::to_string(kReadPiece - 1));
+  }
   const std::string target(get.target());
   HttpPool::Exchange exchange = co_await Send(std::move(get), kRead);
+  if (piecewise && exchange.sent == Sent::kAnswered &&
+      exchange.response.result_int() == 416) {
+    // An empty object has no first byte: read whole.
+    http::Request whole =
+        S3Request(options_.location, bhttp::verb::get, object, "");
+    exchange = co_await Send(std::move(whole), kRead);
+  }
   if (exchange.sent != Sent::kAnswered) {
     result.error = Errc::kUpstreamFailed;
     result.detail = "S3 GET " + target + " failed: " + exchange.error;
@@ -229,28 +314,31 @@ Awaitable<ReadResult> S3Backend::Read(const ReadRequest& request) {
   result.etag = s3::UnquoteEtag(answer[bhttp::field::etag]);
   result.token = TokenOfObject(answer);
   result.content_type = answer[bhttp::field::content_type];
-  http::Response relay(answer.result(), 11);
-  for (const bhttp::field name : kRelayed) {
-    const auto it = answer.find(name);
-    if (it != answer.end()) relay.set(name, it->value());
+  // The piece fencepost asked for is the client's whole answer.
+  const bool own_range = piecewise && status == 206;
+  const std::uint64_t total =
+      own_range ? ObjectSize(answer[bhttp::field::content_range]) : 0;
+  if (own_range && total < answer.body().size()) {
+    result.found = false;
+    result.error = Errc::kUpstreamFailed;
+    result.detail = "S3 GET " + target + ": no size in its Content-Range";
+    co_return result;
   }
-  // The object's own metadata; its token goes as Fencing-Token.
-  for (const auto& field : answer) {
-    if (s3::KeptWithObject(field.name_string()) &&
-        std::find(std::begin(kRelayed), std::end(kRelayed), field.name()) ==
-            std::end(kRelayed)) {
-      relay.insert(field.name_string(), field.value());
-    }
-  }
+  http::Response relay(own_range ? bhttp::status::ok : answer.result(), 11);
+  RelayFields(answer, own_range, relay);
   if (result.token) relay.set("Fencing-Token", std::to_string(*result.token));
   if (request.head) {
     const auto length = answer.find(bhttp::field::content_length);
     if (length != answer.end()) relay.set(length->name(), length->value());
+  } else if (own_range && total > answer.body().size()) {
+    relay.content_length(total);
+    result.stream = PiecesAfter(object, std::string(answer[bhttp::field::etag]),
+                                total, std::move(answer.body()));
   } else {
     relay.body() = std::move(answer.body());
     relay.content_length(relay.body().size());
   }
-  result.size = relay.body().size();
+  result.size = result.stream ? total : relay.body().size();
   result.upstream = std::move(relay);
   co_return result;
 }
@@ -348,7 +436,7 @@ Awaitable<ValueStore::Current> S3Backend::Reread(const WriteRequest& request) {
 
 Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
                                                const fence::ValueNow* seen) {
-  if (request.made_at_store) co_return co_await StoreMade(request);
+  if (request.made_at_store) co_return co_await StoreMade(request, seen);
   const bool put = request.kind == WriteKind::kPut;
   const bool streamed = put && request.body_source != nullptr;
   http::Request write = S3Request(
@@ -371,13 +459,19 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
   // the first (and a conditional one sent again would be refused for its
   // own effect).
   HttpPool::Exchange exchange;
+  std::optional<FencedBody> fenced;
   if (streamed) {
-    exchange = co_await SendStreamed(std::move(write), *request.body_source,
-                                     request.payload_hash);
+    fenced.emplace(*request.body_source, fences_, request, options_.timeout);
+    exchange =
+        co_await SendStreamed(std::move(write), *fenced, request.payload_hash);
   } else {
     exchange = co_await Send(std::move(write), HttpPool::Resend::kNever);
   }
   Stored stored = StoredOf(described, exchange);
+  if (fenced && fenced->overtaken() &&
+      exchange.sent == HttpPool::Sent::kNotSent) {
+    stored.error = Errc::kOvertaken;
+  }
   stored.created =
       stored.error ? false : put && seen != nullptr && !seen->exists;
   if (!put) stored.etag.clear();
@@ -385,7 +479,7 @@ Awaitable<ValueStore::Stored> S3Backend::Store(const WriteRequest& request,
 }
 
 Awaitable<ValueStore::Stored> S3Backend::StoreMade(
-    const WriteRequest& request) {
+    const WriteRequest& request, const fence::ValueNow* seen) {
   const MadeAtStore& made = *request.made_at_store;
   const std::string object = ObjectOf(request.key);
   http::Request write;
@@ -393,6 +487,12 @@ Awaitable<ValueStore::Stored> S3Backend::StoreMade(
     write = S3Request(options_.location, bhttp::verb::post, object, made.parts,
                       {{"uploadId", made.upload_id}});
     write.set(bhttp::field::content_type, "application/xml");
+    // What the precondition was decided over, for the store to hold still.
+    if (seen != nullptr && seen->exists) {
+      write.set(bhttp::field::if_match, seen->tag);
+    } else if (seen != nullptr) {
+      write.set(bhttp::field::if_none_match, "*");
+    }
   } else {
     write = S3Request(options_.location, bhttp::verb::put, object, "");
     const std::string source = ObjectOf(made.copy_from);
@@ -480,9 +580,12 @@ ValueStore::Stored S3Backend::StoredOf(const http::Request& described,
     return stored;
   }
   const s3::ErrorAnswer error = ParseS3Error(answer);
+  // A 200 whose body says InternalError may still complete (S3 documents
+  // that a CompleteMultipartUpload failing so should be retried).
   const bool unknown =
       exchange.sent == Sent::kUnknown ||
       (!error_document && status >= 500 && status != 503) ||
+      (error_document && error.code == "InternalError") ||
       (status == 409 && error.code == "ConditionalRequestConflict");
   if (unknown) {
     stored.landing = fence::Landing::kUnknown;

@@ -35,8 +35,14 @@ namespace fencepost::storage {
 // DeleteObject; GET and HEAD are GetObject and HeadObject with the client's
 // Range, relayed with ETag, Content-Type, Last-Modified, Content-Length,
 // Content-Range, Accept-Ranges, those kept fields and Fencing-Token (from
-// the object's metadata). The client's query and other fields never reach
-// the store.
+// the object's metadata). A GET of the whole object that may stream
+// (ReadRequest::may_stream) asks for its first 8 MiB, and a larger object
+// comes as ReadResult::stream, read 8 MiB at a time with ranged GETs under
+// If-Match of the first piece's ETag. A PUT's streamed body
+// (WriteRequest::body_source) is sent with its last byte held back
+// (HttpPool::StreamTrip) until the body passed its check and the fence is
+// still at the write's token. The client's query and other fields never
+// reach the store.
 //
 // Preconditions are fencepost's: the object's ETag is read (HeadObject) in
 // the key's turn and again once the turn among replicas is taken, and the
@@ -153,11 +159,25 @@ class S3Backend : public Backend, private ValueStore {
   // connection. `resend`: as HttpPool::RoundTrip's.
   Awaitable<HttpPool::Exchange> Send(http::Request request,
                                      HttpPool::Resend resend);
+  // A GET that may stream (ReadRequest::may_stream) reads the object in
+  // pieces of this size: what one read holds at most.
+  static constexpr std::uint64_t kReadPiece = std::uint64_t{8} << 20;
+  // An object's body after its `first` piece, read piece by piece with
+  // ranged GETs while its ETag stays `etag` (s3_pieces.cc).
+  class Pieces;
+  std::unique_ptr<fencepost::http::BodySource> PiecesAfter(std::string object,
+                                                           std::string etag,
+                                                           std::uint64_t total,
+                                                           std::string first);
+  // The object's size in a 206's Content-Range ("bytes 0-8388607/N"); 0
+  // when it gives none.
+  static std::uint64_t ObjectSize(std::string_view content_range);
   // A value the store makes (WriteRequest::made_at_store): the upload
   // completed, or the object copied with the write's token in its
   // metadata (a COPY of metadata reads the source's first, and copies only
   // while the source is still what was read: x-amz-copy-source-if-match).
-  Awaitable<Stored> StoreMade(const WriteRequest& request);
+  Awaitable<Stored> StoreMade(const WriteRequest& request,
+                              const fence::ValueNow* seen);
   // What a write's exchange came to (a 200 with an error document, as
   // CompleteMultipartUpload and CopyObject may answer, is a refusal).
   static Stored StoredOf(const http::Request& described,
