@@ -50,8 +50,13 @@ namespace fencepost::proxy {
 // /BUCKET?list-type=2 is the store's listing within PREFIX; HEAD /BUCKET
 // and GET /BUCKET?location answer for the bucket; POST /BUCKET?delete
 // (DeleteObjects, proxy/s3_delete_objects.h) is a fenced delete of each
-// key. Every other operation (multipart uploads, copies, ACLs, other
-// buckets' names aside) is 501 NotImplemented.
+// key. A PUT with x-amz-copy-source (CopyObject, within the bucket) is a
+// fenced write of its destination that the store makes; multipart uploads
+// (proxy/s3_uploads.h) are fenced at their completion. A PutObject or
+// UploadPart body over --max-body streams to the store through its check
+// (StreamsBody, CheckedBody), and a GET of a large object streams back.
+// Every other operation (UploadPartCopy, ACLs, versions, other buckets'
+// names aside) is 501 NotImplemented.
 //
 // Errors are S3's error XML (Code, Message, Resource, RequestId) with an
 // x-amz-request-id: 409 StaleFencingToken (the current token in the message
