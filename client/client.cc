@@ -572,6 +572,10 @@ Result Client::Get(std::string_view key) {
   return Send("GET", "/" + EncodeKey(key));
 }
 
+Result Client::Get(std::string_view key, std::uint64_t token) {
+  return Send("GET", "/" + EncodeKey(key), TokenHeader(token));
+}
+
 Result Client::Batch(std::uint64_t token, const std::vector<BatchOp>& ops) {
   std::size_t size = 16;
   for (const BatchOp& op : ops) {

@@ -147,6 +147,10 @@ class Client {
   Result Delete(std::string_view key, std::uint64_t token,
                 const Condition& condition);
   Result Get(std::string_view key);
+  // A fenced read: 409 stale-token (current_token set) when `token` is below
+  // the key's fence, so a leader that was replaced learns it on a read too;
+  // at or above it, the value as Get answers it (the fence does not move).
+  Result Get(std::string_view key, std::uint64_t token);
   // POST / with Fencing-Token and {"ops": [...]}: every op of `ops`, in
   // order, applied in one transaction or none (SPEC "Batches"; lmdb or
   // etcd backend). Values go base64-encoded; keys as JSON strings (a key that

@@ -8,4 +8,8 @@ Decision Decide(std::optional<Token> highest, Token token) {
   return {.accepted = true, .creates = false, .advances = token > *highest};
 }
 
+bool ReadAdmitted(std::optional<Token> highest, Token token) {
+  return Decide(highest, token).accepted;
+}
+
 }  // namespace fencepost::fence

@@ -19,4 +19,10 @@ struct Decision {
 // accepted write sets the fence to `token`, so a fence never goes down.
 Decision Decide(std::optional<Token> highest, Token token);
 
+// The rule of a fenced read (a read that presents `token`): answered when
+// the accept rule would take the token, refused as stale when it is below
+// the fence's highest, so a holder that was replaced cannot serve reads as
+// leader. A read never moves the fence.
+bool ReadAdmitted(std::optional<Token> highest, Token token);
+
 }  // namespace fencepost::fence

@@ -1,5 +1,6 @@
 #include "proxy/core.h"
 
+#include "fence/accept.h"
 #include "fence/rules.h"
 #include "proxy/conditional.h"
 
@@ -135,11 +136,27 @@ Awaitable<ReadDone> Core::Read(ReadCall call) {
   storage::ReadRequest request;
   request.key = call.key;
   request.fence = std::string(context_.scopes().FenceFor(call.key));
+  ReadDone done;
+  if (call.token) {
+    const storage::Fences::Read fence =
+        co_await context_.fences().Get(request.fence);
+    if (fence.error) {
+      done.problem = context_.StorageFailure(fence.error, call.key, "read", 0,
+                                             "", nullptr);
+      co_return done;
+    }
+    const std::optional<fence::Token> highest =
+        fence.fence ? std::optional(fence.fence->token) : std::nullopt;
+    if (!fence::ReadAdmitted(highest, *call.token)) {
+      done.problem = context_.RefuseStaleRead(
+          call.key, request.fence, *call.token, *highest, call.client);
+      co_return done;
+    }
+  }
   request.head = call.head;
   request.original = call.original;
   request.range = std::move(call.range);
   request.may_stream = call.may_stream && !call.head;
-  ReadDone done;
   storage::ReadResult read = co_await backend.Read(request);
   if (read.error) {
     done.problem = context_.StorageFailure(

@@ -69,6 +69,10 @@ struct ReadCall {
   // A large value may come as ReadDone::value.stream (the door hands it
   // to the server with routes::AnswerRead).
   bool may_stream = false;
+  // A fenced read's token (fence::ReadAdmitted): below the key's fence the
+  // read is refused (409) and nothing is read.
+  std::optional<fence::Token> token;
+  std::string client;  // address:port, for the log line of a refusal
 };
 
 // What a ReadCall found.

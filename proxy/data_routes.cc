@@ -46,10 +46,22 @@ DataRoutes::DataRoutes(RouteContext& context, Core& core)
     : RouteUnit(context), core_(core) {}
 
 Awaitable<Response> DataRoutes::Read(const Request& req, const std::string& key,
+                                     const std::string& client,
                                      std::unique_ptr<BodySource>* answer_body) {
   ReadCall call;
   call.key = key;
+  call.client = client;
   call.may_stream = answer_body != nullptr;
+  // A fenced read: a token sent must be one (an invalid one is 400, as for
+  // a write; a read carries none without being refused).
+  fence::Token token = 0;
+  const TokenState state = ReadToken(req, &token);
+  if (state == TokenState::kInvalid) {
+    co_return Problemed(
+        req, {ProblemType::kInvalidToken,
+              "Fencing-Token must be one decimal token (a fenced read)", key});
+  }
+  if (state == TokenState::kOk) call.token = token;
   call.head = req.method() == http::verb::head;
   call.original = &req;
   // A forwarding backend's upstream decides the preconditions it is sent.

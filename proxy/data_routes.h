@@ -32,7 +32,9 @@ class DataRoutes : private RouteUnit {
   // GET and HEAD of `key`.
   // `answer_body`: where a large value's body goes, streamed from the
   // store (null: held whole).
+  // A Fencing-Token makes it a fenced read (Core::Read).
   Awaitable<Response> Read(const Request& request, const std::string& key,
+                           const std::string& client,
                            std::unique_ptr<BodySource>* answer_body = nullptr);
   // PUT and DELETE (and POST and PATCH where the backend takes them);
   // `body`: a PUT's streamed body (Service::StreamsBody), else null.

@@ -119,6 +119,21 @@ Problem RouteContext::RefuseStale(const Asker& asker, const std::string& key,
   return StaleToken(key, token, current);
 }
 
+Problem RouteContext::RefuseStaleRead(const std::string& key,
+                                      const std::string& fence_name,
+                                      fence::Token token, fence::Token current,
+                                      const std::string& client) {
+  if (log_limiter_.Admit(fence_name)) {
+    LogEvent(spdlog::level::info, "stale_read_refused", "stale read refused",
+             {{"key", key},
+              {"fence", fence_name},
+              {"presented_token", std::to_string(token), true},
+              {"current_token", std::to_string(current), true},
+              {"client", client}});
+  }
+  return StaleToken(key, token, current);
+}
+
 void RouteContext::RecordPreconditionFailed(
     const Asker& asker, const std::string& key, const std::string& fence_name,
     fence::Token token, const std::optional<std::string>& current_tag) {

@@ -93,6 +93,12 @@ class RouteContext {
                       const std::string& fence_name, fence::Token token,
                       std::optional<fence::Token> current,
                       std::string_view event);
+  // The 409 for a fenced read below its fence (fence::ReadAdmitted): logged
+  // as RefuseStale logs (rate limited per fence); neither counted among
+  // rejected writes nor journalled, for nothing was written.
+  Problem RefuseStaleRead(const std::string& key, const std::string& fence_name,
+                          fence::Token token, fence::Token current,
+                          const std::string& client);
   // A write (or batch op) whose If-Match / If-None-Match did not hold,
   // after its token was accepted: counts it, records it in the journal and
   // logs it as RefuseStale does (RecordPreconditionFailed alone, for an

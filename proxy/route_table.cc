@@ -74,7 +74,7 @@ const Route kRoutes[] = {
         }),
     Answered(Port::kData, Match::kAny, "", kGet, KeyAt::kTarget, kKey, nullptr,
              [](const RouteUnits& u, const RouteCall& c) {
-               return u.data.Read(c.request, c.key, c.answer_body);
+               return u.data.Read(c.request, c.key, c.client, c.answer_body);
              }),
     Answered(Port::kData, Match::kAny, "", kPut | kDelete, KeyAt::kTarget,
              kKey | kTokenUnlessObserve, nullptr,

@@ -492,6 +492,14 @@ Awaitable<Response> S3Door::Object(S3Call& call) {
     read.head = head;
     read.range = request[http::field::range];
     read.may_stream = call.answer_body != nullptr;
+    read.client = call.client;
+    // A fenced read (Core::Read): the token of the leader reading.
+    const S3Token token = ReadS3Token(request);
+    if (token.state == fence::TokenState::kInvalid || token.conflict) {
+      co_return error_of(S3Problem(400, "InvalidArgument",
+                                   "Fencing-Token must be one decimal token"));
+    }
+    if (token.state == fence::TokenState::kOk) read.token = token.token;
     if (std::string e = ReadPreconditions(request, &read.precondition);
         !e.empty()) {
       co_return error_of({ProblemType::kBadRequest, std::move(e)});

@@ -280,16 +280,22 @@ class Client:
         return WriteResult(key, response.status, response.header("etag"),
                            _token_field(response))
 
-    def get(self, key: str) -> Value:
-        """The value of ``key``; raises NotFound when there is none."""
-        value = self.get_if_changed(key, None)
+    def get(self, key: str, *, token: Optional[int] = None) -> Value:
+        """The value of ``key``; raises NotFound when there is none. With
+        ``token``, a fenced read: raises StaleToken when ``token`` is below
+        the key's fence (a leader that was replaced learns it on a read
+        too); the fence does not move."""
+        value = self.get_if_changed(key, None, token=token)
         assert value is not None
         return value
 
-    def get_if_changed(self, key: str, etag: Optional[str]) -> Optional[Value]:
+    def get_if_changed(self, key: str, etag: Optional[str], *,
+                       token: Optional[int] = None) -> Optional[Value]:
         """``get`` with If-None-Match: None when the value's tag is still
         ``etag`` (304)."""
         fields = {"If-None-Match": etag} if etag is not None else {}
+        if token is not None:
+            fields["Fencing-Token"] = str(check_token(token))
         response = self._call("data", "GET", "/" + encode_key(key), fields)
         if response.status == 304:
             return None

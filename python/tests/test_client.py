@@ -55,6 +55,22 @@ def test_stale_token_names_the_current_token(client: fencepost.Client) -> None:
     assert client.get("k").value == b"new"
 
 
+def test_a_fenced_read_refuses_a_replaced_leader(
+        client: fencepost.Client) -> None:
+    client.put("read/k", "B's", token=8)
+    with pytest.raises(fencepost.StaleToken) as stale:
+        client.get("read/k", token=7)
+    assert stale.value.current_token == 8
+    assert stale.value.presented_token == 7
+    assert client.get("read/k", token=8).value == b"B's"
+    # At or above the fence the read is answered; the fence does not move.
+    assert client.get("read/k", token=9).token == 8
+    assert client.fence("read/k").token == 8
+    assert client.get("read/k").value == b"B's"  # no token: open
+    with pytest.raises(fencepost.StaleToken):
+        client.get_if_changed("read/k", None, token=7)
+
+
 def test_tokens_are_exact_uint64(client: fencepost.Client) -> None:
     top = fencepost.MAX_TOKEN
     client.put("big", "v", token=top - 1)

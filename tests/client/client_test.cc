@@ -58,6 +58,50 @@ TEST(ClientTest, PutGetDeleteAgainstTheDataPort) {
   EXPECT_EQ(get.response.status, 404);
 }
 
+// A fenced read (SPEC "Data port"): below the fence it is 409 stale-token
+// and nothing is read; at or above it the value is answered and the fence
+// does not move; without a token reads stay open, and a stale read is not
+// counted among rejected writes. Seen failing before reads took the token:
+// 200 with the value for the replaced leader.
+TEST(ClientTest, AFencedReadRefusesAReplacedLeader) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  Client data(testing::Options(testing::DataUrl(server)));
+  Client admin(testing::AdminOptions(server));
+  ASSERT_EQ(data.Put("orders/r", 8, "B's").response.status, 201);
+
+  const Result stale = data.Get("orders/r", 7);
+  ASSERT_TRUE(stale.ok()) << stale.detail;
+  EXPECT_EQ(stale.response.status, 409);
+  EXPECT_EQ(stale.response.header("fencing-token"), "8");
+  const auto problem = ParseProblem(stale.response.body);
+  ASSERT_TRUE(problem) << stale.response.body;
+  EXPECT_EQ(problem->slug(), "stale-token");
+  EXPECT_EQ(problem->current_token, 8u);
+  EXPECT_EQ(stale.response.body.find("B's"), std::string::npos);
+  EXPECT_EQ(
+      data.Send("HEAD", "/orders/r", {{"Fencing-Token", "7"}}).response.status,
+      409);
+
+  for (const std::uint64_t token : {8u, 9u}) {
+    const Result read = data.Get("orders/r", token);
+    EXPECT_EQ(read.response.status, 200) << token;
+    EXPECT_EQ(read.response.body, "B's") << token;
+  }
+  const auto fence = ParseFence(admin.GetFence("orders/r").response.body);
+  ASSERT_TRUE(fence);
+  EXPECT_EQ(fence->token, 8u) << "a read moved the fence";
+  EXPECT_EQ(data.Get("orders/r").response.status, 200);
+  EXPECT_EQ(
+      data.Send("GET", "/orders/r", {{"Fencing-Token", "x"}}).response.status,
+      400);
+  const std::string metrics = admin.Send("GET", "/metrics").response.body;
+  EXPECT_LE(
+      fencepost::testing::MetricValue(
+          metrics, "fencepost_writes_rejected_total{reason=\"stale_token\"}"),
+      0);
+}
+
 TEST(ClientTest, KeysAreEncodedSoTheServerSeesThemAsTheyAre) {
   TempDir dir;
   ServerProcess server(dir / "data");
