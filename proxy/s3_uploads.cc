@@ -44,6 +44,12 @@ std::string Element(std::string_view name, std::string_view text) {
          std::string(name) + ">";
 }
 
+// A relayed listing without the store's account (its <Owner> and
+// <Initiator>): the door's clients never learn who writes the bucket.
+std::string WithoutStoreAccount(std::string_view listing) {
+  return s3::RemoveElements(s3::RemoveElements(listing, "Owner"), "Initiator");
+}
+
 bool Answered2xx(const Exchange& exchange) {
   const unsigned status = exchange.response.result_int();
   return exchange.sent == Sent::kAnswered && status >= 200 && status < 300 &&
@@ -341,7 +347,7 @@ Awaitable<Response> S3Uploads::Parts(S3Call& call, const s3::UploadId& upload,
     co_return error_of({ProblemType::kUpstreamFailed,
                         "the store's ListParts answer cannot be read"});
   }
-  co_return Xml(call.request, std::move(*listing), call.request_id);
+  co_return Xml(call.request, WithoutStoreAccount(*listing), call.request_id);
 }
 
 Awaitable<Response> S3Uploads::Abort(S3Call& call, const s3::UploadId& upload,
@@ -399,7 +405,7 @@ Awaitable<Response> S3Uploads::List(S3Call& call, ErrorOf error_of) {
                         "the store's ListMultipartUploads answer cannot be "
                         "read"});
   }
-  co_return Xml(call.request, std::move(*listing), call.request_id);
+  co_return Xml(call.request, WithoutStoreAccount(*listing), call.request_id);
 }
 
 }  // namespace fencepost::proxy

@@ -87,6 +87,24 @@ std::optional<std::string> RewriteElements(
   return out;
 }
 
+std::string RemoveElements(std::string_view document, std::string_view name) {
+  const std::string open = "<" + std::string(name) + ">";
+  const std::string close = "</" + std::string(name) + ">";
+  std::string out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t start = document.find(open, at);
+    const std::size_t end = start == std::string_view::npos
+                                ? std::string_view::npos
+                                : document.find(close, start + open.size());
+    if (end == std::string_view::npos) break;
+    out += document.substr(at, start - at);
+    at = end + close.size();
+  }
+  out += document.substr(at);
+  return out;
+}
+
 std::string MakeUploadId(std::string_view mac_key, std::string_view object,
                          std::uint64_t token, std::string_view store_id) {
   const std::string decimal = std::to_string(token);

@@ -33,6 +33,11 @@ std::optional<std::string> RewriteElements(
     std::string_view document, std::string_view name,
     const std::function<std::optional<std::string>(std::string_view)>& rewrite);
 
+// `document` without its elements named `name` (at any depth, with what
+// they hold): the store's <Owner> and <Initiator> in a relayed listing,
+// which name the store's own account.
+std::string RemoveElements(std::string_view document, std::string_view name);
+
 // An upload id the front door hands out for the store's `store_id`: the
 // token the upload was started with travels in it, with a MAC (keyed by
 // `mac_key`, a key derived from the store's secret, and bound to the

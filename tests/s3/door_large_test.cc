@@ -422,6 +422,20 @@ TEST(S3DoorLargeTest, AStaleCompleteIsRefusedAndItsUploadAborted) {
   EXPECT_EQ(S3Code(unstamped), "NoSuchUpload") << unstamped.body;
   EXPECT_EQ(rgw.Get(prefix + "m").body, "the new leader's");
 
+  // ListParts through the door: the key and the id as the client knows
+  // them, and nothing of the store's account.
+  const HttpResponse parts =
+      SendRaw(door.port(),
+              Signed(door, bhttp::verb::get, "m", "", {{"uploadId", b.id}}));
+  EXPECT_EQ(parts.status, 200) << parts.body;
+  EXPECT_NE(parts.body.find("<Key>m</Key>"), std::string::npos) << parts.body;
+  EXPECT_NE(parts.body.find("<UploadId>" + b.id + "</UploadId>"),
+            std::string::npos)
+      << parts.body;
+  EXPECT_NE(parts.body.find("<PartNumber>2</PartNumber>"), std::string::npos);
+  EXPECT_EQ(parts.body.find("<Owner>"), std::string::npos) << parts.body;
+  EXPECT_EQ(parts.body.find("<Initiator>"), std::string::npos) << parts.body;
+
   const HttpResponse done = Complete(door, b);
   ASSERT_EQ(done.status, 200) << done.body;
   S3Object object = rgw.Get(prefix + "m");
