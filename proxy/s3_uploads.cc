@@ -106,9 +106,8 @@ Problem S3Uploads::Failed(const S3Call& call, std::string_view what,
                              detail, &error);
   }
   detail += ": " + exchange.error;
-  const bool body_failed = exchange.error.rfind("body: ", 0) == 0;
   return core_.StoreFailed(call.key, what,
-                           body_failed ? storage::Errc::kBodyFailed
+                           exchange.body_failed ? storage::Errc::kBodyFailed
                            : exchange.sent == Sent::kNotSent
                                ? storage::Errc::kUpstreamFailed
                                : storage::Errc::kOutcomeUnknown,

@@ -347,6 +347,7 @@ Awaitable<HttpPool::Exchange> HttpPool::StreamTrip(
     Try& tried = streamed.tried;
     if (!streamed.body_failed.empty()) {
       out.error = "body: " + streamed.body_failed;
+      out.body_failed = true;
       co_return out;  // kNotSent: its last byte never left
     }
     if (tried.failed == Try::Failed::kWrite) {

@@ -79,6 +79,9 @@ class HttpPool {
     http::Response response;  // kAnswered
     // Otherwise what went wrong, e.g. "connect: Connection refused".
     std::string error;
+    // StreamTrip: the body failed (its source's, not the server's fault);
+    // kNotSent.
+    bool body_failed = false;
   };
 
   HttpPool(boost::asio::io_context& io, Options options);

@@ -575,8 +575,8 @@ ValueStore::Stored S3Backend::StoredOf(const http::Request& described,
   if (exchange.sent == Sent::kNotSent) {
     stored.landing = fence::Landing::kNotApplied;
     // A streamed body that failed is the client's, not the store's.
-    const bool body_failed = exchange.error.rfind("body: ", 0) == 0;
-    stored.error = body_failed ? Errc::kBodyFailed : Errc::kUpstreamFailed;
+    stored.error =
+        exchange.body_failed ? Errc::kBodyFailed : Errc::kUpstreamFailed;
     return stored;
   }
   const s3::ErrorAnswer error = ParseS3Error(answer);
