@@ -121,17 +121,17 @@ TEST(S3StreamTest, AWriteOvertakenWhileItsBodyArrivesNeverLands) {
   Streaming server(prefix);
   const std::string body = Body();
   HttpClient client(server.data(), 30);
-  client.Send("PUT /k HTTP/1.1\r\nHost: fencepost\r\nFencing-Token: 5\r\n"
-              "Content-Length: " +
-              std::to_string(body.size()) + "\r\n\r\n" +
-              body.substr(0, 1 << 20));
+  client.Send(
+      "PUT /k HTTP/1.1\r\nHost: fencepost\r\nFencing-Token: 5\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body.substr(0, 1 << 20));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   // The new leader bumps the fence while the old one is still sending.
-  ASSERT_EQ(Fetch(server.admin(), "PUT", "/v1/fences/k",
-                  {{"Fencing-Token", "6"}})
-                    .status /
-                100,
-            2);
+  ASSERT_EQ(
+      Fetch(server.admin(), "PUT", "/v1/fences/k", {{"Fencing-Token", "6"}})
+              .status /
+          100,
+      2);
   client.Send(body.substr(1 << 20));
   const HttpResponse answer = client.ReadResponse();
   EXPECT_EQ(answer.status, 409) << answer.body;
@@ -163,7 +163,8 @@ TEST(S3StreamTest, AGetOfALargeValueIsStreamedPieceByPiece) {
   EXPECT_TRUE(got.body == body) << "read " << got.body.size() << " bytes";
   EXPECT_EQ(got.header("fencing-token"), "4");
   ASSERT_GT(before, 0u);
-  EXPECT_LT(after - before, std::uint64_t{24} << 20)
+  // VmHWM is synced lazily: a later read may be a few pages lower.
+  EXPECT_LT(after > before ? after - before : 0, std::uint64_t{24} << 20)
       << "the peak grew from " << before << " to " << after;
   // The same connection serves the next request.
   EXPECT_EQ(client.Request("HEAD", "/large").status, 200);
