@@ -68,6 +68,10 @@ struct FencedWrite {
   // the key's turn, into `value_now`; the others' engines read it.
   Precondition precondition;
   std::optional<ValueNow> value_now;
+  // Why the fence is written, for watchers (the `cause` of a fence event):
+  // empty for a client's write or bump, "election" for the raise to an
+  // elected fence's new holder (SPEC "Elections watched at their source").
+  std::string cause;
 };
 
 // Fenced writes decided in order, each against the fence as the ones before

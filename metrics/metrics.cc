@@ -114,6 +114,11 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
   lease_expirations_ =
       counter("fencepost_lease_expirations_total",
               "Leases that ran out without a release, counted when noticed.");
+  unverified_tokens_ =
+      counter("fencepost_unverified_tokens_total",
+              "Writes and bumps on an elected fence refused with 409 "
+              "unverified-token: the election's source did not confirm the "
+              "token as its holder's.");
   lease_limit_reached_ =
       counter("fencepost_lease_limit_reached_total",
               "Grants refused with 507: --max-leases leases were live.");
@@ -373,6 +378,56 @@ void Metrics::LeaseGranted() { lease_grants_->Increment(); }
 void Metrics::LeaseRenewed() { lease_renewals_->Increment(); }
 void Metrics::LeaseDenied() { lease_denied_->Increment(); }
 void Metrics::LeaseLimitReached() { lease_limit_reached_->Increment(); }
+
+void Metrics::AddElection(const std::string& scope) {
+  std::lock_guard lock(elections_mu_);
+  ElectionSeries& series = elections_[scope];
+  if (series.up != nullptr) return;
+  const prometheus::Labels labels{{"scope", scope}};
+  series.holder_changes =
+      &BuildCounter()
+           .Name("fencepost_election_holder_changes_total")
+           .Help("New holders of a watched election (--election), by scope.")
+           .Register(*registry_)
+           .Add(labels);
+  series.up = &BuildGauge()
+                   .Name("fencepost_election_up")
+                   .Help(
+                       "1 when the election's source answered its last "
+                       "read, else 0; by scope.")
+                   .Register(*registry_)
+                   .Add(labels);
+  series.behind =
+      &BuildCounter()
+           .Name("fencepost_election_holder_behind_total")
+           .Help(
+               "Holders the election's source named with a token below "
+               "the fence (never obeyed: a fence never goes down).")
+           .Register(*registry_)
+           .Add(labels);
+}
+
+Metrics::ElectionSeries* Metrics::Election(const std::string& scope) {
+  std::lock_guard lock(elections_mu_);
+  const auto it = elections_.find(scope);
+  return it == elections_.end() ? nullptr : &it->second;
+}
+
+void Metrics::ElectionHolderChanged(const std::string& scope) {
+  if (ElectionSeries* series = Election(scope)) {
+    series->holder_changes->Increment();
+  }
+}
+
+void Metrics::SetElectionUp(const std::string& scope, bool up) {
+  if (ElectionSeries* series = Election(scope)) series->up->Set(up ? 1 : 0);
+}
+
+void Metrics::ElectionBehind(const std::string& scope) {
+  if (ElectionSeries* series = Election(scope)) series->behind->Increment();
+}
+
+void Metrics::UnverifiedToken() { unverified_tokens_->Increment(); }
 void Metrics::LeaseReleased() { lease_releases_->Increment(); }
 void Metrics::LeasesExpired(std::size_t count) {
   if (count > 0) lease_expirations_->Increment(static_cast<double>(count));

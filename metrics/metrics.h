@@ -84,6 +84,16 @@ class Metrics {
   // /v3/kv/range), and a group decided again after a failed compare.
   void EtcdRequest(std::string_view path, double seconds, bool ok);
   void EtcdTxnRetry();
+  // Elections watched at their source (--election; `scope` is a configured
+  // SCOPE, so the label has few values): a new holder seen, whether the
+  // source answered its last read, a holder whose token was below the fence
+  // (never obeyed), and a token refused because the source did not confirm
+  // it. AddElection registers a scope's series (up at 0).
+  void AddElection(const std::string& scope);
+  void ElectionHolderChanged(const std::string& scope);
+  void SetElectionUp(const std::string& scope, bool up);
+  void ElectionBehind(const std::string& scope);
+  void UnverifiedToken();
   // Counts kept in fixed buckets elsewhere: counts[i] those at or below
   // bounds[i] and above bounds[i - 1]; the last, above every bound.
   struct BucketCounts {
@@ -144,6 +154,15 @@ class Metrics {
   std::array<prometheus::Histogram*, 2> etcd_durations_;  // txn, range
   prometheus::Counter* etcd_errors_;
   prometheus::Counter* etcd_retries_;
+  struct ElectionSeries {
+    prometheus::Counter* holder_changes = nullptr;
+    prometheus::Gauge* up = nullptr;
+    prometheus::Counter* behind = nullptr;
+  };
+  std::mutex elections_mu_;
+  std::unordered_map<std::string, ElectionSeries> elections_;
+  ElectionSeries* Election(const std::string& scope);
+  prometheus::Counter* unverified_tokens_;
   // A histogram that catches up to totals counted elsewhere (SetLog).
   struct CaughtUp {
     prometheus::Histogram* histogram = nullptr;  // registered at first

@@ -7,6 +7,7 @@
 
 #include "codec/percent.h"
 #include "http/json.h"
+#include "proxy/elections.h"
 #include "proxy/logging.h"
 #include "proxy/routes.h"
 #include "storage/async_commit.h"
@@ -84,12 +85,15 @@ Awaitable<Response> AdminRoutes::Ready(const Request& req) {
   bool backend_ready = false;
   if (!draining) backend_ready = co_await backend_.Ready();
   const std::string why = backend_ready ? "" : backend_.not_ready_reason();
+  const Elections* elections = context_.elections();
   std::string answer = "ok\n";
   if (draining) {
     answer = "draining\n";
   } else if (!backend_ready) {
     answer = why.empty() ? "backend not ready\n"
                          : "backend not ready: " + why + "\n";
+  } else if (elections != nullptr && !elections->Ready()) {
+    answer = "an election was not read yet\n";
   }
   if (!draining) NoteReadiness(backend_ready, why);
   const http::status status =
@@ -162,6 +166,9 @@ Awaitable<Response> AdminRoutes::Bump(const Request& req,
   write.fence = std::string(scopes_.FenceFor(key));
   write.token = token;
   fence::FenceRecord fence{write.fence, token, 0};
+  std::optional<Problem> unconfirmed =
+      co_await context_.AdmitElected(write.fence, token, key);
+  if (unconfirmed) co_return Problemed(req, std::move(*unconfirmed));
   const fence::WriteOutcome outcome =
       co_await storage::AsyncCommit(fences_, std::move(write));
   switch (outcome.verdict) {

@@ -13,6 +13,7 @@
 #include <iostream>
 
 #include "proxy/auth.h"
+#include "proxy/elections.h"
 #include "proxy/scope_start.h"
 #include "s3/location.h"
 #include "sigv4/credentials.h"
@@ -162,7 +163,9 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
                              : self->OpenEngine(config, test, failure);
   if (!opened || !self->MakeBackend(config, test, failure) ||
       !self->MakeService(config, failure) ||
-      !self->WatchEtcd(config, failure) || !self->MakeServer(config, failure)) {
+      !self->WatchEtcd(config, failure) ||
+      !self->FollowElections(config, failure) ||
+      !self->MakeServer(config, failure)) {
     return nullptr;
   }
   return self;
@@ -409,6 +412,33 @@ bool Assembly::WatchEtcd(const Config& config, Failure* failure) {
       io_, *config.etcd, std::move(tls), std::move(handlers));
   context.watches().set_fed_by_store(true);
   etcd_watch_->Start();
+  return true;
+}
+
+bool Assembly::FollowElections(const Config& config, Failure* failure) {
+  if (config.elections.empty()) return true;
+  RouteContext& context = service_->context();
+  try {
+    elections_ = std::make_unique<Elections>(io_, context, config.elections,
+                                             Millis(config.upstream_timeout));
+  } catch (const std::exception& e) {
+    *failure = {std::string("--election: ") + e.what()};
+    return false;
+  }
+  std::string store_error;
+  const std::string refusal =
+      RunToEnd(io_, elections_->RefuseLeases(), &store_error);
+  if (!store_error.empty()) {
+    *failure = {"cannot check the leases of the elected fences: " + store_error,
+                1};
+    return false;
+  }
+  if (!refusal.empty()) {
+    *failure = {refusal};
+    return false;
+  }
+  context.SetElections(elections_.get());
+  elections_->Start();
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/data_dir_lock.h"
+#include "proxy/elections.h"
 #include "proxy/server.h"
 #include "proxy/service.h"
 #include "proxy/test_switches.h"
@@ -50,9 +51,11 @@ class Assembly {
   Server& server() { return *server_; }
   // nullptr unless the fences are in etcd.
   storage::EtcdFences* etcd() { return etcd_.get(); }
-  // Ends etcd's watch (at shutdown: its stream would keep the loop busy).
-  void StopWatchingEtcd() {
+  // Ends etcd's watch and the elections' (at shutdown: their streams and
+  // timers would keep the loop busy).
+  void StopWatching() {
     if (etcd_watch_) etcd_watch_->Stop();
+    if (elections_) elections_->Stop();
   }
   const boost::asio::ip::tcp::endpoint& data() const { return data_; }
   const boost::asio::ip::tcp::endpoint& admin() const { return admin_; }
@@ -90,6 +93,9 @@ class Assembly {
   // With --fence-store etcd://: etcd's watch feeds the watchers every
   // replica's changes (storage::EtcdWatch).
   bool WatchEtcd(const Config& config, Failure* failure);
+  // With --election: the elections followed (proxy/elections.h), once no
+  // live lease of fencepost's own holds an elected fence.
+  bool FollowElections(const Config& config, Failure* failure);
 
   // Destroyed last: marks the directory stopped once all else is done.
   DataDirLock lock_;
@@ -102,6 +108,7 @@ class Assembly {
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
   std::unique_ptr<storage::EtcdWatch> etcd_watch_;  // with etcd_
+  std::unique_ptr<Elections> elections_;            // with --election
   boost::asio::ip::tcp::endpoint data_, admin_, s3_;
   std::unique_ptr<S3Door> s3_door_;  // with --s3-listen
 };

@@ -8,12 +8,19 @@
 #include <vector>
 
 #include "storage/backend_spec.h"
+#include "storage/election_spec.h"
 #include "storage/etcd_spec.h"
 #include "storage/lmdb_shards.h"
 
 namespace fencepost::proxy {
 
 enum class Mode { kEnforce, kObserve };
+
+// --election SCOPE=SOURCE (SPEC "Elections watched at their source").
+struct ElectionConfig {
+  std::string scope;  // a configured --fence-scope, or a key
+  storage::ElectionSpec source;
+};
 enum class LogFormat { kText, kJson };
 
 // A HOST:PORT the server binds.
@@ -40,6 +47,13 @@ struct Config {
   std::string fence_store_cert;
   std::string fence_store_key;
   std::vector<std::string> fence_scopes;
+  std::vector<ElectionConfig> elections;
+  // etcds:// elections: the CA, and a client certificate; zookeeper://
+  // elections: a file holding USER:PASSWORD for digest authentication.
+  std::string election_ca;
+  std::string election_cert;
+  std::string election_key;
+  std::string election_digest_file;
   std::uint64_t max_body = 4194304;
   Mode mode = Mode::kEnforce;
   double upstream_timeout = 10;
@@ -117,6 +131,11 @@ Invocation ParseInvocation(
     const std::vector<std::string>& args,
     const std::function<std::optional<std::string>(const std::string&)>&
         getenv);
+
+// Checks the --election flags against the others once all are read (each
+// SCOPE a --fence-scope or a key of its own fence, one per fence) and hands
+// the TLS files and the digest to their sources. Throws ConfigError.
+void CheckElections(Config& config);
 
 // The --help text.
 std::string Usage();

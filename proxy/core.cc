@@ -74,6 +74,17 @@ Awaitable<Written> Core::Write(WriteCall call) {
   write.precondition = call.precondition;
   write.original = call.original;
   const std::string fence_name = write.fence;
+  if (call.token) {
+    // An elected fence takes a higher token only once its source confirmed
+    // it (SPEC "Elections watched at their source").
+    std::optional<Problem> unconfirmed =
+        co_await context_.AdmitElected(fence_name, *call.token, call.key);
+    if (unconfirmed) {
+      Written refused;
+      refused.problem = std::move(unconfirmed);
+      co_return refused;
+    }
+  }
   storage::WriteResult result =
       co_await context_.backend().Write(std::move(write));
   const fence::WriteOutcome& outcome = result.outcome;

@@ -235,6 +235,14 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
     keys.push_back(w.value->key);
     deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
   }
+  // Every elected fence the batch writes takes its token only once the
+  // election's source confirmed it.
+  for (std::size_t i = 0; i < batch.writes.size(); ++i) {
+    if (!batch.writes[i].token) continue;
+    std::optional<Problem> unconfirmed = co_await context_.AdmitElected(
+        batch.writes[i].fence, *batch.writes[i].token, keys[i]);
+    if (unconfirmed) co_return Problemed(req, std::move(*unconfirmed));
+  }
   const fence::WriteOutcome outcome =
       co_await storage::AsyncCommit(fences_, std::move(batch));
   const Asker asker = AskerOf(req, client);

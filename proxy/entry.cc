@@ -81,7 +81,7 @@ int Serve(const proxy::Config& config, const proxy::TestSwitches& test) {
     assembly->server().Shutdown();
     flush_timer.cancel();
     if (assembly->etcd() != nullptr) assembly->etcd()->Shutdown();
-    assembly->StopWatchingEtcd();
+    assembly->StopWatching();
   });
 
   LogStarted(config, *assembly);

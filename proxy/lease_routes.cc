@@ -147,6 +147,14 @@ Awaitable<Response> LeaseRoutes::AcquireLease(const Request& req,
       !error.empty()) {
     co_return BadLeaseBody(req, name, std::move(error));
   }
+  if (context_.Elected(op.fence)) {
+    co_return Problemed(
+        req, {ProblemType::kFenceElected,
+              "the lease's fence " + op.fence +
+                  " follows an election held elsewhere (--election): its "
+                  "holders are that election's",
+              name, std::nullopt, std::nullopt});
+  }
   const std::string holder = op.holder;
   const fence::WriteOutcome outcome = co_await CommitLease(std::move(op));
   if (outcome.verdict == fence::WriteOutcome::Verdict::kFailed) {

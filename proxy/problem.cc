@@ -87,6 +87,14 @@ constexpr Info kProblems[] = {
      "PreconditionFailed"},
     {ProblemType::kStoreError, http::status::bad_gateway, "store-error",
      "The store behind the fences answered an error", "InternalError"},
+    {ProblemType::kUnverifiedToken, http::status::conflict, "unverified-token",
+     "The election's source did not confirm the token as its holder's",
+     "UnverifiedFencingToken"},
+    {ProblemType::kElectionUnavailable, http::status::service_unavailable,
+     "election-unavailable", "The election's source did not answer in time",
+     "ServiceUnavailable"},
+    {ProblemType::kFenceElected, http::status::conflict, "fence-elected",
+     "The fence follows an election held elsewhere", "InvalidRequest"},
 };
 constexpr bool InOrder() {
   for (std::size_t i = 0; i < std::size(kProblems); ++i) {

@@ -39,7 +39,12 @@ enum class ProblemType {
   kTooManyLeases,       // a grant past --max-leases live leases
   kPreconditionFailed,  // If-Match / If-None-Match does not hold
   kStoreError,          // s3://: the store's own error, with its status
-  kLast = kStoreError,
+  // --election: a token above the fence its source did not confirm, the
+  // source not answering in time, a lease of fencepost's own on the fence.
+  kUnverifiedToken,
+  kElectionUnavailable,
+  kFenceElected,
+  kLast = kFenceElected,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,

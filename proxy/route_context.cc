@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "fence/key.h"
+#include "proxy/elections.h"
 #include "proxy/logging.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"
@@ -273,20 +274,41 @@ void RouteContext::Changed(const storage::Change& change) {
   }
   if (watches_.fed_by_store() && !change.from_feed) return;
   if (change.kind == Kind::kFenceRaised) {
-    PublishFence(change.fence);
+    PublishFence(change.fence, change.cause);
   } else {
     PublishLease(change.lease_name, change.lease, change.now_ns,
                  storage::ChangeName(change.kind));
   }
 }
 
+bool RouteContext::Elected(const std::string& fence) const {
+  return elections_ != nullptr && elections_->Elected(fence);
+}
+
+Awaitable<std::optional<Problem>> RouteContext::AdmitElected(
+    const std::string& fence, fence::Token token, const std::string& key) {
+  if (elections_ == nullptr || !elections_->Elected(fence)) {
+    co_return std::nullopt;
+  }
+  std::optional<Problem> refused =
+      co_await elections_->Admit(fence, token, key);
+  co_return refused;
+}
+
 void RouteContext::Accepted(const fence::WriteOutcome& outcome) {
   metrics_.WriteAccepted(outcome.decision.advances);
 }
 
-void RouteContext::PublishFence(const fence::FenceRecord& fence) {
+void RouteContext::PublishFence(const fence::FenceRecord& fence,
+                                std::string_view cause) {
   std::string data;
   routes::AppendFence(&data, fence);
+  if (!cause.empty()) {
+    data.pop_back();  // the closing brace: the cause goes in
+    data += ",\"cause\":";
+    AppendJsonString(&data, cause);
+    data += "}";
+  }
   watches_.Publish("fence", fence.name, std::move(data));
 }
 

@@ -24,6 +24,8 @@
 
 namespace fencepost::proxy {
 
+class Elections;
+
 // Who made a write that was refused or stored, for the journal, the log
 // line and the rejection event: each door fills it from its own request.
 struct Asker {
@@ -54,6 +56,19 @@ class RouteContext {
   const Journal& journal() const { return journal_; }
   // The changes watchers are told of (GET /v1/watch, long polls).
   storage::WatchHub& watches() { return watches_; }
+
+  // The elections watched at their source (--election); set once, before
+  // serving. Null: none.
+  void SetElections(Elections* elections) { elections_ = elections; }
+  Elections* elections() const { return elections_; }
+  // Whether the fence named `fence` follows an election.
+  bool Elected(const std::string& fence) const;
+  // What a write or bump with `token` on `fence` (of `key`) needs first
+  // when the fence follows an election (Elections::Admit): nullopt to go
+  // on, else its refusal (409 unverified-token, 503 election-unavailable).
+  Awaitable<std::optional<Problem>> AdmitElected(const std::string& fence,
+                                                 fence::Token token,
+                                                 const std::string& key);
 
   bool draining() const { return draining_; }
   void StartDraining() { draining_ = true; }
@@ -157,6 +172,7 @@ class RouteContext {
   metrics::Metrics& metrics_;
   fence::Scopes scopes_;
   std::atomic<bool> draining_ = false;
+  Elections* elections_ = nullptr;
   Journal journal_;
   RejectionLogLimiter log_limiter_;
   OncePerInterval refusal_log_{std::chrono::seconds(60)};
@@ -167,7 +183,8 @@ class RouteContext {
   void PublishLease(const std::string& name,
                     const fence::LeaseTable::Entry& entry, std::int64_t now,
                     std::string_view change);
-  void PublishFence(const fence::FenceRecord& fence);
+  // `cause`: storage::Change::cause, in the event when not empty.
+  void PublishFence(const fence::FenceRecord& fence, std::string_view cause);
   // The `rejection` event of a refused write (`would_reject`: one observe
   // mode stored).
   void PublishRejection(const Asker& asker, const std::string& key,

@@ -12,10 +12,11 @@ namespace {
 using Verdict = fence::WriteOutcome::Verdict;
 
 void AddRaise(const std::string& fence, const fence::WriteOutcome& outcome,
-              std::vector<Change>* out) {
+              std::vector<Change>* out, const std::string& cause = {}) {
   if (!fence::RaisesFence(outcome) || !outcome.current) return;
   Change change;
   change.fence = {fence, *outcome.current, outcome.updated_at_ns};
+  change.cause = cause;
   out->push_back(std::move(change));
 }
 
@@ -104,7 +105,9 @@ WriteSubject SubjectOf(const fence::FenceWrite& write) {
       subject.fences.push_back(w.fence);
     }
   } else {
-    subject.fences.push_back(std::get<fence::FencedWrite>(write).fence);
+    const auto& single = std::get<fence::FencedWrite>(write);
+    subject.fences.push_back(single.fence);
+    subject.cause = single.cause;
   }
   return subject;
 }
@@ -125,7 +128,7 @@ std::vector<Change> ChangesOf(const WriteSubject& write,
       AddRaise(write.fences[i], outcome.batch[i], &out);
     }
   } else if (!write.fences.empty()) {
-    AddRaise(write.fences.front(), outcome, &out);
+    AddRaise(write.fences.front(), outcome, &out, write.cause);
   }
   return out;
 }

@@ -31,6 +31,8 @@ struct Change {
   // Told by the store's feed of every replica's changes (etcd's watch),
   // not by this process's own commit.
   bool from_feed = false;
+  // kFenceRaised by this process: the write's fence::FencedWrite::cause.
+  std::string cause;
 };
 
 // "granted", "renewed", "released" or "expired" for a lease change (the
@@ -47,6 +49,7 @@ using ChangeSink = std::function<void(Change)>;
 // operation, the operation.
 struct WriteSubject {
   std::vector<std::string> fences;
+  std::string cause;  // a single write's fence::FencedWrite::cause
   bool batch = false;
   std::optional<fence::LeaseOp> lease;
 };

@@ -44,11 +44,27 @@ struct EtcdWatch::State {
   std::function<void()> cancel;    // closes the stream in flight
 };
 
+// From PREFIX/fences/ to the end of PREFIX/leases/: fences, holds and
+// leases, not the values (which may be large, and are not events).
 EtcdWatch::EtcdWatch(asio::io_context& io, EtcdSpec spec,
                      std::shared_ptr<ssl::context> tls, Handlers handlers)
     : io_(io),
       spec_(std::move(spec)),
       tls_(std::move(tls)),
+      range_{spec_.prefix + "/fences/",
+             etcd::PrefixEnd(spec_.prefix + "/leases/")},
+      prev_kv_(true),
+      handlers_(std::move(handlers)),
+      state_(std::make_shared<State>()) {}
+
+EtcdWatch::EtcdWatch(asio::io_context& io, EtcdSpec spec,
+                     std::shared_ptr<ssl::context> tls, Range range,
+                     Handlers handlers)
+    : io_(io),
+      spec_(std::move(spec)),
+      tls_(std::move(tls)),
+      range_(std::move(range)),
+      prev_kv_(false),
       handlers_(std::move(handlers)),
       state_(std::make_shared<State>()) {}
 
@@ -109,13 +125,13 @@ Awaitable<void> EtcdWatch::Run(std::shared_ptr<State> state) {
 template <class Stream>
 Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
                                   std::shared_ptr<State> state) {
-  // From PREFIX/fences/ to the end of PREFIX/leases/: fences, holds and
-  // leases, not the values (which may be large, and are not events).
-  std::string body = "{\"create_request\":{\"key\":\"" +
-                     EncodeBase64(spec_.prefix + "/fences/") +
-                     "\",\"range_end\":\"" +
-                     EncodeBase64(etcd::PrefixEnd(spec_.prefix + "/leases/")) +
-                     "\",\"prev_kv\":true,\"progress_notify\":true";
+  std::string body =
+      "{\"create_request\":{\"key\":\"" + EncodeBase64(range_.key) + "\"";
+  if (!range_.end.empty()) {
+    body += ",\"range_end\":\"" + EncodeBase64(range_.end) + "\"";
+  }
+  if (prev_kv_) body += ",\"prev_kv\":true";
+  body += ",\"progress_notify\":true";
   if (state->next_revision > 0) {
     body +=
         ",\"start_revision\":\"" + std::to_string(state->next_revision) + "\"";
@@ -190,12 +206,17 @@ bool EtcdWatch::Handle(const http::JsonValue& message, std::int64_t* revision) {
     // Only a watch from now learns its start here; one from a revision is
     // answered with the current one before the events it asked for.
     if (state_->next_revision == 0) *revision = etcd::RevisionOf(*result);
+    if (handlers_.opened) handlers_.opened();
     return true;
   }
   const http::JsonValue* events = result->Find("events");
   if (events == nullptr) return true;  // a progress notification
   for (const http::JsonValue& event : events->items) {
-    Change(event);
+    if (handlers_.event) {
+      handlers_.event(event);
+    } else {
+      Change(event);
+    }
     const http::JsonValue* kv = event.Find("kv");
     if (kv != nullptr) {
       *revision = std::max(*revision, etcd::Int64Of(kv->Find("mod_revision")));

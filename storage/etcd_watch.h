@@ -51,11 +51,26 @@ class EtcdWatch {
                        std::string_view change)>
         lease;
     std::function<void()> reset;
+    // Set instead of `fence` and `lease` for another range: every event
+    // as etcd sends it (`type`, `kv`, `prev_kv`).
+    std::function<void(const http::JsonValue& event)> event;
+    // A stream was created (the first one, and after every break).
+    std::function<void()> opened;
+  };
+  // The keys watched: [key, end), etcd's range; `end` empty for one key.
+  struct Range {
+    std::string key;
+    std::string end;
   };
 
   // `tls`: the etcds:// context (EtcdClient::TlsContext), or nullptr.
+  // Watches the fences and leases under the spec's prefix (not the values).
   EtcdWatch(boost::asio::io_context& io, EtcdSpec spec,
             std::shared_ptr<boost::asio::ssl::context> tls, Handlers handlers);
+  // Watches `range` instead, without the previous values.
+  EtcdWatch(boost::asio::io_context& io, EtcdSpec spec,
+            std::shared_ptr<boost::asio::ssl::context> tls, Range range,
+            Handlers handlers);
   ~EtcdWatch();
   EtcdWatch(const EtcdWatch&) = delete;
   EtcdWatch& operator=(const EtcdWatch&) = delete;
@@ -81,6 +96,8 @@ class EtcdWatch {
   boost::asio::io_context& io_;
   const EtcdSpec spec_;
   const std::shared_ptr<boost::asio::ssl::context> tls_;
+  const Range range_;
+  const bool prev_kv_;
   Handlers handlers_;
   std::shared_ptr<State> state_;
 };

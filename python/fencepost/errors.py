@@ -179,6 +179,24 @@ class TooManyLeases(Problem):
     slug = "too-many-leases"
 
 
+class UnverifiedToken(Problem):
+    """409: a token above an elected fence that the election's source did
+    not confirm as its holder's (``--election``). Nothing changed."""
+    slug = "unverified-token"
+
+
+class ElectionUnavailable(Problem):
+    """503: a token above an elected fence could not be checked, the
+    election's source not answering in time. Nothing changed; retry."""
+    slug = "election-unavailable"
+
+
+class FenceElected(Problem):
+    """409: a lease of fencepost's own on a fence that follows an election
+    held elsewhere (``--election``)."""
+    slug = "fence-elected"
+
+
 class PreconditionFailed(Problem):
     """412: If-Match / If-None-Match did not hold; ``current_etag`` is the
     value's tag (None when there is no value). Nothing changed."""

@@ -1,0 +1,82 @@
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fence/key.h"
+#include "fence/scope.h"
+#include "proxy/config.h"
+
+namespace fencepost::proxy {
+
+// --election: each SCOPE a configured --fence-scope or a key of its own
+// fence, one election per fence; the TLS files and the digest handed to the
+// sources that use them.
+void CheckElections(Config& c) {
+  const fence::Scopes scopes(c.fence_scopes);
+  std::vector<std::string> fences;
+  bool etcds = false, zookeeper = false;
+  for (ElectionConfig& election : c.elections) {
+    const std::string& scope = election.scope;
+    if (!scopes.IsScope(scope)) {
+      if (fence::ValidateKey(scope) != fence::KeyError::kOk) {
+        throw ConfigError("--election: '" + scope +
+                          "' is neither a --fence-scope nor a valid key");
+      }
+      if (scopes.FenceFor(scope) != scope) {
+        throw ConfigError(
+            "--election: the key '" + scope + "' is under --fence-scope '" +
+            std::string(scopes.FenceFor(scope)) + "': elect that scope");
+      }
+    }
+    if (std::find(fences.begin(), fences.end(), scope) != fences.end()) {
+      throw ConfigError("--election: '" + scope +
+                        "' has two elections; one election per fence");
+    }
+    fences.push_back(scope);
+    storage::ElectionSpec& source = election.source;
+    if (source.kind == storage::ElectionSpec::Kind::kEtcd) {
+      etcds = etcds || source.etcd.tls;
+      source.etcd.ca_file = c.election_ca;
+      source.etcd.cert_file = c.election_cert;
+      source.etcd.key_file = c.election_key;
+    } else {
+      zookeeper = true;
+    }
+  }
+  if (c.election_cert.empty() != c.election_key.empty()) {
+    throw ConfigError("--election-cert and --election-key go together");
+  }
+  if ((!c.election_ca.empty() || !c.election_cert.empty()) && !etcds) {
+    throw ConfigError(
+        "--election-ca, --election-cert and --election-key need an "
+        "--election with an etcds:// source");
+  }
+  if (c.election_digest_file.empty()) return;
+  if (!zookeeper) {
+    throw ConfigError(
+        "--election-digest-file needs an --election with a zookeeper:// "
+        "source");
+  }
+  std::ifstream in(c.election_digest_file);
+  std::string digest;
+  if (!in || !std::getline(in, digest)) {
+    throw ConfigError("--election-digest-file: cannot read '" +
+                      c.election_digest_file + "'");
+  }
+  while (!digest.empty() && (digest.back() == '\r' || digest.back() == ' ')) {
+    digest.pop_back();
+  }
+  if (digest.find(':') == std::string::npos || digest.front() == ':') {
+    throw ConfigError(
+        "--election-digest-file: its first line is not "
+        "USER:PASSWORD");
+  }
+  for (ElectionConfig& election : c.elections) {
+    if (election.source.kind == storage::ElectionSpec::Kind::kZooKeeper) {
+      election.source.digest = digest;
+    }
+  }
+}
+
+}  // namespace fencepost::proxy
