@@ -198,6 +198,12 @@ void ListenAndStoreFlags(std::map<std::string, Flag>* flags) {
           CheckScope(v);
           c.fence_scopes.push_back(v);
         }}},
+  });
+}
+
+// --election and the files its sources use (election_flags.cc checks them).
+void ElectionFlags(std::map<std::string, Flag>* flags) {
+  flags->insert({
       {"election",
        {Kind::kRepeatable,
         [](Config& c, const std::string& v) {
@@ -448,6 +454,7 @@ const std::map<std::string, Flag>& Flags() {
     ListenAndStoreFlags(&all);
     WriteFlags(&all);
     S3Flags(&all);
+    ElectionFlags(&all);
     LimitFlags(&all);
     return all;
   }();

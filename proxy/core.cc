@@ -12,6 +12,12 @@ Asker AskerOf(const WriteCall& call) {
   return {call.method, call.body, call.client};
 }
 
+Written Refused(Problem problem) {
+  Written out;
+  out.problem = std::move(problem);
+  return out;
+}
+
 }  // namespace
 
 Core::Core(RouteContext& context) : context_(context) {}
@@ -74,16 +80,10 @@ Awaitable<Written> Core::Write(WriteCall call) {
   write.precondition = call.precondition;
   write.original = call.original;
   const std::string fence_name = write.fence;
-  if (call.token) {
-    // An elected fence takes a higher token only once its source confirmed
-    // it (SPEC "Elections watched at their source").
+  if (call.token) {  // an elected fence: a higher token once confirmed
     std::optional<Problem> unconfirmed =
         co_await context_.AdmitElected(fence_name, *call.token, call.key);
-    if (unconfirmed) {
-      Written refused;
-      refused.problem = std::move(unconfirmed);
-      co_return refused;
-    }
+    if (unconfirmed) co_return Refused(std::move(*unconfirmed));
   }
   storage::WriteResult result =
       co_await context_.backend().Write(std::move(write));

@@ -223,25 +223,14 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
         {ops.bad_key ? ProblemType::kBadKey : ProblemType::kBadRequest,
          ops.error, ops.key.empty() ? std::nullopt : std::optional(ops.key)});
   }
-  std::string apart;
-  if (auto refused = fences_.RefuseBatch(ops.batch, &apart)) {
-    co_return Problemed(
-        req, {ProblemType::kBadRequest, std::move(*refused), std::move(apart)});
-  }
+  std::optional<Response> refused = co_await RefuseBatch(req, ops.batch);
+  if (refused) co_return std::move(*refused);
   fence::Batch batch = std::move(ops.batch);
   std::vector<std::string> keys;
   std::vector<bool> deletes;
   for (const fence::FencedWrite& w : batch.writes) {
     keys.push_back(w.value->key);
     deletes.push_back(w.value->kind == fence::ValueOp::Kind::kDelete);
-  }
-  // Every elected fence the batch writes takes its token only once the
-  // election's source confirmed it.
-  for (std::size_t i = 0; i < batch.writes.size(); ++i) {
-    if (!batch.writes[i].token) continue;
-    std::optional<Problem> unconfirmed = co_await context_.AdmitElected(
-        batch.writes[i].fence, *batch.writes[i].token, keys[i]);
-    if (unconfirmed) co_return Problemed(req, std::move(*unconfirmed));
   }
   const fence::WriteOutcome outcome =
       co_await storage::AsyncCommit(fences_, std::move(batch));
@@ -298,6 +287,22 @@ Awaitable<Response> DataRoutes::Batch(const Request& req,
       Text(req, http::status::ok, std::move(body), "application/json");
   res.set(kTokenHeader, std::to_string(token));
   co_return res;
+}
+
+Awaitable<std::optional<Response>> DataRoutes::RefuseBatch(
+    const Request& req, const fence::Batch& batch) {
+  std::string apart;
+  if (auto refused = fences_.RefuseBatch(batch, &apart)) {
+    co_return Problemed(
+        req, {ProblemType::kBadRequest, std::move(*refused), std::move(apart)});
+  }
+  for (const fence::FencedWrite& write : batch.writes) {
+    if (!write.token) continue;
+    std::optional<Problem> unconfirmed = co_await context_.AdmitElected(
+        write.fence, *write.token, write.value->key);
+    if (unconfirmed) co_return Problemed(req, std::move(*unconfirmed));
+  }
+  co_return std::nullopt;
 }
 
 Response DataRoutes::BatchesUnsupported(const Request& req) const {

@@ -45,6 +45,11 @@ class DataRoutes : private RouteUnit {
   Awaitable<Response> Batch(const Request& request, const std::string& client);
   // POST / on a backend that cannot apply several writes at once.
   Response BatchesUnsupported(const Request& request) const;
+  // What refuses `batch` before it is committed: writes the store cannot
+  // apply in one step (400), or a token above an elected fence that the
+  // election's source does not confirm (RouteContext::AdmitElected).
+  Awaitable<std::optional<Response>> RefuseBatch(const Request& request,
+                                                 const fence::Batch& batch);
 
  private:
   Core& core_;
