@@ -234,6 +234,59 @@ TEST(ConfigTest, RefusalsNameTheFlagAndTheRule) {
       "");
 }
 
+TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
+  const Config c =
+      Parse({"--election", "orders/=etcd://10.0.0.1:2379,h:2/orders-election",
+             "--fence-scope", "orders/", "--election",
+             "jobs=zookeeper://z1:2181,z2:2181/elect/jobs"})
+          .config;
+  ASSERT_EQ(c.elections.size(), 2u);
+  EXPECT_EQ(c.elections[0].scope, "orders/");
+  EXPECT_EQ(c.elections[0].source.kind, storage::ElectionSpec::Kind::kEtcd);
+  ASSERT_EQ(c.elections[0].source.etcd.endpoints.size(), 2u);
+  EXPECT_EQ(c.elections[0].source.etcd.prefix, "orders-election");
+  EXPECT_EQ(c.elections[1].source.kind,
+            storage::ElectionSpec::Kind::kZooKeeper);
+  EXPECT_EQ(c.elections[1].source.hosts, "z1:2181,z2:2181");
+  EXPECT_EQ(c.elections[1].source.path, "/elect/jobs");
+  EXPECT_EQ(Parse({"--election", "k=zk://z:1/a"}).config.elections.size(), 1u);
+
+  const auto message = [](std::vector<std::string> args) -> std::string {
+    try {
+      Parse(std::move(args));
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "";
+  };
+  for (const char* bad :
+       {"orders", "=etcd://h:1/p", "k=etcd://h:1", "k=etcd://h:1/",
+        "k=etcd://h:1/a//b", "k=etcd://h:1/a/../b", "k=zookeeper://h/p",
+        "k=zookeeper://h:1/zookeeper/x", "k=consul://h:1/p", "k=etcd:///p"}) {
+    EXPECT_NE(message({"--election", bad}).find("--election"),
+              std::string::npos)
+        << bad;
+  }
+  // A key under a scope: the scope is elected, not the key.
+  EXPECT_NE(message({"--fence-scope", "orders/", "--election",
+                     "orders/1=etcd://h:1/p"})
+                .find("elect that scope"),
+            std::string::npos);
+  EXPECT_NE(
+      message({"--election", "k=etcd://h:1/p", "--election", "k=zk://h:1/q"})
+          .find("one election per fence"),
+      std::string::npos);
+  EXPECT_NE(message({"--election", "/bad=etcd://h:1/p"}).find("valid key"),
+            std::string::npos);
+  EXPECT_NE(message({"--election", "k=etcd://h:1/p", "--election-ca", "x"})
+                .find("etcds://"),
+            std::string::npos);
+  EXPECT_NE(
+      message({"--election", "k=etcd://h:1/p", "--election-digest-file", "x"})
+          .find("zookeeper://"),
+      std::string::npos);
+}
+
 TEST(ConfigTest, FenceStoreInEtcdIsParsedAndPairedWithABackend) {
   const Config c =
       Parse({"--fence-store", "etcd://10.0.0.1:2379,[::1]:2380/teams/a/",
