@@ -113,10 +113,10 @@ storage::BackendSpec ParseBackend(const std::string& v) {
   }
 }
 
-std::vector<std::string> SplitList(const std::string& v) {
+std::vector<std::string> SplitList(const std::string& v, char separator) {
   std::vector<std::string> out;
   std::stringstream in(v);
-  for (std::string item; std::getline(in, item, ',');) {
+  for (std::string item; std::getline(in, item, separator);) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
@@ -622,7 +622,8 @@ Invocation ParseInvocation(
       values = it->second;
     } else if (auto env = getenv(EnvName(name))) {
       if (flag.kind == Kind::kRepeatable) {
-        values = SplitList(*env);
+        // An election's source has commas of its own: its list is spaced.
+        values = SplitList(*env, name == "election" ? ' ' : ',');
       } else {
         values.push_back(*env);
       }

@@ -166,10 +166,7 @@ Awaitable<void> Elections::ReadAndRaise(Election& election) {
   // the fence (it was elected while this process was away).
   const std::optional<fence::Token> floor_before = election.floor;
   const bool raised = co_await Raise(election, holder);
-  if (!raised) {
-    election.due = true;  // again at the next round
-    co_return;
-  }
+  if (!raised) co_return;  // again at the next round
   const bool moved = election.floor != floor_before;
   if ((before && *before != *holder.token) || (!before && moved)) {
     context_.metrics().ElectionHolderChanged(election.scope);

@@ -10,7 +10,8 @@ from fencepost.client import (MAX_TOKEN, BatchResult, Client, DeleteOp, Fence,
                               check_token)
 from fencepost.elector import LeaderElector, NotElected
 from fencepost.errors import (PROBLEM_CLASSES, BadFraming, BadKey, BadRequest,
-                              BadResponse, BodyTooLarge, DiskFull, FenceHeld,
+                              BadResponse, BodyTooLarge, DiskFull,
+                              ElectionUnavailable, FenceElected, FenceHeld,
                               FencepostError, FenceStoreUnavailable,
                               HeadersTooLarge, Internal, InvalidToken,
                               KeyCollision, LeadershipLost, LeaseHeld,
@@ -19,7 +20,7 @@ from fencepost.errors import (PROBLEM_CLASSES, BadFraming, BadKey, BadRequest,
                               PreconditionFailed, Problem, StaleToken,
                               StorageFailure, StoreError, TokensExhausted,
                               TooManyConnections, TooManyLeases, Unauthorized,
-                              Unreachable, UpstreamFailed,
+                              Unreachable, UnverifiedToken, UpstreamFailed,
                               UpstreamOutcomeUnknown, problem_from_response)
 from fencepost.lease import Lease, default_holder_id
 from fencepost.watch import Event, Watch
@@ -40,4 +41,5 @@ __all__ = [
     "PreconditionFailed", "MapFull", "KeyCollision", "DiskFull",
     "UpstreamFailed", "UpstreamOutcomeUnknown", "FenceHeld",
     "StorageFailure", "FenceStoreUnavailable", "StoreError", "Internal",
+    "UnverifiedToken", "ElectionUnavailable", "FenceElected",
 ]

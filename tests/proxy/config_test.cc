@@ -250,6 +250,13 @@ TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
   EXPECT_EQ(c.elections[1].source.hosts, "z1:2181,z2:2181");
   EXPECT_EQ(c.elections[1].source.path, "/elect/jobs");
   EXPECT_EQ(Parse({"--election", "k=zk://z:1/a"}).config.elections.size(), 1u);
+  // The variable's list is spaced: a source has commas of its own.
+  const Config from_env =
+      Parse({}, {{"FENCEPOST_ELECTION", "a=etcd://h:1,h:2/p b=zk://z:1,z:2/q"}})
+          .config;
+  ASSERT_EQ(from_env.elections.size(), 2u);
+  EXPECT_EQ(from_env.elections[0].source.etcd.endpoints.size(), 2u);
+  EXPECT_EQ(from_env.elections[1].source.hosts, "z:1,z:2");
 
   const auto message = [](std::vector<std::string> args) -> std::string {
     try {
