@@ -43,7 +43,7 @@ struct Elections::Election {
   bool due = true;          // a read is due (a change was told)
   bool stopped = false;
   bool read_once = false;  // the holder was read, and the fence raised to it
-  bool up = false;
+  std::optional<bool> up;  // nullopt: not read yet
   std::optional<fence::Token> holder;  // as last read; nullopt: none
   // The highest token the source confirmed as a holder's.
   std::optional<fence::Token> confirmed;
@@ -93,6 +93,7 @@ void Elections::Stop() {
   for (const std::shared_ptr<Election>& election : elections_) {
     election->stopped = true;
     election->wake.cancel();
+    election->source->Stop();
   }
 }
 
@@ -248,7 +249,7 @@ Awaitable<bool> Elections::Raise(Election& election,
 
 void Elections::NoteUp(Election& election, bool up, const std::string& error) {
   context_.metrics().SetElectionUp(election.scope, up);
-  if (up == election.up) return;
+  if (election.up == up) return;
   election.up = up;
   if (up) {
     LogEvent(spdlog::level::info, "election_source_up",

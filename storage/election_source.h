@@ -40,6 +40,9 @@ class ElectionSource {
   // Starts following the election: `changed` runs whenever its holder may
   // have changed, and each time the source was (re)connected.
   virtual void Start(std::function<void()> changed) = 0;
+  // Stops following it (at shutdown): nothing keeps the io_context busy
+  // after the reads in flight, and `changed` runs no more.
+  virtual void Stop() = 0;
   // The holder now, by a linearizable read (a holder elected before it was
   // sent is seen), within the source's timeout. Never throws.
   virtual Awaitable<ElectionHolder> ReadHolder() = 0;

@@ -43,6 +43,10 @@ class EtcdElection final : public ElectionSource {
     watch_->Start();
   }
 
+  void Stop() override {
+    if (watch_) watch_->Stop();
+  }
+
   Awaitable<ElectionHolder> ReadHolder() override {
     // One transaction, so both ranges are read at one revision; etcd's
     // reads are linearizable unless asked otherwise.

@@ -174,6 +174,8 @@ class ZooKeeperElection final : public ElectionSource {
     Connect();
   }
 
+  void Stop() override { shared_->stopped = true; }
+
   Awaitable<ElectionHolder> ReadHolder() override {
     if (!Connect()) {
       co_return ElectionHolder{"cannot start a ZooKeeper session with " +
