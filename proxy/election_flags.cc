@@ -1,3 +1,5 @@
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <fstream>
 #include <string>
@@ -57,6 +59,14 @@ void CheckElections(Config& c) {
     throw ConfigError(
         "--election-digest-file needs an --election with a zookeeper:// "
         "source");
+  }
+  // A password: readable by its owner alone (0600; 0640 when root owns it),
+  // as --s3-client-credentials.
+  struct stat st {};
+  if (::stat(c.election_digest_file.c_str(), &st) == 0 &&
+      (st.st_mode & 0777 & ~(st.st_uid == 0 ? 0640 : 0600)) != 0) {
+    throw ConfigError("--election-digest-file: '" + c.election_digest_file +
+                      "' is readable by others; chmod 600 it");
   }
   std::ifstream in(c.election_digest_file);
   std::string digest;

@@ -157,8 +157,8 @@ Awaitable<void> Elections::ReadAndRaise(Election& election) {
   NoteUp(election, holder.error.empty(), holder.error);
   if (!holder.error.empty()) co_return;
   const std::optional<fence::Token> before = election.holder;
-  election.holder = holder.token;
   if (!holder.token) {
+    election.holder = std::nullopt;
     election.read_once = true;  // nobody holds it: nothing to raise
     co_return;
   }
@@ -167,7 +167,8 @@ Awaitable<void> Elections::ReadAndRaise(Election& election) {
   // the fence (it was elected while this process was away).
   const std::optional<fence::Token> floor_before = election.floor;
   const bool raised = co_await Raise(election, holder);
-  if (!raised) co_return;  // again at the next round
+  if (!raised) co_return;  // again at the next round, as a change
+  election.holder = holder.token;
   const bool moved = election.floor != floor_before;
   if ((before && *before != *holder.token) || (!before && moved)) {
     context_.metrics().ElectionHolderChanged(election.scope);
