@@ -46,14 +46,21 @@ std::string ParseElectionSpec(std::string_view url, ElectionSpec* spec) {
   const std::string_view rest = url.substr(scheme_end + 3);
   const std::size_t slash = rest.find('/');
   if (slash == std::string_view::npos) return "the election has no /PATH";
-  const std::string_view path = rest.substr(slash);
+  std::string_view path = rest.substr(slash);
+  // etcd://HOST:PORT//NAME: a key that starts with '/' (Go's
+  // concurrency.NewElection(session, "/NAME")).
+  const bool rooted_key = path.starts_with("//");
+  if (rooted_key && (scheme == "etcd" || scheme == "etcds")) {
+    path.remove_prefix(1);
+  }
   if (std::string problem = CheckPath(path); !problem.empty()) return problem;
   if (scheme == "etcd" || scheme == "etcds") {
     out.kind = ElectionSpec::Kind::kEtcd;
     if (std::string problem = ParseEtcdSpec(url, &out.etcd); !problem.empty()) {
       return problem;
     }
-    out.etcd.prefix = std::string(path.substr(1));  // etcd's keys have no '/'
+    // The key is PATH without its leading '/', unless it was doubled.
+    out.etcd.prefix = std::string(rooted_key ? path : path.substr(1));
   } else if (scheme == "zookeeper" || scheme == "zk") {
     out.kind = ElectionSpec::Kind::kZooKeeper;
     std::string_view hosts = rest.substr(0, slash);

@@ -250,6 +250,11 @@ TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
   EXPECT_EQ(c.elections[1].source.hosts, "z1:2181,z2:2181");
   EXPECT_EQ(c.elections[1].source.path, "/elect/jobs");
   EXPECT_EQ(Parse({"--election", "k=zk://z:1/a"}).config.elections.size(), 1u);
+  // A doubled slash: an etcd key that starts with '/'.
+  EXPECT_EQ(Parse({"--election", "k=etcd://h:1//orders"})
+                .config.elections[0]
+                .source.etcd.prefix,
+            "/orders");
   // The variable's list is spaced: a source has commas of its own.
   const Config from_env =
       Parse({}, {{"FENCEPOST_ELECTION", "a=etcd://h:1,h:2/p b=zk://z:1,z:2/q"}})
