@@ -6,7 +6,7 @@
 #   scripts/deps.sh examples # what examples/*.sh run and build with
 # Every program a test or an example runs comes from here (checked in a clean
 # Debian 12 root by scripts/fresh-root.sh): procps (ps, pgrep), etcdctl
-# (etcd-client; etcd-server lacks it), python3 with yaml and fusepy, ...
+# (etcd-client; etcd-server lacks it), python3 with yaml, fusepy and kazoo, ...
 # An entry PACKAGE@COMMAND is skipped when COMMAND is already on the PATH from
 # another package (kubectl, say, which several packages ship).
 set -euo pipefail
@@ -31,7 +31,7 @@ elif [ "${1:-}" != build ]; then
     python3-fusepy fuse@fusermount
     prometheus@promtool yamllint@yamllint systemd@systemd-analyze
     kubernetes-client@kubectl
-    etcd-server etcd-client@etcdctl zookeeperd postgresql-15
+    etcd-server etcd-client@etcdctl zookeeperd python3-kazoo postgresql-15
     ceph-mon ceph-osd radosgw ceph-common
     python3-boto3 s3cmd rclone awscli
   )
