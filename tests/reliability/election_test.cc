@@ -12,7 +12,11 @@
 // the fence's own token goes on and a higher one waits, then is 503; a
 // restarted fencepost catches up before any write; etcd restarted, compacted
 // or restored from nothing never makes a raise missed or a fence lower;
-// replicas raise once; eight `lease run` processes racing are fenced.
+// replicas raise once; eight `lease run` processes racing are fenced; an
+// etcds:// source is read with --election-ca/-cert/-key and is down without
+// a client certificate; a ZooKeeper election behind a digest ACL is read
+// with --election-digest-file and is down without it or with a wrong
+// password.
 //
 // Times are measured and printed (the election to the raise), never
 // asserted. The suite is one process (fencepost_suite): one ZooKeeper for
@@ -21,6 +25,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -199,10 +204,16 @@ std::string FieldValue(const std::string& line, const std::string& name) {
 }
 
 // One etcd of one case (etcd.sh), which the case may freeze, kill, start
-// again with the same data or with none.
+// again with the same data or with none. With `tls_dir` (etcd.sh's
+// ETCD_TLS_DIR: ca.pem, server.pem/.key, client.pem/.key) it serves TLS
+// only and asks for client certificates; etcdctl is given the client's.
 class Etcd {
  public:
-  Etcd() : url_(ShellLine(kEtcdSh + " start " + dir_ / "etcd")) {}
+  explicit Etcd(const std::string& tls_dir = "")
+      : tls_dir_(tls_dir),
+        url_(
+            ShellLine((tls_dir.empty() ? "" : "ETCD_TLS_DIR=" + tls_dir + " ") +
+                      kEtcdSh + " start " + dir_ / "etcd")) {}
   ~Etcd() {
     Thaw();
     Shell(kEtcdSh + " stop " + dir_ / "etcd");
@@ -210,8 +221,17 @@ class Etcd {
   Etcd(const Etcd&) = delete;
   Etcd& operator=(const Etcd&) = delete;
 
-  const std::string& url() const { return url_; }  // etcd://127.0.0.1:PORT
+  // etcd://127.0.0.1:PORT (etcds:// with TLS)
+  const std::string& url() const { return url_; }
   std::string endpoint() const { return url_.substr(url_.find("//") + 2); }
+  // etcdctl's flags that reach it: the endpoint, and the TLS files.
+  std::vector<std::string> CtlArgs() const {
+    if (tls_dir_.empty()) return {"--endpoints=" + endpoint()};
+    return {"--endpoints=https://" + endpoint(),
+            "--cacert=" + tls_dir_ + "/ca.pem",
+            "--cert=" + tls_dir_ + "/client.pem",
+            "--key=" + tls_dir_ + "/client.key"};
+  }
   // Its process ID; 0 when it has none (never -1, which kill() takes for
   // every process).
   pid_t pid() const {
@@ -221,9 +241,11 @@ class Etcd {
 
   // `etcdctl ARGS` against it: its output, stderr included.
   std::string Ctl(const std::string& args, int* status = nullptr) const {
-    return Shell("ETCDCTL_API=3 etcdctl --command-timeout=5s --endpoints=" +
-                     endpoint() + " " + args + " 2>&1",
-                 status);
+    std::string flags;
+    for (const std::string& a : CtlArgs()) flags += a + " ";
+    return Shell(
+        "ETCDCTL_API=3 etcdctl --command-timeout=5s " + flags + args + " 2>&1",
+        status);
   }
   // The election's candidates: the keys under `prefix`/, lowest
   // create_revision first.
@@ -350,6 +372,7 @@ class Etcd {
 
  private:
   TempDir dir_;
+  std::string tls_dir_;
   std::string url_;
   std::vector<std::string> command_;
 };
@@ -535,11 +558,128 @@ finally:
     zk.close()
 )py";
 
+// kazoo's Election behind ZooKeeper digest authentication:
+//   digest_candidate.py run HOSTS PATH ID USER PASSWORD
+//       authenticated as USER (auth_data), every node it makes with the
+//       ACL digest USER:PASSWORD, all permissions, and nothing else
+//       (default_acl, which kazoo's Lock gives its children too): makes
+//       PATH, sets that ACL on it, campaigns; once elected prints
+//       "elected NODE CZXID", then "path-acls SCHEMES" and "node-acls
+//       SCHEMES" (the schemes of PATH's and of its node's ACLs), and leads
+//       until SIGTERM (which closes its session)
+//   digest_candidate.py check HOSTS PATH
+//       prints "noauth" when a client without authentication is refused
+//       PATH's children, "readable" when it is not
+constexpr const char* kKazooDigestCandidate = R"py(import signal, sys, threading
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+from kazoo.security import make_digest_acl
+
+mode, hosts, path = sys.argv[1:4]
+if mode == "check":
+    zk = KazooClient(hosts=hosts, timeout=2.0)
+    zk.start(timeout=10)
+    try:
+        try:
+            zk.get_children(path)
+            print("readable", flush=True)
+        except NoAuthError:
+            print("noauth", flush=True)
+    finally:
+        zk.stop()
+        zk.close()
+    sys.exit(0)
+
+identity, user, password = sys.argv[4:7]
+acl = make_digest_acl(user, password, all=True)
+zk = KazooClient(hosts=hosts, timeout=2.0,
+                 auth_data=[("digest", user + ":" + password)],
+                 default_acl=[acl])
+zk.start(timeout=10)
+try:
+    zk.ensure_path(path)
+    zk.set_acls(path, [acl])
+
+    def stop(*_):
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    election = zk.Election(path, identity)
+
+    def schemes(node):
+        return ",".join(a.id.scheme for a in zk.get_acls(node)[0])
+
+    def lead():
+        node = election.lock.node
+        print("elected", node, zk.exists(path + "/" + node).czxid, flush=True)
+        print("path-acls", schemes(path), flush=True)
+        print("node-acls", schemes(path + "/" + node), flush=True)
+        threading.Event().wait()
+
+    election.run(lead)
+finally:
+    zk.stop()
+    zk.close()
+)py";
+
+// The CA and certificates etcd.sh's ETCD_TLS_DIR holds, in `dir`, made with
+// the openssl command as EtcdTlsTest (replicas_test.cc) makes them: the
+// server's for IP 127.0.0.1 (clientAuth too: etcd's JSON gateway dials its
+// own gRPC port with it) and a client's, both signed by ca.pem. "" when
+// they were made, else the command that failed.
+std::string MakeEtcdCertificates(const std::string& dir) {
+  if (std::system(("mkdir -p " + dir).c_str()) != 0) return "mkdir " + dir;
+  std::ofstream(dir + "/server.ext")
+      << "subjectAltName=IP:127.0.0.1\n"
+         "extendedKeyUsage=serverAuth,clientAuth\n";
+  std::ofstream(dir + "/client.ext") << "extendedKeyUsage=clientAuth\n";
+  const std::string ec =
+      "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+  std::vector<std::string> commands = {"openssl req -x509 " + ec + " -keyout " +
+                                       dir + "/ca.key -out " + dir +
+                                       "/ca.pem -days 1 -subj /CN=ca"};
+  for (const std::string name : {"server", "client"}) {
+    commands.push_back("openssl req " + ec + " -keyout " + dir + "/" + name +
+                       ".key -out " + dir + "/" + name +
+                       ".csr -subj /CN=" + name);
+    commands.push_back("openssl x509 -req -in " + dir + "/" + name +
+                       ".csr -CA " + dir + "/ca.pem -CAkey " + dir +
+                       "/ca.key -CAcreateserial -days 1 -out " + dir + "/" +
+                       name + ".pem -extfile " + dir + "/" + name + ".ext");
+  }
+  for (const std::string& command : commands) {
+    if (std::system((command + " >/dev/null 2>&1").c_str()) != 0) {
+      return command;
+    }
+  }
+  return "";
+}
+
+// The czxid a candidate printed as "elected NODE CZXID"; 0 before.
+std::uint64_t ElectedToken(const std::string& output) {
+  const auto at = output.find("elected ");
+  if (at == std::string::npos) return 0;
+  std::istringstream line(output.substr(at));
+  std::string word, node;
+  std::uint64_t token = 0;
+  line >> word >> node >> token;
+  return token;
+}
+
+// Writes `text` to a new file `path` of mode `mode`; `path`.
+std::string WriteFileWithMode(const std::string& path, const std::string& text,
+                              mode_t mode) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
 class ElectionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     suite_dir_ = std::make_unique<TempDir>();
     std::ofstream(*suite_dir_ / "candidate.py") << kKazooCandidate;
+    std::ofstream(*suite_dir_ / "digest_candidate.py") << kKazooDigestCandidate;
     zk_url_ = ShellLine(kZooKeeperSh + " start " + *suite_dir_ / "zk");
   }
   static void TearDownTestSuite() {
@@ -573,22 +713,26 @@ class ElectionTest : public ::testing::Test {
   }
   // `fencepost serve` with ElectionFlags on `data_dir` (a fresh one when
   // empty).
-  std::unique_ptr<ServerProcess> Serve(const std::string& scope,
-                                       const std::string& source,
-                                       const std::string& data_dir = "") {
+  // `extra` flags follow them.
+  std::unique_ptr<ServerProcess> Serve(
+      const std::string& scope, const std::string& source,
+      const std::string& data_dir = "",
+      const std::vector<std::string>& extra = {}) {
     const std::string dir = data_dir.empty()
                                 ? dir_ / ("data" + std::to_string(servers_++))
                                 : data_dir;
-    return std::make_unique<ServerProcess>(dir, ElectionFlags(scope, source));
+    std::vector<std::string> args = ElectionFlags(scope, source);
+    args.insert(args.end(), extra.begin(), extra.end());
+    return std::make_unique<ServerProcess>(dir, args);
   }
 
   // A candidate of `etcdctl elect NAME PROPOSAL`.
   std::unique_ptr<Child> Elect(const Etcd& etcd, const std::string& name,
                                const std::string& proposal) {
-    return std::make_unique<Child>(
-        std::vector<std::string>{"etcdctl", "--endpoints=" + etcd.endpoint(),
-                                 "elect", name, proposal},
-        dir_ / ("elect-" + proposal + ".out"));
+    std::vector<std::string> argv = {"etcdctl"};
+    for (const std::string& a : etcd.CtlArgs()) argv.push_back(a);
+    argv.insert(argv.end(), {"elect", name, proposal});
+    return std::make_unique<Child>(argv, dir_ / ("elect-" + proposal + ".out"));
   }
   // A candidate of kazoo's Election on the suite's ZooKeeper.
   std::unique_ptr<Child> Kazoo(const std::string& path, const std::string& id) {
@@ -596,6 +740,18 @@ class ElectionTest : public ::testing::Test {
         std::vector<std::string>{kPython, *suite_dir_ / "candidate.py", "run",
                                  ZooKeeperHosts(), path, id},
         dir_ / ("kazoo-" + id + ".out"));
+  }
+  // A candidate of kazoo's Election on the suite's ZooKeeper, authenticated
+  // as `user` and making its nodes with the digest ACL of user:password.
+  std::unique_ptr<Child> DigestKazoo(const std::string& path,
+                                     const std::string& id,
+                                     const std::string& user,
+                                     const std::string& password) {
+    return std::make_unique<Child>(
+        std::vector<std::string>{kPython, *suite_dir_ / "digest_candidate.py",
+                                 "run", ZooKeeperHosts(), path, id, user,
+                                 password},
+        dir_ / ("kazoo-digest-" + id + ".out"));
   }
   std::vector<Candidate> KazooCandidates(const std::string& path) {
     std::istringstream in(Shell(kPython + " " + *suite_dir_ / "candidate.py" +
@@ -679,6 +835,31 @@ class ElectionTest : public ::testing::Test {
         << "no fence event of " << holder << " with cause election\n"
         << watcher.raw();
     EXPECT_NE(s.Log().find("election_raised"), std::string::npos) << s.Log();
+  }
+
+  // Checks that `s`, started on a data directory whose fence of `key` is at
+  // `fence`, cannot read the election of `scope` (the source refuses it):
+  // it logs the source down, is not ready, counts the source down, refuses
+  // the holder's `higher` token with 503 election-unavailable, and leaves
+  // the fence where it was.
+  void ExpectSourceDown(const ServerProcess& s, const std::string& scope,
+                        const std::string& key, std::uint64_t fence,
+                        std::uint64_t higher) {
+    ASSERT_TRUE(Await([&] {
+      return s.Log().find("election_source_down") != std::string::npos;
+    })) << "no election_source_down\n"
+        << s.Log();
+    const HttpResponse ready = Request(s.admin_port(), "GET", "/readyz");
+    EXPECT_EQ(ready.status, 503) << "ready without reading the election\n"
+                                 << ready.body;
+    EXPECT_EQ(Metric(s, Up(scope)), 0) << s.Log();
+    const HttpResponse w = Put(s, key, higher, "the holder's, unverifiable");
+    EXPECT_EQ(Verdict(w), "503 election-unavailable") << w.body;
+    const HttpResponse b = Bump(s, key, higher);
+    EXPECT_EQ(Verdict(b), "503 election-unavailable") << b.body;
+    EXPECT_EQ(FenceOf(s, key), fence) << "the fence moved\n" << s.Log();
+    EXPECT_EQ(Request(s.admin_port(), "GET", "/readyz").status, 503);
+    EXPECT_NE(s.Log().find("election_source_down"), std::string::npos);
   }
 
   inline static std::unique_ptr<TempDir> suite_dir_;
@@ -1359,6 +1540,205 @@ echo "$b zombie $h $t $code $(date +%s%N)" >>"$log"
       "election) %d\n",
       zombies_refused, zombies_accepted);
   EXPECT_EQ(ErrorLines(*s), "");
+}
+
+// etcds://: an etcd that serves TLS only and asks for client certificates
+// (etcd.sh with ETCD_TLS_DIR), `etcdctl elect` given the client's
+// certificate. fencepost with --election-ca, --election-cert and
+// --election-key raises the fence to the holder's token, verifies there
+// that a waiting candidate's token is not the holder's (409
+// unverified-token), and raises the fence to the successor's token when the
+// holder resigns. Started on the same data with --election-ca but no client
+// certificate, while a third candidate is elected: the source is down
+// (/readyz 503, fencepost_election_up 0, the new holder's token 503
+// election-unavailable) and the fence stays; given the certificate again,
+// fencepost catches up.
+TEST_F(ElectionTest, EtcdsSourceWithClientCertificates) {
+  const std::string certs = dir_ / "certs";
+  ASSERT_EQ(MakeEtcdCertificates(certs), "") << "the certificates";
+  Etcd etcd(certs);
+  ASSERT_EQ(etcd.url().rfind("etcds://127.0.0.1:", 0), 0u)
+      << "etcd did not start with TLS: '" << etcd.url() << "'";
+  // etcd refuses a client without a certificate.
+  int refused = 0;
+  const std::string anonymous = Shell(
+      "ETCDCTL_API=3 etcdctl --command-timeout=3s --endpoints=https://" +
+          etcd.endpoint() + " --cacert=" + certs + "/ca.pem get anything 2>&1",
+      &refused);
+  ASSERT_NE(refused, 0) << "etcd answered a client without a certificate\n"
+                        << anonymous;
+
+  const std::string election = "secure-election";
+  auto a = Elect(etcd, election, "A");
+  ASSERT_TRUE(a->AwaitOutput("\nA\n")) << a->Output();
+  auto b = Elect(etcd, election, "B");
+  const auto candidates = etcd.AwaitCandidates(election, 2);
+  ASSERT_EQ(candidates.size(), 2u);
+  ASSERT_EQ(candidates[0].value, "A");
+  const std::uint64_t ta = candidates[0].token, tb = candidates[1].token;
+
+  const std::string source = etcd.url() + "/" + election;
+  const std::string data = dir_ / "data";
+  const std::vector<std::string> tls = {
+      "--election-ca",       certs + "/ca.pem", "--election-cert",
+      certs + "/client.pem", "--election-key",  certs + "/client.key"};
+  auto s = Serve("orders/", source, data, tls);
+  ASSERT_TRUE(AwaitReady(*s)) << s->Log();
+  EXPECT_EQ(Metric(*s, Up("orders/")), 1);
+  const auto first = AwaitFence(*s, "orders/1", ta);
+  ASSERT_TRUE(first) << s->Log();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+  Watcher watcher(s->admin_port(), "/v1/watch");
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
+  const HttpResponse own = Put(*s, "orders/1", ta, "from A");
+  EXPECT_TRUE(Accepted(own)) << Verdict(own) << " " << own.body;
+  // B is a candidate, not the holder: a verification read over TLS says so.
+  const HttpResponse early = Put(*s, "orders/1", tb, "B too early");
+  EXPECT_EQ(Verdict(early), "409 unverified-token") << early.body;
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+
+  a->Signal(SIGINT);  // resigns
+  const auto raised = AwaitFence(*s, "orders/1", tb);
+  ASSERT_TRUE(raised) << "the fence never reached B's token " << tb << "\n"
+                      << s->Log();
+  Timing("etcds: A resigns -> fence at B's token", *raised);
+  EXPECT_TRUE(b->AwaitOutput("\nB\n")) << b->Output();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tb);
+  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", ta, "A again")), "409 stale-token");
+  EXPECT_TRUE(Accepted(Put(*s, "orders/1", tb, "from B")));
+  EXPECT_EQ(Metric(*s, Up("orders/")), 1);
+  EXPECT_EQ(ErrorLines(*s), "");
+  ExpectCleanStop(s);
+
+  // C is elected while fencepost is stopped.
+  auto c = Elect(etcd, election, "C");
+  const auto after_b = etcd.AwaitCandidates(election, 2);
+  ASSERT_EQ(after_b.size(), 2u);
+  const std::uint64_t tc = after_b[1].token;
+  b->Signal(SIGINT);
+  ASSERT_TRUE(c->AwaitOutput("\nC\n")) << c->Output();
+
+  // The CA, no client certificate: etcd refuses the TLS handshake.
+  s = Serve("orders/", source, data, {"--election-ca", certs + "/ca.pem"});
+  ExpectSourceDown(*s, "orders/", "orders/1", tb, tc);
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", tc + 1000, "nobody's")),
+            "503 election-unavailable");
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tb);
+  ExpectCleanStop(s);
+
+  // The certificate again: the first read raises the fence to C's token.
+  s = Serve("orders/", source, data, tls);
+  ASSERT_TRUE(AwaitFence(*s, "orders/1", tc)) << s->Log();
+  EXPECT_TRUE(AwaitReady(*s)) << s->Log();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tc);
+  EXPECT_TRUE(Accepted(Put(*s, "orders/1", tc, "from C")));
+}
+
+// ZooKeeper digest authentication: the election's PATH and every node under
+// it carry only the digest ACL of user:password (kazoo's make_digest_acl,
+// all permissions), made by kazoo candidates authenticated as that user; a
+// client without authentication is refused PATH's children. fencepost with
+// --election-digest-file (mode 0600, "user:password") reads the holder,
+// raises the fence to its czxid and, when it closes its session, to the
+// successor's. Started on the same data without the file, then with a wrong
+// password, while a third candidate is elected: it cannot read the election
+// (/readyz 503, fencepost_election_up 0, the holder's czxid 503
+// election-unavailable) and the fence does not move; with the right file
+// again it catches up. A digest file of mode 0644 stops the start (exit 2).
+TEST_F(ElectionTest, ZooKeeperDigestAuth) {
+  ASSERT_FALSE(zk_url_.empty()) << "ZooKeeper did not start";
+  const std::string path = "/guarded/orders";
+  const std::string user = "elector", password = "s3cret-pw";
+  auto a = DigestKazoo(path, "A", user, password);
+  ASSERT_TRUE(a->AwaitOutput("node-acls ")) << a->Output();
+  const std::uint64_t ta = ElectedToken(a->Output());
+  ASSERT_GT(ta, 0u) << a->Output();
+  EXPECT_NE(a->Output().find("path-acls digest\n"), std::string::npos)
+      << "PATH's ACL is not the digest ACL alone\n"
+      << a->Output();
+  EXPECT_NE(a->Output().find("node-acls digest\n"), std::string::npos)
+      << "the candidate's node's ACL is not the digest ACL alone\n"
+      << a->Output();
+  EXPECT_EQ(Shell(kPython + " " + *suite_dir_ / "digest_candidate.py" +
+                  " check " + ZooKeeperHosts() + " " + path + " 2>&1"),
+            "noauth\n")
+      << "a client without authentication was not refused";
+
+  const std::string source = "zookeeper://" + ZooKeeperHosts() + path;
+  const std::string digest =
+      WriteFileWithMode(dir_ / "digest", user + ":" + password + "\n", 0600);
+  const std::string data = dir_ / "data";
+  auto s = Serve("orders/", source, data, {"--election-digest-file", digest});
+  ASSERT_TRUE(AwaitReady(*s)) << s->Log();
+  const auto first = AwaitFence(*s, "orders/1", ta);
+  ASSERT_TRUE(first) << s->Log();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+  EXPECT_EQ(Metric(*s, Up("orders/")), 1);
+  Watcher watcher(s->admin_port(), "/v1/watch");
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
+  const HttpResponse own = Put(*s, "orders/1", ta, "from A");
+  EXPECT_TRUE(Accepted(own)) << Verdict(own) << " " << own.body;
+  const HttpResponse nobody = Put(*s, "orders/1", ta + 1000, "nobody's");
+  EXPECT_EQ(Verdict(nobody), "409 unverified-token") << nobody.body;
+
+  auto b = DigestKazoo(path, "B", user, password);
+  const auto closed = Clock::now();
+  a->Signal(SIGTERM);  // closes its session: its node goes at once
+  ASSERT_TRUE(b->AwaitOutput("elected ")) << b->Output();
+  const std::uint64_t tb = ElectedToken(b->Output());
+  ASSERT_GT(tb, ta) << b->Output();
+  ASSERT_TRUE(AwaitFence(*s, "orders/1", tb)) << s->Log();
+  Timing("digest: A closes its session -> fence at B's czxid",
+         SecondsSince(closed));
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tb);
+  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", ta, "A again")), "409 stale-token");
+  EXPECT_TRUE(Accepted(Put(*s, "orders/1", tb, "from B")));
+  EXPECT_EQ(ErrorLines(*s), "");
+  ExpectCleanStop(s);
+
+  // C is elected while fencepost is stopped.
+  auto c = DigestKazoo(path, "C", user, password);
+  b->Signal(SIGTERM);
+  ASSERT_TRUE(c->AwaitOutput("elected ")) << c->Output();
+  const std::uint64_t tc = ElectedToken(c->Output());
+  ASSERT_GT(tc, tb) << c->Output();
+
+  {
+    SCOPED_TRACE("without --election-digest-file");
+    s = Serve("orders/", source, data);
+    ExpectSourceDown(*s, "orders/", "orders/1", tb, tc);
+    ExpectCleanStop(s);
+  }
+  {
+    SCOPED_TRACE("a wrong password");
+    const std::string wrong = WriteFileWithMode(
+        dir_ / "digest-wrong", user + ":not-" + password + "\n", 0600);
+    s = Serve("orders/", source, data, {"--election-digest-file", wrong});
+    ExpectSourceDown(*s, "orders/", "orders/1", tb, tc);
+    ExpectCleanStop(s);
+  }
+
+  // The right file again: the first read raises the fence to C's czxid.
+  s = Serve("orders/", source, data, {"--election-digest-file", digest});
+  ASSERT_TRUE(AwaitFence(*s, "orders/1", tc)) << s->Log();
+  EXPECT_TRUE(AwaitReady(*s)) << s->Log();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tc);
+  EXPECT_TRUE(Accepted(Put(*s, "orders/1", tc, "from C")));
+  s.reset();
+
+  // A digest file others can read stops the start, before any port opens.
+  const std::string open_digest = WriteFileWithMode(
+      dir_ / "digest-0644", user + ":" + password + "\n", 0644);
+  const testing::RunResult loose = testing::RunFencepost(
+      {"serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0",
+       "--data-dir", dir_ / "data-0644", "--fence-scope", "orders/",
+       "--election", "orders/=" + source, "--election-digest-file",
+       open_digest});
+  EXPECT_EQ(loose.exit_status, 2) << loose.output;
+  EXPECT_NE(loose.output.find("readable by others"), std::string::npos)
+      << loose.output;
 }
 
 }  // namespace
