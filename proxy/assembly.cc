@@ -437,6 +437,17 @@ bool Assembly::FollowElections(const Config& config, Failure* failure) {
     *failure = {refusal};
     return false;
   }
+  for (const ElectionConfig& election : config.elections) {
+    for (const std::string& scope : config.fence_scopes) {
+      if (!context.scopes().IsScope(election.scope) &&
+          scope.starts_with(election.scope)) {
+        spdlog::warn(
+            "--election {}: the key '{}' is elected, not the --fence-scope "
+            "'{}' that begins with it (a typo?)",
+            election.scope, election.scope, scope);
+      }
+    }
+  }
   context.SetElections(elections_.get());
   elections_->Start();
   return true;

@@ -31,6 +31,18 @@ void CheckElections(Config& c) {
             std::string(scopes.FenceFor(scope)) + "': elect that scope");
       }
     }
+    for (const std::string& other : c.fence_scopes) {
+      if (scopes.IsScope(scope) && other != scope && other.starts_with(scope) &&
+          std::none_of(
+              c.elections.begin(), c.elections.end(),
+              [&](const ElectionConfig& e) { return e.scope == other; })) {
+        // Its keys have a fence of their own, which nobody would elect.
+        throw ConfigError("--election: --fence-scope '" + other +
+                          "' lies inside the elected scope '" + scope +
+                          "' and has a fence of its own: elect it too, or "
+                          "drop it");
+      }
+    }
     if (std::find(fences.begin(), fences.end(), scope) != fences.end()) {
       throw ConfigError("--election: '" + scope +
                         "' has two elections; one election per fence");

@@ -24,6 +24,8 @@ namespace {
 // How often an election is read when its source tells nothing: a watch
 // may be cut off without a word (a member paused, say).
 constexpr std::chrono::seconds kPollEvery(1);
+// How soon a raise that failed is tried again.
+constexpr std::chrono::milliseconds kRetryRaise(100);
 // How often a write waiting for an election's first read looks again.
 constexpr std::chrono::milliseconds kFirstReadStep(20);
 
@@ -41,12 +43,15 @@ struct Elections::Election {
   std::unique_ptr<storage::ElectionSource> source;
   asio::steady_timer wake;  // cancelled when a read is due at once
   bool due = true;          // a read is due (a change was told)
+  bool retry_soon = false;  // the last raise failed
   bool stopped = false;
   bool read_once = false;  // the holder was read, and the fence raised to it
   std::optional<bool> up;  // nullopt: not read yet
   std::optional<fence::Token> holder;  // as last read; nullopt: none
-  // The highest token the source confirmed as a holder's.
+  // The highest token the source named as a holder's (by any read), and
+  // that holder's ID: the fence goes there before a lower token is judged.
   std::optional<fence::Token> confirmed;
+  std::string confirmed_id;
   // At most the fence's token (fences only go up): what a token at or
   // below needs no source for.
   std::optional<fence::Token> floor;
@@ -55,8 +60,11 @@ struct Elections::Election {
   void Floor(std::optional<fence::Token> at_least) {
     if (at_least && (!floor || *at_least > *floor)) floor = at_least;
   }
-  void Confirm(fence::Token token) {
-    if (!confirmed || token > *confirmed) confirmed = token;
+  void Confirm(const storage::ElectionHolder& holder) {
+    if (holder.token && (!confirmed || *holder.token > *confirmed)) {
+      confirmed = holder.token;
+      confirmed_id = holder.id;
+    }
   }
 };
 
@@ -140,7 +148,9 @@ Elections::Election* Elections::Find(const std::string& fence) const {
 Awaitable<void> Elections::Follow(std::shared_ptr<Election> election) {
   while (!election->stopped) {
     if (!election->due) {
-      election->wake.expires_after(kPollEvery);
+      election->wake.expires_after(election->retry_soon ? kRetryRaise
+                                                        : kPollEvery);
+      election->retry_soon = false;
       boost::system::error_code ec;
       co_await election->wake.async_wait(
           asio::redirect_error(kUseAwaitable, ec));
@@ -162,23 +172,25 @@ Awaitable<void> Elections::ReadAndRaise(Election& election) {
     election.read_once = true;  // nobody holds it: nothing to raise
     co_return;
   }
-  election.Confirm(*holder.token);
+  election.Confirm(holder);
+  const Raised raised = co_await Raise(election, *holder.token, holder.id);
+  if (raised == Raised::kFailed) {
+    election.retry_soon = true;  // counted as a change once it is made
+    co_return;
+  }
+  election.holder = holder.token;
   // A holder seen for the first time since start is counted when it moved
   // the fence (it was elected while this process was away).
-  const std::optional<fence::Token> floor_before = election.floor;
-  const bool raised = co_await Raise(election, holder);
-  if (!raised) co_return;  // again at the next round, as a change
-  election.holder = holder.token;
-  const bool moved = election.floor != floor_before;
-  if ((before && *before != *holder.token) || (!before && moved)) {
+  if ((before && *before != *holder.token) ||
+      (!before && raised == Raised::kRaised)) {
     context_.metrics().ElectionHolderChanged(election.scope);
   }
   election.read_once = true;
 }
 
-Awaitable<bool> Elections::Raise(Election& election,
-                                 const storage::ElectionHolder& holder) {
-  const fence::Token token = *holder.token;
+Awaitable<Elections::Raised> Elections::Raise(Election& election,
+                                              fence::Token token,
+                                              const std::string& id) {
   if (!election.floor || *election.floor < token) {
     const storage::Fences::Read read =
         co_await context_.fences().Get(election.fence);
@@ -188,13 +200,13 @@ Awaitable<bool> Elections::Raise(Election& election,
                {{"scope", election.scope},
                 {"fence", election.fence},
                 {"error", read.error.message()}});
-      co_return false;
+      co_return Raised::kFailed;
     }
     if (read.fence) election.Floor(read.fence->token);
   }
   switch (fence::JudgeHolder(election.floor, token)) {
     case fence::HolderVerdict::kAtFence:
-      co_return true;
+      co_return Raised::kUnchanged;
     case fence::HolderVerdict::kBehind:
       if (election.behind_told != token) {
         election.behind_told = token;
@@ -204,12 +216,12 @@ Awaitable<bool> Elections::Raise(Election& election,
                  "fence stays (its writes are refused as stale)",
                  {{"scope", election.scope},
                   {"fence", election.fence},
-                  {"holder", holder.id},
+                  {"holder", id},
                   {"token", std::to_string(token), true},
                   {"current_token", TokenText(election.floor), true},
                   {"source", election.url}});
       }
-      co_return true;
+      co_return Raised::kUnchanged;
     case fence::HolderVerdict::kRaise:
       break;
   }
@@ -227,25 +239,27 @@ Awaitable<bool> Elections::Raise(Election& election,
               {"token", std::to_string(token), true},
               {"error", outcome.error.message()},
               {"detail", context_.fences().last_error()}});
-    co_return false;
+    co_return Raised::kFailed;
   }
   election.Floor(outcome.current);
   if (outcome.verdict == fence::WriteOutcome::Verdict::kRejected) {
-    const bool again = co_await Raise(election, holder);  // raised past it
-    co_return again;
+    // Raised past it meanwhile: judged again against the fence as it is.
+    const Raised again = co_await Raise(election, token, id);
+    co_return again == Raised::kFailed ? again : Raised::kUnchanged;
   }
   context_.Accepted(outcome);
-  if (fence::RaisesFence(outcome)) {
+  if (!fence::RaisesFence(outcome)) co_return Raised::kUnchanged;
+  {
     LogEvent(spdlog::level::info, "election_raised",
              "the election has a new holder: its fence is raised to its token",
              {{"scope", election.scope},
               {"fence", election.fence},
-              {"holder", holder.id},
+              {"holder", id},
               {"token", std::to_string(token), true},
               {"previous_token", TokenText(outcome.previous), true},
               {"source", election.url}});
   }
-  co_return true;
+  co_return Raised::kRaised;
 }
 
 void Elections::NoteUp(Election& election, bool up, const std::string& error) {
@@ -288,9 +302,7 @@ Awaitable<std::optional<Problem>> Elections::Admit(const std::string& fence,
     problem.retry_after = 1;
     return problem;
   };
-  if (!election.read_once || stopped_) {
-    co_return unavailable("was not read yet");
-  }
+  if (!election.read_once) co_return unavailable("was not read yet");
   using fence::ElectedToken;
   ElectedToken need =
       fence::CheckElectedToken(election.floor, token, election.confirmed);
@@ -300,34 +312,58 @@ Awaitable<std::optional<Problem>> Elections::Admit(const std::string& fence,
     if (!read.error && read.fence) election.Floor(read.fence->token);
     need = fence::CheckElectedToken(election.floor, token, election.confirmed);
   }
-  if (need != ElectedToken::kAskSource) co_return std::nullopt;
-  const storage::ElectionHolder holder = co_await election.source->ReadHolder();
-  NoteUp(election, holder.error.empty(), holder.error);
-  if (!holder.error.empty()) {
-    co_return unavailable("did not answer: " + holder.error);
+  if (need == ElectedToken::kAskSource) {
+    const storage::ElectionHolder holder =
+        co_await election.source->ReadHolder();
+    NoteUp(election, holder.error.empty(), holder.error);
+    if (!holder.error.empty()) {
+      co_return unavailable("did not answer: " + holder.error);
+    }
+    if (holder.token != election.holder) {
+      election.due = true;  // the follower raises the fence to it
+      election.wake.cancel();
+    }
+    election.Confirm(holder);
+    if (holder.token != token) {
+      co_return RefuseUnverified(election, key, token, holder.token);
+    }
   }
-  if (holder.token != election.holder) {
-    election.due = true;  // the follower raises the fence to it
-    election.wake.cancel();
+  // A holder above the token was read (by the follower, or by a read that
+  // finished first): the fence goes to its token before this one is
+  // judged, so no write of an older holder lands after its successor was
+  // seen, whichever coroutine saw it.
+  if (election.confirmed && token < *election.confirmed &&
+      (!election.floor || *election.floor < *election.confirmed)) {
+    const Raised raised =
+        co_await Raise(election, *election.confirmed, election.confirmed_id);
+    if (raised == Raised::kFailed) {
+      co_return unavailable(
+          "has a new holder whose token the fence could "
+          "not be raised to");
+    }
   }
-  if (holder.token) election.Confirm(*holder.token);
-  if (holder.token == token) co_return std::nullopt;
+  co_return std::nullopt;
+}
+
+Problem Elections::RefuseUnverified(Election& election, const std::string& key,
+                                    fence::Token token,
+                                    std::optional<fence::Token> holder) {
   context_.metrics().UnverifiedToken();
-  if (context_.AdmitLog(fence)) {
+  if (context_.AdmitLog(election.fence)) {
     LogEvent(spdlog::level::warn, "unverified_token_refused",
              "refused a token the election's source did not confirm",
              {{"key", key},
-              {"fence", fence},
+              {"fence", election.fence},
               {"presented_token", std::to_string(token), true},
-              {"holder_token", TokenText(holder.token), true},
+              {"holder_token", TokenText(holder), true},
               {"source", election.url}});
   }
-  co_return Problem(ProblemType::kUnverifiedToken,
-                    "token " + std::to_string(token) +
-                        " is not the token of the holder of the election at " +
-                        election.url + " (its holder's is " +
-                        TokenText(holder.token) + ")",
-                    key, token, election.floor);
+  return Problem(ProblemType::kUnverifiedToken,
+                 "token " + std::to_string(token) +
+                     " is not the token of the holder of the election at " +
+                     election.url + " (its holder's is " + TokenText(holder) +
+                     ")",
+                 key, token, election.floor);
 }
 
 }  // namespace fencepost::proxy

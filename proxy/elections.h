@@ -81,10 +81,17 @@ class Elections {
   Awaitable<void> Follow(std::shared_ptr<Election> election);
   // One read of the holder, and the raise it calls for.
   Awaitable<void> ReadAndRaise(Election& election);
-  // The fence of `election` raised to `holder`'s token, unless it is there
-  // already. False when the fence could not be read or raised.
-  Awaitable<bool> Raise(Election& election,
-                        const storage::ElectionHolder& holder);
+  enum class Raised { kFailed, kUnchanged, kRaised };
+  // The fence of `election` raised to the token of the holder `id`, unless
+  // it is there already (or above: the holder is behind). kFailed when the
+  // fence could not be read or raised.
+  Awaitable<Raised> Raise(Election& election, fence::Token token,
+                          const std::string& id);
+  // The 409 of a token the source did not confirm (`holder`: the token it
+  // named), counted and logged.
+  Problem RefuseUnverified(Election& election, const std::string& key,
+                           fence::Token token,
+                           std::optional<fence::Token> holder);
   // Notes whether the source answered (the gauge, and a line when it
   // changes).
   void NoteUp(Election& election, bool up, const std::string& error);

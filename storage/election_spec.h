@@ -17,7 +17,7 @@ namespace fencepost::storage {
 struct ElectionSpec {
   enum class Kind { kEtcd, kZooKeeper };
   Kind kind = Kind::kEtcd;
-  std::string url;    // as given, for logs and /v1/status
+  std::string url;    // as given, for logs
   EtcdSpec etcd;      // kEtcd: endpoints, TLS files, and PATH as `prefix`
   std::string hosts;  // kZooKeeper: "HOST:PORT,..." as its client takes it
   std::string path;   // kZooKeeper: "/a/b"

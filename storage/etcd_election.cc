@@ -1,7 +1,9 @@
 // An election held in etcd (storage/election_source.h): the key PATH, or the
 // key under PATH/, with the lowest create_revision holds it. That covers
 // etcd's concurrency.Election and `etcdctl elect NAME` (keys NAME/<lease>)
-// and fencepost's own etcd leases (the key PREFIX/NAME itself).
+// and fencepost's own etcd leases (the key PREFIX/NAME itself). Every one
+// of them binds its key to a lease (a session), so a key without one is
+// nobody's candidacy (a stray `etcdctl put`) and is passed over.
 
 #include <algorithm>
 #include <boost/asio/ssl/context.hpp>
@@ -18,8 +20,11 @@ namespace fencepost::storage {
 
 namespace {
 
-// The longest holder ID kept (for the log and /v1/status).
+// The longest holder ID kept (for the log).
 constexpr std::size_t kMaxId = 256;
+// The candidates under PATH/ read at once, oldest first: the holder is the
+// first with a lease among them.
+constexpr int kCandidates = 16;
 
 class EtcdElection final : public ElectionSource {
  public:
@@ -31,20 +36,24 @@ class EtcdElection final : public ElectionSource {
         tls_(spec.etcd.tls ? EtcdClient::TlsContext(spec.etcd) : nullptr) {}
 
   void Start(std::function<void()> changed) override {
-    // [PATH, PATH0): the key PATH and every key under PATH/ (and some of
-    // their neighbours, such as PATH-x: a change there only costs a read).
-    EtcdWatch::Range range{spec_.prefix, etcd::PrefixEnd(spec_.prefix + "/")};
-    EtcdWatch::Handlers handlers;
-    handlers.event = [changed](const http::JsonValue&) { changed(); };
-    handlers.opened = changed;
-    handlers.reset = changed;
-    watch_ = std::make_unique<EtcdWatch>(io_, spec_, tls_, std::move(range),
-                                         std::move(handlers));
-    watch_->Start();
+    // The key PATH, and the keys under PATH/: two watches, so that no
+    // neighbour (PATH-x, PATH.cfg) is watched.
+    const std::string under = spec_.prefix + "/";
+    for (EtcdWatch::Range range :
+         {EtcdWatch::Range{spec_.prefix, ""},
+          EtcdWatch::Range{under, etcd::PrefixEnd(under)}}) {
+      EtcdWatch::Handlers handlers;
+      handlers.event = [changed](const http::JsonValue&) { changed(); };
+      handlers.opened = changed;
+      handlers.reset = changed;
+      watches_.push_back(std::make_unique<EtcdWatch>(
+          io_, spec_, tls_, std::move(range), std::move(handlers)));
+      watches_.back()->Start();
+    }
   }
 
   void Stop() override {
-    if (watch_) watch_->Stop();
+    for (const auto& watch : watches_) watch->Stop();
   }
 
   Awaitable<ElectionHolder> ReadHolder() override {
@@ -57,7 +66,8 @@ class EtcdElection final : public ElectionSource {
                        EncodeBase64(under) + "\",\"range_end\":\"" +
                        EncodeBase64(etcd::PrefixEnd(under)) +
                        "\",\"sort_order\":\"ASCEND\",\"sort_target\":"
-                       "\"CREATE\",\"limit\":\"1\"}}]}";
+                       "\"CREATE\",\"limit\":\"" +
+                       std::to_string(kCandidates) + "\"}}]}";
     const EtcdApi::Reply reply =
         co_await client_.Call("/v3/kv/txn", std::move(body), true);
     ElectionHolder holder;
@@ -83,11 +93,18 @@ class EtcdElection final : public ElectionSource {
           holder.error = "etcd's answer has a key without its create_revision";
           co_return holder;
         }
+        if (etcd::Int64Of(kv.Find("lease")) == 0) continue;  // no candidacy
         if (found == nullptr || created < lowest) {
           lowest = created;
           found = &kv;
         }
       }
+    }
+    if (found == nullptr && etcd::RangeCountAt(*responses, 1) > kCandidates) {
+      holder.error =
+          "the oldest keys under the election's PATH/ have no "
+          "lease (nobody's candidacy): remove them";
+      co_return holder;
     }
     if (found != nullptr) {
       holder.token = static_cast<fence::Token>(lowest);
@@ -102,7 +119,7 @@ class EtcdElection final : public ElectionSource {
   const EtcdSpec spec_;  // `prefix`: PATH without its leading '/'
   EtcdClient client_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  std::unique_ptr<EtcdWatch> watch_;
+  std::vector<std::unique_ptr<EtcdWatch>> watches_;
 };
 
 }  // namespace

@@ -121,7 +121,8 @@ Awaitable<void> EtcdWatch::Run(std::shared_ptr<State> state) {
 }
 
 // One stream: the watch's create request, then its messages until it
-// breaks. True when it was created (so the next one starts at once).
+// breaks. True when it was created and ended cleanly (the next one starts at
+// once).
 template <class Stream>
 Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
                                   std::shared_ptr<State> state) {
@@ -186,7 +187,9 @@ Awaitable<bool> EtcdWatch::Follow(Stream& stream, const std::string& host,
     lowest.expires_after(std::chrono::minutes(11));
     co_await bhttp::async_read_some(stream, buffer, parser, token);
   }
-  co_return created;
+  // A message that broke the stream comes again at the next one: only a
+  // stream that ended cleanly starts the next at once.
+  co_return created && !broken;
 }
 
 bool EtcdWatch::Handle(const http::JsonValue& message, std::int64_t* revision) {

@@ -288,6 +288,15 @@ TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
       message({"--election", "k=etcd://h:1/p", "--election", "k=zk://h:1/q"})
           .find("one election per fence"),
       std::string::npos);
+  EXPECT_NE(message({"--fence-scope", "orders/", "--fence-scope",
+                     "orders/archive/", "--election", "orders/=etcd://h:1/p"})
+                .find("lies inside the elected scope"),
+            std::string::npos);
+  EXPECT_EQ(Parse({"--fence-scope", "orders/", "--fence-scope",
+                   "orders/archive/", "--election", "orders/=etcd://h:1/p",
+                   "--election", "orders/archive/=etcd://h:1/q"})
+                .config.elections.size(),
+            2u);
   EXPECT_NE(message({"--election", "/bad=etcd://h:1/p"}).find("valid key"),
             std::string::npos);
   EXPECT_NE(message({"--election", "k=etcd://h:1/p", "--election-ca", "x"})
