@@ -11,6 +11,40 @@
 
 namespace fencepost::proxy {
 
+namespace {
+
+// An elected SCOPE: a --fence-scope, or a key of its own fence, and no
+// --fence-scope inside it left unelected (its keys would have a fence of
+// their own, which nobody elects).
+void CheckScope(const Config& c, const fence::Scopes& scopes,
+                const std::string& scope) {
+  if (!scopes.IsScope(scope)) {
+    if (fence::ValidateKey(scope) != fence::KeyError::kOk) {
+      throw ConfigError("--election: '" + scope +
+                        "' is neither a --fence-scope nor a valid key");
+    }
+    if (scopes.FenceFor(scope) != scope) {
+      throw ConfigError(
+          "--election: the key '" + scope + "' is under --fence-scope '" +
+          std::string(scopes.FenceFor(scope)) + "': elect that scope");
+    }
+  }
+  for (const std::string& other : c.fence_scopes) {
+    if (scopes.IsScope(scope) && other != scope && other.starts_with(scope) &&
+        std::none_of(
+            c.elections.begin(), c.elections.end(),
+            [&](const ElectionConfig& e) { return e.scope == other; })) {
+      // Its keys have a fence of their own, which nobody would elect.
+      throw ConfigError("--election: --fence-scope '" + other +
+                        "' lies inside the elected scope '" + scope +
+                        "' and has a fence of its own: elect it too, or "
+                        "drop it");
+    }
+  }
+}
+
+}  // namespace
+
 // --election: each SCOPE a configured --fence-scope or a key of its own
 // fence, one election per fence; the TLS files and the digest handed to the
 // sources that use them.
@@ -20,29 +54,7 @@ void CheckElections(Config& c) {
   bool etcds = false, zookeeper = false;
   for (ElectionConfig& election : c.elections) {
     const std::string& scope = election.scope;
-    if (!scopes.IsScope(scope)) {
-      if (fence::ValidateKey(scope) != fence::KeyError::kOk) {
-        throw ConfigError("--election: '" + scope +
-                          "' is neither a --fence-scope nor a valid key");
-      }
-      if (scopes.FenceFor(scope) != scope) {
-        throw ConfigError(
-            "--election: the key '" + scope + "' is under --fence-scope '" +
-            std::string(scopes.FenceFor(scope)) + "': elect that scope");
-      }
-    }
-    for (const std::string& other : c.fence_scopes) {
-      if (scopes.IsScope(scope) && other != scope && other.starts_with(scope) &&
-          std::none_of(
-              c.elections.begin(), c.elections.end(),
-              [&](const ElectionConfig& e) { return e.scope == other; })) {
-        // Its keys have a fence of their own, which nobody would elect.
-        throw ConfigError("--election: --fence-scope '" + other +
-                          "' lies inside the elected scope '" + scope +
-                          "' and has a fence of its own: elect it too, or "
-                          "drop it");
-      }
-    }
+    CheckScope(c, scopes, scope);
     if (std::find(fences.begin(), fences.end(), scope) != fences.end()) {
       throw ConfigError("--election: '" + scope +
                         "' has two elections; one election per fence");

@@ -35,6 +35,17 @@ std::string TokenText(std::optional<fence::Token> token) {
 
 }  // namespace
 
+// One read of an election's holder for the writes that need it, shared by
+// every write that waits for it.
+struct Elections::Check {
+  explicit Check(asio::io_context& io) : done(io) {
+    done.expires_at(asio::steady_timer::time_point::max());
+  }
+  asio::steady_timer done;  // cancelled when the read is answered
+  bool finished = false;
+  storage::ElectionHolder holder;
+};
+
 struct Elections::Election {
   explicit Election(asio::io_context& io) : wake(io) {}
   std::string scope;  // as configured
@@ -56,6 +67,8 @@ struct Elections::Election {
   // below needs no source for.
   std::optional<fence::Token> floor;
   std::optional<fence::Token> behind_told;  // the holder last logged behind
+  // The writes' read of the holder in flight, and the one queued after it.
+  std::shared_ptr<Check> running, queued;
 
   void Floor(std::optional<fence::Token> at_least) {
     if (at_least && (!floor || *at_least > *floor)) floor = at_least;
@@ -313,8 +326,7 @@ Awaitable<std::optional<Problem>> Elections::Admit(const std::string& fence,
     need = fence::CheckElectedToken(election.floor, token, election.confirmed);
   }
   if (need == ElectedToken::kAskSource) {
-    const storage::ElectionHolder holder =
-        co_await election.source->ReadHolder();
+    const storage::ElectionHolder holder = co_await ReadForWrites(election);
     NoteUp(election, holder.error.empty(), holder.error);
     if (!holder.error.empty()) {
       co_return unavailable("did not answer: " + holder.error);
@@ -343,6 +355,42 @@ Awaitable<std::optional<Problem>> Elections::Admit(const std::string& fence,
     }
   }
   co_return std::nullopt;
+}
+
+Awaitable<storage::ElectionHolder> Elections::ReadForWrites(
+    Election& election) {
+  // A read already in flight may have been sent before this write's token
+  // was elected, so it cannot answer it: the next one can, and every write
+  // that arrives meanwhile shares it. The source sees at most two reads of
+  // the writes at once, however many come.
+  std::shared_ptr<Check> mine;
+  if (!election.running) {
+    mine = std::make_shared<Check>(io_);
+    election.running = mine;
+    for (const std::shared_ptr<Election>& held : elections_) {
+      if (held.get() == &election) {
+        asio::co_spawn(io_, RunChecks(held), asio::detached);
+      }
+    }
+  } else {
+    if (!election.queued) election.queued = std::make_shared<Check>(io_);
+    mine = election.queued;
+  }
+  if (!mine->finished) {
+    boost::system::error_code ec;
+    co_await mine->done.async_wait(asio::redirect_error(kUseAwaitable, ec));
+  }
+  co_return mine->holder;
+}
+
+Awaitable<void> Elections::RunChecks(std::shared_ptr<Election> election) {
+  while (election->running) {
+    const std::shared_ptr<Check> check = election->running;
+    check->holder = co_await election->source->ReadHolder();
+    check->finished = true;
+    check->done.cancel();
+    election->running = std::move(election->queued);
+  }
 }
 
 Problem Elections::RefuseUnverified(Election& election, const std::string& key,

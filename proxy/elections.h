@@ -76,6 +76,7 @@ class Elections {
 
  private:
   struct Election;
+  struct Check;
   // Follows one election until Stop: a read at each change and every
   // second, and the raise it calls for.
   Awaitable<void> Follow(std::shared_ptr<Election> election);
@@ -96,6 +97,11 @@ class Elections {
   // changes).
   void NoteUp(Election& election, bool up, const std::string& error);
   Election* Find(const std::string& fence) const;
+  // A linearizable read of the holder for a write that needs it, sent after
+  // the write arrived; shared by the writes that wait at the same time.
+  Awaitable<storage::ElectionHolder> ReadForWrites(Election& election);
+  // Sends the writes' reads of `election`, one after another.
+  Awaitable<void> RunChecks(std::shared_ptr<Election> election);
 
   boost::asio::io_context& io_;
   RouteContext& context_;
