@@ -16,7 +16,10 @@
 // etcds:// source is read with --election-ca/-cert/-key and is down without
 // a client certificate; a ZooKeeper election behind a digest ACL is read
 // with --election-digest-file and is down without it or with a wrong
-// password.
+// password; an etcd key without a lease and a ZooKeeper child that is not
+// ephemeral, the oldest of the election, are passed over (nobody's
+// candidacy), and an etcd election whose oldest keys all lack a lease is
+// down.
 //
 // Times are measured and printed (the election to the raise), never
 // asserted. The suite is one process (fencepost_suite): one ZooKeeper for
@@ -250,7 +253,12 @@ class Etcd {
   // The election's candidates: the keys under `prefix`/, lowest
   // create_revision first.
   std::vector<Candidate> Candidates(const std::string& prefix) const {
-    std::istringstream in(Ctl("get --prefix " + prefix + "/ -w fields"));
+    return Keys("--prefix " + prefix + "/");
+  }
+  // The keys `etcdctl get RANGE` names (a key, or `--prefix KEY`), with
+  // their create_revision, value and lease; lowest create_revision first.
+  std::vector<Candidate> Keys(const std::string& range) const {
+    std::istringstream in(Ctl("get " + range + " -w fields"));
     std::vector<Candidate> out;
     for (std::string line; std::getline(in, line);) {
       if (std::string key = FieldValue(line, "Key"); !key.empty()) {
@@ -528,6 +536,10 @@ std::string ErrorLines(const ServerProcess& s) {
 //                                    SIGTERM (which closes its session)
 //   candidate.py list HOSTS PATH     prints "NODE CZXID" per candidate,
 //                                    lowest sequence first
+//   candidate.py persist HOSTS PATH CHILD
+//                                    makes PATH (when missing) and the
+//                                    PERSISTENT child PATH/CHILD (data
+//                                    "stray"); prints its czxid
 // Its session times out 2 s after it was killed.
 constexpr const char* kKazooCandidate = R"py(import signal, sys, threading
 from kazoo.client import KazooClient
@@ -536,6 +548,11 @@ mode, hosts, path = sys.argv[1:4]
 zk = KazooClient(hosts=hosts, timeout=2.0)
 zk.start(timeout=10)
 try:
+    if mode == "persist":
+        node = path + "/" + sys.argv[4]
+        zk.create(node, b"stray", makepath=True)
+        print(zk.exists(node).czxid)
+        sys.exit(0)
     if mode == "list":
         for child in sorted(zk.get_children(path), key=lambda c: c[-10:]):
             print(child, zk.exists(path + "/" + child).czxid)
@@ -1739,6 +1756,257 @@ TEST_F(ElectionTest, ZooKeeperDigestAuth) {
   EXPECT_EQ(loose.exit_status, 2) << loose.output;
   EXPECT_NE(loose.output.find("readable by others"), std::string::npos)
       << loose.output;
+}
+
+// The line of `log` holding `event` ("" when there is none).
+std::string LogLine(const std::string& log, const std::string& event) {
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find(event) != std::string::npos) return line;
+  }
+  return "";
+}
+
+// etcd: keys put without a lease are nobody's candidacy. Before any
+// candidate, `etcdctl put NAME stray` (the key PATH itself) and `etcdctl put
+// NAME/000stray x` (under PATH/): the two oldest keys of the election. Then
+// `etcdctl elect NAME A`: the fence is raised to A's key's create_revision,
+// not to a stray key's; A's token writes, the stray keys' revisions are
+// refused; B waits and is unverified; A resigns: the fence is at B's. The
+// only fence events are A's and B's. (etcdctl elect itself, that is
+// concurrency.Election, waits for every older key under NAME/ to go, with
+// a lease or not: A and B never print their proposal while NAME/000stray
+// is there, whereas fencepost names A, the oldest key with a lease.)
+//
+// Then 17 keys without a lease under another election's PATH/, older than
+// its one candidate: the oldest keys the source reads (16) are all
+// nobody's, so the source is reported down ("no lease") rather than the
+// election read as held by nobody; once they are deleted, the candidate's
+// token is raised.
+//
+// A build that took the oldest key whatever its lease puts the fence at
+// the bare key's revision: the fence is not at A's token and A's write is
+// 409 unverified-token, which fail here.
+TEST_F(ElectionTest, AKeyWithoutALeaseIsNotAHolder) {
+  Etcd etcd;
+  ASSERT_FALSE(etcd.url().empty()) << "etcd did not start";
+  const std::string name = "leaseless";
+  auto s = Serve("orders/", etcd.url() + "/" + name);
+  ASSERT_TRUE(AwaitReady(*s)) << "nobody holds it: ready once read\n"
+                              << s->Log();
+  Watcher watcher(s->admin_port(), "/v1/watch");
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
+
+  etcd.Ctl("put " + name + " stray");
+  etcd.Ctl("put " + name + "/000stray x");
+  const std::vector<Candidate> bare = etcd.Keys(name);
+  const std::vector<Candidate> under = etcd.Candidates(name);
+  ASSERT_EQ(bare.size(), 1u) << etcd.Ctl("get --prefix " + name);
+  ASSERT_EQ(under.size(), 1u) << etcd.Ctl("get --prefix " + name);
+  ASSERT_EQ(bare[0].name, name);
+  ASSERT_EQ(under[0].name, name + "/000stray");
+  ASSERT_EQ(bare[0].lease, 0);
+  ASSERT_EQ(under[0].lease, 0);
+  const std::uint64_t stray_bare = bare[0].token, stray = under[0].token;
+  ASSERT_GT(stray_bare, 0u);
+  ASSERT_GT(stray, stray_bare);
+
+  auto a = Elect(etcd, name, "A");
+  const std::vector<Candidate> with_a = etcd.AwaitCandidates(name, 2);
+  ASSERT_EQ(with_a.size(), 2u) << a->Output();
+  const Candidate ka = with_a[1];
+  ASSERT_EQ(with_a[0].name, name + "/000stray");
+  ASSERT_NE(ka.lease, 0);
+  ASSERT_EQ(ka.name, name + "/" + Hex(ka.lease));
+  ASSERT_EQ(ka.value, "A");
+  const std::uint64_t ta = ka.token;
+  ASSERT_GT(ta, stray);
+
+  ASSERT_TRUE(AwaitFence(*s, "orders/1", ta))
+      << "the fence never reached A's token " << ta
+      << " (the stray keys: " << stray_bare << ", " << stray << "), it is at "
+      << FenceOf(*s, "orders/1") << "\n"
+      << s->Log();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+  EXPECT_TRUE(AwaitReady(*s)) << s->Log();
+  EXPECT_EQ(Metric(*s, Up("orders/")), 1);
+  const HttpResponse own = Put(*s, "orders/1", ta, "from A");
+  EXPECT_TRUE(Accepted(own)) << Verdict(own) << " " << own.body;
+  // The stray keys were put before A campaigned, so their revisions are
+  // below A's, at which the fence stands: stale, decided without the
+  // source (a revision above the fence would be 409 unverified-token).
+  for (const std::uint64_t t : {stray_bare, stray}) {
+    const HttpResponse w = Put(*s, "orders/1", t, "a stray key's revision");
+    EXPECT_EQ(Verdict(w), "409 stale-token") << "token " << t << "\n" << w.body;
+    EXPECT_NE(w.body.find("\"current_token\":" + std::to_string(ta)),
+              std::string::npos)
+        << w.body;
+  }
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+
+  auto b = Elect(etcd, name, "B");
+  const std::vector<Candidate> with_b = etcd.AwaitCandidates(name, 3);
+  ASSERT_EQ(with_b.size(), 3u) << b->Output();
+  ASSERT_EQ(with_b[1].name, ka.name);
+  ASSERT_EQ(with_b[2].value, "B");
+  const std::uint64_t tb = with_b[2].token;
+  const HttpResponse early = Put(*s, "orders/1", tb, "B too early");
+  EXPECT_EQ(Verdict(early), "409 unverified-token") << early.body;
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+
+  a->Signal(SIGINT);  // resigns: A's key goes; the stray keys stay
+  const auto raised = AwaitFence(*s, "orders/1", tb);
+  ASSERT_TRUE(raised) << "the fence never reached B's token " << tb << "\n"
+                      << s->Log();
+  Timing("leaseless keys: A resigns -> fence at B's token", *raised);
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tb);
+  EXPECT_EQ(etcd.Keys(name).size(), 1u) << "the bare key stays";
+  EXPECT_EQ(etcd.Candidates(name).size(), 2u) << "NAME/000stray and B's";
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", ta, "A again")), "409 stale-token");
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", stray, "stray")), "409 stale-token");
+  const HttpResponse from_b = Put(*s, "orders/1", tb, "from B");
+  EXPECT_TRUE(Accepted(from_b)) << Verdict(from_b) << " " << from_b.body;
+  EXPECT_EQ(Request(s->data_port(), "GET", "/orders/1").body, "from B");
+
+  // The fence was made at A's token and raised to B's, by the election;
+  // never to a stray key's revision.
+  EXPECT_EQ(FenceTokens(watcher), (std::vector<std::uint64_t>{ta, tb}))
+      << watcher.raw();
+  EXPECT_TRUE(SawElectionRaise(watcher, ta)) << watcher.raw();
+  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
+  EXPECT_EQ(s->Log().find("stray"), std::string::npos)
+      << "a stray key named as a holder\n"
+      << s->Log();
+  EXPECT_EQ(ErrorLines(*s), "");
+
+  // More keys without a lease than the source reads at once, older than
+  // the only candidate.
+  const std::string crowded = "crowded";
+  for (int i = 0; i < 17; ++i) {
+    char key[64];
+    std::snprintf(key, sizeof key, "%s/stray-%02d", crowded.c_str(), i);
+    etcd.Ctl(std::string("put ") + key + " x");
+  }
+  const Candidate c = etcd.PutCandidate(crowded, "c");
+  const std::vector<Candidate> crowd = etcd.Candidates(crowded);
+  ASSERT_EQ(crowd.size(), 18u);
+  ASSERT_EQ(crowd.back().name, crowded + "/c");
+  ASSERT_NE(c.lease, 0);
+  for (std::size_t i = 0; i + 1 < crowd.size(); ++i) {
+    ASSERT_EQ(crowd[i].lease, 0) << crowd[i].name;
+  }
+  auto down = Serve("crowded/", etcd.url() + "/" + crowded);
+  ExpectSourceDown(*down, "crowded/", "crowded/1", 0, c.token);
+  const std::string line = LogLine(down->Log(), "election_source_down");
+  EXPECT_NE(line.find("no lease"), std::string::npos)
+      << "election_source_down does not say why\n"
+      << down->Log();
+  // Deleted, the candidate is the oldest key: read, raised.
+  etcd.Ctl("del --prefix " + crowded + "/stray-");
+  ASSERT_TRUE(AwaitFence(*down, "crowded/1", c.token)) << down->Log();
+  EXPECT_EQ(FenceOf(*down, "crowded/1"), c.token);
+  EXPECT_TRUE(AwaitReady(*down)) << down->Log();
+  EXPECT_EQ(Metric(*down, Up("crowded/")), 1);
+  EXPECT_NE(down->Log().find("election_source_up"), std::string::npos)
+      << down->Log();
+  EXPECT_TRUE(Accepted(Put(*down, "crowded/1", c.token, "from c")));
+}
+
+// ZooKeeper: a child that is not ephemeral is nobody's candidacy (no
+// session's end removes it). PATH and a PERSISTENT child named as kazoo's
+// Lock names its nodes, with the lowest sequence (x__lock__0000000000),
+// made before any candidate; then kazoo's Election candidate A: the fence
+// is raised to A's node's czxid, not to the stray node's; A's token
+// writes, the stray's czxid is refused; B waits and is unverified; A
+// closes its session: the fence is at B's czxid. The only fence events
+// are A's and B's. (kazoo's Lock itself waits behind the stray node, as
+// etcdctl elect does behind a leaseless key: A and B never print
+// "elected" while it is there.)
+//
+// A build that took the lowest sequence whatever the node puts the fence
+// at the stray's czxid: the fence is not at A's czxid and A's write is 409
+// unverified-token, which fail here.
+TEST_F(ElectionTest, APersistentChildIsNotAHolder) {
+  ASSERT_FALSE(zk_url_.empty()) << "ZooKeeper did not start";
+  static int run = 0;  // one PATH per run (--gtest_repeat)
+  const std::string path = "/elect/persistent" + std::to_string(++run);
+  const std::string stray_name = "x__lock__0000000000";
+  auto s = Serve("orders/", "zookeeper://" + ZooKeeperHosts() + path);
+  ASSERT_TRUE(AwaitReady(*s)) << "no PATH, nobody holds it: ready once read\n"
+                              << s->Log();
+  Watcher watcher(s->admin_port(), "/v1/watch");
+  ASSERT_TRUE(watcher.Opened()) << watcher.raw();
+
+  const std::string made =
+      Shell(kPython + " " + *suite_dir_ / "candidate.py" + " persist " +
+            ZooKeeperHosts() + " " + path + " " + stray_name + " 2>&1");
+  std::uint64_t stray = 0;
+  std::istringstream(made) >> stray;
+  ASSERT_GT(stray, 0u) << "the persistent child was not made: " << made;
+
+  auto a = Kazoo(path, "A");
+  std::vector<Candidate> children;
+  ASSERT_TRUE(Await([&] {
+    return (children = KazooCandidates(path)).size() == 2;
+  })) << a->Output();
+  ASSERT_EQ(children[0].name, stray_name);
+  ASSERT_EQ(children[0].token, stray);
+  const std::uint64_t ta = children[1].token;
+  ASSERT_GT(ta, stray);
+
+  ASSERT_TRUE(AwaitFence(*s, "orders/1", ta))
+      << "the fence never reached A's czxid " << ta
+      << " (the stray's: " << stray << "), it is at " << FenceOf(*s, "orders/1")
+      << "\n"
+      << s->Log();
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+  EXPECT_TRUE(AwaitReady(*s)) << s->Log();
+  EXPECT_EQ(Metric(*s, Up("orders/")), 1);
+  const HttpResponse own = Put(*s, "orders/1", ta, "from A");
+  EXPECT_TRUE(Accepted(own)) << Verdict(own) << " " << own.body;
+  // The stray node was made before A's, so its czxid is below the fence:
+  // stale, decided without the source.
+  const HttpResponse by_stray = Put(*s, "orders/1", stray, "the stray's");
+  EXPECT_EQ(Verdict(by_stray), "409 stale-token") << by_stray.body;
+  EXPECT_NE(by_stray.body.find("\"current_token\":" + std::to_string(ta)),
+            std::string::npos)
+      << by_stray.body;
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+
+  auto b = Kazoo(path, "B");
+  ASSERT_TRUE(Await([&] {
+    return (children = KazooCandidates(path)).size() == 3;
+  })) << b->Output();
+  ASSERT_EQ(children[0].name, stray_name);
+  ASSERT_EQ(children[1].token, ta);
+  const std::uint64_t tb = children[2].token;
+  const HttpResponse early = Put(*s, "orders/1", tb, "B too early");
+  EXPECT_EQ(Verdict(early), "409 unverified-token") << early.body;
+  EXPECT_EQ(FenceOf(*s, "orders/1"), ta);
+
+  a->Signal(SIGTERM);  // closes its session: its node goes at once
+  const auto raised = AwaitFence(*s, "orders/1", tb);
+  ASSERT_TRUE(raised) << "the fence never reached B's czxid " << tb << "\n"
+                      << s->Log();
+  Timing("persistent child: A closes its session -> fence at B's czxid",
+         *raised);
+  EXPECT_EQ(FenceOf(*s, "orders/1"), tb);
+  ASSERT_TRUE(
+      Await([&] { return (children = KazooCandidates(path)).size() == 2; }));
+  EXPECT_EQ(children[0].name, stray_name) << "the stray node stays";
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", ta, "A again")), "409 stale-token");
+  EXPECT_EQ(Verdict(Put(*s, "orders/1", stray, "stray")), "409 stale-token");
+  const HttpResponse from_b = Put(*s, "orders/1", tb, "from B");
+  EXPECT_TRUE(Accepted(from_b)) << Verdict(from_b) << " " << from_b.body;
+
+  EXPECT_EQ(FenceTokens(watcher), (std::vector<std::uint64_t>{ta, tb}))
+      << watcher.raw();
+  EXPECT_TRUE(SawElectionRaise(watcher, ta)) << watcher.raw();
+  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
+  EXPECT_EQ(s->Log().find("stray"), std::string::npos)
+      << "the stray node named as a holder\n"
+      << s->Log();
+  EXPECT_EQ(ErrorLines(*s), "");
 }
 
 }  // namespace
