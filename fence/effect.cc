@@ -1,0 +1,95 @@
+#include "fence/effect.h"
+
+#include <algorithm>
+
+#include "fence/big_endian.h"
+
+namespace fencepost::fence {
+namespace {
+
+// version (1), state (1), token, created (8 each), status (2), the lengths
+// of the fence, hash and content type (2 each), then those three and the
+// body.
+constexpr std::size_t kHeader = 2 + 2 * 8 + 2 + 3 * 2;
+constexpr char kVersion = 1;
+
+bool IsState(char c) {
+  using State = EffectRecord::State;
+  return c == static_cast<char>(State::kInFlight) ||
+         c == static_cast<char>(State::kDone) ||
+         c == static_cast<char>(State::kUnknown) ||
+         c == static_cast<char>(State::kNotSent);
+}
+
+}  // namespace
+
+std::string EncodeEffect(const EffectRecord& record) {
+  std::string out(kHeader, '\0');
+  out[0] = kVersion;
+  out[1] = static_cast<char>(record.state);
+  StoreBigEndian(out.data() + 2, record.token, 8);
+  StoreBigEndian(out.data() + 10,
+                 static_cast<std::uint64_t>(record.created_at_ns), 8);
+  StoreBigEndian(out.data() + 18, static_cast<std::uint64_t>(record.status), 2);
+  StoreBigEndian(out.data() + 20, record.fence.size(), 2);
+  StoreBigEndian(out.data() + 22, record.request_hash.size(), 2);
+  StoreBigEndian(out.data() + 24, record.content_type.size(), 2);
+  out += record.fence;
+  out += record.request_hash;
+  out += record.content_type;
+  out += record.body;
+  return out;
+}
+
+bool DecodeEffect(std::string_view bytes, EffectRecord* record) {
+  if (bytes.size() < kHeader || bytes[0] != kVersion || !IsState(bytes[1])) {
+    return false;
+  }
+  const char* p = bytes.data();
+  const std::size_t fence_size = LoadBigEndian(p + 20, 2);
+  const std::size_t hash_size = LoadBigEndian(p + 22, 2);
+  const std::size_t type_size = LoadBigEndian(p + 24, 2);
+  if (bytes.size() < kHeader + fence_size + hash_size + type_size) {
+    return false;
+  }
+  record->state = static_cast<EffectRecord::State>(p[1]);
+  record->token = LoadBigEndian(p + 2, 8);
+  record->created_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 10, 8));
+  record->status = static_cast<int>(LoadBigEndian(p + 18, 2));
+  std::string_view rest = bytes.substr(kHeader);
+  record->fence = std::string(rest.substr(0, fence_size));
+  rest.remove_prefix(fence_size);
+  record->request_hash = std::string(rest.substr(0, hash_size));
+  rest.remove_prefix(hash_size);
+  record->content_type = std::string(rest.substr(0, type_size));
+  rest.remove_prefix(type_size);
+  record->body = std::string(rest);
+  return true;
+}
+
+EffectVerdict DecideEffect(const EffectRecord* record,
+                           std::string_view request_hash, bool in_flight_here) {
+  using State = EffectRecord::State;
+  if (record == nullptr) return EffectVerdict::kSend;
+  if (record->request_hash != request_hash) return EffectVerdict::kKeyReused;
+  switch (record->state) {
+    case State::kNotSent:
+      return EffectVerdict::kSend;
+    case State::kDone:
+      return EffectVerdict::kReplay;
+    case State::kInFlight:
+      return in_flight_here ? EffectVerdict::kInProgress
+                            : EffectVerdict::kOutcomeUnknown;
+    case State::kUnknown:
+      break;
+  }
+  return EffectVerdict::kOutcomeUnknown;
+}
+
+bool IsIdempotencyKey(std::string_view key) {
+  return !key.empty() && key.size() <= 255 &&
+         std::all_of(key.begin(), key.end(),
+                     [](char c) { return c > ' ' && c < 0x7f; });
+}
+
+}  // namespace fencepost::fence

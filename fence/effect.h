@@ -1,0 +1,62 @@
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fence/token.h"
+
+namespace fencepost::fence {
+
+// The rules of a fenced side effect (SPEC "Fenced side effects"): a
+// leader's call out (a payment, a webhook) made through fencepost, decided
+// in its fence's turn, sent at most once, its answer kept for the retries.
+
+// The record of one call, by target and Idempotency-Key: durable before
+// the call goes out (kInFlight), and again once what became of it is known.
+struct EffectRecord {
+  enum class State : char {
+    kInFlight = 'f',  // durable, and the call may be on its way
+    kDone = 'd',      // answered: the answer below is replayed to retries
+    kUnknown = 'u',   // sent, and no answer: never sent again by fencepost
+    kNotSent = 'n',   // it never left (connection refused): may be sent
+  };
+  State state = State::kInFlight;
+  std::string fence;
+  Token token = 0;
+  // Hex SHA-256 of the method, the rest of the path, the query and the
+  // body (EffectRequestHash): what makes a retry the same request.
+  std::string request_hash;
+  std::int64_t created_at_ns = 0;  // Unix ns: for the retention
+  // kDone: the target's answer (the body at most --max-body).
+  int status = 0;
+  std::string content_type;
+  std::string body;
+};
+
+// The stored form; DecodeEffect is false for bytes EncodeEffect did not
+// write.
+std::string EncodeEffect(const EffectRecord& record);
+bool DecodeEffect(std::string_view bytes, EffectRecord* record);
+
+// What a request for an effect gets, given the record kept under its target
+// and Idempotency-Key (nullptr: none) and its own request hash. The token
+// is decided first, by the accept rule, before any of these.
+enum class EffectVerdict {
+  kSend,            // no record, or one that never left: send it
+  kReplay,          // the same request, answered: its answer again
+  kKeyReused,       // another request under the same key: 422
+  kInProgress,      // the same request, in flight in this process: 409
+  kOutcomeUnknown,  // the same request, sent with no answer known: 409
+};
+// `in_flight_here`: whether this process is making that record's call now.
+// A record left in flight by a process that stopped is an unknown outcome:
+// the call may have reached the target.
+EffectVerdict DecideEffect(const EffectRecord* record,
+                           std::string_view request_hash, bool in_flight_here);
+
+// Whether `key` is an Idempotency-Key: 1 to 255 visible ASCII characters.
+bool IsIdempotencyKey(std::string_view key);
+
+}  // namespace fencepost::fence

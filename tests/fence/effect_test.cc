@@ -1,0 +1,87 @@
+#include "fence/effect.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace fencepost::fence {
+namespace {
+
+using State = EffectRecord::State;
+
+EffectRecord Answered() {
+  EffectRecord record;
+  record.state = State::kDone;
+  record.fence = "orders/leader";
+  record.token = 18446744073709551615ull;
+  record.request_hash = std::string(64, 'a');
+  record.created_at_ns = 1765000000000000000;
+  record.status = 201;
+  record.content_type = "application/json";
+  record.body = std::string("{\"id\":\"ch_1\"}\0tail", 18);
+  return record;
+}
+
+TEST(EffectRecordTest, RoundTripsEveryField) {
+  const EffectRecord record = Answered();
+  EffectRecord back;
+  ASSERT_TRUE(DecodeEffect(EncodeEffect(record), &back));
+  EXPECT_EQ(back.state, State::kDone);
+  EXPECT_EQ(back.fence, record.fence);
+  EXPECT_EQ(back.token, record.token);
+  EXPECT_EQ(back.request_hash, record.request_hash);
+  EXPECT_EQ(back.created_at_ns, record.created_at_ns);
+  EXPECT_EQ(back.status, 201);
+  EXPECT_EQ(back.content_type, record.content_type);
+  EXPECT_EQ(back.body, record.body);
+}
+
+TEST(EffectRecordTest, RefusesBytesItDidNotWrite) {
+  const std::string good = EncodeEffect(Answered());
+  EffectRecord back;
+  EXPECT_FALSE(DecodeEffect("", &back));
+  EXPECT_FALSE(DecodeEffect(good.substr(0, 20), &back));
+  std::string other_version = good;
+  other_version[0] = 2;
+  EXPECT_FALSE(DecodeEffect(other_version, &back));
+  std::string bad_state = good;
+  bad_state[1] = 'x';
+  EXPECT_FALSE(DecodeEffect(bad_state, &back));
+  // Lengths that run past the end.
+  std::string cut = good.substr(0, 26 + 5);
+  EXPECT_FALSE(DecodeEffect(cut, &back));
+}
+
+TEST(EffectRuleTest, SentOnceAndReplayedToTheSameRequest) {
+  const std::string hash(64, 'a');
+  EXPECT_EQ(DecideEffect(nullptr, hash, false), EffectVerdict::kSend);
+  EffectRecord record = Answered();
+  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kReplay);
+  EXPECT_EQ(DecideEffect(&record, std::string(64, 'b'), false),
+            EffectVerdict::kKeyReused);
+  record.state = State::kInFlight;
+  EXPECT_EQ(DecideEffect(&record, hash, true), EffectVerdict::kInProgress);
+  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kOutcomeUnknown)
+      << "left in flight by a process that stopped: it may have been sent";
+  record.state = State::kUnknown;
+  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kOutcomeUnknown);
+  record.state = State::kNotSent;
+  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kSend);
+  EXPECT_EQ(DecideEffect(&record, std::string(64, 'b'), false),
+            EffectVerdict::kKeyReused);
+}
+
+TEST(EffectRuleTest, IdempotencyKeysAreVisibleAscii) {
+  EXPECT_TRUE(IsIdempotencyKey("a"));
+  EXPECT_TRUE(IsIdempotencyKey("charge-2026-12-07/42~!"));
+  EXPECT_TRUE(IsIdempotencyKey(std::string(255, 'k')));
+  EXPECT_FALSE(IsIdempotencyKey(""));
+  EXPECT_FALSE(IsIdempotencyKey(std::string(256, 'k')));
+  EXPECT_FALSE(IsIdempotencyKey("has space"));
+  EXPECT_FALSE(IsIdempotencyKey("tab\t"));
+  EXPECT_FALSE(IsIdempotencyKey("\x7f"));
+  EXPECT_FALSE(IsIdempotencyKey("caf\xc3\xa9"));
+}
+
+}  // namespace
+}  // namespace fencepost::fence
