@@ -36,4 +36,17 @@ std::optional<HostPort> SplitHostPort(std::string_view authority) {
   return out;
 }
 
+std::optional<HostPort> ParseServer(std::string_view authority) {
+  std::optional<HostPort> parsed = SplitHostPort(authority);
+  if (!parsed || parsed->host.empty() || !parsed->port) return std::nullopt;
+  const std::string& port = *parsed->port;
+  if (port.empty() || port.size() > 5 ||
+      port.find_first_not_of("0123456789") != std::string::npos) {
+    return std::nullopt;
+  }
+  const int number = std::stoi(port);
+  if (number < 1 || number > 65535) return std::nullopt;
+  return parsed;
+}
+
 }  // namespace fencepost::http

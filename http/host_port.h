@@ -24,4 +24,9 @@ struct HostPort {
 // anything but ":PORT" after the ']'. Neither part is validated further.
 std::optional<HostPort> SplitHostPort(std::string_view authority);
 
+// One server's "HOST:PORT" (or "[V6]:PORT"), as a list of servers in a URL
+// names it: a host, and a port of 1 to 65535 in decimal digits; nullopt for
+// anything else.
+std::optional<HostPort> ParseServer(std::string_view authority);
+
 }  // namespace fencepost::http

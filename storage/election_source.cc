@@ -68,11 +68,7 @@ std::string ParseElectionSpec(std::string_view url, ElectionSpec* spec) {
     while (true) {
       const std::size_t comma = hosts.find(',');
       const std::string_view one = hosts.substr(0, comma);
-      const auto parsed = http::SplitHostPort(one);
-      if (!parsed || parsed->host.empty() || !parsed->port ||
-          parsed->port->empty() || parsed->port->size() > 5 ||
-          parsed->port->find_first_not_of("0123456789") != std::string::npos ||
-          std::stoi(*parsed->port) < 1 || std::stoi(*parsed->port) > 65535) {
+      if (!http::ParseServer(one)) {
         return "a ZooKeeper server is HOST:PORT, not '" + std::string(one) +
                "'";
       }

@@ -44,11 +44,8 @@ std::string ParseEtcdSpec(std::string_view url, EtcdSpec* spec) {
   while (true) {
     const std::size_t comma = hosts.find(',');
     const std::string_view one = hosts.substr(0, comma);
-    const auto parsed = http::SplitHostPort(one);
-    if (!parsed || parsed->host.empty() || !parsed->port ||
-        parsed->port->empty() ||
-        parsed->port->find_first_not_of("0123456789") != std::string::npos ||
-        parsed->port->size() > 5 || std::stoi(*parsed->port) > 65535) {
+    const auto parsed = http::ParseServer(one);
+    if (!parsed) {
       return "an etcd endpoint is HOST:PORT, not '" + std::string(one) + "'";
     }
     out.endpoints.push_back({parsed->host, *parsed->port});

@@ -60,5 +60,21 @@ TEST(HostPortTest, FormatThenSplitGivesTheParts) {
   }
 }
 
+TEST(ParseServerTest, NeedsAHostAndAPortOfOneTo65535) {
+  const auto plain = ParseServer("zk1.internal:2181");
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_EQ(plain->host, "zk1.internal");
+  EXPECT_EQ(plain->port, "2181");
+  const auto v6 = ParseServer("[::1]:65535");
+  ASSERT_TRUE(v6.has_value());
+  EXPECT_EQ(v6->host, "::1");
+  EXPECT_TRUE(ParseServer("h:1").has_value());
+  for (const char* bad : {"", "h", "h:", ":2181", "h:0", "h:65536", "h:99999",
+                          "h:123456", "h:-1", "h:+1", "h:1a", "[::1",
+                          "[::1]", "[::1]x:1"}) {
+    EXPECT_FALSE(ParseServer(bad).has_value()) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace fencepost::http

@@ -339,7 +339,7 @@ TEST(ConfigTest, FenceStoreInEtcdIsParsedAndPairedWithABackend) {
   };
   for (const char* bad :
        {"etcd://", "etcd://h", "etcd://h:", "etcd://h:x", "etcd://h:99999",
-        "etcd://h:1,", "http://h:1", "zk://h:1"}) {
+        "etcd://h:0", "etcd://h:1,", "http://h:1", "zk://h:1"}) {
     EXPECT_NE(message({"--fence-store", bad, "--backend", "etcd"})
                   .find("--fence-store"),
               std::string::npos)
