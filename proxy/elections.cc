@@ -262,16 +262,14 @@ Awaitable<Elections::Raised> Elections::Raise(Election& election,
   }
   context_.Accepted(outcome);
   if (!fence::RaisesFence(outcome)) co_return Raised::kUnchanged;
-  {
-    LogEvent(spdlog::level::info, "election_raised",
-             "the election has a new holder: its fence is raised to its token",
-             {{"scope", election.scope},
-              {"fence", election.fence},
-              {"holder", id},
-              {"token", std::to_string(token), true},
-              {"previous_token", TokenText(outcome.previous), true},
-              {"source", election.url}});
-  }
+  LogEvent(spdlog::level::info, "election_raised",
+           "the election has a new holder: its fence is raised to its token",
+           {{"scope", election.scope},
+            {"fence", election.fence},
+            {"holder", id},
+            {"token", std::to_string(token), true},
+            {"previous_token", TokenText(outcome.previous), true},
+            {"source", election.url}});
   co_return Raised::kRaised;
 }
 

@@ -69,9 +69,9 @@ TEST(ParseServerTest, NeedsAHostAndAPortOfOneTo65535) {
   ASSERT_TRUE(v6.has_value());
   EXPECT_EQ(v6->host, "::1");
   EXPECT_TRUE(ParseServer("h:1").has_value());
-  for (const char* bad : {"", "h", "h:", ":2181", "h:0", "h:65536", "h:99999",
-                          "h:123456", "h:-1", "h:+1", "h:1a", "[::1",
-                          "[::1]", "[::1]x:1"}) {
+  for (const char* bad :
+       {"", "h", "h:", ":2181", "h:0", "h:65536", "h:99999", "h:123456", "h:-1",
+        "h:+1", "h:1a", "[::1", "[::1]", "[::1]x:1"}) {
     EXPECT_FALSE(ParseServer(bad).has_value()) << bad;
   }
 }

@@ -20,6 +20,16 @@ Invocation Parse(std::vector<std::string> args,
       });
 }
 
+// What ConfigError says of `args`; "" when they parse.
+std::string ErrorOf(std::vector<std::string> args) {
+  try {
+    Parse(std::move(args));
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(ConfigTest, DefaultsAreSpecs) {
   const Config c = Parse({}).config;
   EXPECT_EQ(c.listen.ToString(), "127.0.0.1:7400");
@@ -213,24 +223,16 @@ TEST(ConfigTest, BadInputThrowsNamingTheFlag) {
 }
 
 TEST(ConfigTest, RefusalsNameTheFlagAndTheRule) {
-  const auto message = [](std::vector<std::string> args) -> std::string {
-    try {
-      Parse(std::move(args));
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
-  EXPECT_NE(message({"--max-body", "0"}).find("--max-body"), std::string::npos);
-  EXPECT_NE(message({"--upstream-timeout", "0"}).find("above 0"),
+  EXPECT_NE(ErrorOf({"--max-body", "0"}).find("--max-body"), std::string::npos);
+  EXPECT_NE(ErrorOf({"--upstream-timeout", "0"}).find("above 0"),
             std::string::npos);
-  const std::string same = message(
+  const std::string same = ErrorOf(
       {"--listen", "127.0.0.1:9000", "--admin-listen", "127.0.0.1:9000"});
   EXPECT_NE(same.find("--listen and --admin-listen"), std::string::npos)
       << same;
   // Port 0 twice is two ephemeral ports, not a clash.
   EXPECT_EQ(
-      message({"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}),
+      ErrorOf({"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}),
       "");
 }
 
@@ -263,32 +265,24 @@ TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
   EXPECT_EQ(from_env.elections[0].source.etcd.endpoints.size(), 2u);
   EXPECT_EQ(from_env.elections[1].source.hosts, "z:1,z:2");
 
-  const auto message = [](std::vector<std::string> args) -> std::string {
-    try {
-      Parse(std::move(args));
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   for (const char* bad :
        {"orders", "=etcd://h:1/p", "k=etcd://h:1", "k=etcd://h:1/",
         "k=etcd://h:1/a//b", "k=etcd://h:1/a/../b", "k=zookeeper://h/p",
         "k=zookeeper://h:1/zookeeper/x", "k=consul://h:1/p", "k=etcd:///p"}) {
-    EXPECT_NE(message({"--election", bad}).find("--election"),
+    EXPECT_NE(ErrorOf({"--election", bad}).find("--election"),
               std::string::npos)
         << bad;
   }
   // A key under a scope: the scope is elected, not the key.
-  EXPECT_NE(message({"--fence-scope", "orders/", "--election",
+  EXPECT_NE(ErrorOf({"--fence-scope", "orders/", "--election",
                      "orders/1=etcd://h:1/p"})
                 .find("elect that scope"),
             std::string::npos);
   EXPECT_NE(
-      message({"--election", "k=etcd://h:1/p", "--election", "k=zk://h:1/q"})
+      ErrorOf({"--election", "k=etcd://h:1/p", "--election", "k=zk://h:1/q"})
           .find("one election per fence"),
       std::string::npos);
-  EXPECT_NE(message({"--fence-scope", "orders/", "--fence-scope",
+  EXPECT_NE(ErrorOf({"--fence-scope", "orders/", "--fence-scope",
                      "orders/archive/", "--election", "orders/=etcd://h:1/p"})
                 .find("lies inside the elected scope"),
             std::string::npos);
@@ -297,13 +291,13 @@ TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
                    "--election", "orders/archive/=etcd://h:1/q"})
                 .config.elections.size(),
             2u);
-  EXPECT_NE(message({"--election", "/bad=etcd://h:1/p"}).find("valid key"),
+  EXPECT_NE(ErrorOf({"--election", "/bad=etcd://h:1/p"}).find("valid key"),
             std::string::npos);
-  EXPECT_NE(message({"--election", "k=etcd://h:1/p", "--election-ca", "x"})
+  EXPECT_NE(ErrorOf({"--election", "k=etcd://h:1/p", "--election-ca", "x"})
                 .find("etcds://"),
             std::string::npos);
   EXPECT_NE(
-      message({"--election", "k=etcd://h:1/p", "--election-digest-file", "x"})
+      ErrorOf({"--election", "k=etcd://h:1/p", "--election-digest-file", "x"})
           .find("zookeeper://"),
       std::string::npos);
 }
@@ -329,28 +323,20 @@ TEST(ConfigTest, FenceStoreInEtcdIsParsedAndPairedWithABackend) {
                 .config.backend_spec.kind,
             storage::BackendSpec::Kind::kFs);
 
-  const auto message = [](std::vector<std::string> args) -> std::string {
-    try {
-      Parse(std::move(args));
-    } catch (const ConfigError& e) {
-      return e.what();
-    }
-    return "";
-  };
   for (const char* bad :
        {"etcd://", "etcd://h", "etcd://h:", "etcd://h:x", "etcd://h:99999",
         "etcd://h:0", "etcd://h:1,", "http://h:1", "zk://h:1"}) {
-    EXPECT_NE(message({"--fence-store", bad, "--backend", "etcd"})
+    EXPECT_NE(ErrorOf({"--fence-store", bad, "--backend", "etcd"})
                   .find("--fence-store"),
               std::string::npos)
         << bad;
   }
-  EXPECT_NE(message({"--backend", "etcd"}).find("needs --fence-store"),
+  EXPECT_NE(ErrorOf({"--backend", "etcd"}).find("needs --fence-store"),
             std::string::npos);
-  EXPECT_NE(message({"--fence-store", "etcd://h:1"}).find("--backend etcd"),
+  EXPECT_NE(ErrorOf({"--fence-store", "etcd://h:1"}).find("--backend etcd"),
             std::string::npos)
       << "the lmdb backend would keep values apart from their fences";
-  EXPECT_NE(message({"--fence-store-timeout", "0"}).find("above 0"),
+  EXPECT_NE(ErrorOf({"--fence-store-timeout", "0"}).find("above 0"),
             std::string::npos);
 }
 

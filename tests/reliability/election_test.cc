@@ -530,6 +530,17 @@ std::string ErrorLines(const ServerProcess& s) {
   return out;
 }
 
+// After a change of holder: the fence of `key` is at `holder`, the
+// replaced holder's token is stale, the holder writes, and nothing went
+// wrong in the server.
+void ExpectHandedOver(const ServerProcess& s, const std::string& key,
+                      std::uint64_t replaced, std::uint64_t holder) {
+  EXPECT_EQ(FenceOf(s, key), holder);
+  EXPECT_EQ(Verdict(Put(s, key, replaced)), "409 stale-token");
+  EXPECT_TRUE(Accepted(Put(s, key, holder)));
+  EXPECT_EQ(ErrorLines(s), "");
+}
+
 // kazoo's Election (the Lock recipe: children GUID__lock__SEQUENCE):
 //   candidate.py run HOSTS PATH ID   campaigns; once elected prints
 //                                    "elected NODE CZXID" and leads until
@@ -944,10 +955,7 @@ TEST_F(ElectionTest, EtcdctlElectRaisesTheFenceWithoutAWrite) {
   ASSERT_TRUE(raised_c) << s->Log();
   Timing("etcdctl elect: B killed, lease revoked -> fence at C's token",
          SecondsSince(revoked));
-  EXPECT_EQ(FenceOf(*s, "orders/7"), tc);
-  EXPECT_EQ(Verdict(Put(*s, "orders/7", tb)), "409 stale-token");
-  EXPECT_TRUE(Accepted(Put(*s, "orders/7", tc)));
-  EXPECT_EQ(ErrorLines(*s), "");
+  ExpectHandedOver(*s, "orders/7", tb, tc);
 }
 
 // The project's own etcd elector (`lease run --via etcd://`, key
@@ -1063,10 +1071,7 @@ TEST_F(ElectionTest, KazooElectionRaisesTheFence) {
   ASSERT_TRUE(AwaitFence(*s, "orders/1", tc)) << s->Log();
   Timing("kazoo: B closes its session -> fence at C's czxid",
          SecondsSince(closed));
-  EXPECT_EQ(FenceOf(*s, "orders/1"), tc);
-  EXPECT_EQ(Verdict(Put(*s, "orders/1", tb)), "409 stale-token");
-  EXPECT_TRUE(Accepted(Put(*s, "orders/1", tc)));
-  EXPECT_EQ(ErrorLines(*s), "");
+  ExpectHandedOver(*s, "orders/1", tb, tc);
 }
 
 // The project's own ZooKeeper elector (`lease run --via zk://`, nodes
