@@ -184,6 +184,8 @@ class Port:
         try:
             conn.request(method, target, body=body, headers=fields)
         except (BrokenPipeError, ConnectionResetError) as e:
+            if conn.sock is None:  # reset while connecting: nothing sent
+                raise _Retryable(e)
             # The server may have answered (413, say) before reading the
             # whole request: that answer is the outcome.
             try:

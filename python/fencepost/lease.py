@@ -314,6 +314,10 @@ class Lease:
                 return f"the renewal was refused with {e}"
         except (Unreachable, BadResponse):
             pass
+        except Exception:
+            # Whatever else failed, the deadline decides, and this thread
+            # lives to report the loss.
+            pass
         if info is not None and info.holder != self.holder:
             return f"the renewal was answered with holder {info.holder}"
         if info is not None and info.token != self.token:

@@ -3,6 +3,7 @@ server can be made to answer here, and the mapping of every problem type."""
 
 from __future__ import annotations
 
+import http.client
 import re
 import socket
 import subprocess
@@ -281,6 +282,22 @@ def test_unreachable_and_timeouts(client: fencepost.Client) -> None:
         slow = fencepost.Client(url, url, timeout=0.3)
         with pytest.raises(fencepost.Unreachable, match="timed out"):
             slow.get("k")
+
+
+def test_a_reset_while_connecting_is_unreachable(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # A server closing its listener can reset a connection before it is
+    # established: an Unreachable, as for a refused one (a lease's renewal
+    # thread counts on it), not an error of the client itself.
+    def reset(self: object) -> None:
+        raise ConnectionResetError(104, "Connection reset by peer")
+    monkeypatch.setattr(http.client.HTTPConnection, "connect", reset)
+    client = fencepost.Client("http://127.0.0.1:1", "http://127.0.0.1:1",
+                              timeout=2)
+    with pytest.raises(fencepost.Unreachable, match="reset"):
+        client.acquire_lease("l", "me", 1.0, timeout=1.0)
+    with pytest.raises(fencepost.Unreachable, match="reset"):
+        client.put("k", "v", token=1)
 
 
 def test_bad_urls() -> None:
