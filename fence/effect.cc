@@ -92,4 +92,63 @@ bool IsIdempotencyKey(std::string_view key) {
                      [](char c) { return c > ' ' && c < 0x7f; });
 }
 
+bool IsEffectTargetName(std::string_view name) {
+  return !name.empty() && name.size() <= 64 &&
+         std::all_of(name.begin(), name.end(), [](char c) {
+           return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                  (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
+         });
+}
+
+std::string EffectRecordKey(std::string_view target, std::string_view id) {
+  std::string key(kEffectRecordPrefix);
+  key += target;
+  key += '/';
+  key += id;
+  return key;
+}
+
+bool ParseEffectRecordKey(std::string_view key, std::string* target,
+                          std::string* id) {
+  if (!key.starts_with(kEffectRecordPrefix)) return false;
+  key.remove_prefix(kEffectRecordPrefix.size());
+  const std::size_t slash = key.find('/');
+  if (slash == std::string_view::npos ||
+      !IsEffectTargetName(key.substr(0, slash)) ||
+      !IsIdempotencyKey(key.substr(slash + 1))) {
+    return false;
+  }
+  *target = std::string(key.substr(0, slash));
+  *id = std::string(key.substr(slash + 1));
+  return true;
+}
+
+std::string EffectRequestText(std::string_view method, std::string_view fence,
+                              std::string_view rest, std::string_view query,
+                              std::string_view body) {
+  std::string text;
+  for (std::string_view part : {method, fence, rest, query, body}) {
+    text += std::to_string(part.size());
+    text += ':';
+    text += part;
+  }
+  return text;
+}
+
+std::string_view EffectStateName(EffectRecord::State state,
+                                 bool in_flight_here) {
+  using State = EffectRecord::State;
+  switch (state) {
+    case State::kInFlight:
+      return in_flight_here ? "in-flight" : "unknown";
+    case State::kDone:
+      return "done";
+    case State::kNotSent:
+      return "not-sent";
+    case State::kUnknown:
+      break;
+  }
+  return "unknown";
+}
+
 }  // namespace fencepost::fence

@@ -59,4 +59,30 @@ EffectVerdict DecideEffect(const EffectRecord* record,
 // Whether `key` is an Idempotency-Key: 1 to 255 visible ASCII characters.
 bool IsIdempotencyKey(std::string_view key);
 
+// Whether `name` names an effect target (--effect-target NAME=URL): 1 to 64
+// of A-Z, a-z, 0-9, '.', '_' and '-'.
+bool IsEffectTargetName(std::string_view name);
+
+// Where the records live: as values of the fence store (stored with the
+// fence's raise in one durable commit, through the same log), under keys no
+// data port request can name, for a key never has an empty segment.
+inline constexpr std::string_view kEffectRecordPrefix = "//effects/";
+// The record key of `target`'s effect under Idempotency-Key `id`.
+std::string EffectRecordKey(std::string_view target, std::string_view id);
+// The target and Idempotency-Key of a record key; false for another key.
+bool ParseEffectRecordKey(std::string_view key, std::string* target,
+                          std::string* id);
+
+// What a request's hash is taken over (EffectRecord::request_hash): its
+// method, Fence-Key, the rest of its path, its query and its body, each
+// length-prefixed, so that no two requests share the text.
+std::string EffectRequestText(std::string_view method, std::string_view fence,
+                              std::string_view rest, std::string_view query,
+                              std::string_view body);
+
+// The `state` of a record as the admin port names it: a record in flight
+// that no request of this process is making is an unknown outcome.
+std::string_view EffectStateName(EffectRecord::State state,
+                                 bool in_flight_here);
+
 }  // namespace fencepost::fence

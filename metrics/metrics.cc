@@ -428,6 +428,38 @@ void Metrics::ElectionBehind(const std::string& scope) {
 }
 
 void Metrics::UnverifiedToken() { unverified_tokens_->Increment(); }
+
+namespace {
+constexpr std::array<std::string_view, 5> kEffectOutcomes = {
+    "sent", "replayed", "stale", "unknown", "not_sent"};
+}  // namespace
+
+void Metrics::AddEffectTarget(const std::string& target) {
+  std::lock_guard lock(effects_mu_);
+  auto& series = effects_[target];
+  auto& family =
+      BuildCounter()
+          .Name("fencepost_effects_total")
+          .Help(
+              "Requests for fenced side effects (--effect-target), by target "
+              "and outcome: sent, replayed (a recorded answer), stale (a "
+              "token below the fence: nothing sent), unknown (sent, no "
+              "answer), not_sent (the target could not be reached).")
+          .Register(*registry_);
+  for (std::size_t i = 0; i < kEffectOutcomes.size(); ++i) {
+    series[i] = &family.Add(
+        {{"target", target}, {"outcome", std::string(kEffectOutcomes[i])}});
+  }
+}
+
+void Metrics::Effect(const std::string& target, std::string_view outcome) {
+  std::lock_guard lock(effects_mu_);
+  const auto it = effects_.find(target);
+  if (it == effects_.end()) return;
+  for (std::size_t i = 0; i < kEffectOutcomes.size(); ++i) {
+    if (kEffectOutcomes[i] == outcome) it->second[i]->Increment();
+  }
+}
 void Metrics::LeaseReleased() { lease_releases_->Increment(); }
 void Metrics::LeasesExpired(std::size_t count) {
   if (count > 0) lease_expirations_->Increment(static_cast<double>(count));

@@ -94,6 +94,11 @@ class Metrics {
   void SetElectionUp(const std::string& scope, bool up);
   void ElectionBehind(const std::string& scope);
   void UnverifiedToken();
+  // Fenced side effects (--effect-target; `target` is a configured NAME):
+  // AddEffectTarget registers its series at 0; Effect counts a request's
+  // `outcome`: sent, replayed, stale, unknown or not_sent.
+  void AddEffectTarget(const std::string& target);
+  void Effect(const std::string& target, std::string_view outcome);
   // Counts kept in fixed buckets elsewhere: counts[i] those at or below
   // bounds[i] and above bounds[i - 1]; the last, above every bound.
   struct BucketCounts {
@@ -163,6 +168,9 @@ class Metrics {
   std::unordered_map<std::string, ElectionSeries> elections_;
   ElectionSeries* Election(const std::string& scope);
   prometheus::Counter* unverified_tokens_;
+  // Per effect target, per outcome (kEffectOutcomes' order).
+  std::mutex effects_mu_;
+  std::unordered_map<std::string, std::array<prometheus::Counter*, 5>> effects_;
   // A histogram that catches up to totals counted elsewhere (SetLog).
   struct CaughtUp {
     prometheus::Histogram* histogram = nullptr;  // registered at first

@@ -165,6 +165,7 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
       !self->MakeService(config, failure) ||
       !self->WatchEtcd(config, failure) ||
       !self->FollowElections(config, failure) ||
+      !self->MakeEffects(config, failure) ||
       !self->MakeServer(config, failure)) {
     return nullptr;
   }
@@ -450,6 +451,34 @@ bool Assembly::FollowElections(const Config& config, Failure* failure) {
   }
   context.SetElections(elections_.get());
   elections_->Start();
+  return true;
+}
+
+bool Assembly::MakeEffects(const Config& config, Failure* failure) {
+  if (config.effect_targets.empty()) return true;
+  if (engine_ && engine_->shard_count() > 1) {
+    // A record and its fence are committed together, and a retry may name
+    // another fence than the first call: one environment holds them all.
+    *failure = {
+        "--effect-target needs a data directory of one LMDB "
+        "environment (this one has " +
+        std::to_string(engine_->shard_count()) + ")"};
+    return false;
+  }
+  if (etcd_) {
+    effect_records_ = std::make_unique<storage::EtcdBackend>(*etcd_);
+  } else {
+    effect_records_ = engine_->MakeBackend();
+  }
+  RouteContext& context = service_->context();
+  try {
+    effects_ = std::make_unique<Effects>(io_, context, *effect_records_);
+  } catch (const std::exception& e) {
+    *failure = {std::string("--effect-target: ") + e.what()};
+    return false;
+  }
+  context.SetEffects(effects_.get());
+  effects_->Start();
   return true;
 }
 

@@ -10,6 +10,7 @@
 #include "metrics/metrics.h"
 #include "proxy/config.h"
 #include "proxy/data_dir_lock.h"
+#include "proxy/effects.h"
 #include "proxy/elections.h"
 #include "proxy/server.h"
 #include "proxy/service.h"
@@ -56,6 +57,7 @@ class Assembly {
   void StopWatching() {
     if (etcd_watch_) etcd_watch_->Stop();
     if (elections_) elections_->Stop();
+    if (effects_) effects_->Stop();
   }
   const boost::asio::ip::tcp::endpoint& data() const { return data_; }
   const boost::asio::ip::tcp::endpoint& admin() const { return admin_; }
@@ -96,6 +98,9 @@ class Assembly {
   // With --election: the elections followed (proxy/elections.h), once no
   // live lease of fencepost's own holds an elected fence.
   bool FollowElections(const Config& config, Failure* failure);
+  // With --effect-target: the gate of the calls out (proxy/effects.h),
+  // its records kept with the fences.
+  bool MakeEffects(const Config& config, Failure* failure);
 
   // Destroyed last: marks the directory stopped once all else is done.
   DataDirLock lock_;
@@ -107,8 +112,10 @@ class Assembly {
   std::unique_ptr<storage::Backend> backend_;
   std::unique_ptr<Service> service_;
   std::unique_ptr<Server> server_;
-  std::unique_ptr<storage::EtcdWatch> etcd_watch_;  // with etcd_
-  std::unique_ptr<Elections> elections_;            // with --election
+  std::unique_ptr<storage::EtcdWatch> etcd_watch_;    // with etcd_
+  std::unique_ptr<Elections> elections_;              // with --election
+  std::unique_ptr<storage::Backend> effect_records_;  // with --effect-target
+  std::unique_ptr<Effects> effects_;                  // with --effect-target
   boost::asio::ip::tcp::endpoint data_, admin_, s3_;
   std::unique_ptr<S3Door> s3_door_;  // with --s3-listen
 };

@@ -8,7 +8,9 @@
 #include <map>
 #include <sstream>
 
+#include "codec/duration.h"
 #include "codec/utf8.h"
+#include "fence/effect.h"
 #include "fence/key.h"
 #include "fence/wal.h"
 #include "http/host_port.h"
@@ -235,6 +237,53 @@ void ElectionFlags(std::map<std::string, Flag>* flags) {
   });
 }
 
+// --effect-target and --effect-retention (SPEC "Fenced side effects").
+void EffectFlags(std::map<std::string, Flag>* flags) {
+  flags->insert({
+      {"effect-target",
+       {Kind::kRepeatable,
+        [](Config& c, const std::string& v) {
+          const std::size_t equals = v.find('=');
+          EffectTargetConfig target;
+          target.name = v.substr(0, std::min(equals, v.size()));
+          if (equals == std::string::npos ||
+              !fence::IsEffectTargetName(target.name)) {
+            throw ConfigError("--effect-target: '" + v +
+                              "' is not NAME=URL with a NAME of 1 to 64 "
+                              "letters, digits, '.', '_' or '-'");
+          }
+          target.url = v.substr(equals + 1);
+          try {
+            target.spec = storage::ParseBackendSpec(target.url);
+          } catch (const storage::BadBackendSpec& e) {
+            throw ConfigError("--effect-target: '" + v + "': " + e.what());
+          }
+          if (target.spec.kind != storage::BackendSpec::Kind::kHttp) {
+            throw ConfigError("--effect-target: '" + v +
+                              "': the URL must be http:// or https://");
+          }
+          for (const EffectTargetConfig& other : c.effect_targets) {
+            if (other.name == target.name) {
+              throw ConfigError("--effect-target: '" + target.name +
+                                "' is named twice");
+            }
+          }
+          c.effect_targets.push_back(std::move(target));
+        }}},
+      {"effect-retention",
+       {Kind::kValue,
+        [](Config& c, const std::string& v) {
+          const auto retention = codec::ParseDuration(v);
+          if (!retention || retention->count() < 1000) {
+            throw ConfigError("--effect-retention: '" + v +
+                              "' is not a duration of at least 1s "
+                              "(500ms, 10s, 2m, 24h)");
+          }
+          c.effect_retention = *retention;
+        }}},
+  });
+}
+
 // The s3:// backend's store, and the CA of any TLS upstream.
 void S3Flags(std::map<std::string, Flag>* flags) {
   flags->insert({
@@ -455,6 +504,7 @@ const std::map<std::string, Flag>& Flags() {
     WriteFlags(&all);
     S3Flags(&all);
     ElectionFlags(&all);
+    EffectFlags(&all);
     LimitFlags(&all);
     return all;
   }();
@@ -623,7 +673,9 @@ Invocation ParseInvocation(
     } else if (auto env = getenv(EnvName(name))) {
       if (flag.kind == Kind::kRepeatable) {
         // An election's source has commas of its own: its list is spaced.
-        values = SplitList(*env, name == "election" ? ' ' : ',');
+        // So may an effect target's URL.
+        values = SplitList(
+            *env, name == "election" || name == "effect-target" ? ' ' : ',');
       } else {
         values.push_back(*env);
       }

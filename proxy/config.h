@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,6 +21,12 @@ enum class Mode { kEnforce, kObserve };
 struct ElectionConfig {
   std::string scope;  // a configured --fence-scope, or a key
   storage::ElectionSpec source;
+};
+// --effect-target NAME=URL (SPEC "Fenced side effects").
+struct EffectTargetConfig {
+  std::string name;           // fence::IsEffectTargetName
+  std::string url;            // as given, for logs
+  storage::BackendSpec spec;  // http:// or https://
 };
 enum class LogFormat { kText, kJson };
 
@@ -54,6 +61,8 @@ struct Config {
   std::string election_cert;
   std::string election_key;
   std::string election_digest_file;
+  std::vector<EffectTargetConfig> effect_targets;
+  std::chrono::milliseconds effect_retention{24 * 60 * 60 * 1000};
   std::uint64_t max_body = 4194304;
   Mode mode = Mode::kEnforce;
   double upstream_timeout = 10;

@@ -95,6 +95,17 @@ constexpr Info kProblems[] = {
      "ServiceUnavailable"},
     {ProblemType::kFenceElected, http::status::conflict, "fence-elected",
      "The fence follows an election held elsewhere", "InvalidRequest"},
+    {ProblemType::kIdempotencyKeyReused, http::status::unprocessable_entity,
+     "idempotency-key-reused",
+     "The Idempotency-Key was used for another request", "InvalidRequest"},
+    {ProblemType::kEffectInProgress, http::status::conflict,
+     "effect-in-progress", "The call is in flight", "OperationAborted"},
+    {ProblemType::kEffectOutcomeUnknown, http::status::conflict,
+     "effect-outcome-unknown", "The call was sent and its outcome is not known",
+     "InvalidRequest"},
+    {ProblemType::kMissingEffectHeader, http::status::precondition_required,
+     "missing-effect-header", "Fence-Key and Idempotency-Key are required",
+     "InvalidRequest"},
 };
 constexpr bool InOrder() {
   for (std::size_t i = 0; i < std::size(kProblems); ++i) {
@@ -213,6 +224,12 @@ Response MakeProblemResponse(const Problem& problem, unsigned version) {
   }
   if (problem.expires_in_ms) {
     body += ",\"expires_in_ms\":" + std::to_string(*problem.expires_in_ms);
+  }
+  for (const auto& [name, value] : problem.fields) {
+    body += ',';
+    AppendJsonString(&body, name);
+    body += ':';
+    AppendJsonString(&body, value);
   }
   if (problem.store_code) {
     body += ",\"code\":";

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+#include <vector>
 
 #include "fence/token.h"
 #include "proxy/http_types.h"
@@ -44,7 +46,14 @@ enum class ProblemType {
   kUnverifiedToken,
   kElectionUnavailable,
   kFenceElected,
-  kLast = kFenceElected,
+  // --effect-target (SPEC "Fenced side effects"): an Idempotency-Key used
+  // for another request, a call in flight, a call whose outcome is unknown,
+  // a request without its Fence-Key or Idempotency-Key.
+  kIdempotencyKeyReused,
+  kEffectInProgress,
+  kEffectOutcomeUnknown,
+  kMissingEffectHeader,
+  kLast = kMissingEffectHeader,
 };
 
 // An RFC 9457 problem: `type`, `title`, `status`, `detail`, plus `key` and,
@@ -81,6 +90,8 @@ struct Problem {
   std::optional<std::string> store_request_id;
   // Seconds to wait before trying again (Retry-After); 0: none.
   int retry_after = 0;
+  // More string members, in order (an effect's `target`, ...).
+  std::vector<std::pair<std::string, std::string>> fields;
 };
 
 // The one mapping from an error case to its HTTP status.

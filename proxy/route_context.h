@@ -24,6 +24,7 @@
 
 namespace fencepost::proxy {
 
+class Effects;
 class Elections;
 
 // Who made a write that was refused or stored, for the journal, the log
@@ -69,6 +70,11 @@ class RouteContext {
   Awaitable<std::optional<Problem>> AdmitElected(const std::string& fence,
                                                  fence::Token token,
                                                  const std::string& key);
+
+  // The fenced side effects (--effect-target); set once, before serving.
+  // Null: none.
+  void SetEffects(Effects* effects) { effects_ = effects; }
+  Effects* effects() const { return effects_; }
 
   bool draining() const { return draining_; }
   void StartDraining() { draining_ = true; }
@@ -173,6 +179,7 @@ class RouteContext {
   fence::Scopes scopes_;
   std::atomic<bool> draining_ = false;
   Elections* elections_ = nullptr;
+  Effects* effects_ = nullptr;
   Journal journal_;
   RejectionLogLimiter log_limiter_;
   OncePerInterval refusal_log_{std::chrono::seconds(60)};

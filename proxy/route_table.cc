@@ -4,6 +4,7 @@
 
 #include "proxy/admin_routes.h"
 #include "proxy/data_routes.h"
+#include "proxy/effects.h"
 #include "proxy/lease_routes.h"
 #include "proxy/route_context.h"
 #include "proxy/routes.h"
@@ -34,6 +35,9 @@ bool SupportsPostPatch(const RouteUnits& u, const Request&) {
   return u.context.backend().supports_post_patch();
 }
 
+bool HasEffects(const RouteUnits& u, const Request&) {
+  return u.context.effects() != nullptr;
+}
 bool NamesScope(const RouteUnits& u, const Request& req) {
   return u.admin.NamesScope(req);
 }
@@ -72,6 +76,14 @@ const Route kRoutes[] = {
         [](const RouteUnits& u, const RouteCall& c) -> Awaitable<Response> {
           co_return u.data.BatchesUnsupported(c.request);
         }),
+    // With --effect-target, /v1/effects/ is the gate of the calls out.
+    Answered(Port::kData, Match::kUnder, kEffectsPath,
+             kPostPatch | kPut | kDelete, KeyAt::kNone, kToken, &HasEffects,
+             [](const RouteUnits& u, const RouteCall& c) {
+               return u.context.effects()->Call(c.request, c.client);
+             }),
+    NotAllowed(Port::kData, Match::kUnder, kEffectsPath, KeyAt::kNone, kNothing,
+               "POST, PUT, PATCH, DELETE", &HasEffects),
     Answered(Port::kData, Match::kAny, "", kGet, KeyAt::kTarget, kKey, nullptr,
              [](const RouteUnits& u, const RouteCall& c) {
                return u.data.Read(c.request, c.key, c.client, c.answer_body);
@@ -142,6 +154,21 @@ const Route kRoutes[] = {
              }),
     NotAllowed(Port::kAdmin, Match::kUnder, kFencesPath, KeyAt::kAfterPath,
                kNothing, "GET, HEAD, PUT"),
+    // Effects: the records, and one forgotten.
+    Answered(Port::kAdmin, Match::kExact, kEffectsPath, kGet, KeyAt::kNone,
+             kNothing, &HasEffects,
+             [](const RouteUnits& u, const RouteCall& c) {
+               return u.context.effects()->List(c.request);
+             }),
+    NotAllowed(Port::kAdmin, Match::kExact, kEffectsPath, KeyAt::kNone,
+               kNothing, "GET, HEAD", &HasEffects),
+    Answered(Port::kAdmin, Match::kUnder, kEffectsPath, kDelete, KeyAt::kNone,
+             kToken, &HasEffects,
+             [](const RouteUnits& u, const RouteCall& c) {
+               return u.context.effects()->Forget(c.request, c.client);
+             }),
+    NotAllowed(Port::kAdmin, Match::kUnder, kEffectsPath, KeyAt::kNone,
+               kNothing, "DELETE", &HasEffects),
     // Leases: the list, then one lease by its name.
     AdminRead(kLeasesPath,
               [](const RouteUnits& u, const RouteCall& c) {

@@ -1,6 +1,7 @@
 #include "proxy/service.h"
 
 #include "fence/key.h"
+#include "proxy/effects.h"
 #include "proxy/problem.h"
 #include "proxy/routes.h"
 
@@ -23,9 +24,12 @@ bool Service::StreamsBody(metrics::Port port, const Request& request) {
   if (port == metrics::Port::kS3) {
     return s3_door_ != nullptr && S3Door::StreamsBody(request);
   }
+  // An effect's body is sent whole, and hashed: never streamed.
   return port == metrics::Port::kData &&
          request.method() == boost::beast::http::verb::put &&
-         context_.backend().streams_values();
+         context_.backend().streams_values() &&
+         !(context_.effects() != nullptr &&
+           routes::PathOf(request.target()).starts_with(kEffectsPath));
 }
 
 Awaitable<Response> Service::Handle(metrics::Port port, const Request& request,

@@ -37,6 +37,9 @@ Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --election-ca FILE, --election-cert FILE, --election-key FILE
                                etcds:// elections: the CA, and a client certificate and key
   --election-digest-file FILE  zookeeper:// elections: USER:PASSWORD for digest auth
+  --effect-target NAME=URL     fenced calls out: /v1/effects/NAME[/REST] on the data port is
+                               sent once to URL[/REST] (http:// or https://; repeatable)
+  --effect-retention DURATION  how long answered effects are kept for retries (default 24h)
   --max-body BYTES             larger request bodies get 413 (default 4194304)
   --mode enforce|observe       observe stores writes enforce would reject (default enforce)
   --upstream-timeout SECONDS   http:// backend deadline (default 10)

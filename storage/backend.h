@@ -168,6 +168,20 @@ class Backend {
   // `request` by value: pass it with std::move. Its `original`, when set, must
   // outlive the awaitable.
   virtual Awaitable<WriteResult> Write(WriteRequest request) = 0;
+  // The keys holding a value that start with `prefix` and sort after
+  // `after`, in key order, at most `limit` (`more`: there are others). For
+  // the records fencepost keeps beside fences (fence/effect.h), so only the
+  // backends that keep values with their fences (LMDB, etcd) list any.
+  struct KeyPage {
+    std::error_code error;
+    std::vector<std::string> keys;
+    bool more = false;
+  };
+  virtual Awaitable<KeyPage> ListKeys(std::string /*prefix*/,
+                                      std::string /*after*/,
+                                      std::size_t /*limit*/) {
+    co_return KeyPage{};
+  }
   // Whether the backend can serve now (for /readyz). Never fails.
   virtual Awaitable<bool> Ready() = 0;
   // Why the last Ready() said no, for /readyz's body and the log (""

@@ -26,6 +26,13 @@ Awaitable<WriteResult> EtcdBackend::Write(WriteRequest request) {
   co_return result;
 }
 
+Awaitable<Backend::KeyPage> EtcdBackend::ListKeys(std::string prefix,
+                                                  std::string after,
+                                                  std::size_t limit) {
+  co_return co_await fences_.ListValueKeys(std::move(prefix), std::move(after),
+                                           limit);
+}
+
 Awaitable<bool> EtcdBackend::Ready() { co_return co_await fences_.Ready(); }
 
 }  // namespace fencepost::storage

@@ -23,6 +23,8 @@ class EtcdBackend : public Backend {
   bool supports_batches() const override { return true; }
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
+  Awaitable<KeyPage> ListKeys(std::string prefix, std::string after,
+                              std::size_t limit) override;
   Awaitable<bool> Ready() override;
 
  private:

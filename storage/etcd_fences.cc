@@ -245,6 +245,20 @@ Awaitable<Fences::ListRead> EtcdFences::List(std::string prefix,
   co_return out;
 }
 
+Awaitable<Backend::KeyPage> EtcdFences::ListValueKeys(std::string prefix,
+                                                      std::string after,
+                                                      std::size_t limit) {
+  Backend::KeyPage out;
+  std::optional<etcd::Page> page = co_await session_.ReadPage(
+      session_.ValueKey(""), prefix, after, limit, &out.error);
+  if (!page) co_return out;
+  for (etcd::PageItem& item : page->items) {
+    out.keys.push_back(std::move(item.name));
+  }
+  out.more = page->more;
+  co_return out;
+}
+
 Awaitable<bool> EtcdFences::Ready() {
   // A linearizable read needs etcd's quorum, as every write does.
   EtcdApi::Reply reply = co_await session_.Call(

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "fence/rules.h"
+#include "storage/backend.h"
 #include "storage/etcd_api.h"
 #include "storage/etcd_session.h"
 #include "storage/fences.h"
@@ -107,6 +108,12 @@ class EtcdFences : public Fences {
 
   // The value stored under `key` (etcd backend), read linearizably.
   Awaitable<ValueRead> GetValue(std::string key);
+
+  // Up to `limit` keys of values that start with `prefix`, after `after`
+  // (Backend::ListKeys), read linearizably.
+  Awaitable<Backend::KeyPage> ListValueKeys(std::string prefix,
+                                            std::string after,
+                                            std::size_t limit);
 
   // Transactions committed (the writes' and the leases').
   std::uint64_t transactions() const;

@@ -15,7 +15,7 @@ struct EtcdSpec {
   };
   std::vector<Endpoint> endpoints;
   std::string prefix = "fencepost";  // without trailing '/'
-  bool tls = false;                   // etcds://
+  bool tls = false;                  // etcds://
   // TLS: the CA etcd's certificate must chain to (empty: the system's), and
   // this replica's client certificate and key (etcd --client-cert-auth).
   std::string ca_file;
@@ -23,8 +23,8 @@ struct EtcdSpec {
   std::string key_file;
 };
 
-// Parses an etcd:// or etcds:// URL (the TLS files are set apart). Returns an empty string on success, else what is
-// wrong with it.
+// Parses an etcd:// or etcds:// URL (the TLS files are set apart). Returns an
+// empty string on success, else what is wrong with it.
 std::string ParseEtcdSpec(std::string_view url, EtcdSpec* spec);
 
 }  // namespace fencepost::storage

@@ -1,9 +1,14 @@
 #include "storage/lmdb_backend.h"
 
 #include <cstring>
+#include <map>
 #include <memory>
+#include <set>
+#include <string_view>
 
+#include "fence/env.h"
 #include "fence/errc.h"
+#include "fence/shards.h"
 #include "fence/values.h"
 #include "storage/async_commit.h"
 
@@ -53,6 +58,47 @@ Awaitable<WriteResult> LmdbBackend::Write(WriteRequest request) {
   result.outcome = co_await AsyncCommit(fences_, WithValue(std::move(request)));
   result.created = result.outcome.created;
   co_return result;
+}
+
+Awaitable<Backend::KeyPage> LmdbBackend::ListKeys(std::string prefix,
+                                                  std::string after,
+                                                  std::size_t limit) {
+  KeyPage page;
+  std::set<std::string, std::less<>> keys;
+  for (const fence::Env* env : shards_.envs()) {
+    // Logged first, then a snapshot begun under the overlay's lock, as Read.
+    std::map<std::string, bool, std::less<>> logged;
+    auto lock = env->overlay().Lock();
+    for (auto& [key, present] : env->overlay().ValuesUnder(prefix)) {
+      logged.emplace(std::move(key), present);
+    }
+    fence::Env::ReadTxn txn(*env);
+    lock.unlock();
+    if (txn.get() == nullptr) {
+      page.error = fence::FromLmdb(txn.error());
+      co_return page;
+    }
+    const int rc = fence::ForEachValueUnder(
+        txn.get(), env->values(), prefix,
+        [&](std::string_view key, const fence::StoredValue&) {
+          if (key > after && !logged.contains(key)) keys.emplace(key);
+        });
+    if (rc != 0) {
+      page.error = fence::FromLmdb(rc);
+      co_return page;
+    }
+    for (auto& [key, present] : logged) {
+      if (present && key > after) keys.insert(key);
+    }
+  }
+  for (const std::string& key : keys) {
+    if (page.keys.size() == limit) {
+      page.more = true;
+      break;
+    }
+    page.keys.push_back(key);
+  }
+  co_return page;
 }
 
 Awaitable<bool> LmdbBackend::Ready() { co_return shards_.Readable(); }

@@ -37,6 +37,9 @@ class LmdbBackend : public Backend {
   bool supports_batches() const override { return true; }
   Awaitable<ReadResult> Read(const ReadRequest& request) override;
   Awaitable<WriteResult> Write(WriteRequest request) override;
+  // Over every environment, logged values first (see Read).
+  Awaitable<KeyPage> ListKeys(std::string prefix, std::string after,
+                              std::size_t limit) override;
   Awaitable<bool> Ready() override;
 
  private:

@@ -107,6 +107,8 @@ LocalEngine::LocalEngine(const Options& options) : dir_(options.dir) {
 
 LocalEngine::~LocalEngine() { Stop(); }
 
+std::size_t LocalEngine::shard_count() const { return shards_->size(); }
+
 std::unique_ptr<Backend> LocalEngine::MakeBackend() {
   return std::make_unique<LmdbBackend>(*shards_, *fences_);
 }

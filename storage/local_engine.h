@@ -62,6 +62,8 @@ class LocalEngine {
   Fences& fences() { return *fences_; }
   // The Backend of --backend lmdb: values in the fences' environments.
   std::unique_ptr<Backend> MakeBackend();
+  // How many LMDB environments the data directory is split into.
+  std::size_t shard_count() const;
   // Why io_uring could not be used for the log's syncs ("": it is).
   std::string sync_fallback() const;
   // What an operator is told of the directory at start (an upgrade in

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "fence/key.h"
+
 namespace fencepost::fence {
 namespace {
 
@@ -81,6 +83,42 @@ TEST(EffectRuleTest, IdempotencyKeysAreVisibleAscii) {
   EXPECT_FALSE(IsIdempotencyKey("tab\t"));
   EXPECT_FALSE(IsIdempotencyKey("\x7f"));
   EXPECT_FALSE(IsIdempotencyKey("caf\xc3\xa9"));
+}
+
+TEST(EffectRuleTest, RecordKeysAreNoDataPortKeyAndRoundTrip) {
+  const std::string key = EffectRecordKey("pay", "charge/42");
+  EXPECT_EQ(key, "//effects/pay/charge/42");
+  EXPECT_NE(ValidateKey(key), KeyError::kOk)
+      << "a data port request must never name a record";
+  std::string target, id;
+  ASSERT_TRUE(ParseEffectRecordKey(key, &target, &id));
+  EXPECT_EQ(target, "pay");
+  EXPECT_EQ(id, "charge/42");
+  EXPECT_FALSE(ParseEffectRecordKey("effects/pay/x", &target, &id));
+  EXPECT_FALSE(ParseEffectRecordKey("//effects/pay", &target, &id));
+  EXPECT_TRUE(IsEffectTargetName("pay-v2.eu_1"));
+  EXPECT_FALSE(IsEffectTargetName("pay/x"));
+  EXPECT_FALSE(IsEffectTargetName(""));
+  EXPECT_FALSE(IsEffectTargetName(std::string(65, 'a')));
+}
+
+TEST(EffectRuleTest, TheRequestTextTellsEveryPartApart) {
+  EXPECT_NE(EffectRequestText("POST", "f", "/a", "", "b"),
+            EffectRequestText("POST", "f", "/ab", "", ""));
+  EXPECT_NE(EffectRequestText("POST", "f", "", "q", ""),
+            EffectRequestText("POST", "f", "", "", "q"));
+  EXPECT_NE(EffectRequestText("POST", "f", "", "", ""),
+            EffectRequestText("PUT", "f", "", "", ""));
+  EXPECT_NE(EffectRequestText("POST", "f1", "", "", ""),
+            EffectRequestText("POST", "f2", "", "", ""));
+}
+
+TEST(EffectRuleTest, ARecordLeftInFlightByAnotherProcessIsUnknown) {
+  EXPECT_EQ(EffectStateName(State::kInFlight, true), "in-flight");
+  EXPECT_EQ(EffectStateName(State::kInFlight, false), "unknown");
+  EXPECT_EQ(EffectStateName(State::kDone, false), "done");
+  EXPECT_EQ(EffectStateName(State::kNotSent, false), "not-sent");
+  EXPECT_EQ(EffectStateName(State::kUnknown, true), "unknown");
 }
 
 }  // namespace
