@@ -1,21 +1,25 @@
 """fencepost: the Python client of the fencepost fencing proxy.
 
-Values with fencing tokens and preconditions (data port), fences, leases,
-leader election and watches (admin port). Standard library only.
+Values with fencing tokens and preconditions and fenced side effects (data
+port), fences, leases, leader election and watches (admin port). Standard
+library only.
 """
 
 from fencepost._http import Response, encode_key
-from fencepost.client import (MAX_TOKEN, BatchResult, Client, DeleteOp, Fence,
-                              LeaseInfo, OpResult, PutOp, Value, WriteResult,
-                              check_token)
+from fencepost.client import (EFFECT_METHODS, MAX_TOKEN, BatchResult, Client,
+                              DeleteOp, EffectResult, Fence, LeaseInfo,
+                              OpResult, PutOp, Value, WriteResult, check_token,
+                              effect_target)
 from fencepost.elector import LeaderElector, NotElected
 from fencepost.errors import (PROBLEM_CLASSES, BadFraming, BadKey, BadRequest,
                               BadResponse, BodyTooLarge, DiskFull,
+                              EffectInProgress, EffectOutcomeUnknown,
                               ElectionUnavailable, FenceElected, FenceHeld,
                               FencepostError, FenceStoreUnavailable,
-                              HeadersTooLarge, Internal, InvalidToken,
-                              KeyCollision, LeadershipLost, LeaseHeld,
-                              LeaseNotHeld, MapFull, MethodNotAllowed,
+                              HeadersTooLarge, IdempotencyKeyReused, Internal,
+                              InvalidToken, KeyCollision, LeadershipLost,
+                              LeaseHeld, LeaseNotHeld, MapFull,
+                              MethodNotAllowed, MissingEffectHeader,
                               MissingToken, NotFound, Overloaded,
                               PreconditionFailed, Problem, StaleToken,
                               StorageFailure, StoreError, TokensExhausted,
@@ -29,7 +33,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Value", "WriteResult", "Fence", "LeaseInfo", "PutOp",
-    "DeleteOp", "OpResult", "BatchResult", "Response", "MAX_TOKEN",
+    "DeleteOp", "OpResult", "BatchResult", "EffectResult", "EFFECT_METHODS",
+    "effect_target", "Response", "MAX_TOKEN",
     "check_token", "encode_key", "Lease", "default_holder_id",
     "LeaderElector", "NotElected", "Watch", "Event",
     "FencepostError", "Unreachable", "BadResponse", "LeadershipLost",
@@ -42,4 +47,6 @@ __all__ = [
     "UpstreamFailed", "UpstreamOutcomeUnknown", "FenceHeld",
     "StorageFailure", "FenceStoreUnavailable", "StoreError", "Internal",
     "UnverifiedToken", "ElectionUnavailable", "FenceElected",
+    "IdempotencyKeyReused", "EffectInProgress", "EffectOutcomeUnknown",
+    "MissingEffectHeader",
 ]

@@ -7,6 +7,8 @@ import base64
 import http.client
 import json
 import os
+import re
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
@@ -151,6 +153,72 @@ class OpResult:
 class BatchResult:
     token: Optional[int]         # the fences' token after the batch
     results: list[OpResult]
+
+
+@dataclass(frozen=True)
+class EffectResult:
+    """The target's answer to a fenced side effect (``Client.effect``),
+    whatever its status: relayed by fencepost as the target gave it, or
+    its recorded answer again when ``replayed`` (nothing was sent then)."""
+    status: int
+    content_type: Optional[str]
+    body: bytes                  # cut at the server's --max-body if replayed
+    replayed: bool               # Effect-Replayed: true
+
+    @property
+    def ok(self) -> bool:
+        """The target answered 2xx."""
+        return 200 <= self.status < 300
+
+    def text(self, encoding: str = "utf-8") -> str:
+        return self.body.decode(encoding)
+
+    def json(self) -> Any:
+        """The body parsed as JSON (ValueError when it is not)."""
+        return json.loads(self.body)
+
+
+EFFECT_METHODS = ("POST", "PUT", "PATCH", "DELETE")
+_TARGET_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
+_IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")
+# What a path or query may hold as it is (RFC 3986 pchar, '/', '?' and
+# '%', so text already encoded stays as it is).
+_PATH_SAFE = "/:@!$&'()*+,;=%"
+_QUERY_SAFE = _PATH_SAFE + "?"
+
+EffectQuery = Union[str, Mapping[str, str], Sequence[tuple[str, str]]]
+
+
+def effect_target(target: str, path: str = "",
+                  query: Optional[EffectQuery] = None) -> str:
+    """The request target of an effect: ``/v1/effects/NAME[/PATH][?QUERY]``.
+    ``path`` and a str ``query`` are taken as URL text (escapes kept, other
+    bytes that cannot go in a URL percent-encoded); a mapping or sequence
+    of pairs is form-encoded. ValueError for a NAME that is not 1 to 64 of
+    ``A-Z a-z 0-9 . _ -``."""
+    if not isinstance(target, str) or not _TARGET_NAME.fullmatch(target):
+        raise ValueError(f"an effect target's name is 1 to 64 of "
+                         f"A-Z a-z 0-9 . _ -, not {target!r}")
+    out = "/v1/effects/" + target
+    if path:
+        out += urllib.parse.quote("/" + path.lstrip("/"), safe=_PATH_SAFE)
+    if isinstance(query, str):
+        if query.lstrip("?"):
+            out += "?" + urllib.parse.quote(query.lstrip("?"),
+                                            safe=_QUERY_SAFE)
+    elif query:
+        out += "?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+    return out
+
+
+def _header_text(name: str, value: str) -> str:
+    """``value`` as http.client sends a str field (Latin-1), such that the
+    bytes on the wire are its UTF-8. ValueError for CR, LF or NUL."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty str")
+    if any(c in value for c in "\r\n\0"):
+        raise ValueError(f"{name} holds a line break or NUL")
+    return value.encode("utf-8").decode("latin-1")
 
 
 def _bytes(value: Union[bytes, str]) -> bytes:
@@ -337,6 +405,60 @@ class Client:
                                 etag if isinstance(etag, str) else None))
         return BatchResult(_token_field(response), out)
 
+    def effect(self, target: str, path: str = "",
+               body: Union[bytes, str] = b"", *, method: str = "POST",
+               token: int, fence_key: str, idempotency_key: str,
+               content_type: Optional[str] = None,
+               query: Optional[EffectQuery] = None,
+               timeout: Optional[float] = None) -> EffectResult:
+        """A fenced side effect: fencepost sends ``method`` with ``body``
+        (str as UTF-8) to its effect target ``target``'s URL plus ``path``
+        and ``query`` (see :func:`effect_target`), at most once per
+        ``idempotency_key``, and only while ``token`` is not below the fence
+        of ``fence_key`` (e.g. the lease's name).
+
+        The target's answer, any status, is the EffectResult; a repeat of
+        an answered call gets its recorded answer with ``replayed`` True
+        and nothing is sent. fencepost's own refusals raise: StaleToken
+        (nothing sent), IdempotencyKeyReused (the key was used for another
+        request), EffectInProgress, EffectOutcomeUnknown (sent earlier, no
+        answer known: never sent again by fencepost), UpstreamFailed (502:
+        could not be sent; a repeat sends it), UpstreamOutcomeUnknown (504:
+        sent, no answer), NotFound (no such target), MissingToken,
+        MissingEffectHeader, InvalidToken, BadKey, BadRequest, BodyTooLarge,
+        Unauthorized. ``timeout`` replaces the client's for this call; give
+        the server's time to reach the target too. ValueError or TypeError
+        (nothing sent) for a bad target name, method, key or token."""
+        if method not in EFFECT_METHODS:
+            raise ValueError(f"an effect's method is one of "
+                             f"{', '.join(EFFECT_METHODS)}, not {method!r}")
+        if not isinstance(idempotency_key, str) or \
+                not _IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+            raise ValueError("an Idempotency-Key is 1 to 255 visible ASCII "
+                             f"characters, not {idempotency_key!r}")
+        fields = {"Fencing-Token": str(check_token(token)),
+                  "Fence-Key": _header_text("fence_key", fence_key),
+                  "Idempotency-Key": idempotency_key}
+        if content_type is not None:
+            fields["Content-Type"] = _header_text("content_type",
+                                                  content_type)
+        response = self.send("data", method,
+                             effect_target(target, path, query), fields,
+                             _bytes(body), timeout)
+        replayed = response.header("effect-replayed")
+        if replayed is None:
+            # fencepost's own answer: a problem, or a server that does not
+            # serve effects and took the path for a key.
+            if response.status >= 400:
+                raise problem_from_response(response.status, response.body,
+                                            response.headers)
+            raise BadResponse(
+                f"HTTP {response.status} without Effect-Replayed: the server "
+                f"does not serve effect target {target!r} (--effect-target)")
+        return EffectResult(response.status, response.header("content-type"),
+                            response.body,
+                            replayed.strip().lower() == "true")
+
     # -- admin port: fences --------------------------------------------
 
     def fence(self, key: str) -> Fence:
@@ -460,5 +582,6 @@ def long_poll(port: Port, conn: http.client.HTTPConnection, key: str,
 
 
 __all__ = ["Client", "Value", "WriteResult", "Fence", "LeaseInfo", "PutOp",
-           "DeleteOp", "OpResult", "BatchResult", "Response", "Problem",
+           "DeleteOp", "OpResult", "BatchResult", "EffectResult",
+           "EFFECT_METHODS", "effect_target", "Response", "Problem",
            "check_token", "MAX_TOKEN"]

@@ -272,6 +272,41 @@ class StoreError(Problem):
             document.get("request_id"))
 
 
+class IdempotencyKeyReused(Problem):
+    """422 (effects): the target's Idempotency-Key was used before for
+    another request (method, Fence-Key, path, query or body differ).
+    Nothing was sent."""
+    slug = "idempotency-key-reused"
+
+
+class EffectInProgress(Problem):
+    """409 (effects): the first call with this target and Idempotency-Key
+    is in flight right now; ask again later for its answer."""
+    slug = "effect-in-progress"
+
+
+class EffectOutcomeUnknown(Problem):
+    """409 (effects): the call was sent earlier and no answer is known
+    (fencepost stopped, the connection broke, a timeout after sending).
+    fencepost never sends it again until an admin forgets the record
+    (``DELETE /v1/effects/NAME/ID``) after checking with the target.
+    ``target``, ``idempotency_key`` and ``state`` are the record's."""
+    slug = "effect-outcome-unknown"
+
+    def __init__(self, status: int, document: Mapping[str, Any],
+                 headers: Optional[Mapping[str, str]] = None) -> None:
+        super().__init__(status, document, headers)
+        self.target: Optional[str] = _str_or_none(document.get("target"))
+        self.idempotency_key: Optional[str] = _str_or_none(
+            document.get("idempotency_key"))
+        self.state: Optional[str] = _str_or_none(document.get("state"))
+
+
+class MissingEffectHeader(Problem):
+    """428 (effects): no Fence-Key or no Idempotency-Key."""
+    slug = "missing-effect-header"
+
+
 class Internal(Problem):
     """500: an internal error of the server."""
     slug = "internal"
