@@ -4,6 +4,13 @@
 
 namespace fencepost::proxy {
 
+namespace {
+
+// The flags of `fencepost serve`.
+std::string ServeFlags();
+
+}  // namespace
+
 std::string Usage() {
   return R"(fencepost: a fencing-token guard in front of a key-value or file store.
 
@@ -14,9 +21,16 @@ Usage:
   fencepost batch --token N [FILE]              (fencepost batch --help)
   fencepost probe URL [--token N]               (fencepost probe --help)
   fencepost watch [PREFIX]                     (fencepost watch --help)
+  fencepost effect NAME[/REST] [FILE]           (fencepost effect --help)
   fencepost --help | --version
 
-Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
+)" + ServeFlags();
+}
+
+namespace {
+
+std::string ServeFlags() {
+  return R"(Flags (each may instead be set as FENCEPOST_<NAME>, e.g. FENCEPOST_DATA_DIR):
   --listen HOST:PORT           data port (default 127.0.0.1:7400)
   --admin-listen HOST:PORT     admin port: metrics, health, fences (default 127.0.0.1:7401)
   --data-dir DIR               LMDB environment directory (default ./fencepost-data)
@@ -87,5 +101,7 @@ Port 0 binds an ephemeral port; bound addresses are logged at start-up.
 Bad flags exit with status 2.
 )";
 }
+
+}  // namespace
 
 }  // namespace fencepost::proxy
