@@ -24,6 +24,9 @@ constexpr std::string_view kUsageText =
   fencepost fence get KEY
   fencepost fence bump KEY --token N
   fencepost batch --token N [FILE]
+  fencepost effect NAME[/REST][?QUERY] --token N --fence-key KEY
+                   --idempotency-key ID [--method POST|PUT|PATCH|DELETE]
+                   [--content-type TYPE] [FILE|-]
   fencepost probe URL [--token N]
   fencepost probe s3://BUCKET[/PREFIX] [--s3-endpoint URL] [--s3-region REGION]
                   [--s3-addressing path|virtual]
@@ -40,11 +43,12 @@ Flags of every command:
 
 A holder ID defaults to <hostname>-<pid>-<random>. Durations are a number
 and a unit: 500ms, 10s, 2m. `lease run` runs CMD with FENCING_TOKEN,
-FENCEPOST_LEASE and FENCEPOST_HOLDER set while it holds the lease, renewing
-it every third of the TTL. CMD runs in a process group of its own: when the
-lease is lost, the group (CMD and what it started) gets SIGTERM, then
-SIGKILL after --grace (default 5s); SIGTERM, SIGINT, SIGHUP and SIGQUIT
-sent to lease run are passed on to the group.
+FENCEPOST_LEASE, FENCEPOST_HOLDER, FENCEPOST_FENCE (the lease's name: the
+key of `effect --fence-key`) and, with --data, FENCEPOST_DATA set while it
+holds the lease, renewing it every third of the TTL. CMD runs in a process
+group of its own: when the lease is lost, the group (CMD and what it
+started) gets SIGTERM, then SIGKILL after --grace (default 5s); SIGTERM,
+SIGINT, SIGHUP and SIGQUIT sent to lease run are passed on to the group.
 
 `lease run --via URL` (env FENCEPOST_VIA) elects through another system
 instead of fencepost's leases, with its token as FENCING_TOKEN:
@@ -63,6 +67,23 @@ lease run exits 1.
 BASE64} | {"op": "delete", "key": K}, ...]} as POST / to the data port with
 Fencing-Token N. Every op is applied or none is (lmdb or etcd backend); the
 results document, or a 409's problem, goes to standard output.
+
+`effect` asks fencepost's data port to make a fenced side effect: POST (or
+--method) /v1/effects/NAME[/REST][?QUERY] with Fencing-Token N, Fence-Key KEY
+(the key whose fence guards the call, e.g. the lease's name) and
+Idempotency-Key ID, the body from FILE (standard input for "-"; none
+without FILE) with --content-type. fencepost sends it once to its
+--effect-target NAME=URL, at URL/REST?QUERY, while N is not below KEY's
+fence; the same ID again gets the recorded answer, and the target sees
+nothing. --token, --fence-key and --data default to FENCING_TOKEN,
+FENCEPOST_FENCE and FENCEPOST_DATA, which `lease run` gives its command.
+The target's body goes to standard output as it is ("Effect-Replayed: true"
+on standard error for a recorded answer). Exit 0 when the target answered
+2xx, 1 when it answered otherwise (but 5xx: 3) or fencepost refused (409:
+stale token, in progress, outcome unknown; 422: the ID was used for another
+request; 404: no such NAME; the problem on standard output), 2 for a usage
+error or a request fencepost calls bad, 3 when fencepost is unreachable or
+the target could not be reached (502) or did not answer (504).
 
 `probe` tells whether the HTTP store at URL (http://HOST[:PORT][/BASE] or
 https://...) honours If-Match and If-None-Match: under a scratch
@@ -113,6 +134,7 @@ int Dispatch(const CommandSpec& spec, const Flags& flags) {
   if (spec.group == "batch") return Batch(flags);
   if (spec.group == "probe") return Probe(flags);
   if (spec.group == "watch") return Watch(flags);
+  if (spec.group == "effect") return Effect(flags);
   if (spec.group == "fence") {
     return spec.name == "get" ? Get(flags, false) : FenceBump(flags);
   }
@@ -129,7 +151,8 @@ bool IsClientCommand(int argc, char** argv) {
                       std::string_view(argv[1]) == "fence" ||
                       std::string_view(argv[1]) == "batch" ||
                       std::string_view(argv[1]) == "probe" ||
-                      std::string_view(argv[1]) == "watch");
+                      std::string_view(argv[1]) == "watch" ||
+                      std::string_view(argv[1]) == "effect");
 }
 
 int RunClientCommand(int argc, char** argv) {

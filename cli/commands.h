@@ -3,8 +3,9 @@
 namespace fencepost::cli {
 
 // The client commands of SPEC "Client commands": argv[1] is "lease",
-// "fence" or "batch" (`fencepost lease acquire|release|get|run ...`,
-// `fencepost fence get|bump ...`, `fencepost batch --token N [FILE]`). They
+// "fence", "batch", "probe", "watch" or "effect" (`fencepost lease
+// acquire|release|get|run ...`, `fencepost fence get|bump ...`, `fencepost
+// batch --token N [FILE]`, `fencepost effect NAME[/REST] ...`). They
 // use only the client libraries (fencepost::client and the electors').
 // Returns the exit status: 0 success, 1 refused (lease held, stale token,
 // not held, not found, unauthorized), 2 usage error (message on stderr) or

@@ -15,12 +15,13 @@ namespace {
 constexpr milliseconds kMinTtl{100};
 constexpr milliseconds kMaxTtl{3600000};
 
-std::uint64_t ParseToken(const std::string& v) {
+std::uint64_t ParseToken(const std::string& v,
+                         const std::string& where = "--token") {
   std::uint64_t out = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
   if (v.empty() || v.size() > 20 || ec != std::errc() ||
       end != v.data() + v.size()) {
-    throw UsageError("--token: '" + v + "' is not a decimal uint64");
+    throw UsageError(where + ": '" + v + "' is not a decimal uint64");
   }
   return out;
 }
@@ -37,6 +38,56 @@ milliseconds ParseDurationFlag(const std::string& flag, const std::string& v) {
 std::string EnvOr(const char* name, std::string fallback) {
   const char* value = std::getenv(name);
   return value != nullptr && *value != '\0' ? value : fallback;
+}
+
+// Sets the flag `name` (one `spec` takes) to `value`.
+void SetFlag(Flags& flags, const std::string& name, const std::string& value) {
+  if (name == "admin") flags.admin = value;
+  if (name == "data") {
+    flags.data = value;
+    flags.data_given = true;
+  }
+  if (name == "auth-token-file") flags.auth_token_file = value;
+  if (name == "tls-ca") flags.tls_ca = value;
+  if (name == "holder") flags.holder = value;
+  if (name == "token") flags.token = ParseToken(value);
+  if (name == "ttl") flags.ttl = ParseDurationFlag(name, value);
+  if (name == "wait") flags.wait = ParseDurationFlag(name, value);
+  if (name == "grace") flags.grace = ParseDurationFlag(name, value);
+  if (name == "via") flags.via = value;
+  if (name == "s3-endpoint") flags.s3_endpoint = value;
+  if (name == "s3-region") flags.s3_region = value;
+  if (name == "s3-addressing") flags.s3_addressing = value;
+  if (name == "s3-credentials-file") flags.s3_credentials_file = value;
+  if (name == "s3-profile") flags.s3_profile = value;
+  if (name == "fence-key") flags.fence_key = value;
+  if (name == "idempotency-key") flags.idempotency_key = value;
+  if (name == "method") flags.method = value;
+  if (name == "content-type") flags.content_type = value;
+  if (name == "fence") {
+    if (value.empty()) throw UsageError("--fence needs a key");
+    flags.fences.push_back(value);
+  }
+}
+
+// The defaults the environment gives the flags not given.
+void ApplyEnvironment(const CommandSpec& spec, Flags& flags) {
+  if (flags.admin.empty()) {
+    flags.admin = EnvOr("FENCEPOST_ADMIN", "http://127.0.0.1:7401");
+  }
+  if (flags.data.empty()) {
+    flags.data = EnvOr("FENCEPOST_DATA", "http://127.0.0.1:7400");
+  }
+  if (flags.via.empty() && spec.flags.count("via") != 0) {
+    flags.via = EnvOr("FENCEPOST_VIA", "");
+  }
+  if (spec.flags.count("fence-key") != 0) {
+    if (flags.fence_key.empty()) flags.fence_key = EnvOr("FENCEPOST_FENCE", "");
+    const std::string token = EnvOr("FENCING_TOKEN", "");
+    if (!flags.token && !token.empty()) {
+      flags.token = ParseToken(token, "FENCING_TOKEN");
+    }
+  }
 }
 
 }  // namespace
@@ -60,6 +111,13 @@ const std::vector<CommandSpec>& Commands() {
        {"token", "s3-endpoint", "s3-region", "s3-addressing",
         "s3-credentials-file", "s3-profile"}},
       {"watch", "", "PREFIX", {}, false, true},
+      {"effect",
+       "",
+       "NAME[/REST]",
+       {"token", "fence-key", "idempotency-key", "method", "content-type"},
+       false,
+       false,
+       true},
   };
   return kCommands;
 }
@@ -94,25 +152,7 @@ Flags ParseFlags(const CommandSpec& spec,
       throw UsageError("unknown flag --" + name + " for '" + spec.Title() +
                        "'");
     }
-    if (name == "admin") flags.admin = value;
-    if (name == "data") flags.data = value;
-    if (name == "auth-token-file") flags.auth_token_file = value;
-    if (name == "tls-ca") flags.tls_ca = value;
-    if (name == "holder") flags.holder = value;
-    if (name == "token") flags.token = ParseToken(value);
-    if (name == "ttl") flags.ttl = ParseDurationFlag(name, value);
-    if (name == "wait") flags.wait = ParseDurationFlag(name, value);
-    if (name == "grace") flags.grace = ParseDurationFlag(name, value);
-    if (name == "via") flags.via = value;
-    if (name == "s3-endpoint") flags.s3_endpoint = value;
-    if (name == "s3-region") flags.s3_region = value;
-    if (name == "s3-addressing") flags.s3_addressing = value;
-    if (name == "s3-credentials-file") flags.s3_credentials_file = value;
-    if (name == "s3-profile") flags.s3_profile = value;
-    if (name == "fence") {
-      if (value.empty()) throw UsageError("--fence needs a key");
-      flags.fences.push_back(value);
-    }
+    SetFlag(flags, name, value);
   }
   if (flags.positional.size() > 1 && spec.takes_command) {
     std::string rest;
@@ -124,8 +164,12 @@ Flags ParseFlags(const CommandSpec& spec,
                      "; the command goes after '--': " + spec.Title() + " " +
                      flags.positional[0] + " [FLAGS] --" + rest);
   }
-  if (flags.positional.size() > 1 ||
+  if (flags.positional.size() > (spec.takes_file ? 2 : 1) ||
       (flags.positional.empty() && !spec.operand_optional)) {
+    if (spec.takes_file) {
+      throw UsageError("'" + spec.Title() + "' takes one " +
+                       std::string(spec.operand) + " and at most one FILE");
+    }
     throw UsageError("'" + spec.Title() + "' takes " +
                      (spec.operand_optional ? "at most " : "") + "one " +
                      std::string(spec.operand));
@@ -136,15 +180,7 @@ Flags ParseFlags(const CommandSpec& spec,
   if (spec.takes_command && flags.command.empty()) {
     throw UsageError("no command after '--'");
   }
-  if (flags.admin.empty()) {
-    flags.admin = EnvOr("FENCEPOST_ADMIN", "http://127.0.0.1:7401");
-  }
-  if (flags.data.empty()) {
-    flags.data = EnvOr("FENCEPOST_DATA", "http://127.0.0.1:7400");
-  }
-  if (flags.via.empty() && spec.flags.count("via") != 0) {
-    flags.via = EnvOr("FENCEPOST_VIA", "");
-  }
+  ApplyEnvironment(spec, flags);
   return flags;
 }
 

@@ -29,6 +29,7 @@ class UsageError : public std::runtime_error {
 struct Flags {
   std::string admin;
   std::string data;
+  bool data_given = false;  // --data on the command line, not a default
   std::string auth_token_file;
   std::string tls_ca;
   std::string holder;
@@ -38,6 +39,11 @@ struct Flags {
   std::string via;
   std::vector<std::string> fences;  // lease run --fence, repeatable
   std::optional<std::uint64_t> token;
+  // effect: --fence-key, --idempotency-key, --method, --content-type.
+  std::string fence_key;
+  std::string idempotency_key;
+  std::string method;
+  std::string content_type;
   // probe s3://: as serve's --s3-* flags (SPEC "S3 backend"); "" when not
   // given.
   std::string s3_endpoint;
@@ -51,12 +57,13 @@ struct Flags {
 
 // What one command takes besides the flags of every command.
 struct CommandSpec {
-  std::string_view group;    // "lease", "fence", "batch" or "probe"
+  std::string_view group;    // "lease", "fence", "batch", "probe", ...
   std::string_view name;     // "" for a command of one word ("batch")
-  std::string_view operand;  // "NAME", "KEY", "FILE" or "URL"
+  std::string_view operand;  // "NAME", "KEY", "FILE", "URL", ...
   std::set<std::string_view> flags;
   bool takes_command = false;
   bool operand_optional = false;
+  bool takes_file = false;  // a second operand, optional: FILE or "-"
 
   // "fencepost lease acquire", "fencepost batch".
   std::string Title() const {
@@ -69,7 +76,10 @@ struct CommandSpec {
 const std::vector<CommandSpec>& Commands();
 
 // The flags and operands of `spec` in `args` (after the command's words),
-// with the defaults of the environment. Throws UsageError.
+// with the defaults of the environment (FENCEPOST_ADMIN, FENCEPOST_DATA;
+// for a command that takes --fence-key, --token from FENCING_TOKEN and
+// --fence-key from FENCEPOST_FENCE, as `lease run` hands them to its
+// command). Throws UsageError.
 Flags ParseFlags(const CommandSpec& spec, const std::vector<std::string>& args);
 
 // Throws UsageError "--FLAG is required" unless `present`.

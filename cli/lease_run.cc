@@ -110,16 +110,21 @@ Resolved Resolve(const std::string& name) {
   return Resolved{"", kNotFound, name + ": command not found"};
 }
 
-// The environment of CMD: ours, with the lease's three variables set.
+// The environment of CMD: ours, with the lease's variables set: its token,
+// name and holder, the key whose fence guards it (the lease's name, which
+// `effect` sends as Fence-Key), and FENCEPOST_DATA when `data` is given.
 std::vector<std::string> ChildEnvironment(const std::string& name,
                                           const std::string& holder,
-                                          std::uint64_t token) {
+                                          std::uint64_t token,
+                                          const std::string& data) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry(*e);
     if (entry.rfind("FENCING_TOKEN=", 0) == 0 ||
         entry.rfind("FENCEPOST_LEASE=", 0) == 0 ||
-        entry.rfind("FENCEPOST_HOLDER=", 0) == 0) {
+        entry.rfind("FENCEPOST_HOLDER=", 0) == 0 ||
+        entry.rfind("FENCEPOST_FENCE=", 0) == 0 ||
+        (!data.empty() && entry.rfind("FENCEPOST_DATA=", 0) == 0)) {
       continue;
     }
     env.emplace_back(entry);
@@ -127,6 +132,8 @@ std::vector<std::string> ChildEnvironment(const std::string& name,
   env.push_back("FENCING_TOKEN=" + std::to_string(token));
   env.push_back("FENCEPOST_LEASE=" + name);
   env.push_back("FENCEPOST_HOLDER=" + holder);
+  env.push_back("FENCEPOST_FENCE=" + name);
+  if (!data.empty()) env.push_back("FENCEPOST_DATA=" + data);
   return env;
 }
 
@@ -439,7 +446,9 @@ int LeaseRun(const Flags& flags) {
 
   const pid_t pid =
       StartChild(command.path, flags.command,
-                 ChildEnvironment(name, holder, held->token), previous);
+                 ChildEnvironment(name, holder, held->token,
+                                  flags.data_given ? flags.data : ""),
+                 previous);
   if (pid < 0) {
     Log(std::string("cannot start the command: ") + std::strerror(errno));
     keeper.Release();

@@ -184,21 +184,20 @@ int FenceBump(const Flags& flags) {
   return Refusal(result, "fence bump " + key);
 }
 
-// The most batch JSON `batch` reads; a server's --max-body (4 MiB by
+// The most `batch` and `effect` read; a server's --max-body (4 MiB by
 // default) may refuse far less.
 constexpr std::size_t kMaxBatchBytes = std::size_t{64} << 20;
 
-// The whole of FILE, or of standard input when FILE is absent or "-".
-std::string ReadBatchDocument(const Flags& flags) {
-  const bool from_stdin =
-      flags.positional.empty() || flags.positional[0] == "-";
-  const std::string name = from_stdin ? "standard input" : flags.positional[0];
-  std::ifstream file;
+// The whole of FILE, or of standard input when FILE is "-".
+std::string ReadInput(const std::string& file) {
+  const bool from_stdin = file == "-";
+  const std::string name = from_stdin ? "standard input" : file;
+  std::ifstream opened;
   if (!from_stdin) {
-    file.open(name, std::ios::binary);
-    if (!file) throw UsageError("cannot open " + name);
+    opened.open(name, std::ios::binary);
+    if (!opened) throw UsageError("cannot open " + name);
   }
-  std::istream& in = from_stdin ? std::cin : file;
+  std::istream& in = from_stdin ? std::cin : opened;
   std::string out;
   char buffer[65536];
   while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
@@ -213,7 +212,8 @@ std::string ReadBatchDocument(const Flags& flags) {
 
 int Batch(const Flags& flags) {
   Require(flags.token.has_value(), "token");
-  std::string body = ReadBatchDocument(flags);
+  std::string body =
+      ReadInput(flags.positional.empty() ? "-" : flags.positional[0]);
   Client client = MakeClient(PortOptions(flags, flags.data));
   const Result result =
       client.Send("POST", "/",
@@ -225,6 +225,91 @@ int Batch(const Flags& flags) {
     return kSuccess;
   }
   return Refusal(result, "batch");
+}
+
+namespace {
+
+// The call of `effect NAME[/REST][?QUERY] [FILE|-]` under `flags`.
+client::EffectCall EffectCallOf(const Flags& flags) {
+  if (!flags.token) {
+    throw UsageError("--token (or FENCING_TOKEN) is required");
+  }
+  if (flags.fence_key.empty()) {
+    throw UsageError("--fence-key (or FENCEPOST_FENCE) is required");
+  }
+  Require(!flags.idempotency_key.empty(), "idempotency-key");
+  client::EffectCall call;
+  const std::string& operand = flags.positional[0];
+  const std::string path = operand.substr(0, operand.find('?'));
+  if (path.size() < operand.size())
+    call.query = operand.substr(path.size() + 1);
+  call.target = path.substr(0, path.find('/'));
+  if (call.target.size() < path.size()) {
+    call.path = path.substr(call.target.size() + 1);
+  }
+  const bool name_ok =
+      !call.target.empty() && call.target.size() <= 64 &&
+      call.target.find_first_not_of(
+          "abcdefghijklmnopqrstuvwxyz"
+          "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == std::string::npos;
+  if (!name_ok) {
+    throw UsageError("'" + call.target +
+                     "' is not an effect target's NAME (1 to 64 of A-Z a-z "
+                     "0-9 . _ -)");
+  }
+  if (!flags.method.empty()) call.method = flags.method;
+  if (call.method != "POST" && call.method != "PUT" && call.method != "PATCH" &&
+      call.method != "DELETE") {
+    throw UsageError("--method: '" + call.method +
+                     "' is not POST, PUT, PATCH or DELETE");
+  }
+  call.token = *flags.token;
+  call.fence_key = flags.fence_key;
+  call.idempotency_key = flags.idempotency_key;
+  call.content_type = flags.content_type;
+  if (flags.positional.size() > 1) call.body = ReadInput(flags.positional[1]);
+  return call;
+}
+
+// Prints the target's answer, or reports fencepost's refusal; returns the
+// exit status.
+int ReportEffect(const client::EffectResult& r, const std::string& what) {
+  const std::string prefix = "fencepost: effect " + what + ": ";
+  if (r.ok() && r.relayed) {
+    std::cout << r.body;
+    std::cout.flush();
+    if (r.replayed) {
+      std::cerr << prefix
+                << "Effect-Replayed: true (the recorded answer of an earlier "
+                   "call; nothing was sent)\n";
+    }
+    if (r.status / 100 == 2) return kSuccess;
+    std::cerr << prefix << "the target answered HTTP " << r.status << "\n";
+    return r.status >= 500 ? kUnavailable : kRefused;
+  }
+  if (r.ok() && r.status < 400) {
+    std::cerr << prefix << "HTTP " << r.status
+              << " without Effect-Replayed: the server does not serve this "
+                 "effect target (--effect-target)\n";
+    return kUsage;
+  }
+  Result as_result{r.error, r.detail, {r.status, {}, r.body}};
+  std::cerr << prefix << Explain(as_result) << "\n";
+  if (!r.ok() || r.status >= 500) return kUnavailable;
+  if (r.status == 409 || r.status == 422) {
+    PrintBody(r.body);
+    return kRefused;
+  }
+  if (r.status == 401 || r.status == 403 || r.status == 404) return kRefused;
+  return kUsage;
+}
+
+}  // namespace
+
+int Effect(const Flags& flags) {
+  const client::EffectCall call = EffectCallOf(flags);
+  Client client = MakeClient(PortOptions(flags, flags.data));
+  return ReportEffect(client.Effect(call), flags.positional[0]);
 }
 
 }  // namespace fencepost::cli

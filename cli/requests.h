@@ -7,8 +7,8 @@
 #include "client/client.h"
 
 // The commands of one request (`lease acquire|release|get`, `fence
-// get|bump`, `batch`) and what `lease run` shares with them: the client of
-// a port, and how an answer is printed or refused.
+// get|bump`, `batch`, `effect`) and what `lease run` shares with them: the
+// client of a port, and how an answer is printed or refused.
 namespace fencepost::cli {
 
 // The client options for `url` under the common flags (--tls-ca,
@@ -29,5 +29,9 @@ int LeaseRelease(const Flags& flags);
 int Get(const Flags& flags, bool lease);
 int FenceBump(const Flags& flags);
 int Batch(const Flags& flags);
+// `effect NAME[/REST][?QUERY] [FILE|-]` (SPEC "Fenced side effects"): the
+// target's body on stdout, its status deciding the exit (0 for 2xx, 1 for
+// another, 3 for 5xx); fencepost's refusals as Refusal's, 422 being 1.
+int Effect(const Flags& flags);
 
 }  // namespace fencepost::cli

@@ -605,6 +605,70 @@ Result Client::Batch(std::uint64_t token, const std::vector<BatchOp>& ops) {
   return Send("POST", "/", JsonTokenHeaders(token), std::move(body));
 }
 
+namespace {
+
+// URL text as it is where RFC 3986 allows it (pchar and '/', '?' too in a
+// query, '%' so that escapes stay), every other byte as a %XX escape.
+std::string EncodeUrlText(std::string_view text, bool query) {
+  static constexpr std::string_view kSafe = "-._~!$&'()*+,;=:@/%";
+  std::string out;
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) != 0 || kSafe.find(c) != std::string_view::npos ||
+        (query && c == '?')) {
+      out += c;
+    } else {
+      out += '%';
+      out += "0123456789ABCDEF"[u >> 4];
+      out += "0123456789ABCDEF"[u & 0xF];
+    }
+  }
+  return out;
+}
+
+bool IsEffectCall(const EffectCall& call) {
+  const std::string_view name = call.target;
+  const std::string_view m = call.method;
+  return !name.empty() && name.size() <= 64 &&
+         std::all_of(name.begin(), name.end(),
+                     [](char c) {
+                       return std::isalnum(static_cast<unsigned char>(c)) ||
+                              c == '.' || c == '_' || c == '-';
+                     }) &&
+         (m == "POST" || m == "PUT" || m == "PATCH" || m == "DELETE");
+}
+
+}  // namespace
+
+EffectResult Client::Effect(const EffectCall& call) {
+  std::string target = "/v1/effects/" + call.target;
+  if (!call.path.empty()) {
+    target += EncodeUrlText(
+        call.path.front() == '/' ? call.path : "/" + call.path, false);
+  }
+  if (!call.query.empty()) target += "?" + EncodeUrlText(call.query, true);
+  Headers headers = {{"Fencing-Token", std::to_string(call.token)},
+                     {"Fence-Key", call.fence_key},
+                     {"Idempotency-Key", call.idempotency_key}};
+  if (!call.content_type.empty()) {
+    headers.emplace_back("Content-Type", call.content_type);
+  }
+  Result r = IsEffectCall(call)
+                 ? Send(call.method, target, headers, call.body)
+                 : Failure(Errc::kBadRequest,
+                           "not an effect target name and method: '" +
+                               call.target + "', '" + call.method + "'");
+  const auto replayed = r.response.headers.find("effect-replayed");
+  const bool relayed = replayed != r.response.headers.end();
+  return {r.error,
+          std::move(r.detail),
+          relayed,
+          relayed && Lower(replayed->second) == "true",
+          r.response.status,
+          r.response.header("content-type"),
+          std::move(r.response.body)};
+}
+
 Result Client::GetFence(std::string_view key) {
   return Send("GET", "/v1/fences/" + EncodeKey(key));
 }

@@ -93,6 +93,50 @@ struct BatchOp {
   Condition condition;
 };
 
+// A fenced side effect (SPEC "Fenced side effects"): `method` with `body`
+// to the server's effect target `target` (its --effect-target NAME=URL), at
+// URL + "/" + path + "?" + query, sent at most once per `idempotency_key`
+// and only while `token` is not below the fence of `fence_key`.
+struct EffectCall {
+  std::string target;           // NAME: 1 to 64 of A-Z a-z 0-9 . _ -
+  std::string path;             // REST, "" for none; URL text: escapes are
+                                // kept, other bytes a URL cannot hold encoded
+  std::string query;            // "" for none; URL text as `path`
+  std::string method = "POST";  // POST, PUT, PATCH or DELETE
+  std::uint64_t token = 0;
+  std::string fence_key;        // a key, raw UTF-8 (e.g. the lease's name)
+  std::string idempotency_key;  // 1 to 255 visible ASCII characters
+  std::string content_type;     // "" for none
+  std::string body;
+};
+
+// The answer to an EffectCall. Either `error` is set (no answer arrived, as
+// in Result; a call whose answer was lost may have been sent: send the same
+// call again to learn its outcome), or:
+//   - `relayed`: the target answered, any status; `replayed` when this is
+//     the recorded answer of an earlier call (nothing was sent this time);
+//     the server marks every relayed answer with Effect-Replayed and never
+//     its own.
+//   - not `relayed`: fencepost's own answer, a problem (ParseProblem on
+//     `body`): 409 stale-token (nothing sent), 422 idempotency-key-reused,
+//     409 effect-in-progress, 409 effect-outcome-unknown (sent earlier, no
+//     answer known: never sent again until an admin forgets it), 502
+//     upstream-failed (not sent; a repeat sends it), 504
+//     upstream-outcome-unknown (sent, no answer), 404 (no such target),
+//     428, 400, 413, 401; or a server without effect targets answering the
+//     path as a key.
+struct EffectResult {
+  std::error_code error;
+  std::string detail;
+  bool relayed = false;
+  bool replayed = false;
+  int status = 0;
+  std::string content_type;
+  std::string body;
+
+  bool ok() const { return !error; }
+};
+
 // A blocking HTTP/1.1 client for one fencepost port: one base URL, one
 // kept-alive connection, every request bounded by a deadline that covers
 // resolving, connecting, the TLS handshake, writing and reading.
@@ -162,6 +206,11 @@ class Client {
   // its --max-body, and 405 with fs: or http:// backends. Like a PUT, a batch
   // whose answer was lost is never resent.
   Result Batch(std::uint64_t token, const std::vector<BatchOp>& ops);
+
+  // POST|PUT|PATCH|DELETE /v1/effects/NAME[/REST][?QUERY] with
+  // Fencing-Token, Fence-Key and Idempotency-Key (see EffectCall). A target
+  // name or method not of the forms above is kBadRequest, nothing sent.
+  EffectResult Effect(const EffectCall& call);
 
   // Admin port. Bodies are the documents of client/documents.h.
   Result GetFence(std::string_view key);

@@ -1,5 +1,5 @@
 // The client against the real fencepost binary: the data port and the
-// admin fence calls, keep-alive, bearer tokens and TLS.
+// admin fence calls, effects, keep-alive, bearer tokens and TLS.
 
 #include "client/client.h"
 
@@ -17,6 +17,7 @@
 #include "tests/client/helpers.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/temp_dir.h"
+#include "tests/testing/upstreams.h"
 
 namespace fencepost::client {
 namespace {
@@ -141,6 +142,64 @@ TEST(ClientTest, GetFenceAndBumpAgainstTheAdminPort) {
   const auto problem = ParseProblem(result.response.body);
   ASSERT_TRUE(problem);
   EXPECT_EQ(problem->current_token, 18446744073709551614ull);
+}
+
+// A fenced side effect through --effect-target to a FakeUpstream: sent once
+// with its headers, replayed, refused with a stale token; a target name
+// or method that cannot be one is not sent.
+TEST(ClientTest, AnEffectIsSentOnceReplayedAndFenced) {
+  TempDir dir;
+  fencepost::testing::FakeUpstream target;
+  ServerProcess server(dir / "data",
+                       {"--effect-target", "store=http://127.0.0.1:" +
+                                               std::to_string(target.port())});
+  Client data(testing::Options(testing::DataUrl(server)));
+  EffectCall call;
+  call.target = "store";
+  call.path = "orders/a b";
+  call.query = "x=1";
+  call.token = 4;
+  call.fence_key = "jobs/e";
+  call.idempotency_key = "order-1";
+  call.content_type = "text/plain";
+  call.body = "charge";
+
+  EffectResult result = data.Effect(call);
+  ASSERT_TRUE(result.ok()) << result.detail;
+  EXPECT_TRUE(result.relayed) << result.status << " " << result.body;
+  EXPECT_FALSE(result.replayed);
+  EXPECT_EQ(result.status, 201);
+  result = data.Effect(call);
+  EXPECT_TRUE(result.relayed && result.replayed) << result.body;
+  EXPECT_EQ(result.status, 201);
+  const auto seen = target.Requests();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].method, "POST");
+  EXPECT_EQ(seen[0].target, "/orders/a%20b?x=1");
+  EXPECT_EQ(seen[0].headers.at("idempotency-key"), "order-1");
+  EXPECT_EQ(seen[0].headers.at("fencing-token"), "4");
+  EXPECT_EQ(seen[0].headers.at("content-type"), "text/plain");
+  EXPECT_EQ(target.Value("/orders/a%20b?x=1"), "charge");
+
+  Client admin(testing::AdminOptions(server));
+  ASSERT_EQ(admin.Bump("jobs/e", 9).response.status / 100, 2);
+  call.idempotency_key = "order-2";
+  result = data.Effect(call);
+  ASSERT_TRUE(result.ok()) << result.detail;
+  EXPECT_FALSE(result.relayed);
+  EXPECT_EQ(result.status, 409);
+  const auto problem = ParseProblem(result.body);
+  ASSERT_TRUE(problem) << result.body;
+  EXPECT_EQ(problem->slug(), "stale-token");
+  EXPECT_EQ(target.Requests().size(), 1u) << "nothing sent";
+
+  for (const auto& [name, method] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"a/b", "POST"}, {"", "POST"}, {"store", "GET"}}) {
+    call.target = name;
+    call.method = method;
+    EXPECT_EQ(data.Effect(call).error, Errc::kBadRequest) << name << method;
+  }
 }
 
 TEST(ClientTest, ReconnectsWhenTheServerClosedAnIdleConnection) {

@@ -207,6 +207,66 @@ TEST(CommandsTest, LeaseRunGivesTheCommandItsTokenAndReleases) {
       << run.output;
 }
 
+// What `effect` needs from the lease: the key whose fence guards it, and the
+// data port when --data names one.
+TEST(CommandsTest, LeaseRunNamesTheLeasesFenceAndTheDataPort) {
+  TempDir dir;
+  ServerProcess server(dir / "data");
+  const std::string admin = "--admin=" + testing::AdminUrl(server);
+  const std::string script =
+      "echo fence=$FENCEPOST_FENCE data=${FENCEPOST_DATA-unset}";
+  auto run = RunFencepost({"lease", "run", "jobs/e", "--ttl", "1s", admin,
+                           "--data=" + testing::DataUrl(server), "--", "sh",
+                           "-c", script});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_TRUE(
+      Has(run.output, "fence=jobs/e data=" + testing::DataUrl(server) + "\n"))
+      << run.output;
+  run = RunFencepost({"lease", "run", "jobs/e", "--ttl", "1s", admin, "--",
+                      "sh", "-c", script});
+  EXPECT_EQ(run.exit_status, 0) << run.output;
+  EXPECT_TRUE(Has(run.output, "fence=jobs/e data=unset")) << run.output;
+}
+
+// `effect` refuses what cannot be a call before sending anything (a
+// refusing data port: exit 2, not 3), and an unreachable data port is 3.
+TEST(CommandsTest, EffectUsageErrorsAndUnreachable) {
+  const testing::RefusingPort refusing;
+  const std::string data =
+      "--data=http://127.0.0.1:" + std::to_string(refusing.port());
+  const std::vector<std::string> call = {
+      "--token", "1", "--fence-key", "k", "--idempotency-key", "i", data};
+  const auto with = [&](std::vector<std::string> head) {
+    head.insert(head.end(), call.begin(), call.end());
+    return head;
+  };
+  for (const std::vector<std::string>& args :
+       std::vector<std::vector<std::string>>{
+           {"effect", "pay", "--token", "1", "--fence-key", "k", data},
+           {"effect", "pay", "--token", "1", "--idempotency-key", "i", data},
+           {"effect", "pay", "--fence-key", "k", "--idempotency-key", "i",
+            data},
+           with({"effect"}),
+           with({"effect", "a b"}),
+           with({"effect", "pay", "--method", "GET"}),
+           with({"effect", "pay", "--token", "x"}),
+           with({"effect", "pay", "one", "two"}),
+           with({"effect", "pay", "--holder", "h"}),
+           with({"effect", "pay", "no-such-file"}),
+       }) {
+    const auto run = RunFencepost(args);
+    EXPECT_EQ(run.exit_status, 2) << args[1] << ": " << run.output;
+  }
+  auto run = RunFencepost(with({"effect", "pay/x?y=1", "--method", "DELETE"}));
+  EXPECT_EQ(run.exit_status, 3) << run.output;
+  run = RunFencepost({"effect", "pay", "--idempotency-key", "i", data},
+                     {"FENCING_TOKEN=3", "FENCEPOST_FENCE=k"});
+  EXPECT_EQ(run.exit_status, 3) << "the environment's defaults: " << run.output;
+  run = RunFencepost({"effect", "--help"});
+  EXPECT_EQ(run.exit_status, 0);
+  EXPECT_TRUE(Has(run.output, "--idempotency-key")) << run.output;
+}
+
 // --fence raises the fences of other keys to the token before the job runs,
 // and gives the lease up when a later holder has got further.
 TEST(CommandsTest, LeaseRunRaisesTheFencesItIsGivenBeforeTheJob) {
