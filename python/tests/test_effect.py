@@ -9,6 +9,7 @@ import json
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
@@ -390,3 +391,44 @@ def test_lease_run_hands_its_command_what_an_effect_needs(
     with server.client() as c:
         assert call["token"] == str(c.lease(FENCE).token)
     assert target.count("l1") == 1
+
+
+def test_answers_are_kept_for_the_retention_unknown_outcomes_until_forgotten(
+        start_server: "type[Server]", target: Target) -> None:
+    server = start_server(  # type: ignore[call-arg]
+        "--effect-target", f"pay={target.url}", "--effect-retention", "1s",
+        "--upstream-timeout", "1")
+    with server.client(timeout=10.0) as client:
+        client.effect("pay", token=1, fence_key=FENCE, idempotency_key="old")
+        with pytest.raises(fencepost.UpstreamOutcomeUnknown):
+            client.effect("pay", "hold", token=1, fence_key=FENCE,
+                          idempotency_key="held")
+        target.release.set()
+        # The answered call is replayed until the sweep (every second here)
+        # removes it once it is a second old; then it is a new call.
+        deadline = time.monotonic() + 10
+        while client.effect("pay", token=1, fence_key=FENCE,
+                            idempotency_key="old").replayed:
+            assert time.monotonic() < deadline, "never removed"
+            time.sleep(0.2)
+        assert target.count("old") == 2
+        # The unknown outcome outlived it: still refused, never sent again.
+        with pytest.raises(fencepost.EffectOutcomeUnknown):
+            client.effect("pay", "hold", token=1, fence_key=FENCE,
+                          idempotency_key="held")
+        assert target.count("held") == 1
+
+
+def test_observe_mode_never_sends_a_stale_or_tokenless_call(
+        start_server: "type[Server]", target: Target) -> None:
+    server = start_server(  # type: ignore[call-arg]
+        "--effect-target", f"pay={target.url}", "--mode", "observe")
+    with server.client(timeout=10.0) as client:
+        client.bump(FENCE, token=5)
+        with pytest.raises(fencepost.StaleToken):
+            client.effect("pay", token=4, fence_key=FENCE,
+                          idempotency_key="stale")
+        answer = client.send("data", "POST", "/v1/effects/pay", {
+            "Fence-Key": FENCE, "Idempotency-Key": "tokenless"}, b"", None)
+        assert answer.status == 428
+        assert target.count("stale") == 0 and target.count("tokenless") == 0
