@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "codec/percent.h"
 #include "fence/big_endian.h"
 
 namespace fencepost::fence {
@@ -121,6 +122,20 @@ bool ParseEffectRecordKey(std::string_view key, std::string* target,
   *target = std::string(key.substr(0, slash));
   *id = std::string(key.substr(slash + 1));
   return true;
+}
+
+bool StaysUnderTarget(std::string_view rest) {
+  if (rest.empty()) return true;
+  if (rest.front() != '/') return false;
+  rest.remove_prefix(1);
+  for (;;) {
+    const std::size_t slash = rest.find('/');
+    const auto segment = codec::PercentDecode(rest.substr(0, slash),
+                                              codec::PercentMode::kStrict);
+    if (!segment || *segment == "." || *segment == "..") return false;
+    if (slash == std::string_view::npos) return true;
+    rest.remove_prefix(slash + 1);
+  }
 }
 
 std::string EffectRequestText(std::string_view method, std::string_view fence,

@@ -73,6 +73,12 @@ std::string EffectRecordKey(std::string_view target, std::string_view id);
 bool ParseEffectRecordKey(std::string_view key, std::string* target,
                           std::string* id);
 
+// Whether `rest`, the path an effect's call adds to its target's URL (what
+// follows /v1/effects/NAME, without the query), stays under that URL's
+// path: empty, or '/' and segments none of which is "." or ".." once
+// percent-decoded (a target's path is how its calls are narrowed).
+bool StaysUnderTarget(std::string_view rest);
+
 // What a request's hash is taken over (EffectRecord::request_hash): its
 // method, Fence-Key, the rest of its path, its query and its body, each
 // length-prefixed, so that no two requests share the text.

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
@@ -556,11 +557,13 @@ void CheckS3(Config& c) {
   }
   const bool tls_upstream =
       (c.backend_spec.kind == BackendKind::kHttp && c.backend_spec.tls) ||
-      (s3 && c.s3_endpoint.rfind("https://", 0) == 0);
+      (s3 && c.s3_endpoint.rfind("https://", 0) == 0) ||
+      std::any_of(c.effect_targets.begin(), c.effect_targets.end(),
+                  [](const EffectTargetConfig& t) { return t.spec.tls; });
   if (!c.upstream_tls_ca.empty() && !tls_upstream) {
     throw ConfigError(
-        "--upstream-tls-ca needs --backend https://... or an https:// "
-        "--s3-endpoint");
+        "--upstream-tls-ca needs --backend https://..., an https:// "
+        "--s3-endpoint or an https:// --effect-target");
   }
 }
 

@@ -93,6 +93,12 @@ std::optional<Response> Effects::Parse(const Request& req, Ask* ask) {
               "no --effect-target is named '" + std::string(name) + "'"});
   }
   ask->rest_and_query = std::string(rest.substr(name.size()));
+  if (!fence::StaysUnderTarget(routes::PathOf(ask->rest_and_query))) {
+    return Problemed(req, {ProblemType::kBadRequest,
+                           "the path after the target's name has a \".\" "
+                           "or \"..\" segment: a call stays under its "
+                           "target's URL"});
+  }
   bool twice = false;
   std::optional<std::string> fence_key =
       OneHeader(req, kFenceKeyHeader, &twice);

@@ -432,3 +432,16 @@ def test_observe_mode_never_sends_a_stale_or_tokenless_call(
             "Fence-Key": FENCE, "Idempotency-Key": "tokenless"}, b"", None)
         assert answer.status == 428
         assert target.count("stale") == 0 and target.count("tokenless") == 0
+
+
+def test_no_dot_segment_leaves_the_targets_base_path(
+        client: fencepost.Client, target: Target) -> None:
+    # --effect-target pay=URL reaches URL's path and below, never above it
+    # (a target's base path is how an operator narrows what may be called).
+    for rest in ("/../admin", "/a/..", "/./x", "/%2e%2E/admin", "/.%2E",
+                 "/a/%2e"):
+        answer = client.send("data", "POST", "/v1/effects/pay" + rest, {
+            "Fencing-Token": "1", "Fence-Key": FENCE,
+            "Idempotency-Key": "dots"}, b"", None)
+        assert answer.status == 400, rest
+    assert target.count("dots") == 0

@@ -121,5 +121,19 @@ TEST(EffectRuleTest, ARecordLeftInFlightByAnotherProcessIsUnknown) {
   EXPECT_EQ(EffectStateName(State::kUnknown, true), "unknown");
 }
 
+TEST(EffectRuleTest, ACallStaysUnderItsTargetsPath) {
+  EXPECT_TRUE(StaysUnderTarget(""));
+  EXPECT_TRUE(StaysUnderTarget("/charges"));
+  EXPECT_TRUE(StaysUnderTarget("/a/b.c/..d/%2e%2e%2e"));
+  EXPECT_TRUE(StaysUnderTarget("/"));
+  EXPECT_FALSE(StaysUnderTarget("/../admin"));
+  EXPECT_FALSE(StaysUnderTarget("/a/.."));
+  EXPECT_FALSE(StaysUnderTarget("/./a"));
+  EXPECT_FALSE(StaysUnderTarget("/%2e%2E/admin"));
+  EXPECT_FALSE(StaysUnderTarget("/.%2E"));
+  EXPECT_FALSE(StaysUnderTarget("/a%zz"));
+  EXPECT_FALSE(StaysUnderTarget("charges"));
+}
+
 }  // namespace
 }  // namespace fencepost::fence

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 
 #include "fence/key.h"
@@ -234,6 +235,42 @@ TEST(ConfigTest, RefusalsNameTheFlagAndTheRule) {
   EXPECT_EQ(
       ErrorOf({"--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"}),
       "");
+}
+
+TEST(ConfigTest, EffectTargetsAreParsed) {
+  const Config c =
+      Parse({"--effect-target", "pay=https://api.example:8443/v1",
+             "--effect-target", "hooks=http://10.0.0.12/hooks",
+             "--effect-retention", "2h", "--upstream-tls-ca", "ca.pem"})
+          .config;
+  ASSERT_EQ(c.effect_targets.size(), 2u);
+  EXPECT_EQ(c.effect_targets[0].name, "pay");
+  EXPECT_TRUE(c.effect_targets[0].spec.tls);
+  EXPECT_EQ(c.effect_targets[0].spec.port, "8443");
+  EXPECT_EQ(c.effect_targets[0].spec.base, "/v1");
+  EXPECT_EQ(c.effect_targets[1].spec.host, "10.0.0.12");
+  EXPECT_EQ(c.effect_retention, std::chrono::hours(2));
+  EXPECT_EQ(Parse({}).config.effect_retention, std::chrono::hours(24));
+  for (const char* bad : {"pay", "=http://x", "pay/x=http://x", "pay=ftp://x",
+                          "pay=s3://bucket", "pay=fs:/tmp"}) {
+    EXPECT_NE(ErrorOf({"--effect-target", bad}).find("--effect-target"),
+              std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(ErrorOf({"--effect-target", "a=http://x", "--effect-target",
+                     "a=http://y"})
+                .find("twice"),
+            std::string::npos);
+  for (const char* bad : {"0s", "500ms", "24", "1d", "-1h"}) {
+    EXPECT_NE(ErrorOf({"--effect-retention", bad}).find("--effect-retention"),
+              std::string::npos)
+        << bad;
+  }
+  // A CA for a plain target alone has nothing to verify.
+  EXPECT_NE(
+      ErrorOf({"--effect-target", "a=http://x", "--upstream-tls-ca", "ca.pem"})
+          .find("--upstream-tls-ca"),
+      std::string::npos);
 }
 
 TEST(ConfigTest, ElectionsAreParsedAndTiedToOneFenceEach) {
