@@ -43,6 +43,19 @@ std::optional<std::string> OneHeader(const Request& req, std::string_view name,
   return std::string(first->value());
 }
 
+// The target's answer as `record` keeps it: its status, Content-Type and
+// body, and whether it is a replay.
+Response Relay(const Request& req, const EffectRecord& record, bool replayed) {
+  Response res{static_cast<http::status>(record.status), req.version()};
+  if (!record.content_type.empty()) {
+    res.set(http::field::content_type, record.content_type);
+  }
+  res.set(kReplayedHeader, replayed ? "true" : "false");
+  res.body() = record.body;
+  res.prepare_payload();
+  return res;
+}
+
 Problem EffectProblem(fence::EffectRecord::State state, bool here,
                       ProblemType type, std::string detail,
                       const std::string& target, const std::string& id) {
@@ -244,14 +257,7 @@ Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
   switch (verdict) {
     case EffectVerdict::kReplay: {
       Tell(ask, "replayed");
-      Response res{static_cast<http::status>(record.status), req.version()};
-      if (!record.content_type.empty()) {
-        res.set(http::field::content_type, record.content_type);
-      }
-      res.set(kReplayedHeader, "true");
-      res.body() = record.body;
-      res.prepare_payload();
-      co_return res;
+      co_return Relay(req, record, true);
     }
     case EffectVerdict::kKeyReused:
       co_return Problemed(
@@ -369,14 +375,7 @@ Response Effects::Outcome(const Request& req, const Ask& ask,
   switch (record.state) {
     case EffectRecord::State::kDone: {
       Tell(ask, "sent");
-      Response res{static_cast<http::status>(record.status), req.version()};
-      if (!record.content_type.empty()) {
-        res.set(http::field::content_type, record.content_type);
-      }
-      res.set(kReplayedHeader, "false");
-      res.body() = record.body;
-      res.prepare_payload();
-      return res;
+      return Relay(req, record, false);
     }
     case EffectRecord::State::kNotSent:
       Tell(ask, "not_sent");

@@ -13,6 +13,8 @@
 #include <boost/beast/http/write.hpp>
 #include <stdexcept>
 
+#include "tests/testing/upstreams.h"
+
 namespace fencepost::testing {
 
 namespace asio = boost::asio;
@@ -21,27 +23,6 @@ namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
 namespace {
-
-int ListenOn(std::uint16_t port, std::uint16_t* bound) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  socklen_t len = sizeof addr;
-  if (fd < 0 ||
-      ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, 64) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    throw std::runtime_error("the effect target cannot listen on 127.0.0.1:" +
-                             std::to_string(port));
-  }
-  *bound = ntohs(addr.sin_port);
-  return fd;
-}
 
 std::string Field(const http::request<http::string_body>& req,
                   const char* name) {
@@ -52,7 +33,7 @@ std::string Field(const http::request<http::string_body>& req,
 }  // namespace
 
 EffectTarget::EffectTarget(std::uint16_t port) {
-  listen_fd_ = ListenOn(port, &port_);
+  listen_fd_ = ListenLoopback(port, &port_);
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 

@@ -35,26 +35,6 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-int Listen(std::uint16_t port, std::uint16_t* bound) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  const int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(port);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(fd, 64) != 0) {
-    ::close(fd);
-    throw std::runtime_error("cannot listen on 127.0.0.1:" +
-                             std::to_string(port));
-  }
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  *bound = ntohs(addr.sin_port);
-  return fd;
-}
-
 bool CanConnect(std::uint16_t port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -121,6 +101,26 @@ bool PreconditionFails(const http::request<http::string_body>& req,
 
 }  // namespace
 
+int ListenLoopback(std::uint16_t port, std::uint16_t* bound) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::listen(fd, 64) != 0) {
+    ::close(fd);
+    throw std::runtime_error("cannot listen on 127.0.0.1:" +
+                             std::to_string(port));
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  *bound = ntohs(addr.sin_port);
+  return fd;
+}
+
 std::uint16_t FreePort() {
   // Outside the ephemeral range: a port the kernel hands out for port 0 can
   // be taken by any process's next outgoing connection before the server
@@ -141,7 +141,7 @@ std::uint16_t FreePort() {
     if (!Claim(port)) continue;  // handed out to a test already
     try {
       std::uint16_t bound = 0;
-      ::close(Listen(port, &bound));
+      ::close(ListenLoopback(port, &bound));
       return port;
     } catch (const std::runtime_error&) {
       // Taken: pick another.
@@ -152,7 +152,7 @@ std::uint16_t FreePort() {
 
 FakeUpstream::FakeUpstream(std::chrono::milliseconds stall, std::uint16_t port)
     : stall_(stall) {
-  listen_fd_ = Listen(port, &port_);
+  listen_fd_ = ListenLoopback(port, &port_);
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 

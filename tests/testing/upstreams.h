@@ -26,6 +26,10 @@ namespace fencepost::testing {
 // calls never return one port. A program that is no test may still bind it.
 std::uint16_t FreePort();
 
+// A listening TCP socket on 127.0.0.1:`port` (0: an ephemeral one), its
+// port in *bound. Throws std::runtime_error when it cannot listen.
+int ListenLoopback(std::uint16_t port, std::uint16_t* bound);
+
 // A small legacy store for the http:// backend's tests: PUT stores the body
 // under the target, GET returns it, DELETE removes it, HEAD answers 200. A PUT
 // whose body starts with "stall:" is held `stall` before it is applied; it is
