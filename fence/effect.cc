@@ -8,10 +8,10 @@
 namespace fencepost::fence {
 namespace {
 
-// version (1), state (1), token, created (8 each), status (2), the lengths
-// of the fence, hash and content type (2 each), then those three and the
-// body.
-constexpr std::size_t kHeader = 2 + 2 * 8 + 2 + 3 * 2;
+// version (1), state (1), token, created, deadline (8 each), status (2),
+// the lengths of the fence, hash and content type (2 each), then those
+// three and the body.
+constexpr std::size_t kHeader = 2 + 3 * 8 + 2 + 3 * 2;
 constexpr char kVersion = 1;
 
 bool IsState(char c) {
@@ -31,10 +31,12 @@ std::string EncodeEffect(const EffectRecord& record) {
   StoreBigEndian(out.data() + 2, record.token, 8);
   StoreBigEndian(out.data() + 10,
                  static_cast<std::uint64_t>(record.created_at_ns), 8);
-  StoreBigEndian(out.data() + 18, static_cast<std::uint64_t>(record.status), 2);
-  StoreBigEndian(out.data() + 20, record.fence.size(), 2);
-  StoreBigEndian(out.data() + 22, record.request_hash.size(), 2);
-  StoreBigEndian(out.data() + 24, record.content_type.size(), 2);
+  StoreBigEndian(out.data() + 18,
+                 static_cast<std::uint64_t>(record.deadline_ns), 8);
+  StoreBigEndian(out.data() + 26, static_cast<std::uint64_t>(record.status), 2);
+  StoreBigEndian(out.data() + 28, record.fence.size(), 2);
+  StoreBigEndian(out.data() + 30, record.request_hash.size(), 2);
+  StoreBigEndian(out.data() + 32, record.content_type.size(), 2);
   out += record.fence;
   out += record.request_hash;
   out += record.content_type;
@@ -47,16 +49,17 @@ bool DecodeEffect(std::string_view bytes, EffectRecord* record) {
     return false;
   }
   const char* p = bytes.data();
-  const std::size_t fence_size = LoadBigEndian(p + 20, 2);
-  const std::size_t hash_size = LoadBigEndian(p + 22, 2);
-  const std::size_t type_size = LoadBigEndian(p + 24, 2);
+  const std::size_t fence_size = LoadBigEndian(p + 28, 2);
+  const std::size_t hash_size = LoadBigEndian(p + 30, 2);
+  const std::size_t type_size = LoadBigEndian(p + 32, 2);
   if (bytes.size() < kHeader + fence_size + hash_size + type_size) {
     return false;
   }
   record->state = static_cast<EffectRecord::State>(p[1]);
   record->token = LoadBigEndian(p + 2, 8);
   record->created_at_ns = static_cast<std::int64_t>(LoadBigEndian(p + 10, 8));
-  record->status = static_cast<int>(LoadBigEndian(p + 18, 2));
+  record->deadline_ns = static_cast<std::int64_t>(LoadBigEndian(p + 18, 8));
+  record->status = static_cast<int>(LoadBigEndian(p + 26, 2));
   std::string_view rest = bytes.substr(kHeader);
   record->fence = std::string(rest.substr(0, fence_size));
   rest.remove_prefix(fence_size);
@@ -68,8 +71,15 @@ bool DecodeEffect(std::string_view bytes, EffectRecord* record) {
   return true;
 }
 
+bool InProgress(const EffectRecord& record, bool in_flight_here,
+                std::int64_t now_ns) {
+  return record.state == EffectRecord::State::kInFlight &&
+         (in_flight_here || now_ns < record.deadline_ns);
+}
+
 EffectVerdict DecideEffect(const EffectRecord* record,
-                           std::string_view request_hash, bool in_flight_here) {
+                           std::string_view request_hash, bool in_flight_here,
+                           std::int64_t now_ns) {
   using State = EffectRecord::State;
   if (record == nullptr) return EffectVerdict::kSend;
   if (record->request_hash != request_hash) return EffectVerdict::kKeyReused;
@@ -79,8 +89,9 @@ EffectVerdict DecideEffect(const EffectRecord* record,
     case State::kDone:
       return EffectVerdict::kReplay;
     case State::kInFlight:
-      return in_flight_here ? EffectVerdict::kInProgress
-                            : EffectVerdict::kOutcomeUnknown;
+      return InProgress(*record, in_flight_here, now_ns)
+                 ? EffectVerdict::kInProgress
+                 : EffectVerdict::kOutcomeUnknown;
     case State::kUnknown:
       break;
   }
@@ -132,8 +143,16 @@ bool StaysUnderTarget(std::string_view rest) {
     const std::size_t slash = rest.find('/');
     const auto segment = codec::PercentDecode(rest.substr(0, slash),
                                               codec::PercentMode::kStrict);
-    if (!segment || *segment == "." || *segment == "..") return false;
-    if (slash == std::string_view::npos) return true;
+    if (!segment) return false;
+    const bool last = slash == std::string_view::npos;
+    const std::string_view name =
+        std::string_view(*segment).substr(0, segment->find(';'));
+    if ((segment->empty() && !last) ||
+        segment->find_first_of("/\\") != std::string::npos || name == "." ||
+        name == "..") {
+      return false;
+    }
+    if (last) return true;
     rest.remove_prefix(slash + 1);
   }
 }
@@ -150,12 +169,13 @@ std::string EffectRequestText(std::string_view method, std::string_view fence,
   return text;
 }
 
-std::string_view EffectStateName(EffectRecord::State state,
-                                 bool in_flight_here) {
+std::string_view EffectStateName(const EffectRecord& record,
+                                 bool in_flight_here, std::int64_t now_ns) {
   using State = EffectRecord::State;
-  switch (state) {
+  switch (record.state) {
     case State::kInFlight:
-      return in_flight_here ? "in-flight" : "unknown";
+      return InProgress(record, in_flight_here, now_ns) ? "in-flight"
+                                                        : "unknown";
     case State::kDone:
       return "done";
     case State::kNotSent:

@@ -29,6 +29,10 @@ struct EffectRecord {
   // body (EffectRequestHash): what makes a retry the same request.
   std::string request_hash;
   std::int64_t created_at_ns = 0;  // Unix ns: for the retention
+  // kInFlight: the Unix ns after which the call can no longer be on its
+  // way (sent from created_at_ns within --upstream-timeout, then settled):
+  // until then another replica's record in flight is a call in progress.
+  std::int64_t deadline_ns = 0;
   // kDone: the target's answer (the body at most --max-body).
   int status = 0;
   std::string content_type;
@@ -51,10 +55,16 @@ enum class EffectVerdict {
   kOutcomeUnknown,  // the same request, sent with no answer known: 409
 };
 // `in_flight_here`: whether this process is making that record's call now.
-// A record left in flight by a process that stopped is an unknown outcome:
-// the call may have reached the target.
+// A record in flight is in progress while this process makes its call, or
+// (another replica's) until its deadline, at `now_ns` (Unix ns); past it,
+// an unknown outcome: the process that made the call stopped, and the call
+// may have reached the target.
 EffectVerdict DecideEffect(const EffectRecord* record,
-                           std::string_view request_hash, bool in_flight_here);
+                           std::string_view request_hash, bool in_flight_here,
+                           std::int64_t now_ns);
+// Whether `record`'s call may be on its way (DecideEffect's kInProgress).
+bool InProgress(const EffectRecord& record, bool in_flight_here,
+                std::int64_t now_ns);
 
 // Whether `key` is an Idempotency-Key: 1 to 255 visible ASCII characters.
 bool IsIdempotencyKey(std::string_view key);
@@ -75,8 +85,10 @@ bool ParseEffectRecordKey(std::string_view key, std::string* target,
 
 // Whether `rest`, the path an effect's call adds to its target's URL (what
 // follows /v1/effects/NAME, without the query), stays under that URL's
-// path: empty, or '/' and segments none of which is "." or ".." once
-// percent-decoded (a target's path is how its calls are narrowed).
+// path, however the target reads it (a target's path is how its calls are
+// narrowed): empty, or '/' and segments none of which, percent-decoded, is
+// empty (but the last: a trailing '/'), holds '/' or '\\', or is "." or
+// ".." before a ';' (a path parameter, which some servers drop).
 bool StaysUnderTarget(std::string_view rest);
 
 // What a request's hash is taken over (EffectRecord::request_hash): its
@@ -86,9 +98,9 @@ std::string EffectRequestText(std::string_view method, std::string_view fence,
                               std::string_view rest, std::string_view query,
                               std::string_view body);
 
-// The `state` of a record as the admin port names it: a record in flight
-// that no request of this process is making is an unknown outcome.
-std::string_view EffectStateName(EffectRecord::State state,
-                                 bool in_flight_here);
+// The `state` of a record as the admin port names it: "in-flight" while
+// InProgress, "unknown" for a record in flight past that.
+std::string_view EffectStateName(const EffectRecord& record,
+                                 bool in_flight_here, std::int64_t now_ns);
 
 }  // namespace fencepost::fence

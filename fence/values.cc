@@ -1,5 +1,6 @@
 #include "fence/values.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -170,25 +171,40 @@ int ForEachValue(
   return rc == MDB_NOTFOUND ? 0 : rc;
 }
 
-int ForEachValueUnder(
-    MDB_txn* txn, MDB_dbi dbi, std::string_view prefix,
-    const std::function<void(std::string_view, const StoredValue&)>& fn) {
+int ForEachValueAfter(
+    MDB_txn* txn, MDB_dbi dbi, std::string_view prefix, std::string_view after,
+    const std::function<bool(std::string_view, const StoredValue&)>& fn) {
   MDB_cursor* cursor = nullptr;
   if (int rc = mdb_cursor_open(txn, dbi, &cursor); rc != 0) return rc;
   // Database keys begin with the name's first kLongPrefix bytes
-  // (long_keys.h), so every name under `prefix` sorts from there on.
+  // (long_keys.h), so every name under `prefix` (after `after`) sorts from
+  // there on.
   const std::string start(prefix.substr(0, kLongPrefix));
-  MDB_val key = Val(start), data;
+  const std::string from(std::max(prefix, after).substr(0, kLongPrefix));
+  MDB_val key = Val(from), data;
   int rc = mdb_cursor_get(cursor, &key, &data, MDB_SET_RANGE);
   for (; rc == 0; rc = mdb_cursor_get(cursor, &key, &data, MDB_NEXT)) {
     if (!View(key).starts_with(start)) break;
     Layout layout;
     const std::string_view name = NameOfEntry(key, data, ValueNameOf);
-    if (!name.starts_with(prefix) || !LayoutOf(data, &layout)) continue;
-    fn(name, Decode(data, layout));
+    if (!name.starts_with(prefix) || name <= after ||
+        !LayoutOf(data, &layout)) {
+      continue;
+    }
+    if (!fn(name, Decode(data, layout))) break;
   }
   mdb_cursor_close(cursor);
   return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+int ForEachValueUnder(
+    MDB_txn* txn, MDB_dbi dbi, std::string_view prefix,
+    const std::function<void(std::string_view, const StoredValue&)>& fn) {
+  return ForEachValueAfter(txn, dbi, prefix, "",
+                           [&](std::string_view name, const StoredValue& v) {
+                             fn(name, v);
+                             return true;
+                           });
 }
 
 }  // namespace fencepost::fence

@@ -53,6 +53,12 @@ int DeleteValue(MDB_txn* txn, MDB_dbi dbi, std::string_view key);
 int ForEachValue(
     MDB_txn* txn, MDB_dbi dbi,
     const std::function<void(std::string_view, const StoredValue&)>& fn);
+// The values whose keys start with `prefix` and sort after `after`, in key
+// order (long keys that share their first 495 bytes, by hash), until `fn`
+// returns false.
+int ForEachValueAfter(
+    MDB_txn* txn, MDB_dbi dbi, std::string_view prefix, std::string_view after,
+    const std::function<bool(std::string_view, const StoredValue&)>& fn);
 // The same for the values whose keys start with `prefix` only.
 int ForEachValueUnder(
     MDB_txn* txn, MDB_dbi dbi, std::string_view prefix,

@@ -147,7 +147,8 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
     using Kind = storage::BackendSpec::Kind;
     const Kind kind = config.backend_spec.kind;
     const std::chrono::milliseconds bound =
-        kind == Kind::kHttp || kind == Kind::kS3
+        kind == Kind::kHttp || kind == Kind::kS3 ||
+                !config.effect_targets.empty()
             ? Millis(config.upstream_timeout + config.upstream_settle)
             : std::chrono::milliseconds(0);
     self->lock_ = DataDirLock(config.data_dir, bound);
@@ -173,7 +174,10 @@ std::unique_ptr<Assembly> Assembly::Build(const Config& config,
 }
 
 void Assembly::Stop() {
-  if (backend_) lock_.SetHoldLeft(backend_->HoldLeft());
+  std::chrono::milliseconds hold(0);
+  if (backend_) hold = backend_->HoldLeft();
+  if (effects_) hold = std::max(hold, effects_->HoldLeft());
+  if (backend_ || effects_) lock_.SetHoldLeft(hold);
   if (engine_) engine_->Stop();
 }
 
@@ -472,7 +476,10 @@ bool Assembly::MakeEffects(const Config& config, Failure* failure) {
   }
   RouteContext& context = service_->context();
   try {
-    effects_ = std::make_unique<Effects>(io_, context, *effect_records_);
+    // Calls the last process sent may still reach their targets.
+    effects_ = std::make_unique<Effects>(
+        io_, context, *effect_records_,
+        etcd_ ? std::chrono::milliseconds(0) : StartHold());
   } catch (const std::exception& e) {
     *failure = {std::string("--effect-target: ") + e.what()};
     return false;

@@ -31,13 +31,13 @@ constexpr std::string_view kStates[] = {"in-flight", "done", "unknown",
 
 void AppendRecord(std::string* out, const std::string& target,
                   const std::string& id, const EffectRecord& record,
-                  bool here) {
+                  std::string_view state) {
   *out += "{\"target\":";
   AppendJsonString(out, target);
   *out += ",\"idempotency_key\":";
   AppendJsonString(out, id);
   *out += ",\"state\":";
-  AppendJsonString(out, fence::EffectStateName(record.state, here));
+  AppendJsonString(out, state);
   *out += ",\"fence\":";
   AppendJsonString(out, record.fence);
   *out += ",\"token\":" + std::to_string(record.token) + ",\"created_at\":";
@@ -80,14 +80,12 @@ Awaitable<Response> Effects::List(const Request& req) {
         !fence::ParseEffectRecordKey(key, &name, &id)) {
       continue;  // forgotten since, or not a record
     }
-    const bool here = busy_.contains(key);
-    if (!state.empty() &&
-        fence::EffectStateName(stored.record->state, here) != state) {
-      continue;
-    }
+    const std::string_view now_state = fence::EffectStateName(
+        *stored.record, busy_.contains(key), RecordClock());
+    if (!state.empty() && now_state != state) continue;
     if (!first) body += ',';
     first = false;
-    AppendRecord(&body, name, id, *stored.record, here);
+    AppendRecord(&body, name, id, *stored.record, now_state);
   }
   body += "],\"next\":";
   if (page.more && !page.keys.empty()) {
@@ -117,11 +115,8 @@ Awaitable<Response> Effects::Forget(const Request& req,
                               "the path is /v1/effects/NAME/ID, with ID an "
                               "Idempotency-Key, percent-encoded"});
   }
-  const std::string key = fence::EffectRecordKey(rest.substr(0, slash), *id);
-  if (busy_.contains(key)) {
-    co_return Problemed(
-        req, {ProblemType::kEffectInProgress, "the call is in flight"});
-  }
+  const std::string target(rest.substr(0, slash));
+  const std::string key = fence::EffectRecordKey(target, *id);
   const Stored stored = co_await Read(key, key);
   if (stored.error) {
     co_return Problemed(
@@ -130,43 +125,58 @@ Awaitable<Response> Effects::Forget(const Request& req,
   if (!stored.record) {
     co_return Problemed(req, {ProblemType::kNotFound, "no such effect"});
   }
+  const EffectRecord& record = *stored.record;
   fence::Token token = 0;
   routes::ReadToken(req, &token);
+  // The token is compared with the fence, which it never moves: an
+  // operator's token does not fence the leader out.
+  const storage::Fences::Read fence =
+      co_await context_.fences().Get(record.fence);
+  if (fence.error) {
+    co_return Problemed(req, context_.StorageFailure(fence.error, record.fence,
+                                                     "effect forget"));
+  }
+  if (fence.fence && token < fence.fence->token) {
+    co_return Problemed(
+        req, context_.RefuseStale({req.method_string(), req.body(), client},
+                                  record.fence, record.fence, token,
+                                  fence.fence->token,
+                                  "stale_effect_forget_rejected"));
+  }
+  const bool here = busy_.contains(key);
+  const std::int64_t now = RecordClock();
+  const std::string_view state = fence::EffectStateName(record, here, now);
+  if (fence::InProgress(record, here, now)) {
+    co_return Problemed(
+        req, EffectProblem(ProblemType::kEffectInProgress,
+                           "the call may be on its way", target, *id, state));
+  }
   fence::FencedWrite write;
-  write.fence = stored.record->fence;
-  write.token = token;
+  write.fence = record.fence;
+  write.observe = true;  // no token: the fence stays as it is
   write.value = fence::ValueOp{fence::ValueOp::Kind::kDelete, key, "", ""};
   write.precondition.has_match = true;
   write.precondition.match.push_back(stored.etag);
   const fence::WriteOutcome outcome =
       co_await storage::AsyncCommit(context_.fences(), std::move(write));
-  switch (outcome.verdict) {
-    case Verdict::kAccepted:
-      context_.Accepted(outcome);
-      LogEvent(spdlog::level::warn, "effect_forgotten",
-               "an effect's record was forgotten on request",
-               {{"target", std::string(rest.substr(0, slash))},
-                {"idempotency_key", *id},
-                {"state", std::string(fence::EffectStateName(
-                              stored.record->state, false))},
-                {"token", std::to_string(token), true},
-                {"client", client}});
-      co_return routes::Text(req, http::status::no_content, "");
-    case Verdict::kRejected:
-    case Verdict::kObserved:
-      co_return Problemed(
-          req, context_.RefuseStale({req.method_string(), req.body(), client},
-                                    stored.record->fence, stored.record->fence,
-                                    token, outcome.current,
-                                    "stale_effect_forget_rejected"));
-    case Verdict::kPreconditionFailed:
-      co_return Problemed(req, {ProblemType::kEffectInProgress,
-                                "the record changed meanwhile; read it again"});
-    case Verdict::kFailed:
-      break;
+  if (outcome.verdict == Verdict::kPreconditionFailed) {
+    co_return Problemed(req, EffectProblem(ProblemType::kEffectInProgress,
+                                           "the record changed meanwhile; "
+                                           "read it again",
+                                           target, *id, state));
   }
-  co_return Problemed(
-      req, context_.StorageFailure(outcome.error, "", "effect forget"));
+  if (!fence::Applied(outcome)) {
+    co_return Problemed(
+        req, context_.StorageFailure(outcome.error, "", "effect forget"));
+  }
+  LogEvent(spdlog::level::warn, "effect_forgotten",
+           "an effect's record was forgotten on request",
+           {{"target", target},
+            {"idempotency_key", *id},
+            {"state", std::string(state)},
+            {"token", std::to_string(token), true},
+            {"client", client}});
+  co_return routes::Text(req, http::status::no_content, "");
 }
 
 void Effects::Start() {
@@ -193,10 +203,13 @@ Awaitable<void> Effects::Sweep() {
         std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::system_clock::now().time_since_epoch() - retention)
             .count();
+    const std::string prefix(fence::kEffectRecordPrefix);
     std::string after;
+    std::error_code failed;
     for (;;) {
-      const storage::Backend::KeyPage page = co_await records_.ListKeys(
-          std::string(fence::kEffectRecordPrefix), after, 100);
+      const storage::Backend::KeyPage page =
+          co_await records_.ListKeys(prefix, after, 100);
+      if (page.error) failed = page.error;
       for (const std::string& key : page.keys) {
         const Stored stored = co_await Read(key, key);
         if (!stored.record || busy_.contains(key) ||
@@ -214,10 +227,16 @@ Awaitable<void> Effects::Sweep() {
         write.precondition.match.push_back(stored.etag);
         const fence::WriteOutcome outcome =
             co_await storage::AsyncCommit(context_.fences(), std::move(write));
-        (void)outcome;
+        if (outcome.error) failed = outcome.error;
       }
       if (page.error || !page.more || page.keys.empty() || stopped_) break;
       after = page.keys.back();
+    }
+    if (failed) {
+      LogEvent(spdlog::level::warn, "effect_sweep_failed",
+               "old effect records could not all be removed; the next "
+               "sweep tries again",
+               {{"error", failed.message()}});
     }
   }
 }

@@ -3,15 +3,18 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/ssl/context.hpp>
+#include <limits>
 
 #include "fence/errc.h"
 #include "fence/key.h"
+#include "fence/lease.h"
 #include "fence/rules.h"
 #include "proxy/logging.h"
 #include "proxy/route_context.h"
 #include "proxy/routes.h"
 #include "sigv4/crypto.h"
 #include "storage/async_commit.h"
+#include "storage/errc.h"
 
 namespace fencepost::proxy {
 
@@ -26,12 +29,6 @@ namespace {
 constexpr std::string_view kFenceKeyHeader = "Fence-Key";
 constexpr std::string_view kIdempotencyKeyHeader = "Idempotency-Key";
 constexpr std::string_view kReplayedHeader = "Effect-Replayed";
-
-std::int64_t UnixNowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // The one value of header `name`: nullopt when absent; sets *twice when it
 // came more than once.
@@ -56,22 +53,32 @@ Response Relay(const Request& req, const EffectRecord& record, bool replayed) {
   return res;
 }
 
-Problem EffectProblem(fence::EffectRecord::State state, bool here,
-                      ProblemType type, std::string detail,
-                      const std::string& target, const std::string& id) {
+}  // namespace
+
+Problem Effects::EffectProblem(ProblemType type, std::string detail,
+                               const std::string& target, const std::string& id,
+                               std::string_view state) {
   Problem problem(type, std::move(detail));
-  problem.fields = {
-      {"target", target},
-      {"idempotency_key", id},
-      {"state", std::string(fence::EffectStateName(state, here))}};
+  problem.fields = {{"target", target},
+                    {"idempotency_key", id},
+                    {"state", std::string(state)}};
   return problem;
 }
 
-}  // namespace
-
 Effects::Effects(boost::asio::io_context& io, RouteContext& context,
-                 storage::Backend& records)
-    : io_(io), context_(context), records_(records), sweep_timer_(io) {
+                 storage::Backend& records,
+                 std::chrono::milliseconds hold_at_start)
+    : io_(io),
+      context_(context),
+      records_(records),
+      sweep_timer_(io),
+      all_held_until_(std::chrono::steady_clock::now() + hold_at_start),
+      settle_(
+          static_cast<std::int64_t>(context.config().upstream_settle * 1000)),
+      // Connecting, then sending and reading: each within the timeout.
+      on_its_way_(2 * static_cast<std::int64_t>(
+                          context.config().upstream_timeout * 1000) +
+                  settle_.count()) {
   const Config& config = context.config();
   for (const EffectTargetConfig& target : config.effect_targets) {
     storage::HttpPool::Options options;
@@ -158,16 +165,18 @@ Awaitable<Response> Effects::Call(const Request& req,
   std::optional<Problem> unconfirmed =
       co_await context_.AdmitElected(ask.fence, ask.token, ask.fence_key);
   if (unconfirmed) co_return Problemed(req, std::move(*unconfirmed));
+  // The token first: a stale one learns nothing of the calls.
+  std::optional<Response> stale = co_await RefuseStale(req, ask, client);
+  if (stale) co_return std::move(*stale);
   if (const auto it = busy_.find(ask.record_key); it != busy_.end()) {
     const bool same = it->second == ask.hash;
     co_return Problemed(
-        req, EffectProblem(EffectRecord::State::kInFlight, true,
-                           same ? ProblemType::kEffectInProgress
+        req, EffectProblem(same ? ProblemType::kEffectInProgress
                                 : ProblemType::kIdempotencyKeyReused,
                            same ? "the call is in flight"
                                 : "the Idempotency-Key is in use by another "
                                   "request",
-                           ask.target->config.name, ask.id));
+                           ask.target->config.name, ask.id, "in-flight"));
   }
   busy_.emplace(ask.record_key, ask.hash);
   struct Release {
@@ -175,22 +184,80 @@ Awaitable<Response> Effects::Call(const Request& req,
     const std::string& key;
     ~Release() { busy.erase(key); }
   } release{busy_, ask.record_key};
-  // Another replica may begin the same record between the read and the
-  // commit: the commit's precondition fails, and the record is read again.
+  co_return co_await Decide(req, ask, client);
+}
+
+Awaitable<std::optional<Response>> Effects::RefuseStale(
+    const Request& req, const Ask& ask, const std::string& client) {
+  const storage::Fences::Read fence = co_await context_.fences().Get(ask.fence);
+  if (fence.error) {
+    co_return Problemed(req, context_.StorageFailure(fence.error, ask.fence_key,
+                                                     "effect read"));
+  }
+  if (fence.fence && ask.token < fence.fence->token) {
+    co_return Stale(req, ask, client, fence.fence->token);
+  }
+  co_return std::nullopt;
+}
+
+Awaitable<Response> Effects::Decide(const Request& req, const Ask& ask,
+                                    const std::string& client) {
+  // A call to send waits for its fence's turn, then is decided again on the
+  // record as it is then; another replica may also begin the same record
+  // between the read and the commit: the commit's precondition fails, and
+  // the record is read again.
+  std::optional<storage::FenceLocks::Guard> turn;
   for (int attempt = 0;; ++attempt) {
     const Stored stored = co_await Read(ask.record_key, ask.fence);
     if (stored.error) {
       co_return Problemed(req, context_.StorageFailure(
                                    stored.error, ask.fence_key, "effect read"));
     }
-    const EffectVerdict verdict = fence::DecideEffect(
-        stored.record ? &*stored.record : nullptr, ask.hash, false);
-    if (verdict != EffectVerdict::kSend || attempt == 3) {
+    const EffectVerdict verdict =
+        fence::DecideEffect(stored.record ? &*stored.record : nullptr, ask.hash,
+                            false, RecordClock());
+    if (verdict != EffectVerdict::kSend || attempt == 4) {
       co_return co_await Answer(req, ask, client, stored, verdict);
+    }
+    if (const int held = HeldSeconds(ask.fence); held > 0) {
+      co_return Problemed(
+          req, context_.StorageFailure(storage::Errc::kFenceHeld, ask.fence_key,
+                                       "effect", held));
+    }
+    if (!turn) {
+      storage::FenceLocks::Guard acquired = co_await locks_.Acquire(ask.fence);
+      turn.emplace(std::move(acquired));
+      continue;  // decided again in the turn, and held since, maybe
     }
     std::optional<Response> sent = co_await Send(req, ask, client, stored);
     if (sent) co_return std::move(*sent);
   }
+}
+
+std::int64_t Effects::RecordClock() const {
+  return context_.config().etcd ? fence::WallNowNs()
+                                : std::numeric_limits<std::int64_t>::max();
+}
+
+int Effects::HeldSeconds(const std::string& fence) const {
+  auto until = all_held_until_;
+  if (const auto it = held_until_.find(fence); it != held_until_.end()) {
+    until = std::max(until, it->second);
+  }
+  const auto now = std::chrono::steady_clock::now();
+  if (until <= now) return 0;
+  return fence::HeldSeconds(
+      0, std::chrono::duration_cast<std::chrono::nanoseconds>(until - now)
+             .count());
+}
+
+std::chrono::milliseconds Effects::HoldLeft() const {
+  auto until = all_held_until_;
+  for (const auto& [fence, held] : held_until_) until = std::max(until, held);
+  const auto now = std::chrono::steady_clock::now();
+  return until <= now
+             ? std::chrono::milliseconds(0)
+             : std::chrono::ceil<std::chrono::milliseconds>(until - now);
 }
 
 Awaitable<Effects::Stored> Effects::Read(const std::string& record_key,
@@ -212,10 +279,10 @@ Awaitable<Effects::Stored> Effects::Read(const std::string& record_key,
   co_return out;
 }
 
-Awaitable<fence::WriteOutcome> Effects::Put(const std::string& record_key,
-                                            const EffectRecord& next,
-                                            std::optional<fence::Token> token,
-                                            const std::string& etag) {
+fence::FencedWrite Effects::RecordWrite(const std::string& record_key,
+                                        const EffectRecord& next,
+                                        std::optional<fence::Token> token,
+                                        const std::string& etag) {
   fence::FencedWrite write;
   write.fence = next.fence;
   write.token = token;
@@ -229,7 +296,7 @@ Awaitable<fence::WriteOutcome> Effects::Put(const std::string& record_key,
     write.precondition.has_match = true;
     write.precondition.match.push_back(etag);
   }
-  co_return co_await storage::AsyncCommit(context_.fences(), std::move(write));
+  return write;
 }
 
 Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
@@ -248,12 +315,13 @@ Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
   const std::string& name = ask.target->config.name;
   if (!stored.record) {  // begun and forgotten by others, three times over
     co_return Problemed(
-        req,
-        EffectProblem(EffectRecord::State::kInFlight, false,
-                      ProblemType::kEffectInProgress,
-                      "the call is being decided elsewhere", name, ask.id));
+        req, EffectProblem(ProblemType::kEffectInProgress,
+                           "the call is being decided elsewhere", name, ask.id,
+                           "in-flight"));
   }
   const EffectRecord& record = *stored.record;
+  const std::string_view state =
+      fence::EffectStateName(record, false, RecordClock());
   switch (verdict) {
     case EffectVerdict::kReplay: {
       Tell(ask, "replayed");
@@ -261,28 +329,25 @@ Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
     }
     case EffectVerdict::kKeyReused:
       co_return Problemed(
-          req,
-          EffectProblem(record.state, false, ProblemType::kIdempotencyKeyReused,
-                        "the Idempotency-Key was used for another request "
-                        "(another method, Fence-Key, path, query or body)",
-                        name, ask.id));
+          req, EffectProblem(ProblemType::kIdempotencyKeyReused,
+                             "the Idempotency-Key was used for another request "
+                             "(another method, Fence-Key, path, query or body)",
+                             name, ask.id, state));
     case EffectVerdict::kSend:  // sent three times over by other replicas
     case EffectVerdict::kInProgress:
       co_return Problemed(
-          req,
-          EffectProblem(record.state, false, ProblemType::kEffectInProgress,
-                        "the call is in flight", name, ask.id));
+          req, EffectProblem(ProblemType::kEffectInProgress,
+                             "the call is in flight", name, ask.id, state));
     case EffectVerdict::kOutcomeUnknown:
       break;
   }
   co_return Problemed(
-      req,
-      EffectProblem(record.state, false, ProblemType::kEffectOutcomeUnknown,
-                    "the call was sent and its outcome is not known; "
-                    "fencepost never sends it again: check with the "
-                    "target, then DELETE /v1/effects/" +
-                        name + "/ID on the admin port to forget it",
-                    name, ask.id));
+      req, EffectProblem(ProblemType::kEffectOutcomeUnknown,
+                         "the call was sent and its outcome is not known; "
+                         "fencepost never sends it again: check with the "
+                         "target, then DELETE /v1/effects/" +
+                             name + "/ID on the admin port to forget it",
+                         name, ask.id, state));
 }
 
 Awaitable<std::optional<Response>> Effects::Send(const Request& req,
@@ -294,29 +359,41 @@ Awaitable<std::optional<Response>> Effects::Send(const Request& req,
   record.fence = ask.fence;
   record.token = ask.token;
   record.request_hash = ask.hash;
-  record.created_at_ns = UnixNowNs();
-  const fence::WriteOutcome begun =
-      co_await Put(ask.record_key, record, ask.token, stored.etag);
-  switch (begun.verdict) {
-    case Verdict::kAccepted:
-      context_.Accepted(begun);
-      co_return co_await Deliver(req, ask, std::move(record), begun.etag);
+  record.created_at_ns = fence::WallNowNs();
+  record.deadline_ns =
+      record.created_at_ns +
+      std::chrono::duration_cast<std::chrono::nanoseconds>(on_its_way_).count();
+  fence::FencedWrite write =
+      RecordWrite(ask.record_key, record, ask.token, stored.etag);
+  std::pair<fence::WriteOutcome, storage::Fences::Turn> begun =
+      co_await context_.fences().CommitInTurn(std::move(write));
+  const fence::WriteOutcome& outcome = begun.first;
+  if (outcome.verdict == Verdict::kAccepted) {
+    context_.Accepted(outcome);
+    co_return co_await Deliver(req, ask, std::move(record), outcome.etag,
+                               std::move(begun.second));
+  }
+  context_.fences().EndTurn(std::move(begun.second),
+                            std::chrono::milliseconds(0));
+  switch (outcome.verdict) {
     case Verdict::kRejected:
     case Verdict::kObserved:
-      co_return Stale(req, ask, client, begun.current);
+      co_return Stale(req, ask, client, outcome.current);
     case Verdict::kPreconditionFailed:
       co_return std::nullopt;
+    case Verdict::kAccepted:
     case Verdict::kFailed:
       break;
   }
-  co_return Problemed(
-      req, context_.StorageFailure(begun.error, ask.fence_key, "effect record",
-                                   0, context_.fences().last_error()));
+  co_return Problemed(req, context_.StorageFailure(
+                               outcome.error, ask.fence_key, "effect record", 1,
+                               context_.fences().last_error()));
 }
 
 Awaitable<Response> Effects::Deliver(const Request& req, const Ask& ask,
                                      EffectRecord record,
-                                     const std::string& etag) {
+                                     const std::string& etag,
+                                     storage::Fences::Turn turn) {
   const EffectTargetConfig& target = ask.target->config;
   std::string path = target.spec.base + ask.rest_and_query;
   if (path.empty() || path.front() != '/') path.insert(0, "/");
@@ -348,8 +425,20 @@ Awaitable<Response> Effects::Deliver(const Request& req, const Ask& ask,
     }
     record.body = exchange.response.body();
   }
+  fence::FencedWrite write =
+      RecordWrite(ask.record_key, record, std::nullopt, etag);
   const fence::WriteOutcome ended =
-      co_await Put(ask.record_key, record, std::nullopt, etag);
+      co_await storage::AsyncCommit(context_.fences(), std::move(write));
+  // A call that may still land holds the fence closed for the settle time,
+  // here and among replicas, so no later call of the fence overtakes it.
+  const bool may_land = record.state != EffectRecord::State::kDone &&
+                        record.state != EffectRecord::State::kNotSent;
+  const auto now = std::chrono::steady_clock::now();
+  std::erase_if(held_until_,
+                [&](const auto& held) { return held.second <= now; });
+  if (may_land) held_until_[ask.fence] = now + settle_;
+  context_.fences().EndTurn(std::move(turn),
+                            may_land ? settle_ : std::chrono::milliseconds(0));
   co_return Outcome(req, ask, record, exchange, ended);
 }
 
@@ -401,12 +490,12 @@ Response Effects::Outcome(const Request& req, const Ask& ask,
             {"fence", ask.fence},
             {"token", std::to_string(ask.token), true},
             {"error", exchange.error}});
-  return Problemed(
-      req, EffectProblem(record.state, false, ProblemType::kOutcomeUnknown,
-                         "the call was sent to '" + name +
-                             "' and no answer came (" + exchange.error +
-                             "); it is never sent again by fencepost",
-                         name, ask.id));
+  return Problemed(req,
+                   EffectProblem(ProblemType::kOutcomeUnknown,
+                                 "the call was sent to '" + name +
+                                     "' and no answer came (" + exchange.error +
+                                     "); it is never sent again by fencepost",
+                                 name, ask.id, "unknown"));
 }
 
 Response Effects::Stale(const Request& req, const Ask& ask,
@@ -431,7 +520,7 @@ void Effects::Tell(const Ask& ask, std::string_view outcome) {
   data += ",\"fence\":";
   AppendJsonString(&data, ask.fence);
   data += ",\"token\":" + std::to_string(ask.token) + ",\"at\":";
-  AppendJsonString(&data, FormatRfc3339(UnixNowNs()));
+  AppendJsonString(&data, FormatRfc3339(fence::WallNowNs()));
   data += "}";
   context_.watches().Publish("effect", ask.fence_key, std::move(data));
 }

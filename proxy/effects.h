@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "fence/effect.h"
@@ -22,6 +23,8 @@
 #include "proxy/http_types.h"
 #include "proxy/problem.h"
 #include "storage/backend.h"
+#include "storage/fence_locks.h"
+#include "storage/fences.h"
 #include "storage/http_pool.h"
 
 namespace boost::asio::ssl {
@@ -48,18 +51,31 @@ inline constexpr std::string_view kEffectsPath = "/v1/effects";
 // the body), then its outcome is recorded durably (If-Match the record in
 // flight), then relayed. The verdicts are fence/effect.h's.
 //
+// The calls of one fence go out in its turn, as the writes of a store kept
+// elsewhere do (storage/value_gate.h): one at a time, in arrival order,
+// from the commit that records the call until its outcome is recorded
+// (storage::FenceLocks here, and the fence's turn among replicas,
+// Fences::CommitInTurn); a call whose outcome is unknown holds the fence
+// closed for --upstream-settle (here and among replicas), and every fence
+// is held from the start for what the last process may have left on the
+// wire. So a call a target runs always carries the highest token its fence
+// had accepted when the target got it: a replaced leader's slow call is
+// not overtaken by its successor's.
+//
 // Within this process a record is decided, sent and recorded by one
 // request at a time (`busy_`): another request for it meanwhile is 409
-// effect-in-progress (or 422 when it is another request).
+// effect-in-progress (or 422 when it is another request). Another
+// replica's record in flight is in progress until its deadline.
 //
 // Thread safety: the server's one io thread, as RouteContext.
 class Effects {
  public:
   // Throws std::runtime_error when a https:// target's CA cannot be loaded.
   // `records`: the backend that keeps values with the fences (the fence
-  // store's own, whatever --backend is).
+  // store's own, whatever --backend is). `hold_at_start`: how long every
+  // fence is held closed from now (what the last process may have sent).
   Effects(boost::asio::io_context& io, RouteContext& context,
-          storage::Backend& records);
+          storage::Backend& records, std::chrono::milliseconds hold_at_start);
   ~Effects();
   Effects(const Effects&) = delete;
   Effects& operator=(const Effects&) = delete;
@@ -75,6 +91,9 @@ class Effects {
   // every so often, until Stop.
   void Start();
   void Stop();
+  // How long the longest hold still has to run (0: none): a clean stop
+  // hands it on to the next process.
+  std::chrono::milliseconds HoldLeft() const;
 
  private:
   struct Target {
@@ -102,16 +121,25 @@ class Effects {
   std::optional<Response> Parse(const Request& req, Ask* ask);
   Awaitable<Stored> Read(const std::string& record_key,
                          const std::string& fence);
-  // The record `next` put in place of what `etag` names (empty: none), with
-  // `token` (nullopt: a write of the record alone, the fence untouched).
-  Awaitable<fence::WriteOutcome> Put(const std::string& record_key,
-                                     const fence::EffectRecord& next,
-                                     std::optional<fence::Token> token,
-                                     const std::string& etag);
+  // The write that puts the record `next` in place of what `etag` names
+  // (empty: none), with `token` (nullopt: a write of the record alone, the
+  // fence untouched).
+  static fence::FencedWrite RecordWrite(const std::string& record_key,
+                                        const fence::EffectRecord& next,
+                                        std::optional<fence::Token> token,
+                                        const std::string& etag);
   // A request whose record says it must not be sent (a replay, 409, 422).
   Awaitable<Response> Answer(const Request& req, const Ask& ask,
                              const std::string& client, const Stored& stored,
                              fence::EffectVerdict verdict);
+  // The fence's token before anything else: its 409 when `ask` is stale.
+  Awaitable<std::optional<Response>> RefuseStale(const Request& req,
+                                                 const Ask& ask,
+                                                 const std::string& client);
+  // The record read, then a replay, a refusal or, in the fence's turn, the
+  // call (Send).
+  Awaitable<Response> Decide(const Request& req, const Ask& ask,
+                             const std::string& client);
   // Records the call in flight, sends it, records and relays its outcome;
   // nullopt when another replica changed the record since `stored`.
   Awaitable<std::optional<Response>> Send(const Request& req, const Ask& ask,
@@ -119,12 +147,26 @@ class Effects {
                                           const Stored& stored);
   Awaitable<Response> Deliver(const Request& req, const Ask& ask,
                               fence::EffectRecord record,
-                              const std::string& etag);
+                              const std::string& etag,
+                              storage::Fences::Turn turn);
+  // The clock a record in flight is judged on (fence::InProgress): the
+  // wall clock with replicas, whose records in flight are another live
+  // process's until their deadline; without, the end of time: the data
+  // directory is this process's alone, so a record in flight that it is
+  // not sending was left by a process that stopped.
+  std::int64_t RecordClock() const;
+  // Seconds `fence` stays held closed from now (Retry-After), 0 when not.
+  int HeldSeconds(const std::string& fence) const;
   // The answer once the call's outcome was recorded (`ended`).
   Response Outcome(const Request& req, const Ask& ask,
                    const fence::EffectRecord& record,
                    const storage::HttpPool::Exchange& exchange,
                    const fence::WriteOutcome& ended);
+  // A problem about one call, with its `target`, `idempotency_key` and
+  // `state`.
+  static Problem EffectProblem(ProblemType type, std::string detail,
+                               const std::string& target, const std::string& id,
+                               std::string_view state);
   // The 409 of a token below the fence, counted.
   Response Stale(const Request& req, const Ask& ask, const std::string& client,
                  std::optional<fence::Token> current);
@@ -141,6 +183,13 @@ class Effects {
   std::map<std::string, std::string, std::less<>> busy_;
   boost::asio::steady_timer sweep_timer_;
   bool stopped_ = false;
+  storage::FenceLocks locks_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point>
+      held_until_;
+  std::chrono::steady_clock::time_point all_held_until_;
+  std::chrono::milliseconds settle_;
+  // How long after it is recorded in flight a call can still be on its way.
+  std::chrono::milliseconds on_its_way_;
 };
 
 }  // namespace fencepost::proxy

@@ -39,6 +39,11 @@ BackendSpec ParseHttpUrl(std::string_view url, bool tls) {
         "characters, others percent-encoded in upper case");
   }
   if (out.host.empty()) throw bad("no host");
+  if (out.host.find_first_of("@?# \t") != std::string::npos) {
+    throw bad(
+        "the host has a character a host name cannot have (user "
+        "info, USER@HOST, is not taken)");
+  }
   if (out.port.empty() ||
       out.port.find_first_not_of("0123456789") != std::string::npos) {
     throw bad("bad port");

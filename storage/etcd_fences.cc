@@ -249,8 +249,9 @@ Awaitable<Backend::KeyPage> EtcdFences::ListValueKeys(std::string prefix,
                                                       std::string after,
                                                       std::size_t limit) {
   Backend::KeyPage out;
-  std::optional<etcd::Page> page = co_await session_.ReadPage(
-      session_.ValueKey(""), prefix, after, limit, &out.error);
+  const std::string base = session_.ValueKey("");
+  std::optional<etcd::Page> page =
+      co_await session_.ReadPage(base, prefix, after, limit, &out.error);
   if (!page) co_return out;
   for (etcd::PageItem& item : page->items) {
     out.keys.push_back(std::move(item.name));

@@ -64,13 +64,14 @@ Awaitable<Backend::KeyPage> LmdbBackend::ListKeys(std::string prefix,
                                                   std::string after,
                                                   std::size_t limit) {
   KeyPage page;
+  // At most limit + 1 keys from each environment, logged first (see Read):
+  // enough to know whether there are more.
   std::set<std::string, std::less<>> keys;
   for (const fence::Env* env : shards_.envs()) {
-    // Logged first, then a snapshot begun under the overlay's lock, as Read.
     std::map<std::string, bool, std::less<>> logged;
     auto lock = env->overlay().Lock();
     for (auto& [key, present] : env->overlay().ValuesUnder(prefix)) {
-      logged.emplace(std::move(key), present);
+      if (key > after) logged.emplace(std::move(key), present);
     }
     fence::Env::ReadTxn txn(*env);
     lock.unlock();
@@ -78,17 +79,22 @@ Awaitable<Backend::KeyPage> LmdbBackend::ListKeys(std::string prefix,
       page.error = fence::FromLmdb(txn.error());
       co_return page;
     }
-    const int rc = fence::ForEachValueUnder(
-        txn.get(), env->values(), prefix,
+    std::size_t taken = 0;
+    const int rc = fence::ForEachValueAfter(
+        txn.get(), env->values(), prefix, after,
         [&](std::string_view key, const fence::StoredValue&) {
-          if (key > after && !logged.contains(key)) keys.emplace(key);
+          if (!logged.contains(key)) {
+            keys.emplace(key);
+            ++taken;
+          }
+          return taken <= limit;
         });
     if (rc != 0) {
       page.error = fence::FromLmdb(rc);
       co_return page;
     }
     for (auto& [key, present] : logged) {
-      if (present && key > after) keys.insert(key);
+      if (present) keys.insert(key);
     }
   }
   for (const std::string& key : keys) {

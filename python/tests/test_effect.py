@@ -397,13 +397,14 @@ def test_answers_are_kept_for_the_retention_unknown_outcomes_until_forgotten(
         start_server: "type[Server]", target: Target) -> None:
     server = start_server(  # type: ignore[call-arg]
         "--effect-target", f"pay={target.url}", "--effect-retention", "1s",
-        "--upstream-timeout", "1")
+        "--upstream-timeout", "1", "--upstream-settle", "0.1")
     with server.client(timeout=10.0) as client:
         client.effect("pay", token=1, fence_key=FENCE, idempotency_key="old")
         with pytest.raises(fencepost.UpstreamOutcomeUnknown):
             client.effect("pay", "hold", token=1, fence_key=FENCE,
                           idempotency_key="held")
         target.release.set()
+        time.sleep(0.2)  # the unknown outcome held the fence for 0.1 s
         # The answered call is replayed until the sweep (every second here)
         # removes it once it is a second old; then it is a new call.
         deadline = time.monotonic() + 10
@@ -445,3 +446,77 @@ def test_no_dot_segment_leaves_the_targets_base_path(
             "Idempotency-Key": "dots"}, b"", None)
         assert answer.status == 400, rest
     assert target.count("dots") == 0
+
+
+def test_the_calls_of_a_fence_go_in_its_turn(
+        start_server: "type[Server]", target: Target) -> None:
+    # A replaced leader's slow call is not overtaken by its successor's: the
+    # successor's waits for its outcome, so the target runs them in order,
+    # and an unknown outcome holds the fence closed for the settle time.
+    server = start_server(  # type: ignore[call-arg]
+        "--effect-target", f"pay={target.url}", "--upstream-timeout", "1",
+        "--upstream-settle", "1")
+    with server.client(timeout=10.0) as client:
+        errors: list[Exception] = []
+
+        def slow() -> None:
+            try:
+                client.effect("pay", "hold", token=7, fence_key=FENCE,
+                              idempotency_key="A")
+            except fencepost.FencepostError as e:
+                errors.append(e)
+
+        thread = threading.Thread(target=slow)
+        thread.start()
+        assert target.arrived.wait(10)
+        started = time.monotonic()
+        with pytest.raises(fencepost.FenceHeld) as held:
+            client.effect("pay", token=8, fence_key=FENCE,
+                          idempotency_key="B")
+        # B waited for A's outcome (unknown after the 1 s timeout), then was
+        # refused while A may still land.
+        assert time.monotonic() - started >= 0.5
+        assert held.value.status == 503
+        thread.join(10)
+        assert len(errors) == 1
+        assert isinstance(errors[0], fencepost.UpstreamOutcomeUnknown)
+        assert target.count("B") == 0
+        target.release.set()
+        time.sleep(1.2)  # the settle time
+        assert client.effect("pay", token=8, fence_key=FENCE,
+                             idempotency_key="B").status == 200
+        assert [c["key"] for c in target.calls] == ["A", "B"]
+
+
+def test_a_stale_token_is_refused_first_even_while_its_key_is_in_flight(
+        client: fencepost.Client, target: Target) -> None:
+    done = threading.Event()
+
+    def first() -> None:
+        try:
+            client.effect("pay", "hold", token=7, fence_key=FENCE,
+                          idempotency_key="F")
+        except fencepost.FencepostError:
+            pass
+        done.set()
+
+    threading.Thread(target=first, daemon=True).start()
+    assert target.arrived.wait(10)
+    client.bump(FENCE, token=10)
+    for body in (b"", b"another"):
+        with pytest.raises(fencepost.StaleToken):
+            client.effect("pay", "hold", body, token=3, fence_key=FENCE,
+                          idempotency_key="F")
+    target.release.set()
+    assert done.wait(10)
+
+
+def test_forgetting_a_record_never_moves_the_fence(
+        client: fencepost.Client, target: Target) -> None:
+    client.effect("pay", token=8, fence_key=FENCE, idempotency_key="G")
+    forgot = client.send("admin", "DELETE", "/v1/effects/pay/G",
+                         {"Fencing-Token": "1000"}, None, None)
+    assert forgot.status == 204
+    assert client.fence(FENCE).token == 8
+    assert client.effect("pay", token=8, fence_key=FENCE,
+                         idempotency_key="G2").status == 200

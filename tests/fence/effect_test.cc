@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 
 #include "fence/key.h"
@@ -18,6 +19,7 @@ EffectRecord Answered() {
   record.token = 18446744073709551615ull;
   record.request_hash = std::string(64, 'a');
   record.created_at_ns = 1765000000000000000;
+  record.deadline_ns = 1765000012000000000;
   record.status = 201;
   record.content_type = "application/json";
   record.body = std::string("{\"id\":\"ch_1\"}\0tail", 18);
@@ -33,6 +35,7 @@ TEST(EffectRecordTest, RoundTripsEveryField) {
   EXPECT_EQ(back.token, record.token);
   EXPECT_EQ(back.request_hash, record.request_hash);
   EXPECT_EQ(back.created_at_ns, record.created_at_ns);
+  EXPECT_EQ(back.deadline_ns, record.deadline_ns);
   EXPECT_EQ(back.status, 201);
   EXPECT_EQ(back.content_type, record.content_type);
   EXPECT_EQ(back.body, record.body);
@@ -50,26 +53,33 @@ TEST(EffectRecordTest, RefusesBytesItDidNotWrite) {
   bad_state[1] = 'x';
   EXPECT_FALSE(DecodeEffect(bad_state, &back));
   // Lengths that run past the end.
-  std::string cut = good.substr(0, 26 + 5);
+  std::string cut = good.substr(0, 34 + 5);
   EXPECT_FALSE(DecodeEffect(cut, &back));
 }
 
 TEST(EffectRuleTest, SentOnceAndReplayedToTheSameRequest) {
   const std::string hash(64, 'a');
-  EXPECT_EQ(DecideEffect(nullptr, hash, false), EffectVerdict::kSend);
+  const std::int64_t now = 1765000000000000000;
+  EXPECT_EQ(DecideEffect(nullptr, hash, false, now), EffectVerdict::kSend);
   EffectRecord record = Answered();
-  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kReplay);
-  EXPECT_EQ(DecideEffect(&record, std::string(64, 'b'), false),
+  EXPECT_EQ(DecideEffect(&record, hash, false, now), EffectVerdict::kReplay);
+  EXPECT_EQ(DecideEffect(&record, std::string(64, 'b'), false, now),
             EffectVerdict::kKeyReused);
   record.state = State::kInFlight;
-  EXPECT_EQ(DecideEffect(&record, hash, true), EffectVerdict::kInProgress);
-  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kOutcomeUnknown)
+  record.deadline_ns = now + 1;
+  EXPECT_EQ(DecideEffect(&record, hash, true, now + 5),
+            EffectVerdict::kInProgress);
+  EXPECT_EQ(DecideEffect(&record, hash, false, now), EffectVerdict::kInProgress)
+      << "another replica's call, before its deadline: maybe on its way";
+  EXPECT_EQ(DecideEffect(&record, hash, false, now + 1),
+            EffectVerdict::kOutcomeUnknown)
       << "left in flight by a process that stopped: it may have been sent";
   record.state = State::kUnknown;
-  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kOutcomeUnknown);
+  EXPECT_EQ(DecideEffect(&record, hash, false, 0),
+            EffectVerdict::kOutcomeUnknown);
   record.state = State::kNotSent;
-  EXPECT_EQ(DecideEffect(&record, hash, false), EffectVerdict::kSend);
-  EXPECT_EQ(DecideEffect(&record, std::string(64, 'b'), false),
+  EXPECT_EQ(DecideEffect(&record, hash, false, now), EffectVerdict::kSend);
+  EXPECT_EQ(DecideEffect(&record, std::string(64, 'b'), false, now),
             EffectVerdict::kKeyReused);
 }
 
@@ -113,12 +123,22 @@ TEST(EffectRuleTest, TheRequestTextTellsEveryPartApart) {
             EffectRequestText("POST", "f2", "", "", ""));
 }
 
-TEST(EffectRuleTest, ARecordLeftInFlightByAnotherProcessIsUnknown) {
-  EXPECT_EQ(EffectStateName(State::kInFlight, true), "in-flight");
-  EXPECT_EQ(EffectStateName(State::kInFlight, false), "unknown");
-  EXPECT_EQ(EffectStateName(State::kDone, false), "done");
-  EXPECT_EQ(EffectStateName(State::kNotSent, false), "not-sent");
-  EXPECT_EQ(EffectStateName(State::kUnknown, true), "unknown");
+TEST(EffectRuleTest, ARecordLeftInFlightPastItsDeadlineIsUnknown) {
+  EffectRecord record = Answered();
+  record.state = State::kInFlight;
+  const std::int64_t deadline = record.deadline_ns;
+  EXPECT_EQ(EffectStateName(record, true, deadline + 1), "in-flight");
+  EXPECT_EQ(EffectStateName(record, false, deadline - 1), "in-flight");
+  EXPECT_EQ(EffectStateName(record, false, deadline), "unknown");
+  EXPECT_TRUE(InProgress(record, false, deadline - 1));
+  EXPECT_FALSE(InProgress(record, false, deadline));
+  record.state = State::kDone;
+  EXPECT_EQ(EffectStateName(record, false, 0), "done");
+  EXPECT_FALSE(InProgress(record, true, 0));
+  record.state = State::kNotSent;
+  EXPECT_EQ(EffectStateName(record, false, 0), "not-sent");
+  record.state = State::kUnknown;
+  EXPECT_EQ(EffectStateName(record, true, 0), "unknown");
 }
 
 TEST(EffectRuleTest, ACallStaysUnderItsTargetsPath) {
@@ -133,6 +153,18 @@ TEST(EffectRuleTest, ACallStaysUnderItsTargetsPath) {
   EXPECT_FALSE(StaysUnderTarget("/.%2E"));
   EXPECT_FALSE(StaysUnderTarget("/a%zz"));
   EXPECT_FALSE(StaysUnderTarget("charges"));
+  // However the target reads the path: path parameters, encoded slashes,
+  // empty segments (a "//host" authority on a target without a path).
+  EXPECT_TRUE(StaysUnderTarget("/charges/"));
+  EXPECT_TRUE(StaysUnderTarget("/a;v=1/b"));
+  EXPECT_FALSE(StaysUnderTarget("/..;/admin"));
+  EXPECT_FALSE(StaysUnderTarget("/.;x/admin"));
+  EXPECT_FALSE(StaysUnderTarget("/%2e%2e%2fadmin"));
+  EXPECT_FALSE(StaysUnderTarget("/a/%2e%2e%2f%2e%2e%2fadmin"));
+  EXPECT_FALSE(StaysUnderTarget("/%2fadmin"));
+  EXPECT_FALSE(StaysUnderTarget("/a%5c..%5cadmin"));
+  EXPECT_FALSE(StaysUnderTarget("//evil.example/x"));
+  EXPECT_FALSE(StaysUnderTarget("/a//b"));
 }
 
 }  // namespace

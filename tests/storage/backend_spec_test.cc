@@ -68,6 +68,15 @@ TEST(BackendSpecTest, RefusesWhatIsNotASpec) {
   }
 }
 
+TEST(BackendSpecTest, RefusesUserInfoAndJunkInTheHost) {
+  // A user:password@ would be taken for the host (and sent as Host): the
+  // credentials never reach the store, and the URL names another server.
+  for (const char* bad : {"http://u:pw@127.0.0.1:1/p", "https://user@h/x",
+                          "http://h?x", "http://h#x", "http://h x:80"}) {
+    EXPECT_THROW(ParseBackendSpec(bad), BadBackendSpec) << bad;
+  }
+}
+
 TEST(BackendSpecTest, TheMessageNamesTheSpecAndTheExpectedForm) {
   try {
     ParseBackendSpec("http://x:y");
