@@ -424,7 +424,9 @@ class Client:
         request), EffectInProgress, EffectOutcomeUnknown (sent earlier, no
         answer known: never sent again by fencepost), UpstreamFailed (502:
         could not be sent; a repeat sends it), UpstreamOutcomeUnknown (504:
-        sent, no answer), NotFound (no such target), MissingToken,
+        sent, no answer), FenceHeld (503: an earlier call of the fence has
+        an unknown outcome and may still land; retry after ``retry_after``),
+        NotFound (no such target), MissingToken,
         MissingEffectHeader, InvalidToken, BadKey, BadRequest, BodyTooLarge,
         Unauthorized. ``timeout`` replaces the client's for this call; give
         the server's time to reach the target too. ValueError or TypeError
