@@ -28,6 +28,12 @@
 # pgbench and etcd wrk with a Lua script: their protocols are not HTTP/1.1
 # PUTs or RESP.
 #
+# Every fencepost and Redis run also counts what the block device holding
+# its data wrote (/sys/class/block/DEV/stat: sectors and write IOs, from
+# before the load until the server stopped), per request: the A/B table
+# shows both side by side, the scale lines fencepost's. The device is
+# shared, so another process's writes count too; on tmpfs there is none.
+#
 # Installs what it needs from Debian, starts every server on 127.0.0.1 in a
 # temp directory, stops them all on exit, and prints one table. Every run
 # checks afterwards that no stale write landed. Exit status 1 when one did,
@@ -315,6 +321,29 @@ check_no_stale_fencepost() {
   ((landed == 0)) || fail "$landed stale writes landed in fencepost ($1)"
 }
 
+# disk_stat DIR: the write IOs and sectors the block device holding DIR has
+# completed ("IOS SECTORS", /sys/class/block/DEV/stat), or nothing when DIR
+# is on no block device (tmpfs). What the device saw: every process's
+# writes, this run's among them (the machine's others are noise).
+disk_stat() {
+  local src
+  src=$(df --output=source "$1" 2>/dev/null | tail -n1) || return 0
+  [[ $src == /dev/* && -r /sys/class/block/${src#/dev/}/stat ]] || return 0
+  awk '{ print $5, $7 }' "/sys/class/block/${src#/dev/}/stat"
+}
+
+# disk_per_request BEFORE AFTER REQUESTS: the device's bytes and write IOs
+# per request between two disk_stat samples ("0 0" without them).
+disk_per_request() {
+  if [[ -z $1 || -z $2 || ${3:-0} -le 0 ]]; then
+    echo "0 0"
+    return
+  fi
+  awk -v b="$1" -v a="$2" -v n="$3" 'BEGIN {
+    split(b, x, " "); split(a, y, " ")
+    printf "%.0f %.2f\n", (y[2] - x[2]) * 512 / n, (y[1] - x[1]) / n }'
+}
+
 # fencepost_run LABEL CLIENTS KEYS [flags]: seeds, runs the load, checks.
 fencepost_run() {
   local label=$1 clients=$2 keys=$3
@@ -327,7 +356,8 @@ fencepost_run() {
   rej0=$(metric "$FP_ADMIN" 'fencepost_writes_rejected_total{reason="stale_token"}')
   busy_check "fencepost $label"
   log_histograms >"$WORK/hist.before"
-  local out all0 applier0
+  local out all0 applier0 disk0
+  disk0=$(disk_stat "$dir")
   all0=$(cpu_ticks "$FP_PID")
   applier0=$(cpu_ticks "$FP_PID" fp-applier)
   out=$("${PIN_CLIENT[@]}" "$LOAD" http "127.0.0.1:$FP_PORT" \
@@ -365,6 +395,9 @@ fencepost_run() {
   ((${slowest:-0} < 1000)) || $slow "fencepost $label: a request took ${slowest} ms"
   echo "$label ($clients clients): ${slowest} ms" >>"$SLOWEST"
   stop_fencepost
+  # What the device wrote for the run, the checkpoint at the stop included.
+  disk_per_request "$disk0" "$(disk_stat "$dir")" \
+    "$(($(lf all_ok "$out") + $(lf all_stale "$out")))" >"$WORK/last_fp_disk"
   check_no_stale_fencepost "$label"
   load_row fencepost "$label" "$clients" "$out" "$acc" "$rej"
   lf rps "$out" | cut -d. -f1 >"$WORK/last_ops"
@@ -429,7 +462,8 @@ redis_run() {
       redis.call('HSET', string.format('bench:%012d', i), 't', 2, 'v', 'seed') end" \
     0 "$KEYS" >/dev/null
   busy_check "redis"
-  local out
+  local out disk0
+  disk0=$(disk_stat "$dir")
   out=$("${PIN_CLIENT[@]}" "$LOAD" redis "127.0.0.1:$port" --sha "$sha" \
     --connections "$clients" --seconds "$SECS" --keys "$KEYS" --server-pid "$pid")
   local acc rej landed
@@ -447,6 +481,8 @@ redis_run() {
   ((landed == 0)) || fail "$landed stale writes landed in redis"
   "${cli[@]}" shutdown nosave >/dev/null 2>&1 || true
   wait "$pid" 2>/dev/null || true
+  disk_per_request "$disk0" "$(disk_stat "$dir")" "$((acc + rej))" \
+    >"$WORK/last_redis_disk"
   load_row redis "Lua CAS, AOF fsync always" "$clients" "$out" "$acc" "$rej"
   echo "$out" >"$WORK/last_redis"
 }
@@ -596,6 +632,7 @@ if ((PEERS)); then
       log "A/B round $r, $c clients"
       fencepost_run "A/B round $r" "$c" "$KEYS"
       f=$(cat "$WORK/last_fp") applier=$(cat "$WORK/last_applier")
+      fd=$(cat "$WORK/last_fp_disk")
       redis_run "$c"
       null_run "$c" "A/B round $r (the client's floor)"
       # fencepost's own ceiling: the same build with its data on tmpfs,
@@ -609,12 +646,13 @@ if ((PEERS)); then
       rd=$(cat "$WORK/last_redis") n=$(cat "$WORK/last_null")
       # clients round, then rps p99 p999 server-CPU client-CPU of
       # fencepost, of Redis, the null server's p99, the applier's CPU
-      # per request, and fencepost's rps and p99 on tmpfs.
+      # per request, fencepost's rps and p99 on tmpfs, then the device's
+      # bytes and write IOs per request, fencepost's and Redis's.
       echo "$c $r $(for l in "$f" "$rd"; do
         for k in rps p99_ms p999_ms server_cpu_us client_cpu_us; do
           printf '%s ' "$(lf "$k" "$l")"
         done
-      done)$(lf p99_ms "$n") $applier $(lf rps "$t") $(lf p99_ms "$t")" >>"$AB"
+      done)$(lf p99_ms "$n") $applier $(lf rps "$t") $(lf p99_ms "$t") $fd $(cat "$WORK/last_redis_disk")" >>"$AB"
     done
   done
 fi
@@ -623,11 +661,13 @@ RESTARTS=$WORK/restarts
 for n in $SCALE; do
   log "fencepost scale run, $n fences"
   fencepost_run "durable, $n fences" "$CLIENTS" "$n"
+  read -r disk_bytes disk_ios <"$WORK/last_fp_disk"
   ms=$(ready_ms "$FP_DATA")
   size=$(du -sh "$FP_DATA" | cut -f1)
   crash_ms=$(crash_ready_ms "$FP_DATA" "$n")
   echo "$n fences ($size on disk): restart to ready in ${ms} ms after a" \
-    "clean stop, ${crash_ms} ms after SIGKILL under load" >>"$RESTARTS"
+    "clean stop, ${crash_ms} ms after SIGKILL under load; under load the" \
+    "device wrote $disk_bytes bytes in $disk_ios write IOs per request" >>"$RESTARTS"
 done
 
 # --- the table --------------------------------------------------------------
@@ -648,11 +688,12 @@ if [[ -s $AB ]]; then
   echo
   echo "A/B rounds against Redis (AOF fsync always), back to back:"
   echo
-  echo "| clients | round | ops/s fencepost / Redis | p99 ms | p99.9 ms | ops ratio | p99 ratio | server CPU µs per request (fencepost's applier) | client CPU µs per request (HTTP / RESP) | null server's p99 ms | fencepost on tmpfs: ops/s, p99 ms |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
-  awk '{ printf "| %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f× | %.2f× | %.1f (%.1f) / %.1f | %.1f / %.1f | %s | %.0f, %s |\n",
+  echo "| clients | round | ops/s fencepost / Redis | p99 ms | p99.9 ms | ops ratio | p99 ratio | server CPU µs per request (fencepost's applier) | client CPU µs per request (HTTP / RESP) | null server's p99 ms | fencepost on tmpfs: ops/s, p99 ms | device bytes per request | device write IOs per request |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+  awk '{ printf "| %s | %s | %.0f / %.0f | %s / %s | %s / %s | %.2f× | %.2f× | %.1f (%.1f) / %.1f | %.1f / %.1f | %s | %.0f, %s | %s / %s | %s / %s |\n",
          $1, $2, $3, $8, $4, $9, $5, $10, ($8 > 0 ? $3 / $8 : 0),
-         ($9 > 0 ? $4 / $9 : 0), $6, $14, $11, $7, $12, $13, $15, $16 }' "$AB"
+         ($9 > 0 ? $4 / $9 : 0), $6, $14, $11, $7, $12, $13, $15, $16,
+         $17, $19, $18, $20 }' "$AB"
   # ratio CLIENTS NUMERATOR DENOMINATOR LABEL: the median over the rounds
   # at CLIENTS of NUMERATOR ÷ DENOMINATOR, awk expressions over a line of
   # $AB (rounds where either is 0, which did not run, left out).
@@ -673,6 +714,9 @@ if [[ -s $AB ]]; then
     ratio "$c" '$6 - $14' '$11' "server CPU per request but the applier's at $c clients, fencepost ÷ Redis"
     ratio "$c" '$15' '$8' "throughput ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
     ratio "$c" '$16' '$9' "p99 ratio at $c clients, fencepost on tmpfs ÷ Redis on disk"
+    # What each acknowledged write costs the disk, counted at the device.
+    ratio "$c" '$17' '$19' "device bytes per request at $c clients, fencepost ÷ Redis"
+    ratio "$c" '$18' '$20' "device write IOs per request at $c clients, fencepost ÷ Redis"
   done
 fi
 if [[ -s $TAIL ]]; then
