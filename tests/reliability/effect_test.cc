@@ -648,5 +648,40 @@ TEST(EffectTest, TwoReplicasSendAnEffectOnce) {
   EXPECT_EQ(target.CallsWith("r-stale").size(), 0u);
 }
 
+// The calls of one fence go in its turn across replicas too: while replica
+// one's call is held at the target, replica two's call of the same fence
+// (another key, a higher token) is refused with 503 fence-held and reaches
+// the target only after the first was answered.
+TEST(EffectTest, ReplicasSendAFencesCallsInItsTurn) {
+  Etcd etcd;
+  ASSERT_FALSE(etcd.url().empty()) << "etcd did not start";
+  EffectTarget target;
+  std::vector<std::string> args = {"--fence-store", etcd.url() + "/turns",
+                                   "--backend", "etcd"};
+  for (auto& a : TargetArgs(target.url())) args.push_back(a);
+  ServerProcess one("", args);
+  ServerProcess two("", args);
+  target.Hold();
+  std::thread first([&] { TrySend(one.data_port(), {.id = "turn-a"}); });
+  ASSERT_TRUE(target.AwaitCalls(1, kWait));
+  const Effect b{.token = 5, .id = "turn-b"};
+  const HttpResponse refused =
+      Fetch(two.data_port(), "POST", "/v1/effects/pay" + b.rest,
+            {{"Fencing-Token", "5"},
+             {"Fence-Key", kFence},
+             {"Idempotency-Key", b.id},
+             {"Content-Type", "application/json"}},
+            b.body);
+  EXPECT_TRUE(IsProblem(refused, 503, "fence-held"));
+  EXPECT_EQ(target.CallsWith(b.id).size(), 0u);
+  target.Release();
+  first.join();
+  EXPECT_TRUE(IsAnswer(Send(two.data_port(), b), b.id, 1, false));
+  const auto calls = target.Calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].idempotency_key, "turn-a");
+  EXPECT_EQ(calls[1].idempotency_key, "turn-b");
+}
+
 }  // namespace
 }  // namespace fencepost::reliability
