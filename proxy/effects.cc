@@ -303,15 +303,10 @@ Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
                                     const std::string& client,
                                     const Stored& stored,
                                     EffectVerdict verdict) {
-  // The token first: a stale one learns nothing of the record.
-  const storage::Fences::Read fence = co_await context_.fences().Get(ask.fence);
-  if (fence.error) {
-    co_return Problemed(req, context_.StorageFailure(fence.error, ask.fence_key,
-                                                     "effect read"));
-  }
-  if (fence.fence && ask.token < fence.fence->token) {
-    co_return Stale(req, ask, client, fence.fence->token);
-  }
+  // The token first again (the fence may have moved since Call checked
+  // it): a stale one learns nothing of the record.
+  std::optional<Response> stale = co_await RefuseStale(req, ask, client);
+  if (stale) co_return std::move(*stale);
   const std::string& name = ask.target->config.name;
   if (!stored.record) {  // begun and forgotten by others, three times over
     co_return Problemed(
