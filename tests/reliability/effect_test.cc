@@ -17,7 +17,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -27,6 +26,7 @@
 #include <vector>
 
 #include "tests/coordination/shell.h"
+#include "tests/testing/certificates.h"
 #include "tests/testing/effect_target.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/powercut_fs.h"
@@ -194,29 +194,11 @@ TEST(EffectTest, SentOnceAndReplayed) {
   ExpectSentOnceAndReplayed(target, target.url(), {});
 }
 
-void Run(const std::string& command) {
-  ASSERT_EQ(std::system((command + " >/dev/null 2>&1").c_str()), 0) << command;
-}
-
-// A CA and a certificate for 127.0.0.1 it signed, P-256, valid for a day.
-void MakeCertificates(const std::string& dir) {
-  const std::string ec =
-      "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-  Run("openssl req -x509 " + ec + " -keyout " + dir + "/ca.key -out " + dir +
-      "/ca.pem -days 1 -subj /CN=fencepost-effect-ca");
-  std::ofstream(dir + "/server.ext") << "subjectAltName=IP:127.0.0.1\n";
-  Run("openssl req " + ec + " -keyout " + dir + "/server.key -out " + dir +
-      "/server.csr -subj /CN=target");
-  Run("openssl x509 -req -in " + dir + "/server.csr -CA " + dir +
-      "/ca.pem -CAkey " + dir + "/ca.key -CAcreateserial -days 1 -out " + dir +
-      "/server.pem -extfile " + dir + "/server.ext");
-}
-
 // https://: nginx serves TLS with a certificate of the test's CA and passes
 // each call on to the counting target.
 TEST(EffectTest, SentOnceAndReplayedOverTls) {
   TempDir dir;
-  MakeCertificates(dir.path());
+  testing::MakeCertificates(dir.path());
   if (HasFatalFailure()) return;
   EffectTarget target;
   testing::NginxProcess nginx(dir / "root", dir / "nginx",
