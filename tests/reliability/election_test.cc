@@ -541,6 +541,27 @@ void ExpectHandedOver(const ServerProcess& s, const std::string& key,
   EXPECT_EQ(ErrorLines(s), "");
 }
 
+// After an election with a stray (a key or node that is no candidate) went
+// from A to B: A's token and the stray's are stale, B writes, the fence
+// was made at A's token and raised to B's by the election, never to the
+// stray's, and nothing went wrong in the server.
+void ExpectStrayPassedOver(const ServerProcess& s, Watcher& watcher,
+                           std::uint64_t ta, std::uint64_t tb,
+                           std::uint64_t stray) {
+  EXPECT_EQ(Verdict(Put(s, "orders/1", ta, "A again")), "409 stale-token");
+  EXPECT_EQ(Verdict(Put(s, "orders/1", stray, "stray")), "409 stale-token");
+  const HttpResponse from_b = Put(s, "orders/1", tb, "from B");
+  EXPECT_TRUE(Accepted(from_b)) << Verdict(from_b) << " " << from_b.body;
+  EXPECT_EQ(FenceTokens(watcher), (std::vector<std::uint64_t>{ta, tb}))
+      << watcher.raw();
+  EXPECT_TRUE(SawElectionRaise(watcher, ta)) << watcher.raw();
+  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
+  EXPECT_EQ(s.Log().find("stray"), std::string::npos)
+      << "a stray named as a holder\n"
+      << s.Log();
+  EXPECT_EQ(ErrorLines(s), "");
+}
+
 // kazoo's Election (the Lock recipe: children GUID__lock__SEQUENCE):
 //   candidate.py run HOSTS PATH ID   campaigns; once elected prints
 //                                    "elected NODE CZXID" and leads until
@@ -1867,22 +1888,8 @@ TEST_F(ElectionTest, AKeyWithoutALeaseIsNotAHolder) {
   EXPECT_EQ(FenceOf(*s, "orders/1"), tb);
   EXPECT_EQ(etcd.Keys(name).size(), 1u) << "the bare key stays";
   EXPECT_EQ(etcd.Candidates(name).size(), 2u) << "NAME/000stray and B's";
-  EXPECT_EQ(Verdict(Put(*s, "orders/1", ta, "A again")), "409 stale-token");
-  EXPECT_EQ(Verdict(Put(*s, "orders/1", stray, "stray")), "409 stale-token");
-  const HttpResponse from_b = Put(*s, "orders/1", tb, "from B");
-  EXPECT_TRUE(Accepted(from_b)) << Verdict(from_b) << " " << from_b.body;
+  ExpectStrayPassedOver(*s, watcher, ta, tb, stray);
   EXPECT_EQ(Request(s->data_port(), "GET", "/orders/1").body, "from B");
-
-  // The fence was made at A's token and raised to B's, by the election;
-  // never to a stray key's revision.
-  EXPECT_EQ(FenceTokens(watcher), (std::vector<std::uint64_t>{ta, tb}))
-      << watcher.raw();
-  EXPECT_TRUE(SawElectionRaise(watcher, ta)) << watcher.raw();
-  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
-  EXPECT_EQ(s->Log().find("stray"), std::string::npos)
-      << "a stray key named as a holder\n"
-      << s->Log();
-  EXPECT_EQ(ErrorLines(*s), "");
 
   // More keys without a lease than the source reads at once, older than
   // the only candidate.
@@ -1999,19 +2006,7 @@ TEST_F(ElectionTest, APersistentChildIsNotAHolder) {
   ASSERT_TRUE(
       Await([&] { return (children = KazooCandidates(path)).size() == 2; }));
   EXPECT_EQ(children[0].name, stray_name) << "the stray node stays";
-  EXPECT_EQ(Verdict(Put(*s, "orders/1", ta, "A again")), "409 stale-token");
-  EXPECT_EQ(Verdict(Put(*s, "orders/1", stray, "stray")), "409 stale-token");
-  const HttpResponse from_b = Put(*s, "orders/1", tb, "from B");
-  EXPECT_TRUE(Accepted(from_b)) << Verdict(from_b) << " " << from_b.body;
-
-  EXPECT_EQ(FenceTokens(watcher), (std::vector<std::uint64_t>{ta, tb}))
-      << watcher.raw();
-  EXPECT_TRUE(SawElectionRaise(watcher, ta)) << watcher.raw();
-  EXPECT_TRUE(SawElectionRaise(watcher, tb)) << watcher.raw();
-  EXPECT_EQ(s->Log().find("stray"), std::string::npos)
-      << "the stray node named as a holder\n"
-      << s->Log();
-  EXPECT_EQ(ErrorLines(*s), "");
+  ExpectStrayPassedOver(*s, watcher, ta, tb, stray);
 }
 
 }  // namespace
