@@ -217,7 +217,7 @@ Awaitable<Response> Effects::Decide(const Request& req, const Ask& ask,
         fence::DecideEffect(stored.record ? &*stored.record : nullptr, ask.hash,
                             false, RecordClock());
     if (verdict != EffectVerdict::kSend || attempt == 4) {
-      co_return co_await Answer(req, ask, client, stored, verdict);
+      co_return Answer(req, ask, stored, verdict);
     }
     if (const int held = HeldSeconds(ask.fence); held > 0) {
       co_return Problemed(
@@ -227,7 +227,11 @@ Awaitable<Response> Effects::Decide(const Request& req, const Ask& ask,
     if (!turn) {
       storage::FenceLocks::Guard acquired = co_await locks_.Acquire(ask.fence);
       turn.emplace(std::move(acquired));
-      continue;  // decided again in the turn, and held since, maybe
+      // The fence may have moved while the call waited: the token first
+      // again, then the record, decided again in the turn.
+      std::optional<Response> stale = co_await RefuseStale(req, ask, client);
+      if (stale) co_return std::move(*stale);
+      continue;
     }
     std::optional<Response> sent = co_await Send(req, ask, client, stored);
     if (sent) co_return std::move(*sent);
@@ -299,20 +303,13 @@ fence::FencedWrite Effects::RecordWrite(const std::string& record_key,
   return write;
 }
 
-Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
-                                    const std::string& client,
-                                    const Stored& stored,
-                                    EffectVerdict verdict) {
-  // The token first again (the fence may have moved since Call checked
-  // it): a stale one learns nothing of the record.
-  std::optional<Response> stale = co_await RefuseStale(req, ask, client);
-  if (stale) co_return std::move(*stale);
+Response Effects::Answer(const Request& req, const Ask& ask,
+                         const Stored& stored, EffectVerdict verdict) {
   const std::string& name = ask.target->config.name;
   if (!stored.record) {  // begun and forgotten by others, three times over
-    co_return Problemed(
-        req, EffectProblem(ProblemType::kEffectInProgress,
-                           "the call is being decided elsewhere", name, ask.id,
-                           "in-flight"));
+    return Problemed(req, EffectProblem(ProblemType::kEffectInProgress,
+                                        "the call is being decided elsewhere",
+                                        name, ask.id, "in-flight"));
   }
   const EffectRecord& record = *stored.record;
   const std::string_view state =
@@ -320,23 +317,23 @@ Awaitable<Response> Effects::Answer(const Request& req, const Ask& ask,
   switch (verdict) {
     case EffectVerdict::kReplay: {
       Tell(ask, "replayed");
-      co_return Relay(req, record, true);
+      return Relay(req, record, true);
     }
     case EffectVerdict::kKeyReused:
-      co_return Problemed(
+      return Problemed(
           req, EffectProblem(ProblemType::kIdempotencyKeyReused,
                              "the Idempotency-Key was used for another request "
                              "(another method, Fence-Key, path, query or body)",
                              name, ask.id, state));
     case EffectVerdict::kSend:  // sent three times over by other replicas
     case EffectVerdict::kInProgress:
-      co_return Problemed(
+      return Problemed(
           req, EffectProblem(ProblemType::kEffectInProgress,
                              "the call is in flight", name, ask.id, state));
     case EffectVerdict::kOutcomeUnknown:
       break;
   }
-  co_return Problemed(
+  return Problemed(
       req, EffectProblem(ProblemType::kEffectOutcomeUnknown,
                          "the call was sent and its outcome is not known; "
                          "fencepost never sends it again: check with the "

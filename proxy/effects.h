@@ -128,10 +128,10 @@ class Effects {
                                         const fence::EffectRecord& next,
                                         std::optional<fence::Token> token,
                                         const std::string& etag);
-  // A request whose record says it must not be sent (a replay, 409, 422).
-  Awaitable<Response> Answer(const Request& req, const Ask& ask,
-                             const std::string& client, const Stored& stored,
-                             fence::EffectVerdict verdict);
+  // A request whose record says it must not be sent (a replay, 409, 422),
+  // its token decided already.
+  Response Answer(const Request& req, const Ask& ask, const Stored& stored,
+                  fence::EffectVerdict verdict);
   // The fence's token before anything else: its 409 when `ask` is stale.
   Awaitable<std::optional<Response>> RefuseStale(const Request& req,
                                                  const Ask& ask,
