@@ -18,9 +18,17 @@ namespace fencepost::fence {
 namespace {
 
 constexpr std::string_view kAppliedSeqKey = "applied_seq";
-// The most records one transaction takes, and how long a batch gathers.
-constexpr std::size_t kApplyBatch = 16384;
-constexpr std::chrono::milliseconds kApplyInterval{50};
+// How long a checkpoint gathers at most, from its first record.
+constexpr std::chrono::seconds kCheckpointInterval{10};
+// A synced commit writes the pages its transaction dirtied: at most the
+// whole tree, and what its records add. Up to kWholeTree bytes of tree, a
+// checkpoint is one transaction (its records adding up to kWholeTree
+// bytes more at most); above, slices of kSlice records, about as many
+// pages, or kSliceBytes of records, each followed by a rest as long as its
+// commit took.
+constexpr std::uint64_t kWholeTree = 32u << 20;
+constexpr std::size_t kSlice = 2048;
+constexpr std::size_t kSliceBytes = 16u << 20;
 // How many nice levels the thread runs below the one that created it.
 constexpr int kApplierNice = 10;
 
@@ -60,7 +68,8 @@ std::size_t MapReservation(const FenceWrite& write) {
   return n;
 }
 
-Applier::Applier(Env& env, Fatal fatal) : env_(env), fatal_(std::move(fatal)) {
+Applier::Applier(Env& env, std::size_t checkpoint_bytes, Fatal fatal)
+    : env_(env), checkpoint_bytes_(checkpoint_bytes), fatal_(std::move(fatal)) {
   Env::ReadTxn txn(env_);
   if (txn.get() == nullptr ||
       ReadAppliedSeq(txn.get(), env_.meta(), &applied_seq_) != 0) {
@@ -77,14 +86,18 @@ std::uint64_t Applier::applied_seq() const {
 }
 
 void Applier::Start(std::vector<WalRecord> logged) {
-  std::size_t bytes = 0;
-  for (const WalRecord& r : logged) bytes += MapReservation(r);
+  std::size_t held = 0, reserved = 0;
+  for (const WalRecord& r : logged) {
+    held += HeldBytes(r);
+    reserved += MapReservation(r);
+  }
   {
     std::lock_guard lock(mu_);
-    unapplied_bytes_ = bytes;
-    to_apply_ = std::move(logged);
+    unapplied_bytes_ = held;
+    to_apply_.clear();
+    if (!logged.empty()) to_apply_.push_back(std::move(logged));
   }
-  reserved_bytes_ = bytes;
+  reserved_bytes_ = reserved;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -96,11 +109,15 @@ void Applier::Owe(std::size_t bytes) {
 void Applier::Add(std::vector<WalRecord>& records) {
   std::lock_guard lock(mu_);
   const bool was_empty = to_apply_.empty();
-  to_apply_.insert(to_apply_.end(), std::make_move_iterator(records.begin()),
-                   std::make_move_iterator(records.end()));
-  // The thread waits for a first record, then for a full batch or its
+  // The group's vector itself: O(1) here on the answer path, however many
+  // records a checkpoint gathers (the applier's thread joins them).
+  to_apply_.push_back(std::move(records));
+  records.clear();
+  // The thread waits for a first record, then for a full checkpoint or its
   // interval: wake it only for those.
-  if (was_empty || to_apply_.size() >= kApplyBatch) apply_cv_.notify_one();
+  if (was_empty || unapplied_bytes_ >= checkpoint_bytes_) {
+    apply_cv_.notify_one();
+  }
 }
 
 bool Applier::Holds(const Ready& ready) const {
@@ -112,15 +129,18 @@ void Applier::WaitUntil(const Ready& ready) {
   std::unique_lock lock(mu_);
   if (ready(Now())) return;
   waiting_ = true;
+  hurry_ = true;
   apply_cv_.notify_one();  // apply at once
   applied_cv_.wait(lock, [&] { return ready(Now()); });
   waiting_ = false;
+  hurry_ = done_;
 }
 
 bool Applier::Finish() {
   {
     std::lock_guard lock(mu_);
     done_ = true;
+    hurry_ = true;
   }
   apply_cv_.notify_all();
   if (!thread_.joinable()) return false;
@@ -145,39 +165,73 @@ void Applier::Loop() {
     ::setpriority(PRIO_PROCESS, self, std::min(19, nice + kApplierNice));
   }
   std::vector<WalRecord> batch;
+  std::vector<std::vector<WalRecord>> groups;
   while (true) {
     {
       std::unique_lock lock(mu_);
       apply_cv_.wait(lock, [this] { return done_ || !to_apply_.empty(); });
       if (to_apply_.empty()) return;
-      // LMDB's synced commits share the disk with the log's syncs, which
-      // answers wait for: fewer, larger ones leave the disk to the log.
-      apply_cv_.wait_for(lock, kApplyInterval, [this] {
-        return done_ || waiting_ || to_apply_.size() >= kApplyBatch;
+      apply_cv_.wait_for(lock, kCheckpointInterval, [this] {
+        return done_ || waiting_ || unapplied_bytes_ >= checkpoint_bytes_;
       });
-      const std::size_t n = std::min(to_apply_.size(), kApplyBatch);
-      batch.assign(std::make_move_iterator(to_apply_.begin()),
-                   std::make_move_iterator(to_apply_.begin() + n));
-      to_apply_.erase(to_apply_.begin(), to_apply_.begin() + n);
+      groups.swap(to_apply_);
     }
-    if (int rc = Apply(batch); rc != 0) {
-      fatal_("cannot apply logged writes to LMDB", rc);
+    std::size_t count = 0;
+    for (const auto& g : groups) count += g.size();
+    batch.reserve(count);
+    for (auto& g : groups) {
+      batch.insert(batch.end(), std::make_move_iterator(g.begin()),
+                   std::make_move_iterator(g.end()));
     }
-    env_.overlay().Retire(batch);
-    std::size_t done = 0;
-    for (const WalRecord& r : batch) done += MapReservation(r);
-    {
-      std::lock_guard lock(mu_);
-      applied_seq_ = batch.back().seq;
-      unapplied_bytes_ -= std::min(unapplied_bytes_, done);
-      reserved_bytes_ -= std::min(reserved_bytes_.load(), done);
+    groups.clear();
+    const std::span<const WalRecord> all(batch);
+    const bool whole = env_.tree_bytes() <= kWholeTree;
+    const std::size_t most_records = whole ? all.size() : kSlice;
+    const std::uint64_t most_bytes = whole ? kWholeTree : kSliceBytes;
+    for (std::size_t at = 0; at < all.size();) {
+      std::size_t n = 0;
+      std::uint64_t bytes = 0;
+      while (at + n < all.size() && n < most_records && bytes < most_bytes) {
+        const WalRecord& r = all[at + n++];
+        bytes += r.fence.size() + r.key.size() + r.body.size();
+      }
+      const auto part = all.subspan(at, n);
+      std::chrono::nanoseconds took{0};
+      if (int rc = Apply(part, &took); rc != 0) {
+        fatal_("cannot apply logged writes to LMDB", rc);
+      }
+      Applied(part);
+      at += n;
+      if (at < all.size() && !hurry_) std::this_thread::sleep_for(took);
     }
-    applied_cv_.notify_all();
     batch.clear();
   }
 }
 
-int Applier::Apply(const std::vector<WalRecord>& records) {
+void Applier::Applied(std::span<const WalRecord> records) {
+  // In parts, so readers and the committer's publishing wait for one part
+  // at a time, not for a whole slice.
+  constexpr std::size_t kRetirePart = 4096;
+  for (std::size_t at = 0; at < records.size(); at += kRetirePart) {
+    env_.overlay().Retire(
+        records.subspan(at, std::min(kRetirePart, records.size() - at)));
+  }
+  std::size_t held = 0, reserved = 0;
+  for (const WalRecord& r : records) {
+    held += HeldBytes(r);
+    reserved += MapReservation(r);
+  }
+  {
+    std::lock_guard lock(mu_);
+    applied_seq_ = records.back().seq;
+    unapplied_bytes_ -= std::min(unapplied_bytes_, held);
+    reserved_bytes_ -= std::min(reserved_bytes_.load(), reserved);
+  }
+  applied_cv_.notify_all();
+}
+
+int Applier::Apply(std::span<const WalRecord> records,
+                   std::chrono::nanoseconds* took) {
   while (true) {
     MDB_txn* txn = nullptr;
     int rc = mdb_txn_begin(env_.raw(), nullptr, 0, &txn);
@@ -198,9 +252,18 @@ int Applier::Apply(const std::vector<WalRecord>& records) {
     if (rc != 0) {
       mdb_txn_abort(txn);
     } else {
+      const auto began = std::chrono::steady_clock::now();
       rc = mdb_txn_commit(txn);  // durable: default flags
+      *took += std::chrono::steady_clock::now() - began;
     }
-    if ((rc == MDB_MAP_FULL || rc == MDB_TXN_FULL) && env_.Grow()) continue;
+    if (rc == MDB_MAP_FULL && env_.Grow()) continue;
+    if (rc == MDB_TXN_FULL && records.size() > 1) {
+      // More pages than one transaction may dirty: the first half, then
+      // the second, in log order.
+      const std::size_t half = records.size() / 2;
+      rc = Apply(records.first(half), took);
+      return rc != 0 ? rc : Apply(records.subspan(half), took);
+    }
     return rc;
   }
 }

@@ -1,11 +1,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,20 +28,38 @@ inline std::size_t MapReservation(const WalRecord& r) {
 }
 // What the records of `write` may take, at most.
 std::size_t MapReservation(const FenceWrite& write);
+// What a record handed to the applier holds in memory until it is applied,
+// as the committer's bound on unapplied records counts it: its strings and
+// a fixed 256 bytes for the record and the overlay's entry.
+inline std::size_t HeldBytes(const WalRecord& r) {
+  return r.fence.size() + r.key.size() + r.body.size() + r.content_type.size() +
+         256;
+}
 
-// Writes a committer's logged records into LMDB behind its answers: a thread
-// of its own takes the records the committer hands it once they are answered
-// (Add), gathers them for up to 50 ms, writes them in one durable
-// transaction that also stores the highest sequence number applied
-// (applied_seq), then retires them from the overlay. It runs ten nice
-// levels below the thread that created it, so where the two share a core the
-// answers go first.
+// Writes a committer's logged records into LMDB behind its answers, as
+// checkpoints: the log is the durable copy of a write, and LMDB catches up
+// seconds later, so a page that many writes touch is written to the disk
+// once per checkpoint rather than once per write.
+//
+// A thread of its own takes the records the committer hands it once they
+// are answered (Add) and gathers them until they hold `checkpoint_bytes`
+// (HeldBytes, counted from Owe) or kCheckpointInterval has passed since the
+// first. It then applies them in log order, in slices: each slice is one
+// durable transaction that also stores the highest sequence number it
+// applied (applied_seq), after which its records are retired from the
+// overlay. A slice is sized so its synced commit takes about kCommitTarget
+// (halved when a commit took longer, doubled when one took less than half),
+// and the thread rests as long as each commit took: the log's syncs, which
+// answers wait for, share the disk with one slice's pages at a time. Where
+// the records touch few pages (thousands of fences), one slice holds the
+// whole checkpoint. The thread runs ten nice levels below the thread that
+// created it, so where the two share a core the answers go first.
 //
 // It keeps the committer's account of what LMDB lacks: the bytes of records
 // logged and not yet applied (Owe), and the map space promised to them
 // (Reserve), both given back as their records are applied. A committer
 // that must not run further ahead waits for it (WaitUntil), which makes the
-// thread apply at once instead of gathering.
+// thread apply at once, without gathering or resting.
 //
 // A failed LMDB commit of logged records calls `fatal` (which must not
 // return): acknowledged writes could not be kept.
@@ -50,7 +70,7 @@ class Applier {
  public:
   // What LMDB lacks, as WaitUntil's predicates see it.
   struct Backlog {
-    std::size_t queued = 0;           // records handed over, not applied
+    std::size_t queued = 0;           // groups handed over, not applied
     std::size_t unapplied_bytes = 0;  // owed (Owe), not applied
     std::uint64_t applied_seq = 0;    // the highest record in LMDB
   };
@@ -59,7 +79,7 @@ class Applier {
 
   // Reads applied_seq from `env`. Throws std::runtime_error when it
   // cannot be read.
-  Applier(Env& env, Fatal fatal);
+  Applier(Env& env, std::size_t checkpoint_bytes, Fatal fatal);
   ~Applier();  // Finish()
   Applier(const Applier&) = delete;
   Applier& operator=(const Applier&) = delete;
@@ -67,9 +87,13 @@ class Applier {
   std::uint64_t applied_seq() const;
 
   // Writes `records` into LMDB in one durable transaction on the calling
-  // thread (growing the map when needed), before Start. Returns 0 or an
-  // LMDB error code.
-  int Apply(const std::vector<WalRecord>& records);
+  // thread (growing the map when needed; in several, in log order, when
+  // one cannot hold them), before Start. Returns 0, an LMDB error code or
+  // an errno (ENOSPC: the disk cannot hold them).
+  int Apply(std::span<const WalRecord> records) {
+    std::chrono::nanoseconds took{0};
+    return Apply(records, &took);
+  }
   // Starts the thread with `logged`, records published to the overlay and
   // not in LMDB (recovered from the log), owed and reserved.
   void Start(std::vector<WalRecord> logged);
@@ -96,17 +120,25 @@ class Applier {
     return {to_apply_.size(), unapplied_bytes_, applied_seq_};
   }
   void Loop();
+  // Apply, adding the time its commits took to `*took`.
+  int Apply(std::span<const WalRecord> records, std::chrono::nanoseconds* took);
   int ApplyRecord(MDB_txn* txn, const WalRecord& r);
+  // Retires applied records from the overlay and gives back what they
+  // held and reserved.
+  void Applied(std::span<const WalRecord> records);
 
   Env& env_;
+  const std::size_t checkpoint_bytes_;
   const Fatal fatal_;
+  // Set while a committer waits (WaitUntil) or at Finish: no resting.
+  std::atomic<bool> hurry_ = false;
   std::atomic<std::size_t> reserved_bytes_ = 0;
   mutable std::mutex mu_;
   // Each waiter has its own: a wake-up goes only to the thread it is for.
   std::condition_variable apply_cv_;    // the thread: records, a waiter, done
   std::condition_variable applied_cv_;  // progress, for WaitUntil
   // Guarded by mu_, with the below.
-  std::vector<WalRecord> to_apply_;
+  std::vector<std::vector<WalRecord>> to_apply_;  // groups, in log order
   std::size_t unapplied_bytes_ = 0;
   std::uint64_t applied_seq_ = 0;
   bool done_ = false;

@@ -10,8 +10,12 @@ namespace fencepost::fence {
 
 Committer::Committer(Env& env, Options options)
     : env_(env), options_(std::move(options)) {
+  if (options_.checkpoint_without_sync) {
+    mdb_env_set_flags(env_.raw(), MDB_NOSYNC, 1);  // the broken promise
+  }
   applier_ = std::make_unique<Applier>(
-      env_, [this](const std::string& what, int rc) { Fatal(what, rc); });
+      env_, options_.max_unapplied_bytes / 2,
+      [this](const std::string& what, int rc) { Fatal(what, rc); });
   wal_ = std::make_unique<Wal>(Wal::Options{env_.dir(), options_.segment_bytes,
                                             applier_->applied_seq()});
   Recovered recovered = Replay(env_, *wal_, *applier_);
@@ -97,23 +101,24 @@ int Committer::LogGroup(Group& g, Fold::State& seen) {
   std::size_t unapplied = 0;
   for (const WalRecord& r : g.records) {
     EncodeRecord(r, &bytes);
-    unapplied += MapReservation(r);
+    unapplied += HeldBytes(r);
   }
+  // Bounded memory and replay at start: wait for the applier when it is
+  // too far behind. Groups still being synced count as unapplied from
+  // here on.
+  WaitForApplier([&](const Applier::Backlog& b) {
+    return b.unapplied_bytes == 0 ||
+           b.unapplied_bytes + unapplied <= options_.max_unapplied_bytes;
+  });
   // Recovery reads each segment's run from its start: a record left
   // undurable in the segment the writer leaves, with later ones durable
   // in the next, would read as a gap. Leave only a durable segment.
-  if (wal_->Switches(bytes.size())) Drain();
-  // Bounded replay at start, and segments free to reuse: wait for the
-  // applier when it is too far behind. Groups still being synced count
-  // as unapplied from here on.
-  WaitForApplier([&](const Applier::Backlog& b) {
-    return (b.unapplied_bytes == 0 ||
-            b.unapplied_bytes + unapplied <= options_.max_unapplied_bytes) &&
-           wal_->CanAppend(bytes.size(), b.applied_seq);
-  });
+  const std::uint64_t applied = applier_->applied_seq();
+  if (wal_->Switches(bytes.size(), applied)) Drain();
   applier_->Owe(unapplied);
   int segment = -1;
-  if (int e = wal_->Write(bytes, g.records.back().seq, &segment); e != 0) {
+  if (int e = wal_->Write(bytes, g.records.back().seq, applied, &segment);
+      e != 0) {
     Fatal(
         "the write-ahead log write failed; the outcome of its writes is "
         "unknown",

@@ -80,7 +80,9 @@ class Committer {
     std::size_t max_batch_writes = 512;
     std::size_t max_batch_bytes = 32u << 20;
     std::size_t max_queue_writes = 16384;
-    std::size_t max_unapplied_bytes = 32u << 20;
+    // Records logged and not yet applied to LMDB, as HeldBytes counts
+    // them; a checkpoint starts at half of it.
+    std::size_t max_unapplied_bytes = 128u << 20;
     std::size_t segment_bytes = 16u << 20;  // each of the log's two files
     std::function<void(const std::string&)> on_fatal;
     // Told, on the committer's thread, of each lease of this environment
@@ -99,6 +101,11 @@ class Committer {
     // its sync rather than after. Only the test build sets it (the
     // syscall-order test's negative control); never in the product.
     bool answer_before_sync = false;
+    // Breaks it another way: LMDB's checkpoints are committed without
+    // their syncs (MDB_NOSYNC), yet the log is reused as if they were
+    // durable. Only the test build sets it (the power-cut test's negative
+    // control).
+    bool checkpoint_without_sync = false;
     // The event loop that drives the committer; unset, it runs a thread of
     // its own.
     struct Loop {

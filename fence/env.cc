@@ -161,6 +161,19 @@ std::uint64_t Env::used_bytes_in_txn() const {
   return (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
 }
 
+std::uint64_t Env::tree_bytes() const {
+  ReadTxn txn(*this);
+  if (txn.get() == nullptr) return 0;
+  std::uint64_t pages = 0, page_size = 0;
+  for (MDB_dbi dbi : {fences_, values_}) {
+    MDB_stat stat;
+    if (mdb_stat(txn.get(), dbi, &stat) != 0) continue;
+    pages += stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages;
+    page_size = stat.ms_psize;
+  }
+  return pages * page_size;
+}
+
 unsigned Env::flags() const {
   unsigned flags = 0;
   mdb_env_get_flags(env_, &flags);

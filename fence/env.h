@@ -75,6 +75,9 @@ class Env {
   // that already holds a ReadTxn calls used_bytes_in_txn instead (a shared
   // lock is not taken twice).
   std::uint64_t used_bytes() const;
+  // Bytes of the pages the fences and values databases use now (branch,
+  // leaf and overflow pages, from their last commit).
+  std::uint64_t tree_bytes() const;
   std::uint64_t used_bytes_in_txn() const;
   // The flags the environment was opened with (mdb_env_get_flags).
   unsigned flags() const;

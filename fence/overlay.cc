@@ -22,7 +22,7 @@ void Overlay::Publish(const std::vector<WalRecord>& records,
   }
 }
 
-void Overlay::Retire(const std::vector<WalRecord>& records) {
+void Overlay::Retire(std::span<const WalRecord> records) {
   std::lock_guard lock(mu_);
   for (const WalRecord& r : records) {
     if (r.fence_token) {

@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,7 +50,7 @@ class Overlay {
   void Publish(const std::vector<WalRecord>& records,
                const std::vector<bool>& created);
   // Drops the entries `records` left, unless a later record replaced them.
-  void Retire(const std::vector<WalRecord>& records);
+  void Retire(std::span<const WalRecord> records);
 
   // The lock readers and the committer hold while they look entries up and,
   // on a miss, begin their LMDB read transaction (see the class comment).

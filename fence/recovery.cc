@@ -102,7 +102,7 @@ Recovered Replay(Env& env, const Wal& wal, Applier& applier) {
   // as logged writes always are, and the applier writes them into LMDB in
   // the background, so a restart does not wait for LMDB's flush of their
   // scattered pages. The writer leaves the segment it starts on only once
-  // the applier is past them (Wal::CanAppend), so a second crash finds them
+  // the applier is past them (Wal::Switches), so a second crash finds them
   // in the log again.
   env.overlay().Publish(missing, FencesCreated(env, missing));
   out.next_seq = std::max(applied_seq, wal.last_seq()) + 1;

@@ -133,10 +133,13 @@ Shards::Shards(const Options& options)
         cap}));
   }
   // The log's segments are zero-filled when a shard is created: their size
-  // shrinks with the shard count so a new directory stays small.
+  // shrinks with the shard count so a new directory stays small. So does
+  // each shard's share of the memory unapplied records may hold.
   Committer::Options committer = options.committer;
   committer.segment_bytes =
       std::max<std::size_t>(2u << 20, committer.segment_bytes / count);
+  committer.max_unapplied_bytes =
+      std::max<std::size_t>(64u << 10, committer.max_unapplied_bytes / count);
   committer.lease_limit = nullptr;
   if (options.max_leases > 0) {
     lease_limit_ = std::make_unique<LeaseLimit>(options.max_leases);

@@ -410,11 +410,6 @@ void Wal::Open(int i) {
   s.size = options_.segment_bytes;
 }
 
-bool Wal::CanAppend(std::size_t bytes, std::uint64_t applied) const {
-  if (offset_ == 0 || offset_ + bytes <= segments_[current_].size) return true;
-  return segments_[1 - current_].last_seq <= applied;
-}
-
 int Wal::MarkApplied() {
   // An empty frame at the start of each segment: the next open reads no
   // run, since every record is in LMDB.
@@ -432,13 +427,15 @@ int Wal::MarkApplied() {
   return 0;
 }
 
-bool Wal::Switches(std::size_t bytes) const {
-  return offset_ > 0 && offset_ + bytes > segments_[current_].size;
+bool Wal::Switches(std::size_t bytes, std::uint64_t applied) const {
+  return offset_ > 0 && offset_ + bytes > segments_[current_].size &&
+         segments_[1 - current_].last_seq <= applied;
 }
 
-int Wal::Write(std::string_view bytes, std::uint64_t last_seq, int* segment) {
-  if (Switches(bytes.size())) {
-    current_ = 1 - current_;  // CanAppend said the other one is applied
+int Wal::Write(std::string_view bytes, std::uint64_t last_seq,
+               std::uint64_t applied, int* segment) {
+  if (Switches(bytes.size(), applied)) {
+    current_ = 1 - current_;
     offset_ = 0;
   }
   Segment& s = segments_[current_];
@@ -475,9 +472,10 @@ int Wal::SyncFiles::Sync(int segment) const {
   return ::fdatasync(fds_[segment]) != 0 ? errno : 0;
 }
 
-int Wal::Append(std::string_view bytes, std::uint64_t last_seq) {
+int Wal::Append(std::string_view bytes, std::uint64_t last_seq,
+                std::uint64_t applied) {
   int segment = 0;
-  if (int e = Write(bytes, last_seq, &segment); e != 0) return e;
+  if (int e = Write(bytes, last_seq, applied, &segment); e != 0) return e;
   return ::fdatasync(segments_[segment].fd) != 0 ? errno : 0;
 }
 

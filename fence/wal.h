@@ -74,13 +74,15 @@ std::vector<WalRecord> DecodeRun(std::string_view bytes);
 // extent change to journal).
 //
 // The writer switches to the other segment when the current one is full,
-// but only once every record in the other segment is applied to LMDB: the
-// caller asks CanAppend, with how far LMDB is applied, before it writes
-// (Append and Write do not check). A group that does not fit an empty
-// segment grows it. At open, each segment yields its run of records
-// (DecodeRun); those above Options::applied_seq are kept, after a sync and
-// a second read from the disk itself, for recovery to serve and apply. A
-// log whose runs stop short of applied_seq throws.
+// but only once every record in the other segment is applied to LMDB (the
+// caller says how far LMDB is applied when it writes); until then the
+// current segment grows, so a checkpoint that falls behind holds up no
+// write (the committer's bound on unapplied records does), and a segment
+// keeps the size its load needed for the laps after. At open, each segment
+// yields its run of records (DecodeRun); those above Options::applied_seq
+// are kept, after a sync and a second read from the disk itself, for
+// recovery to serve and apply. A log whose runs stop short of applied_seq
+// throws.
 //
 // Thread safety: one thread appends (Append, Write); syncs in flight at the
 // same time each go through their own SyncFiles. The constructor's
@@ -114,24 +116,25 @@ class Wal {
     return segments_[current_].last_seq;
   }
 
-  // Whether `bytes` can be appended now: false when the current segment is
-  // full and the other still holds records above `applied`.
-  bool CanAppend(std::size_t bytes, std::uint64_t applied) const;
   // Once every record is applied to LMDB (a clean stop): marks both
   // segments empty, so the next open has nothing to read. Returns 0 or the
   // errno.
   int MarkApplied();
-  // Writes one group (its records numbered up to `last_seq`) and syncs it.
-  // Returns 0, or the errno of a failed write or sync: then nothing may be
-  // acknowledged, as the sync's failure may have lost the data.
-  int Append(std::string_view bytes, std::uint64_t last_seq);
+  // Writes one group (its records numbered up to `last_seq`, LMDB applied
+  // up to `applied`) and syncs it. Returns 0, or the errno of a failed
+  // write or sync: then nothing may be acknowledged, as the sync's failure
+  // may have lost the data.
+  int Append(std::string_view bytes, std::uint64_t last_seq,
+             std::uint64_t applied = UINT64_MAX);
   // Append without its sync, for a writer that overlaps syncs: puts the
   // group in the page cache and says which segment (0 or 1) holds it in
   // `*segment`; a sync thread then makes it durable through its own
   // SyncFiles. Returns 0 or the errno, as Append does.
-  int Write(std::string_view bytes, std::uint64_t last_seq, int* segment);
-  // Whether the next Write of `bytes` goes to the other segment.
-  bool Switches(std::size_t bytes) const;
+  int Write(std::string_view bytes, std::uint64_t last_seq,
+            std::uint64_t applied, int* segment);
+  // Whether a Write of `bytes` with LMDB applied up to `applied` goes to
+  // the other segment.
+  bool Switches(std::size_t bytes, std::uint64_t applied) const;
 
   // Its own open file of each segment, for one sync thread. Linux reports a
   // writeback error once per open file: two threads syncing through one

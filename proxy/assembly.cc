@@ -240,6 +240,15 @@ bool Assembly::OpenEngine(const Config& config, const TestSwitches& test,
   if (test.segment_bytes) {
     options.segment_bytes = *test.segment_bytes * config.lmdb_shards;
   }
+  if (test.max_unapplied_bytes) {
+    options.max_unapplied_bytes = *test.max_unapplied_bytes;
+  }
+  if (test.checkpoint_without_sync) {
+    options.checkpoint_without_sync = true;
+    spdlog::critical(
+        "FENCEPOST_TEST_CHECKPOINT_WITHOUT_SYNC=1: LMDB's checkpoints are "
+        "not synced, yet the log is reused; for tests only");
+  }
   if (test.answer_before_sync) {
     options.answer_before_sync = true;
     spdlog::critical(

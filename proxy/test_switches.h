@@ -22,6 +22,12 @@ struct TestSwitches {
   // Each log segment's size, so a test goes round the segments with little
   // data (fence::Shards still keeps at least its floor).
   std::optional<std::size_t> segment_bytes;
+  // The memory unapplied records may hold (a checkpoint starts at half),
+  // so a test sees many checkpoints with little data.
+  std::optional<std::size_t> max_unapplied_bytes;
+  // Checkpoints committed without LMDB's syncs: the broken promise the
+  // power-cut test must catch (its negative control).
+  bool checkpoint_without_sync = false;
 };
 
 }  // namespace fencepost::proxy

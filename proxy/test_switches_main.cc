@@ -25,6 +25,10 @@ int main(int argc, char** argv) {
   if (const char* n = std::getenv("FENCEPOST_TEST_SEGMENT_BYTES")) {
     test.segment_bytes = std::stoul(n);
   }
+  if (const char* n = std::getenv("FENCEPOST_TEST_MAX_UNAPPLIED_BYTES")) {
+    test.max_unapplied_bytes = std::stoul(n);
+  }
+  test.checkpoint_without_sync = On("FENCEPOST_TEST_CHECKPOINT_WITHOUT_SYNC");
   test.answer_before_sync = On("FENCEPOST_TEST_ANSWER_BEFORE_SYNC");
   test.one_fs_thread = On("FENCEPOST_TEST_FS_THREADS");
   test.disable_upstream_gate = On("FENCEPOST_TEST_DISABLE_UPSTREAM_GATE");

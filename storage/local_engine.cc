@@ -92,7 +92,11 @@ LocalEngine::LocalEngine(const Options& options) : dir_(options.dir) {
     // Shards divides it among the shards.
     shards.committer.segment_bytes = *options.segment_bytes;
   }
+  if (options.max_unapplied_bytes) {
+    shards.committer.max_unapplied_bytes = *options.max_unapplied_bytes;
+  }
   shards.committer.answer_before_sync = options.answer_before_sync;
+  shards.committer.checkpoint_without_sync = options.checkpoint_without_sync;
   shards.committer.loop = CommitLoopOn(*options.io);
   // The engine notices leases that run out, whether or not anyone asks.
   shards.committer.on_lease_expired = [this, changes = options.changes](

@@ -49,7 +49,9 @@ class LocalEngine {
     // Test switches.
     std::optional<std::size_t> max_queue_writes;
     std::optional<std::size_t> segment_bytes;  // the log's, over all shards
+    std::optional<std::size_t> max_unapplied_bytes;  // over all shards
     bool answer_before_sync = false;
+    bool checkpoint_without_sync = false;
   };
 
   // Opens or creates the environments and replays their logs. Throws

@@ -49,9 +49,10 @@ class SmallDisk {
 TEST(FullDiskTest, AFullDiskIsNamedAndARestartWaitsForSpace) {
   TempDir dir;
   const std::string mnt = dir / "mnt";
-  // Two 16 MiB log segments, 40 MiB of ballast, 8 MiB for LMDB; freeing
-  // the ballast leaves room to apply two segments' worth of log.
-  SmallDisk disk(mnt, "80m");
+  // Two 16 MiB log segments, 120 MiB of ballast, 8 MiB left, which the
+  // log (a segment grows while LMDB is behind) or LMDB fills; freeing the
+  // ballast leaves room to apply the whole log.
+  SmallDisk disk(mnt, "160m");
   if (!disk.error().empty()) {
     FAIL() << "cannot mount a tmpfs (the test command runs as root): "
            << disk.error();
@@ -60,7 +61,7 @@ TEST(FullDiskTest, AFullDiskIsNamedAndARestartWaitsForSpace) {
   {
     std::ofstream out(ballast, std::ios::binary);
     const std::string mib(1u << 20, 'b');
-    for (int i = 0; i < 40; ++i) out << mib;
+    for (int i = 0; i < 120; ++i) out << mib;
     ASSERT_TRUE(out.flush());
   }
   const std::string data = mnt + "/d";

@@ -28,6 +28,7 @@
 #include <string>
 #include <thread>
 
+#include "fence/big_endian.h"
 #include "fence/errc.h"
 #include "fence/fence_store.h"
 #include "fence/values.h"
@@ -426,6 +427,63 @@ TEST(CommitterApplierTest, RunsTenNiceLevelsBelowTheAnswerPath) {
   }
   ASSERT_TRUE(nice) << "no thread named fp-applier";
   EXPECT_EQ(*nice, std::min(19, own + 10));
+}
+
+// The highest log record LMDB's last commit holds.
+std::uint64_t AppliedInLmdb(Env& env) {
+  Env::ReadTxn txn(env);
+  MDB_val key{11, const_cast<char*>("applied_seq")}, data;
+  if (mdb_get(txn.get(), env.meta(), &key, &data) != 0) return 0;
+  return LoadBigEndian(static_cast<const char*>(data.mv_data), 8);
+}
+
+// Answered writes reach LMDB as checkpoints: a few hundred small ones stay
+// in the log and the overlay (read back from there) until the interval or
+// the budget; past half the budget the applier starts at once; a stop
+// applies the rest.
+TEST(CommitterCheckpointTest, WritesGatherUntilHalfTheBudget) {
+  auto commit = [](Committer& committer, const std::string& key, Token token) {
+    std::promise<WriteOutcome> p;
+    committer.Submit(
+        FencedWrite{key, token, false,
+                    ValueOp{ValueOp::Kind::kPut, key, std::string(100, 'v')}},
+        [&p](WriteOutcome o) { p.set_value(o); });
+    return p.get_future().get().verdict;
+  };
+  testing::TempDir dir;
+  {
+    Env env({dir.path(), 64u << 20});
+    Committer committer(env, {});  // 128 MiB: a checkpoint at 64 MiB
+    for (int i = 1; i <= 300; ++i) {
+      ASSERT_EQ(commit(committer, "k" + std::to_string(i), 5),
+                Verdict::kAccepted);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_EQ(AppliedInLmdb(env), 0u) << "applied before its checkpoint";
+    std::optional<FenceRecord> fence;
+    ASSERT_FALSE(FenceStore(env).Get("k300", &fence));
+    ASSERT_TRUE(fence);
+    EXPECT_EQ(fence->token, 5u);
+    committer.Stop();
+    EXPECT_EQ(AppliedInLmdb(env), 300u) << "a stop leaves records unapplied";
+  }
+  testing::TempDir small;
+  Env env({small.path(), 64u << 20});
+  Committer::Options options;
+  // 300 records of about 360 held bytes each: past 64 KiB, half of it.
+  options.max_unapplied_bytes = 128u << 10;
+  Committer committer(env, options);
+  for (int i = 1; i <= 300; ++i) {
+    ASSERT_EQ(commit(committer, "k" + std::to_string(i), 5),
+              Verdict::kAccepted);
+  }
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (AppliedInLmdb(env) == 0 &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_GT(AppliedInLmdb(env), 0u) << "half the budget started nothing";
 }
 
 TEST(CommitterMapTest, GrowsTheMapThenAnswersMapFullAtTheCap) {

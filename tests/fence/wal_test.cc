@@ -150,6 +150,43 @@ TEST(Crc32cTest, MatchesTheCatalogueAndABitwiseReference) {
   }
 }
 
+// A full segment is left only for one whose records LMDB has: until then
+// the current one grows past its size (no write waits for a checkpoint),
+// and the next open reads every record of the grown segment.
+TEST(WalTest, AFullSegmentGrowsUntilTheOtherIsApplied) {
+  testing::TempDir dir;
+  constexpr std::size_t kSegment = 64u << 10;
+  const std::string body(1000, 'b');
+  std::uint64_t seq = 0;
+  std::uint64_t first_in_1 = 0;
+  // One group of the records numbered up to `seq`, as the committer writes.
+  auto write = [&](Wal& wal, std::uint64_t applied) {
+    std::string bytes;
+    EncodeRecord(Record(++seq, body), &bytes);
+    int segment = -1;
+    EXPECT_EQ(wal.Write(bytes, seq, applied, &segment), 0);
+    return segment;
+  };
+  {
+    Wal wal({dir.path(), kSegment});
+    // Segment 0 fills; segment 1 holds nothing, so the writer moves on.
+    while (write(wal, 0) == 0) {
+    }
+    first_in_1 = seq;
+    // Segment 1 fills while LMDB has nothing of segment 0: it grows.
+    for (int i = 0; i < 400; ++i) EXPECT_EQ(write(wal, 0), 1);
+    EXPECT_GT(std::filesystem::file_size(dir / "wal-1"), 3 * kSegment);
+    // Once LMDB has segment 0's records, the writer goes back to it.
+    EXPECT_EQ(write(wal, first_in_1 - 1), 0);
+  }
+  // LMDB has what segment 0 held: the grown segment 1 and the record
+  // written over segment 0's start are what it lacks, in order.
+  Wal wal({dir.path(), kSegment, first_in_1 - 1});
+  ASSERT_EQ(wal.recovered().size(), seq - first_in_1 + 1);
+  EXPECT_EQ(wal.recovered().front().seq, first_in_1);
+  EXPECT_EQ(wal.recovered().back().seq, seq);
+}
+
 // Records at or below applied_seq are checked at open but not kept; the
 // run's order and its torn end still count.
 TEST(WalTest, RecordsLmdbHasAreCheckedButNotKept) {

@@ -84,7 +84,10 @@ Simplifications (what a real power cut can do and this model cannot):
   torn writes, no reordering among unsynced writes, no sector-level
   corruption.
 - Only writes that reached this process are dropped. Dirty mmap pages the
-  kernel has not written back yet stay in the kernel's page cache.
+  kernel has not written back yet stay in the kernel's page cache, unless
+  the cut is preceded by a syncfs(2) of the mount (which writes them here
+  and syncs nothing, as FUSE_SYNCFS goes unanswered): the harness's Cut
+  (tests/testing/powercut_fs.h) does that, so LMDB's map is cut too.
 - The "disk" is ROOT's file system, which is not itself cut: a write that
   was os.fsync()ed here counts as durable, and so does ROOT's page cache.
 

@@ -69,8 +69,9 @@ class PowercutFs {
   // The mount point, a canonical path.
   const std::string& mountpoint() const { return mountpoint_; }
 
-  // The power cut (SIGUSR1): every unsynced write is dropped. Returns how
-  // many were, once the file system has logged it.
+  // The power cut: the kernel writes the mount's dirty pages back (syncfs,
+  // which syncs nothing here), then SIGUSR1 drops every unsynced write.
+  // Returns how many were, once the file system has logged it.
   std::uint64_t Cut();
   // The file system's output so far.
   std::string Log() const;
