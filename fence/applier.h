@@ -44,16 +44,16 @@ inline std::size_t HeldBytes(const WalRecord& r) {
 // A thread of its own takes the records the committer hands it once they
 // are answered (Add) and gathers them until they hold `checkpoint_bytes`
 // (HeldBytes, counted from Owe) or kCheckpointInterval has passed since the
-// first. It then applies them in log order, in slices: each slice is one
-// durable transaction that also stores the highest sequence number it
-// applied (applied_seq), after which its records are retired from the
-// overlay. A slice is sized so its synced commit takes about kCommitTarget
-// (halved when a commit took longer, doubled when one took less than half),
-// and the thread rests as long as each commit took: the log's syncs, which
-// answers wait for, share the disk with one slice's pages at a time. Where
-// the records touch few pages (thousands of fences), one slice holds the
-// whole checkpoint. The thread runs ten nice levels below the thread that
-// created it, so where the two share a core the answers go first.
+// first. It applies them in log order in one write transaction that also
+// stores the highest sequence number applied (applied_seq) and commits it
+// without a sync (the environment is MDB_NOSYNC). It then writes the
+// commit's pages back to the disk a slice at a time, resting after each as
+// long as it took, so the log's syncs, which answers wait for, share the
+// disk with one slice at a time; then it syncs the file and records the
+// commit as the synced checkpoint (Env::SyncCheckpoint), and only then
+// retires the records from the overlay and lets the log's segments be
+// reused behind them. The thread runs ten nice levels below the thread
+// that created it, so where the two share a core the answers go first.
 //
 // It keeps the committer's account of what LMDB lacks: the bytes of records
 // logged and not yet applied (Owe), and the map space promised to them
@@ -79,7 +79,10 @@ class Applier {
 
   // Reads applied_seq from `env`. Throws std::runtime_error when it
   // cannot be read.
-  Applier(Env& env, std::size_t checkpoint_bytes, Fatal fatal);
+  // `skip_sync` breaks the promise on purpose (the test build's negative
+  // control): checkpoints are written back and recorded, never synced.
+  Applier(Env& env, std::size_t checkpoint_bytes, bool skip_sync,
+          Fatal fatal);
   ~Applier();  // Finish()
   Applier(const Applier&) = delete;
   Applier& operator=(const Applier&) = delete;
@@ -91,8 +94,7 @@ class Applier {
   // one cannot hold them), before Start. Returns 0, an LMDB error code or
   // an errno (ENOSPC: the disk cannot hold them).
   int Apply(std::span<const WalRecord> records) {
-    std::chrono::nanoseconds took{0};
-    return Apply(records, &took);
+    return Apply(records, /*paced=*/false);
   }
   // Starts the thread with `logged`, records published to the overlay and
   // not in LMDB (recovered from the log), owed and reserved.
@@ -120,8 +122,12 @@ class Applier {
     return {to_apply_.size(), unapplied_bytes_, applied_seq_};
   }
   void Loop();
-  // Apply, adding the time its commits took to `*took`.
-  int Apply(std::span<const WalRecord> records, std::chrono::nanoseconds* took);
+  // Apply, resting between the write-back's slices when `paced`.
+  int Apply(std::span<const WalRecord> records, bool paced);
+  // Makes LMDB's commit `txnid` durable: writes its pages back a slice
+  // at a time (resting after each as long as it took when `paced` and not
+  // hurried), then Env::SyncCheckpoint. Returns 0 or an error code.
+  int Durable(std::uint64_t txnid, bool paced);
   int ApplyRecord(MDB_txn* txn, const WalRecord& r);
   // Retires applied records from the overlay and gives back what they
   // held and reserved.
@@ -129,6 +135,7 @@ class Applier {
 
   Env& env_;
   const std::size_t checkpoint_bytes_;
+  const bool skip_sync_;
   const Fatal fatal_;
   // Set while a committer waits (WaitUntil) or at Finish: no resting.
   std::atomic<bool> hurry_ = false;

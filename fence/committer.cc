@@ -10,11 +10,8 @@ namespace fencepost::fence {
 
 Committer::Committer(Env& env, Options options)
     : env_(env), options_(std::move(options)) {
-  if (options_.checkpoint_without_sync) {
-    mdb_env_set_flags(env_.raw(), MDB_NOSYNC, 1);  // the broken promise
-  }
   applier_ = std::make_unique<Applier>(
-      env_, options_.max_unapplied_bytes / 2,
+      env_, options_.max_unapplied_bytes / 2, options_.checkpoint_without_sync,
       [this](const std::string& what, int rc) { Fatal(what, rc); });
   wal_ = std::make_unique<Wal>(Wal::Options{env_.dir(), options_.segment_bytes,
                                             applier_->applied_seq()});

@@ -101,10 +101,9 @@ class Committer {
     // its sync rather than after. Only the test build sets it (the
     // syscall-order test's negative control); never in the product.
     bool answer_before_sync = false;
-    // Breaks it another way: LMDB's checkpoints are committed without
-    // their syncs (MDB_NOSYNC), yet the log is reused as if they were
-    // durable. Only the test build sets it (the power-cut test's negative
-    // control).
+    // Breaks it another way: LMDB's checkpoints are written back but
+    // never synced, yet recorded as synced and the log reused behind them.
+    // Only the test build sets it (the power-cut test's negative control).
     bool checkpoint_without_sync = false;
     // The event loop that drives the committer; unset, it runs a thread of
     // its own.

@@ -96,6 +96,9 @@ Env::Env(const Options& options)
         "data directory " + options.dir +
         " is not usable: " + (ec ? ec.message() : "not a directory"));
   }
+  // Before LMDB reads the file: a commit whose sync never finished is
+  // not opened.
+  rolled_back_ = CheckpointFile::RollBack(options.dir);
   if (int rc = mdb_env_create(&env_); rc != 0) {
     throw LmdbFailure("mdb_env_create", rc);
   }
@@ -139,6 +142,18 @@ Env::Env(const Options& options)
       mdb_txn_abort(txn);
     }
     if (rc != 0) throw LmdbFailure("cannot open the fence databases", rc);
+    // That commit was synced: it is the checkpoint from which the
+    // applier's commits, which LMDB does not sync, go on.
+    mdb_env_info(env_, &info);
+    checkpoint_ =
+        std::make_unique<CheckpointFile>(options.dir, info.me_last_txnid);
+    if (int e = checkpoint_->Record(info.me_last_txnid); e != 0) {
+      throw LmdbFailure("cannot record the synced checkpoint in " + options.dir,
+                        e);
+    }
+    if (int e = mdb_env_set_flags(env_, MDB_NOSYNC, 1); e != 0) {
+      throw LmdbFailure("mdb_env_set_flags", e);
+    }
   } catch (...) {
     mdb_env_close(env_);
     throw;
@@ -161,17 +176,15 @@ std::uint64_t Env::used_bytes_in_txn() const {
   return (static_cast<std::uint64_t>(info.me_last_pgno) + 1) * stat.ms_psize;
 }
 
-std::uint64_t Env::tree_bytes() const {
-  ReadTxn txn(*this);
-  if (txn.get() == nullptr) return 0;
-  std::uint64_t pages = 0, page_size = 0;
-  for (MDB_dbi dbi : {fences_, values_}) {
-    MDB_stat stat;
-    if (mdb_stat(txn.get(), dbi, &stat) != 0) continue;
-    pages += stat.ms_branch_pages + stat.ms_leaf_pages + stat.ms_overflow_pages;
-    page_size = stat.ms_psize;
-  }
-  return pages * page_size;
+int Env::fd() const {
+  mdb_filehandle_t fd = -1;
+  mdb_env_get_fd(env_, &fd);
+  return fd;
+}
+
+int Env::SyncCheckpoint(std::uint64_t txnid) {
+  if (int rc = mdb_env_sync(env_, 1); rc != 0) return rc;
+  return checkpoint_->Record(txnid);
 }
 
 unsigned Env::flags() const {

@@ -8,6 +8,7 @@
 #include <shared_mutex>
 #include <string>
 
+#include "fence/checkpoint_file.h"
 #include "fence/lease_table.h"
 #include "fence/overlay.h"
 
@@ -18,9 +19,13 @@ namespace fencepost::fence {
 // fences live here, and the overlay of writes its committer has logged but
 // not yet applied.
 //
-// Durability: the environment is opened with LMDB's default sync behaviour
-// (none of MDB_NOSYNC, MDB_NOMETASYNC, MDB_WRITEMAP, MDB_MAPASYNC), so a
-// committed write transaction is on disk when mdb_txn_commit returns.
+// Durability: LMDB does not sync the applier's commits (MDB_NOSYNC; the
+// constructor's own commit is synced). The applier makes each durable
+// itself (fence/applier.h: its pages written back at its own pace, then
+// SyncCheckpoint) before anything relies on it, and the CheckpointFile
+// rolls back, at the next open, a commit that was not (see
+// fence/checkpoint_file.h). MDB_WRITEMAP is not used: a map LMDB writes
+// through would turn a full disk into SIGBUS.
 //
 // The map starts at min(initial_map_size, max_map_size) and grows by
 // doubling, up to max_map_size, when a write transaction reports
@@ -75,12 +80,17 @@ class Env {
   // that already holds a ReadTxn calls used_bytes_in_txn instead (a shared
   // lock is not taken twice).
   std::uint64_t used_bytes() const;
-  // Bytes of the pages the fences and values databases use now (branch,
-  // leaf and overflow pages, from their last commit).
-  std::uint64_t tree_bytes() const;
   std::uint64_t used_bytes_in_txn() const;
   // The flags the environment was opened with (mdb_env_get_flags).
   unsigned flags() const;
+  // The meta page's transaction id this open rolled back (0: none).
+  std::uint64_t rolled_back() const { return rolled_back_; }
+  // The data file's descriptor, for writing a commit's pages back.
+  int fd() const;
+  // Makes every commit so far durable (fdatasync of the data file), then
+  // records the last one (`txnid`) as synced in DIR/checkpoint. Returns 0
+  // or an LMDB error code or errno. The applier's thread calls it.
+  int SyncCheckpoint(std::uint64_t txnid);
   // The data format found at open: kFormat, or the older one this open
   // upgraded.
   std::uint64_t format_found() const { return format_found_; }
@@ -126,6 +136,8 @@ class Env {
   std::atomic<std::uint64_t> map_size_ = 0;
   std::uint64_t max_map_size_ = 0;
   std::uint64_t format_found_ = kFormat;
+  std::uint64_t rolled_back_ = 0;
+  std::unique_ptr<CheckpointFile> checkpoint_;
   mutable std::shared_mutex resize_mutex_;
 };
 

@@ -208,6 +208,9 @@ TEST_F(CommitterDiskTest, NoSegmentIsBegunBeforeTheOneLeftIsSynced) {
   Committer::Options options;
   options.segment_bytes = 64u << 10;
   options.max_batch_writes = 4;
+  // Checkpoints every few writes, so LMDB keeps up and the writer leaves
+  // each full segment (it grows one LMDB is behind on).
+  options.max_unapplied_bytes = 64u << 10;
   Start(options);
   fs_->Control("delay */wal-* 20\n");
   constexpr std::size_t kWrites = 480;  // 480 x 2 KiB: about 15 switches
