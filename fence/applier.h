@@ -81,8 +81,7 @@ class Applier {
   // cannot be read.
   // `skip_sync` breaks the promise on purpose (the test build's negative
   // control): checkpoints are written back and recorded, never synced.
-  Applier(Env& env, std::size_t checkpoint_bytes, bool skip_sync,
-          Fatal fatal);
+  Applier(Env& env, std::size_t checkpoint_bytes, bool skip_sync, Fatal fatal);
   ~Applier();  // Finish()
   Applier(const Applier&) = delete;
   Applier& operator=(const Applier&) = delete;

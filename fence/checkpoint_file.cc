@@ -36,9 +36,11 @@ T Field(const char* page, std::size_t at) {
   return value;
 }
 
-bool ReadAll(int fd, char* data, std::size_t size, off_t at) {
+// All of `size` bytes at `at` through pread or pwrite (`io`).
+template <typename Io, typename Data>
+bool Whole(Io io, int fd, Data data, std::size_t size, off_t at) {
   while (size > 0) {
-    const ssize_t n = ::pread(fd, data, size, at);
+    const ssize_t n = io(fd, data, size, at);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
     data += n;
@@ -48,16 +50,12 @@ bool ReadAll(int fd, char* data, std::size_t size, off_t at) {
   return true;
 }
 
+bool ReadAll(int fd, char* data, std::size_t size, off_t at) {
+  return Whole(::pread, fd, data, size, at);
+}
+
 bool WriteAll(int fd, const char* data, std::size_t size, off_t at) {
-  while (size > 0) {
-    const ssize_t n = ::pwrite(fd, data, size, at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    data += n;
-    size -= static_cast<std::size_t>(n);
-    at += n;
-  }
-  return true;
+  return Whole(::pwrite, fd, data, size, at);
 }
 
 std::string Encode(std::uint64_t txnid) {
@@ -79,8 +77,7 @@ bool ReadRecorded(const std::string& path, std::uint64_t* txnid) {
   const bool read = ReadAll(fd, record, sizeof record, 0);
   ::close(fd);
   if (!read ||
-      LoadBigEndian(record + 8, 4) !=
-          Crc32c(std::string_view(record, 8))) {
+      LoadBigEndian(record + 8, 4) != Crc32c(std::string_view(record, 8))) {
     throw std::runtime_error(path +
                              " is torn or corrupt: the last synced LMDB "
                              "checkpoint is unknown; refusing to start");

@@ -65,7 +65,7 @@ TEST(CheckpointFileTest, AnUnsyncedMetaPageIsRolledBackToTheSyncedCheckpoint) {
     Env env({dir.path(), 64u << 20});
     synced = Put(env, "kept", 50);
     ASSERT_EQ(env.SyncCheckpoint(synced), 0);
-    at_checkpoint = ReadBytes(data);  // what the disk holds
+    at_checkpoint = ReadBytes(data);    // what the disk holds
     unsynced = Put(env, "lost", 2000);  // committed, not synced
     after = ReadBytes(data);            // the page cache
   }

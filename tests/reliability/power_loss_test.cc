@@ -578,10 +578,15 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCutsAcrossSegmentSwitches) {
 // while LMDB writes a checkpoint back and commits it, and the log's
 // segments are reused (or grow) behind the checkpoints; nothing
 // acknowledged may be lost, whichever state LMDB's files were cut in.
-TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCutsAcrossCheckpoints) {
+PowerCutRun AcrossCheckpoints() {
   PowerCutRun run;
   run.segment_bytes = 2u << 20;
   run.unapplied_bytes = 1u << 20;
+  return run;
+}
+
+TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCutsAcrossCheckpoints) {
+  PowerCutRun run = AcrossCheckpoints();
   run.cycles = Cycles(8);
   for (const auto& v : PowerCuts(run)) ADD_FAILURE() << v;
 }
@@ -591,9 +596,7 @@ TEST(PowerLossTest, AcknowledgedWritesSurvivePowerCutsAcrossCheckpoints) {
 // must be caught (a restart that finds the log's records gone, or lost
 // writes).
 TEST(PowerLossTest, ACheckpointThatDoesNotSyncIsCaught) {
-  PowerCutRun run;
-  run.segment_bytes = 2u << 20;
-  run.unapplied_bytes = 1u << 20;
+  PowerCutRun run = AcrossCheckpoints();
   run.checkpoint_without_sync = true;
   run.cycles = 8;
   const auto found = PowerCuts(run);
