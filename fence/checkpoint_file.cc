@@ -14,14 +14,21 @@
 namespace fencepost::fence {
 namespace {
 
-// LMDB 0.9's meta page: a 16-byte page header, then MDB_meta.
+// LMDB 0.9's meta page: a 16-byte page header (its flags at 10), then
+// MDB_meta.
+constexpr std::size_t kFlagsAt = 10;
+constexpr std::uint16_t kMetaFlag = 0x08;  // P_META
 constexpr std::size_t kMetaAt = 16;
-constexpr std::size_t kMetaBytes = 152;  // sizeof(MDB_meta) on 64 bits
+constexpr std::size_t kMetaBytes = 136;  // sizeof(MDB_meta) on 64 bits
 constexpr std::size_t kMagicAt = 16;
+constexpr std::size_t kVersionAt = 20;
+constexpr std::uint32_t kVersion = 1;    // MDB_DATA_VERSION
 constexpr std::size_t kPageSizeAt = 40;  // mm_dbs[FREE_DBI].md_pad
 constexpr std::size_t kTxnidAt = 144;
 constexpr std::uint32_t kMagic = 0xBEEFC0DE;
-constexpr std::size_t kRecordBytes = 12;  // txnid, CRC-32C
+// The transaction id, whether its commit is in flight (1) or synced (0),
+// and a CRC-32C of the two.
+constexpr std::size_t kRecordBytes = 13;
 
 std::runtime_error Failure(const std::string& what, const std::string& path,
                            int error) {
@@ -58,16 +65,56 @@ bool WriteAll(int fd, const char* data, std::size_t size, off_t at) {
   return Whole(::pwrite, fd, data, size, at);
 }
 
-std::string Encode(std::uint64_t txnid) {
+// Whether `page` is an LMDB 0.9 meta page.
+bool IsMeta(const char* page) {
+  return (Field<std::uint16_t>(page, kFlagsAt) & kMetaFlag) != 0 &&
+         Field<std::uint32_t>(page, kMagicAt) == kMagic &&
+         Field<std::uint32_t>(page, kVersionAt) == kVersion;
+}
+
+// Throws unless no other process has the environment in `dir` open: LMDB
+// holds a shared lock on the first byte of lock.mdb while it is open. A
+// reader (mdb_copy, mdb_dump) left from before the crash would otherwise
+// read pages the rolled-back commit's successors reuse.
+void ExpectAlone(const std::string& dir) {
+  const std::string path = dir + "/lock.mdb";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return;
+    throw Failure("cannot open", path, errno);
+  }
+  struct flock lock = {};
+  lock.l_type = F_WRLCK;
+  lock.l_whence = SEEK_SET;
+  lock.l_start = 0;
+  lock.l_len = 1;
+  const bool alone = ::fcntl(fd, F_SETLK, &lock) == 0;
+  ::close(fd);  // drops the lock before LMDB takes its own
+  if (!alone) {
+    throw std::runtime_error(
+        dir +
+        ": LMDB's last commit was never synced and must be rolled back, "
+        "but another process has the environment open (a backup with "
+        "mdb_copy?): stop it, then start fencepost again");
+  }
+}
+
+std::string Encode(std::uint64_t txnid, bool in_flight) {
   std::string record(kRecordBytes, '\0');
   StoreBigEndian(record.data(), txnid, 8);
-  StoreBigEndian(record.data() + 8, Crc32c(std::string_view(record.data(), 8)),
+  record[8] = in_flight ? 1 : 0;
+  StoreBigEndian(record.data() + 9, Crc32c(std::string_view(record.data(), 9)),
                  4);
   return record;
 }
 
-// The checkpoint recorded in `path`; false when there is no file.
-bool ReadRecorded(const std::string& path, std::uint64_t* txnid) {
+struct Recorded {
+  std::uint64_t txnid = 0;
+  bool in_flight = false;
+};
+
+// What `path` records; false when there is no file.
+bool ReadRecorded(const std::string& path, Recorded* recorded) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ENOENT) return false;
@@ -76,21 +123,26 @@ bool ReadRecorded(const std::string& path, std::uint64_t* txnid) {
   char record[kRecordBytes];
   const bool read = ReadAll(fd, record, sizeof record, 0);
   ::close(fd);
-  if (!read ||
-      LoadBigEndian(record + 8, 4) != Crc32c(std::string_view(record, 8))) {
+  if (!read || record[8] > 1 ||
+      LoadBigEndian(record + 9, 4) != Crc32c(std::string_view(record, 9))) {
     throw std::runtime_error(path +
                              " is torn or corrupt: the last synced LMDB "
                              "checkpoint is unknown; refusing to start");
   }
-  *txnid = LoadBigEndian(record, 8);
+  recorded->txnid = LoadBigEndian(record, 8);
+  recorded->in_flight = record[8] == 1;
   return true;
 }
 
 }  // namespace
 
 std::uint64_t CheckpointFile::RollBack(const std::string& dir) {
-  std::uint64_t recorded = 0;
-  if (!ReadRecorded(dir + "/checkpoint", &recorded)) return 0;
+  // Only a commit recorded in flight may be torn: a commit made after a
+  // synced checkpoint (by LMDB's own tools, synced) stands.
+  Recorded recorded;
+  if (!ReadRecorded(dir + "/checkpoint", &recorded) || !recorded.in_flight) {
+    return 0;
+  }
   const std::string path = dir + "/data.mdb";
   const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
   if (fd < 0) throw Failure("cannot open", path, errno);
@@ -99,27 +151,29 @@ std::uint64_t CheckpointFile::RollBack(const std::string& dir) {
     ~Closer() { ::close(fd); }
   } closer{fd};
   char first[kMetaAt + kMetaBytes];
-  if (!ReadAll(fd, first, sizeof first, 0) ||
-      Field<std::uint32_t>(first, kMagicAt) != kMagic) {
+  if (!ReadAll(fd, first, sizeof first, 0) || !IsMeta(first)) {
     throw std::runtime_error(path + " is not an LMDB 0.9 file");
   }
   const auto page_size = Field<std::uint32_t>(first, kPageSizeAt);
   char second[kMetaAt + kMetaBytes];
   if (page_size < sizeof first ||
       !ReadAll(fd, second, sizeof second, static_cast<off_t>(page_size)) ||
-      Field<std::uint32_t>(second, kMagicAt) != kMagic) {
+      !IsMeta(second)) {
     throw std::runtime_error(path + " is not an LMDB 0.9 file");
   }
   char* metas[2] = {first, second};
   const std::uint64_t txnids[2] = {Field<std::uint64_t>(first, kTxnidAt),
                                    Field<std::uint64_t>(second, kTxnidAt)};
   const int newer = txnids[1] > txnids[0] ? 1 : 0;
-  if (txnids[newer] <= recorded) return 0;
-  if (txnids[1 - newer] > recorded) {
-    throw std::runtime_error(path + ": both meta pages are above checkpoint " +
-                             std::to_string(recorded) +
-                             " recorded as synced; refusing to start");
+  if (txnids[newer] < recorded.txnid) return 0;  // it never reached a meta
+  if (txnids[newer] > recorded.txnid || txnids[1 - newer] >= recorded.txnid) {
+    throw std::runtime_error(
+        path + ": its meta pages (transactions " + std::to_string(txnids[0]) +
+        " and " + std::to_string(txnids[1]) + ") do not follow checkpoint " +
+        std::to_string(recorded.txnid) +
+        " recorded in flight; refusing to start");
   }
+  ExpectAlone(dir);
   // The older meta page is the synced checkpoint: it takes the newer's
   // place too, so LMDB opens it whichever it picks.
   if (!WriteAll(fd, metas[1 - newer] + kMetaAt, kMetaBytes,
@@ -141,7 +195,7 @@ CheckpointFile::CheckpointFile(const std::string& dir, std::uint64_t synced)
   const int fd =
       ::open(temp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw Failure("cannot create", temp, errno);
-  const std::string record = Encode(synced);
+  const std::string record = Encode(synced, false);
   if (!WriteAll(fd, record.data(), record.size(), 0) || ::fsync(fd) != 0 ||
       ::rename(temp.c_str(), path_.c_str()) != 0) {
     const int e = errno;
@@ -163,9 +217,13 @@ CheckpointFile::~CheckpointFile() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-int CheckpointFile::Record(std::uint64_t txnid) {
-  // 12 bytes at the start of one sector: written whole or not at all.
-  const std::string record = Encode(txnid);
+int CheckpointFile::Begin(std::uint64_t txnid) { return Write(txnid, true); }
+
+int CheckpointFile::Record(std::uint64_t txnid) { return Write(txnid, false); }
+
+int CheckpointFile::Write(std::uint64_t txnid, bool in_flight) {
+  // 13 bytes at the start of one sector: written whole or not at all.
+  const std::string record = Encode(txnid, in_flight);
   if (!WriteAll(fd_, record.data(), record.size(), 0)) {
     return errno != 0 ? errno : EIO;
   }

@@ -13,27 +13,31 @@ namespace fencepost::fence {
 // at its own pace after the commit and syncs the file once; until that
 // sync, the kernel may write the new meta page before the pages it names.
 //
-// So the applier records each checkpoint it has synced here, in
-// DIR/checkpoint (the LMDB transaction id; 8 bytes big-endian and a
-// CRC-32C), after its sync and before anything relies on it (the log's
-// segments are reused only behind it). At open, before LMDB reads the
-// file, a meta page whose transaction id is above the one recorded may
+// So the applier records, in DIR/checkpoint (8 bytes of LMDB transaction
+// id, one of state, a CRC-32C), each checkpoint's commit as in flight
+// before it commits, and as synced after its sync, before anything relies
+// on it (the log's segments are reused only behind it). At open, before
+// LMDB reads the file, a meta page of the commit recorded in flight may
 // name pages that never reached the disk: it is overwritten with the other
-// meta page, the last synced checkpoint, whose pages a later transaction
-// never overwrites (LMDB reuses only pages freed two transactions back).
-// LMDB then opens that checkpoint, and recovery replays the log from it.
+// meta page, the checkpoint before, whose pages the commit never
+// overwrote (LMDB reuses only pages freed two transactions back). LMDB
+// then opens that checkpoint, and recovery replays the log from it. A
+// commit after a checkpoint recorded as synced is not fencepost's
+// (LMDB's own tools sync theirs) and stands.
 //
-// This reads LMDB's on-disk meta pages (format 0.9: the page header, then
-// MDB_meta with its magic at byte 16, the page size at 40 and the
-// transaction id at 144), and refuses a file it does not recognise.
+// This reads LMDB's on-disk meta pages (format 0.9: the page header, its
+// flags at byte 10, then MDB_meta with its magic at 16, version at 20,
+// page size at 40 and transaction id at 144), and refuses a file it does
+// not recognise.
 class CheckpointFile {
  public:
-  // Before LMDB opens DIR/data.mdb: rolls a meta page above the recorded
-  // checkpoint back (and syncs it). With no DIR/checkpoint (a new
+  // Before LMDB opens DIR/data.mdb: rolls the meta page of a commit
+  // recorded in flight back (and syncs it). With no DIR/checkpoint (a new
   // directory, or one written by a release whose commits LMDB synced)
   // there is nothing to roll back. Returns the meta page's transaction id
   // rolled back, or 0. Throws std::runtime_error naming the file when it
-  // cannot be read or written, or is not LMDB's.
+  // cannot be read or written, is not LMDB's, its meta pages do not follow
+  // the commit in flight, or another process has the environment open.
   static std::uint64_t RollBack(const std::string& dir);
 
   // Opens (creating it when missing, durably) DIR/checkpoint, recording
@@ -44,11 +48,14 @@ class CheckpointFile {
   CheckpointFile(const CheckpointFile&) = delete;
   CheckpointFile& operator=(const CheckpointFile&) = delete;
 
-  // Records that every LMDB transaction up to `txnid` is synced, durably.
-  // Returns 0 or the errno.
+  // Records, durably, that LMDB transaction `txnid` is about to be
+  // committed without a sync (Begin), or that it and every one before it
+  // are synced (Record). Returns 0 or the errno.
+  int Begin(std::uint64_t txnid);
   int Record(std::uint64_t txnid);
 
  private:
+  int Write(std::uint64_t txnid, bool in_flight);
   std::string path_;
   int fd_ = -1;
 };

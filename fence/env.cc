@@ -182,8 +182,8 @@ int Env::fd() const {
   return fd;
 }
 
-int Env::SyncCheckpoint(std::uint64_t txnid) {
-  if (int rc = mdb_env_sync(env_, 1); rc != 0) return rc;
+int Env::SyncCheckpoint(std::uint64_t txnid, bool sync) {
+  if (int rc = sync ? mdb_env_sync(env_, 1) : 0; rc != 0) return rc;
   return checkpoint_->Record(txnid);
 }
 

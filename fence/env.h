@@ -90,7 +90,12 @@ class Env {
   // Makes every commit so far durable (fdatasync of the data file), then
   // records the last one (`txnid`) as synced in DIR/checkpoint. Returns 0
   // or an LMDB error code or errno. The applier's thread calls it.
-  int SyncCheckpoint(std::uint64_t txnid);
+  // `sync` false skips the sync and records it all the same: the test
+  // build's broken promise, never the product's.
+  int SyncCheckpoint(std::uint64_t txnid, bool sync = true);
+  // Records, durably, that commit `txnid` is about to be made without a
+  // sync: the next open rolls it back unless SyncCheckpoint followed.
+  int BeginCheckpoint(std::uint64_t txnid) { return checkpoint_->Begin(txnid); }
   // The data format found at open: kFormat, or the older one this open
   // upgraded.
   std::uint64_t format_found() const { return format_found_; }

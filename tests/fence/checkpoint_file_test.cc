@@ -6,6 +6,9 @@
 
 #include <gtest/gtest.h>
 #include <lmdb.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <fstream>
@@ -65,7 +68,8 @@ TEST(CheckpointFileTest, AnUnsyncedMetaPageIsRolledBackToTheSyncedCheckpoint) {
     Env env({dir.path(), 64u << 20});
     synced = Put(env, "kept", 50);
     ASSERT_EQ(env.SyncCheckpoint(synced), 0);
-    at_checkpoint = ReadBytes(data);    // what the disk holds
+    at_checkpoint = ReadBytes(data);  // what the disk holds
+    ASSERT_EQ(env.BeginCheckpoint(synced + 1), 0);
     unsynced = Put(env, "lost", 2000);  // committed, not synced
     after = ReadBytes(data);            // the page cache
   }
@@ -91,7 +95,37 @@ TEST(CheckpointFileTest, AnUnsyncedMetaPageIsRolledBackToTheSyncedCheckpoint) {
     mdb_env_close(raw);
     EXPECT_EQ(info.me_last_txnid, unsynced) << "LMDB did not open it";
   }
-  // With it, the open rolls the meta page back to the checkpoint.
+  // Not while another process has the environment open (a backup left
+  // from before the crash would read pages the commits after the
+  // roll-back reuse): the start refuses, saying why.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t reader = ::fork();
+  ASSERT_GE(reader, 0);
+  if (reader == 0) {
+    MDB_env* raw = nullptr;
+    if (mdb_env_create(&raw) != 0 ||
+        mdb_env_open(raw, dir.path().c_str(), MDB_RDONLY, 0644) != 0) {
+      ::_exit(1);
+    }
+    [[maybe_unused]] const auto n = ::write(ready[1], "r", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1) << "the reader did not open";
+  try {
+    Env refused({dir.path(), 64u << 20});
+    ADD_FAILURE() << "rolled back under another process's reader";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("another process"), std::string::npos)
+        << e.what();
+  }
+  ::kill(reader, SIGKILL);
+  ::waitpid(reader, nullptr, 0);
+  ::close(ready[0]);
+  ::close(ready[1]);
+  // Alone, the open rolls the meta page back to the checkpoint.
   Env env({dir.path(), 64u << 20});
   EXPECT_EQ(env.rolled_back(), unsynced);
   EXPECT_EQ(LastTxnid(env), synced);
@@ -102,16 +136,34 @@ TEST(CheckpointFileTest, AnUnsyncedMetaPageIsRolledBackToTheSyncedCheckpoint) {
   ASSERT_EQ(env.SyncCheckpoint(next), 0);
 }
 
+// A commit after a checkpoint recorded as synced is not one of the
+// applier's (LMDB's own tools sync theirs): it stands.
+TEST(CheckpointFileTest, ASyncedCommitAfterTheLastCheckpointStands) {
+  testing::TempDir dir;
+  {
+    Env env({dir.path(), 64u << 20});
+    ASSERT_EQ(env.SyncCheckpoint(Put(env, "kept", 5)), 0);
+    Put(env, "tool", 5);
+    ASSERT_EQ(mdb_env_sync(env.raw(), 1), 0);
+  }
+  Env env({dir.path(), 64u << 20});
+  EXPECT_EQ(env.rolled_back(), 0u);
+  EXPECT_TRUE(Has(env, "tool4"));
+}
+
 TEST(CheckpointFileTest, ATornRecordOrAFileThatIsNotLmdbsRefusesToStart) {
   testing::TempDir dir;
   { Env env({dir.path(), 64u << 20}); }
   std::string recorded = ReadBytes(dir / "checkpoint");
-  ASSERT_EQ(recorded.size(), 12u);
+  ASSERT_EQ(recorded.size(), 13u);
   recorded[3] ^= 0x10;
   WriteBytes(dir / "checkpoint", recorded);
   EXPECT_THROW(CheckpointFile::RollBack(dir.path()), std::runtime_error);
   testing::TempDir other;
-  { CheckpointFile file(other.path(), 1); }
+  {
+    CheckpointFile file(other.path(), 1);
+    ASSERT_EQ(file.Begin(2), 0);  // a commit in flight: the metas are read
+  }
   WriteBytes(other / "data.mdb", std::string(8192, 'x'));
   EXPECT_THROW(CheckpointFile::RollBack(other.path()), std::runtime_error);
 }
