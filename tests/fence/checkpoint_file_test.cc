@@ -136,6 +136,23 @@ TEST(CheckpointFileTest, AnUnsyncedMetaPageIsRolledBackToTheSyncedCheckpoint) {
   ASSERT_EQ(env.SyncCheckpoint(next), 0);
 }
 
+// A checkpoint recorded in flight whose commit never happened (the crash
+// came between the record and the commit): nothing to roll back, and the
+// checkpoint before stands.
+TEST(CheckpointFileTest,
+     ACheckpointInFlightThatNeverCommittedLeavesAllAsItWas) {
+  testing::TempDir dir;
+  {
+    Env env({dir.path(), 64u << 20});
+    const std::uint64_t synced = Put(env, "kept", 5);
+    ASSERT_EQ(env.SyncCheckpoint(synced), 0);
+    ASSERT_EQ(env.BeginCheckpoint(synced + 1), 0);
+  }
+  Env env({dir.path(), 64u << 20});
+  EXPECT_EQ(env.rolled_back(), 0u);
+  EXPECT_TRUE(Has(env, "kept4"));
+}
+
 // A commit after a checkpoint recorded as synced is not one of the
 // applier's (LMDB's own tools sync theirs): it stands.
 TEST(CheckpointFileTest, ASyncedCommitAfterTheLastCheckpointStands) {
