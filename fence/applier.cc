@@ -48,6 +48,16 @@ std::size_t MapReservation(const FencedWrite& w) {
       (w.value ? w.value->key.size() + w.value->body.size() : 0));
 }
 
+// What `records` hold in memory (HeldBytes) and reserve of the map.
+std::pair<std::size_t, std::size_t> Owed(std::span<const WalRecord> records) {
+  std::size_t held = 0, reserved = 0;
+  for (const WalRecord& r : records) {
+    held += HeldBytes(r);
+    reserved += MapReservation(r);
+  }
+  return {held, reserved};
+}
+
 }  // namespace
 
 std::size_t MapReservation(const FenceWrite& write) {
@@ -86,11 +96,7 @@ std::uint64_t Applier::applied_seq() const {
 }
 
 void Applier::Start(std::vector<WalRecord> logged) {
-  std::size_t held = 0, reserved = 0;
-  for (const WalRecord& r : logged) {
-    held += HeldBytes(r);
-    reserved += MapReservation(r);
-  }
+  const auto [held, reserved] = Owed(logged);
   {
     std::lock_guard lock(mu_);
     unapplied_bytes_ = held;
@@ -200,11 +206,7 @@ void Applier::Applied(std::span<const WalRecord> records) {
     env_.overlay().Retire(
         records.subspan(at, std::min(kRetirePart, records.size() - at)));
   }
-  std::size_t held = 0, reserved = 0;
-  for (const WalRecord& r : records) {
-    held += HeldBytes(r);
-    reserved += MapReservation(r);
-  }
+  const auto [held, reserved] = Owed(records);
   {
     std::lock_guard lock(mu_);
     applied_seq_ = records.back().seq;

@@ -187,7 +187,13 @@ std::uint64_t CheckpointFile::RollBack(const std::string& dir) {
 CheckpointFile::CheckpointFile(const std::string& dir, std::uint64_t synced)
     : path_(dir + "/checkpoint") {
   fd_ = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd_ >= 0) return;
+  if (fd_ >= 0) {
+    if (int e = Record(synced); e != 0) {
+      ::close(fd_);
+      throw Failure("cannot write", path_, e);
+    }
+    return;
+  }
   if (errno != ENOENT) throw Failure("cannot open", path_, errno);
   // Written whole under another name, synced, renamed into place and the
   // directory synced: it exists only with a record in it.

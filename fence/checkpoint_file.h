@@ -40,9 +40,8 @@ class CheckpointFile {
   // the commit in flight, or another process has the environment open.
   static std::uint64_t RollBack(const std::string& dir);
 
-  // Opens (creating it when missing, durably) DIR/checkpoint, recording
-  // `synced` when it is created. Throws std::runtime_error naming the
-  // file.
+  // Opens (creating it when missing, durably) DIR/checkpoint and records
+  // `synced` in it. Throws std::runtime_error naming the file.
   CheckpointFile(const std::string& dir, std::uint64_t synced);
   ~CheckpointFile();
   CheckpointFile(const CheckpointFile&) = delete;

@@ -147,10 +147,6 @@ Env::Env(const Options& options)
     mdb_env_info(env_, &info);
     checkpoint_ =
         std::make_unique<CheckpointFile>(options.dir, info.me_last_txnid);
-    if (int e = checkpoint_->Record(info.me_last_txnid); e != 0) {
-      throw LmdbFailure("cannot record the synced checkpoint in " + options.dir,
-                        e);
-    }
     if (int e = mdb_env_set_flags(env_, MDB_NOSYNC, 1); e != 0) {
       throw LmdbFailure("mdb_env_set_flags", e);
     }
