@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <utility>
 
@@ -75,9 +76,10 @@ std::size_t MapReservation(const FenceWrite& write) {
 }
 
 Applier::Applier(Env& env, std::size_t checkpoint_bytes, bool skip_sync,
-                 Fatal fatal)
+                 Fatal fatal, std::size_t dirty_pages)
     : env_(env),
       checkpoint_bytes_(checkpoint_bytes),
+      dirty_pages_(dirty_pages),
       skip_sync_(skip_sync),
       fatal_(std::move(fatal)) {
   Env::ReadTxn txn(env_);
@@ -124,6 +126,11 @@ void Applier::Add(std::vector<WalRecord>& records) {
   if (was_empty || unapplied_bytes_ >= checkpoint_bytes_) {
     apply_cv_.notify_one();
   }
+}
+
+bool Applier::Behind() const {
+  std::lock_guard lock(mu_);
+  return unapplied_bytes_ >= checkpoint_bytes_ + checkpoint_bytes_ / 2;
 }
 
 bool Applier::Holds(const Ready& ready) const {
@@ -190,10 +197,9 @@ void Applier::Loop() {
                    std::make_move_iterator(g.end()));
     }
     groups.clear();
-    if (int rc = Apply(batch, /*paced=*/true); rc != 0) {
+    if (int rc = Checkpoints(batch, /*paced=*/true, /*retire=*/true); rc != 0) {
       fatal_("cannot apply logged writes to LMDB", rc);
     }
-    Applied(batch);
     batch.clear();
   }
 }
@@ -216,7 +222,45 @@ void Applier::Applied(std::span<const WalRecord> records) {
   applied_cv_.notify_all();
 }
 
-int Applier::Apply(std::span<const WalRecord> records, bool paced) {
+std::size_t Applier::TransactionRecords() const {
+  Env::ReadTxn txn(env_);
+  MDB_stat values, fences;
+  if (txn.get() == nullptr ||
+      mdb_stat(txn.get(), env_.values(), &values) != 0 ||
+      mdb_stat(txn.get(), env_.fences(), &fences) != 0) {
+    return SIZE_MAX;  // the transaction will say what is wrong
+  }
+  const double leaves =
+      static_cast<double>(values.ms_leaf_pages + fences.ms_leaf_pages);
+  const double dirty = static_cast<double>(dirty_pages_);
+  if (leaves <= dirty) return SIZE_MAX;
+  // n records on keys spread over the tree touch about
+  // leaves * (1 - e^(-n / leaves)) of its leaves.
+  return std::max<std::size_t>(
+      1, static_cast<std::size_t>(-leaves * std::log1p(-dirty / leaves)));
+}
+
+int Applier::Checkpoints(std::span<const WalRecord> records, bool paced,
+                         bool retire) {
+  std::size_t most = TransactionRecords();
+  while (!records.empty()) {
+    const std::size_t n = std::min(records.size(), most);
+    const int rc = Checkpoint(records.first(n), paced);
+    if (rc == MDB_TXN_FULL && n > 1) {
+      // More pages than one transaction may dirty: half as many records.
+      most = n / 2;
+      continue;
+    }
+    if (rc != 0) return rc;
+    // Each checkpoint retires its own records, so a committer waiting for
+    // room waits for one checkpoint, not for all the gathered ones.
+    if (retire) Applied(records.first(n));
+    records = records.subspan(n);
+  }
+  return 0;
+}
+
+int Applier::Checkpoint(std::span<const WalRecord> records, bool paced) {
   while (true) {
     MDB_txn* txn = nullptr;
     int rc = mdb_txn_begin(env_.raw(), nullptr, 0, &txn);
@@ -243,13 +287,6 @@ int Applier::Apply(std::span<const WalRecord> records, bool paced) {
       return Durable(txnid, paced);
     }
     if (rc == MDB_MAP_FULL && env_.Grow()) continue;
-    if (rc == MDB_TXN_FULL && records.size() > 1) {
-      // More pages than one transaction may dirty: the first half, then
-      // the second, in log order, each a checkpoint of its own.
-      const std::size_t half = records.size() / 2;
-      rc = Apply(records.first(half), paced);
-      return rc != 0 ? rc : Apply(records.subspan(half), paced);
-    }
     return rc;
   }
 }
@@ -267,7 +304,9 @@ int Applier::Durable(std::uint64_t txnid, bool paced) {
       return errno;
     }
     const auto took = std::chrono::steady_clock::now() - began;
-    if (took > kNothingWritten && !hurry_) std::this_thread::sleep_for(took);
+    if (took > kNothingWritten && !hurry_ && !Behind()) {
+      std::this_thread::sleep_for(took);
+    }
   }
   return env_.SyncCheckpoint(txnid, /*sync=*/!skip_sync_);
 }

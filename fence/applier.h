@@ -46,8 +46,9 @@ inline std::size_t HeldBytes(const WalRecord& r) {
 // (HeldBytes, counted from Owe) or kCheckpointInterval has passed since the
 // first. It applies them in log order in one write transaction that also
 // stores the highest sequence number applied (applied_seq) and commits it
-// without a sync (the environment is MDB_NOSYNC). It then writes the
-// commit's pages back to the disk a slice at a time, resting after each as
+// without a sync (the environment is MDB_NOSYNC); in a tree of more than
+// kDirtyPages leaves, in several, each a checkpoint of its own. It then writes
+// the commit's pages back to the disk a slice at a time, resting after each as
 // long as it took, so the log's syncs, which answers wait for, share the
 // disk with one slice at a time; then it syncs the file and records the
 // commit as the synced checkpoint (Env::SyncCheckpoint), and only then
@@ -68,6 +69,10 @@ inline std::size_t HeldBytes(const WalRecord& r) {
 // on the applier's thread.
 class Applier {
  public:
+  // The leaves one checkpoint's transaction touches at most, about: LMDB's
+  // list of a transaction's dirty pages grows at a cost that rises with
+  // its length.
+  static constexpr std::size_t kDirtyPages = 32768;
   // What LMDB lacks, as WaitUntil's predicates see it.
   struct Backlog {
     std::size_t queued = 0;           // groups handed over, not applied
@@ -81,7 +86,8 @@ class Applier {
   // cannot be read.
   // `skip_sync` breaks the promise on purpose (the test build's negative
   // control): checkpoints are written back and recorded, never synced.
-  Applier(Env& env, std::size_t checkpoint_bytes, bool skip_sync, Fatal fatal);
+  Applier(Env& env, std::size_t checkpoint_bytes, bool skip_sync, Fatal fatal,
+          std::size_t dirty_pages = kDirtyPages);
   ~Applier();  // Finish()
   Applier(const Applier&) = delete;
   Applier& operator=(const Applier&) = delete;
@@ -93,7 +99,7 @@ class Applier {
   // one cannot hold them), before Start. Returns 0, an LMDB error code or
   // an errno (ENOSPC: the disk cannot hold them).
   int Apply(std::span<const WalRecord> records) {
-    return Apply(records, /*paced=*/false);
+    return Checkpoints(records, /*paced=*/false, /*retire=*/false);
   }
   // Starts the thread with `logged`, records published to the overlay and
   // not in LMDB (recovered from the log), owed and reserved.
@@ -121,11 +127,26 @@ class Applier {
     return {to_apply_.size(), unapplied_bytes_, applied_seq_};
   }
   void Loop();
-  // Apply, resting between the write-back's slices when `paced`.
-  int Apply(std::span<const WalRecord> records, bool paced);
+  // Applies `records` in log order as checkpoints of at most
+  // TransactionRecords() records each, resting between the write-back's slices
+  // when `paced`; retires each checkpoint's records (Applied) when `retire`.
+  int Checkpoints(std::span<const WalRecord> records, bool paced, bool retire);
+  // How many records one transaction applies at most: all, unless the
+  // tree has more leaves than dirty_pages_; then as many as touch about
+  // dirty_pages_ leaves on keys spread over it.
+  std::size_t TransactionRecords() const;
+  // One checkpoint: one transaction, then Durable. Returns 0,
+  // MDB_TXN_FULL (nothing committed) or another error code.
+  int Checkpoint(std::span<const WalRecord> records, bool paced);
+  // Whether the records owed reach three quarters of the committer's
+  // bound (a checkpoint and a half): the write-back then stops resting, so
+  // that the committer seldom has to wait at the bound for a whole
+  // checkpoint.
+  bool Behind() const;
   // Makes LMDB's commit `txnid` durable: writes its pages back a slice
-  // at a time (resting after each as long as it took when `paced` and not
-  // hurried), then Env::SyncCheckpoint. Returns 0 or an error code.
+  // at a time (resting after each as long as it took when `paced`, not
+  // hurried and not Behind), then Env::SyncCheckpoint. Returns 0 or an
+  // error code.
   int Durable(std::uint64_t txnid, bool paced);
   int ApplyRecord(MDB_txn* txn, const WalRecord& r);
   // Retires applied records from the overlay and gives back what they
@@ -134,6 +155,7 @@ class Applier {
 
   Env& env_;
   const std::size_t checkpoint_bytes_;
+  const std::size_t dirty_pages_;
   const bool skip_sync_;
   const Fatal fatal_;
   // Set while a committer waits (WaitUntil) or at Finish: no resting.
