@@ -16,8 +16,12 @@ void Overlay::Publish(const std::vector<WalRecord>& records,
       it->second = {*r.fence_token, r.updated_at_ns, r.seq, created_seq};
     }
     if (r.op == WalRecord::Op::kPut || r.op == WalRecord::Op::kDelete) {
-      values_[r.key] = {r.op == WalRecord::Op::kPut, r.body, r.value_token,
-                        r.seq, r.content_type};
+      Value& v = values_.try_emplace(r.key).first->second;
+      v.present = r.op == WalRecord::Op::kPut;
+      v.body.assign(r.body);  // reuses the buffer of the value it replaces
+      v.token = r.value_token;
+      v.seq = r.seq;
+      v.content_type.assign(r.content_type);
     }
   }
 }
@@ -55,7 +59,7 @@ std::vector<std::pair<std::string, bool>> Overlay::ValuesUnder(
 }
 
 const Overlay::Value* Overlay::FindValue(std::string_view key) const {
-  auto it = values_.find(std::string(key));
+  auto it = values_.find(key);
   return it == values_.end() ? nullptr : &it->second;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -73,9 +75,16 @@ class Overlay {
       std::string_view prefix) const;
 
  private:
+  // Looks a std::string key up by its string_view, without a copy.
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
   mutable std::mutex mu_;
   std::map<std::string, Fence, std::less<>> fences_;
-  std::unordered_map<std::string, Value> values_;
+  std::unordered_map<std::string, Value, Hash, std::equal_to<>> values_;
 };
 
 }  // namespace fencepost::fence
