@@ -2,7 +2,9 @@
 -- BENCH_LEASE_MODE=renew: each request renews one of BENCH_LEASES leases
 -- (the first request on each grants it), so nearly every answer is a
 -- renewal. BENCH_LEASE_MODE=grant: each request takes a lease nobody held,
--- so every answer is a grant that raises a new fence.
+-- so every answer is a grant that raises a new fence; each lapses a second
+-- later, so the leases alive stay near the grants of one second, well
+-- under the default --max-leases however long the run.
 local mode = os.getenv("BENCH_LEASE_MODE") or "renew"
 local leases = tonumber(os.getenv("BENCH_LEASES") or "1000")
 local threads = {}
@@ -21,18 +23,19 @@ function init(args)
 end
 
 function request()
-  local name, holder
+  local name, holder, ttl = nil, nil, 600000
   if mode == "grant" then
     n = n + 1
     name = "bench/grant-" .. id .. "-" .. n
     holder = "h"
+    ttl = 1000
   else
     local i = math.random(leases)
     name = "bench/renew-" .. i
     holder = "holder-" .. i
   end
   return wrk.format("PUT", "/v1/leases/" .. name, nil,
-                    '{"holder":"' .. holder .. '","ttl_ms":600000}')
+                    '{"holder":"' .. holder .. '","ttl_ms":' .. ttl .. '}')
 end
 
 function response(status, headers, body)
