@@ -30,10 +30,10 @@ WalRecord Put(std::uint64_t seq, std::uint64_t key) {
   return r;
 }
 
+// The last committed transaction: the one a reader sees.
 std::uint64_t LastTxn(Env& env) {
-  MDB_envinfo info;
-  mdb_env_info(env.raw(), &info);
-  return info.me_last_txnid;
+  Env::ReadTxn txn(env);
+  return mdb_txn_id(txn.get());
 }
 
 // In a tree larger than the leaves one transaction should touch, a
