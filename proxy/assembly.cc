@@ -421,6 +421,12 @@ bool Assembly::WatchEtcd(const Config& config, Failure* failure) {
                        std::string_view what) {
     changes(storage::FedLeaseChange(name, lease, what, fences.SteadyNow()));
   };
+  if (etcd_) {
+    handlers.fence_put = [etcd = etcd_.get()](const fence::FenceRecord& fence,
+                                              std::int64_t mod_revision) {
+      etcd->Saw(fence, mod_revision);
+    };
+  }
   handlers.reset = [&context] { context.watches().Reset(); };
   etcd_watch_ = std::make_unique<storage::EtcdWatch>(
       io_, *config.etcd, std::move(tls), std::move(handlers));

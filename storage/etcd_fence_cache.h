@@ -43,6 +43,14 @@ class EtcdFenceCache {
     cache_[name] = seen;
   }
   void Forget(const std::string& name) { cache_.erase(name); }
+  // Brings a cached fence up to `seen` when it is older (another replica
+  // moved it, as the watch reports); caches no fence it does not hold.
+  void Refresh(const std::string& name, const etcd::Seen& seen) {
+    auto it = cache_.find(name);
+    if (it != cache_.end() && it->second.mod_revision < seen.mod_revision) {
+      it->second = seen;
+    }
+  }
 
   // Reads `want.fences` into the cache (unless it holds a later state) and
   // the mod_revision of `want.values` into `*values`, in one read

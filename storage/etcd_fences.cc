@@ -46,6 +46,13 @@ EtcdFences::EtcdFences(asio::io_context& io, Options options,
 
 EtcdFences::~EtcdFences() = default;
 
+void EtcdFences::Saw(const fence::FenceRecord& fence,
+                     std::int64_t mod_revision) {
+  if (mod_revision <= 0) return;
+  cache_->Refresh(fence.name,
+                  etcd::Seen{fence.token, fence.updated_at_ns, mod_revision});
+}
+
 std::uint64_t EtcdFences::transactions() const {
   return groups_->transactions() + leases_->transactions();
 }

@@ -115,6 +115,11 @@ class EtcdFences : public Fences {
                                             std::string after,
                                             std::size_t limit);
 
+  // A put of fence `fence` at `mod_revision`, by any replica, as the watch
+  // reports it: a cached fence older than that is brought up to it, so a
+  // group decided on it does not fail its compare.
+  void Saw(const fence::FenceRecord& fence, std::int64_t mod_revision);
+
   // Transactions committed (the writes' and the leases').
   std::uint64_t transactions() const;
 

@@ -241,11 +241,15 @@ void EtcdWatch::Change(const http::JsonValue& event) {
   const bool had = prev != nullptr && etcd::BytesOf(*prev, "value", &before);
   const std::string fences = spec_.prefix + "/fences/";
   const std::string leases = spec_.prefix + "/leases/";
-  if (key.rfind(fences, 0) == 0 && handlers_.fence) {
+  if (key.rfind(fences, 0) == 0 && (handlers_.fence || handlers_.fence_put)) {
     fence::FenceRecord now{key.substr(fences.size()), 0, 0};
     fence::Token old_token = 0;
     std::int64_t old_at = 0;
     if (!etcd::ParseFence(value, &now.token, &now.updated_at_ns)) return;
+    if (handlers_.fence_put) {
+      handlers_.fence_put(now, etcd::Int64Of(kv->Find("mod_revision")));
+    }
+    if (!handlers_.fence) return;
     const bool old_ok = had && etcd::ParseFence(before, &old_token, &old_at);
     // The same token: not a raise, nothing to tell.
     if (!fence::RaisedBetween(old_ok ? std::optional(old_token) : std::nullopt,

@@ -47,6 +47,10 @@ class EtcdWatch {
  public:
   struct Handlers {
     std::function<void(const fence::FenceRecord&)> fence;
+    // Every put of a fence record, raised or not, with the revision that
+    // wrote it: what a replica's transactions compare against.
+    std::function<void(const fence::FenceRecord&, std::int64_t mod_revision)>
+        fence_put;
     std::function<void(const std::string& name, const fence::LeaseRecord&,
                        std::string_view change)>
         lease;

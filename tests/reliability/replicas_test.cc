@@ -27,6 +27,7 @@
 #include "tests/reliability/history.h"
 #include "tests/reliability/load.h"
 #include "tests/testing/bounds.h"
+#include "tests/testing/event_stream.h"
 #include "tests/testing/exposition.h"
 #include "tests/testing/http_client.h"
 #include "tests/testing/server_process.h"
@@ -457,6 +458,36 @@ TEST_F(ReplicasTest, ConcurrentWritesToOneFenceThroughThreeReplicas) {
   EXPECT_EQ(metrics.find("fencepost_etcd_txn_retries_total 0\n"),
             std::string::npos)
       << "three replicas on one fence must have met a failed compare";
+}
+
+// Each replica's cache of fences follows etcd's watch: a fence another
+// replica moved is known here before the next write, whose transaction
+// then compares the fence's latest revision and is not retried.
+TEST_F(ReplicasTest, AFenceAnotherReplicaMovedIsKnownFromTheWatch) {
+  auto a = Replica(etcd_.endpoints(), "watched-cache");
+  auto b = Replica(etcd_.endpoints(), "watched-cache");
+  testing::Watcher watch(a->admin_port(), "/v1/watch?prefix=w/");
+  ASSERT_TRUE(watch.Opened());
+  std::size_t raises = 0;
+  for (int token = 1; token <= 9; token += 2) {
+    // a writes (and caches the fence as its transaction left it), b raises
+    // it, and a's watch reports the raise.
+    ASSERT_EQ(Fetch(a->data_port(), "PUT", "/w/k",
+                    {{"Fencing-Token", Token(token)}}, "a")
+                  .status,
+              token == 1 ? 201 : 200);
+    ASSERT_EQ(Fetch(b->data_port(), "PUT", "/w/k",
+                    {{"Fencing-Token", Token(token + 1)}}, "b")
+                  .status,
+              200);
+    raises += 2;
+    ASSERT_EQ(watch.Events(raises).size(), raises) << "a's watch is behind";
+  }
+  EXPECT_EQ(testing::MetricValue(Fetch(a->admin_port(), "GET", "/metrics").body,
+                                 "fencepost_etcd_txn_retries_total"),
+            0)
+      << "a decided on a fence it had cached before b moved it";
+  EXPECT_EQ(Fetch(b->data_port(), "GET", "/w/k").header("fencing-token"), "10");
 }
 
 // 2 of 3 etcd members stopped: writes get 503 and nothing is acknowledged;
