@@ -108,16 +108,36 @@ Awaitable<void> EtcdLeases::SettleLeases() {
   --lease_workers_;
 }
 
-Awaitable<void> EtcdLeases::SettleLease(Pending pending) {
+Awaitable<void> EtcdLeases::SettleLimited() {
+  while (!limited_.empty()) {
+    Pending pending = std::move(limited_.front());
+    limited_.pop_front();
+    co_await SettleLease(std::move(pending), /*in_lane=*/true);
+  }
+  lane_running_ = false;
+}
+
+Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
   const std::function<void()>& on_retry = session_.options().on_retry;
   WriteOutcome outcome;
   Settled settled = Settled::kConflict;
   for (int attempt = 0;
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-    if (attempt > 0 && on_retry) on_retry();
+    // An attempt in the lane follows a failed compare too.
+    if ((attempt > 0 || in_lane) && on_retry) on_retry();
     outcome = WriteOutcome();
-    settled =
-        co_await TryLease(std::get<fence::LeaseOp>(pending.write), &outcome);
+    bool limited = false;
+    settled = co_await TryLease(std::get<fence::LeaseOp>(pending.write),
+                                &outcome, &limited);
+    if (settled == Settled::kConflict && limited && !in_lane) {
+      // Grants racing here for the holds' compare: one at a time from now.
+      limited_.push_back(std::move(pending));
+      if (!lane_running_) {
+        lane_running_ = true;
+        asio::co_spawn(session_.io(), SettleLimited(), asio::detached);
+      }
+      co_return;
+    }
   }
   if (settled == Settled::kConflict) {
     outcome = WriteOutcome();
@@ -127,7 +147,8 @@ Awaitable<void> EtcdLeases::SettleLease(Pending pending) {
 }
 
 Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
-                                              WriteOutcome* outcome) {
+                                              WriteOutcome* outcome,
+                                              bool* limited) {
   StoredLease state;
   const bool count_holds = session_.options().max_leases > 0 &&
                            op.kind == fence::LeaseOp::Kind::kAcquire;
@@ -163,6 +184,7 @@ Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
     }
     co_return Settled::kDone;
   }
+  *limited = loads.limited();
   const Settled settled =
       co_await CommitLease(op, state, *fold.changes().front().lease, outcome,
                            now_ns, loads.limited());

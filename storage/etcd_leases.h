@@ -58,7 +58,7 @@ class EtcdLeases {
   // settles it alone by one of a few workers.
   void Enqueue(etcd::Pending pending);
   // Lease operations waiting for a worker.
-  std::size_t queued() const { return leases_.size(); }
+  std::size_t queued() const { return leases_.size() + limited_.size(); }
   // Fences::GetLease and Fences::ListLeases.
   Awaitable<Fences::LeaseRead> GetLease(std::string name, std::string fence);
   Awaitable<Fences::LeaseList> ListLeases(std::string prefix, std::string after,
@@ -84,12 +84,19 @@ class EtcdLeases {
   static constexpr int kLeaseWorkers = 16;
 
   // A lease operation: decided and applied alone, again after a conflict.
-  Awaitable<void> SettleLease(Pending pending);
+  // A grant that counts against --max-leases and met a failed compare goes
+  // on in the grant lane (limited_), so that this replica's grants stop
+  // failing each other's compare of the holds.
+  Awaitable<void> SettleLease(Pending pending, bool in_lane = false);
+  // The grant lane: settles limited_ one operation at a time.
+  Awaitable<void> SettleLimited();
   // A worker: settles lease operations from leases_ until it is empty.
   Awaitable<void> SettleLeases();
   // Reads, decides (fence::DecideLease) and commits one lease operation.
+  // Sets `*limited` when it was decided as a grant that counts against
+  // --max-leases.
   Awaitable<Settled> TryLease(const fence::LeaseOp& op,
-                              fence::WriteOutcome* outcome);
+                              fence::WriteOutcome* outcome, bool* limited);
   // Persists a lease decision (`next`, the verdict in `outcome`) in one
   // transaction comparing what it was decided on (with `limited`, a grant
   // that counts against --max-leases: no hold created since the count);
@@ -111,6 +118,8 @@ class EtcdLeases {
   const ChangeSink tell_;
   std::deque<Pending> leases_;  // lease operations waiting for a worker
   int lease_workers_ = 0;
+  std::deque<Pending> limited_;  // the grant lane's
+  bool lane_running_ = false;
   std::uint64_t transactions_ = 0;
 };
 
