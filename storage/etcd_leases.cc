@@ -123,13 +123,16 @@ Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
   Settled settled = Settled::kConflict;
   for (int attempt = 0;
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-    // An attempt in the lane follows a failed compare too.
-    if ((attempt > 0 || in_lane) && on_retry) on_retry();
+    if (attempt > 0 && on_retry) on_retry();
     outcome = WriteOutcome();
     bool limited = false;
+    // While the lane runs, every grant it would race goes there instead.
+    const bool defer = !in_lane && lane_running_;
     settled = co_await TryLease(std::get<fence::LeaseOp>(pending.write),
-                                &outcome, &limited);
+                                &outcome, &limited, defer);
     if (settled == Settled::kConflict && limited && !in_lane) {
+      // A failed compare: the lane's first attempt is its retry.
+      if (!defer && on_retry) on_retry();
       // Grants racing here for the holds' compare: one at a time from now.
       limited_.push_back(std::move(pending));
       if (!lane_running_) {
@@ -148,7 +151,8 @@ Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
 
 Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
                                               WriteOutcome* outcome,
-                                              bool* limited) {
+                                              bool* limited,
+                                              bool defer_limited) {
   StoredLease state;
   const bool count_holds = session_.options().max_leases > 0 &&
                            op.kind == fence::LeaseOp::Kind::kAcquire;
@@ -185,6 +189,7 @@ Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
     co_return Settled::kDone;
   }
   *limited = loads.limited();
+  if (*limited && defer_limited) co_return Settled::kConflict;
   const Settled settled =
       co_await CommitLease(op, state, *fold.changes().front().lease, outcome,
                            now_ns, loads.limited());

@@ -86,7 +86,8 @@ class EtcdLeases {
   // A lease operation: decided and applied alone, again after a conflict.
   // A grant that counts against --max-leases and met a failed compare goes
   // on in the grant lane (limited_), so that this replica's grants stop
-  // failing each other's compare of the holds.
+  // failing each other's compare of the holds; while the lane runs, such
+  // grants go there before their first commit.
   Awaitable<void> SettleLease(Pending pending, bool in_lane = false);
   // The grant lane: settles limited_ one operation at a time.
   Awaitable<void> SettleLimited();
@@ -94,9 +95,11 @@ class EtcdLeases {
   Awaitable<void> SettleLeases();
   // Reads, decides (fence::DecideLease) and commits one lease operation.
   // Sets `*limited` when it was decided as a grant that counts against
-  // --max-leases.
+  // --max-leases; such a grant is not committed but kConflict when
+  // `defer_limited` (the grant lane takes it).
   Awaitable<Settled> TryLease(const fence::LeaseOp& op,
-                              fence::WriteOutcome* outcome, bool* limited);
+                              fence::WriteOutcome* outcome, bool* limited,
+                              bool defer_limited);
   // Persists a lease decision (`next`, the verdict in `outcome`) in one
   // transaction comparing what it was decided on (with `limited`, a grant
   // that counts against --max-leases: no hold created since the count);
