@@ -2,7 +2,8 @@
 # Replicas sharing fences in etcd, measured in one run on 127.0.0.1: durable
 # fenced writes/s and latency through 1, 2 and 3 fencepost replicas
 # (--fence-store etcd://, --backend etcd) over a real 3-member etcd cluster,
-# against one fencepost on its local LMDB; lease renewals and grants through
+# against one fencepost on its local LMDB and against etcd alone committing
+# the same write as one transaction; lease renewals and grants through
 # one replica against the same on LMDB; then how long writes fail when
 # the etcd leader is killed, and when a replica is killed.
 #
@@ -169,6 +170,17 @@ start lmdb --data-dir "$WORK/lmdb"
 load "1 fencepost, local LMDB"
 leases "1 fencepost, local LMDB"
 stop_all_fenceposts
+
+# etcd's own ceiling on this machine: the same fenced write as one etcd
+# transaction (tests/bench/etcd_txn.lua) from one client pool, straight to
+# the first member's JSON gateway, after 3 s of seeding the keys.
+ETCD1=${ENDPOINTS%%,*}
+BENCH_SEED=1 BENCH_KEYS=$KEYS wrk -t2 -c"$CLIENTS" -d3s \
+  -s "$BENCH/etcd_txn.lua" "http://$ETCD1" >/dev/null
+BENCH_KEYS=$KEYS wrk -t2 -c"$CLIENTS" -d"${SECS}s" --latency \
+  -s "$BENCH/etcd_txn.lua" "http://$ETCD1" >"$WORK/wrk-etcd.out"
+printf '%-42s %8s %8s %8s\n' "etcd alone, the write as one txn" \
+  $(wrk_stats "$WORK/wrk-etcd.out")
 
 for n in 1 2 3; do
   for i in $(seq 1 "$n"); do
