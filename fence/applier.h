@@ -94,9 +94,10 @@ class Applier {
 
   std::uint64_t applied_seq() const;
 
-  // Writes `records` into LMDB in one durable transaction on the calling
-  // thread (growing the map when needed; in several, in log order, when
-  // one cannot hold them), before Start. Returns 0, an LMDB error code or
+  // Writes `records` into LMDB durably on the calling thread, before
+  // Start: in one transaction, or in several, in log order, over a large
+  // tree (TransactionRecords) or when one cannot hold them (growing the map
+  // when needed). Returns 0, an LMDB error code or
   // an errno (ENOSPC: the disk cannot hold them).
   int Apply(std::span<const WalRecord> records) {
     return Checkpoints(records, /*paced=*/false, /*retire=*/false);

@@ -109,9 +109,9 @@ Awaitable<void> EtcdLeases::SettleLeases() {
 }
 
 Awaitable<void> EtcdLeases::SettleLimited() {
-  while (!limited_.empty()) {
-    Pending pending = std::move(limited_.front());
-    limited_.pop_front();
+  while (!grant_lane_.empty()) {
+    Pending pending = std::move(grant_lane_.front());
+    grant_lane_.pop_front();
     co_await SettleLease(std::move(pending), /*in_lane=*/true);
   }
   lane_running_ = false;
@@ -134,7 +134,7 @@ Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
       // A failed compare: the lane's first attempt is its retry.
       if (!defer && on_retry) on_retry();
       // Grants racing here for the holds' compare: one at a time from now.
-      limited_.push_back(std::move(pending));
+      grant_lane_.push_back(std::move(pending));
       if (!lane_running_) {
         lane_running_ = true;
         asio::co_spawn(session_.io(), SettleLimited(), asio::detached);

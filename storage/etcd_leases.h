@@ -58,7 +58,7 @@ class EtcdLeases {
   // settles it alone by one of a few workers.
   void Enqueue(etcd::Pending pending);
   // Lease operations waiting for a worker.
-  std::size_t queued() const { return leases_.size() + limited_.size(); }
+  std::size_t queued() const { return leases_.size() + grant_lane_.size(); }
   // Fences::GetLease and Fences::ListLeases.
   Awaitable<Fences::LeaseRead> GetLease(std::string name, std::string fence);
   Awaitable<Fences::LeaseList> ListLeases(std::string prefix, std::string after,
@@ -85,11 +85,11 @@ class EtcdLeases {
 
   // A lease operation: decided and applied alone, again after a conflict.
   // A grant that counts against --max-leases and met a failed compare goes
-  // on in the grant lane (limited_), so that this replica's grants stop
+  // on in the grant lane (grant_lane_), so that this replica's grants stop
   // failing each other's compare of the holds; while the lane runs, such
   // grants go there before their first commit.
   Awaitable<void> SettleLease(Pending pending, bool in_lane = false);
-  // The grant lane: settles limited_ one operation at a time.
+  // The grant lane: settles grant_lane_ one operation at a time.
   Awaitable<void> SettleLimited();
   // A worker: settles lease operations from leases_ until it is empty.
   Awaitable<void> SettleLeases();
@@ -121,7 +121,7 @@ class EtcdLeases {
   const ChangeSink tell_;
   std::deque<Pending> leases_;  // lease operations waiting for a worker
   int lease_workers_ = 0;
-  std::deque<Pending> limited_;  // the grant lane's
+  std::deque<Pending> grant_lane_;
   bool lane_running_ = false;
   std::uint64_t transactions_ = 0;
 };
