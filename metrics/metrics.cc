@@ -19,6 +19,11 @@ std::uint32_t MethodIndex(std::string_view method) {
   return i;
 }
 
+// The causes of fencepost_etcd_txn_retries_total (the etcd store's
+// etcd::ConflictName).
+constexpr std::array<std::string_view, 5> kRetryCauses = {
+    "fence", "value", "turn", "lease", "lease-limit"};
+
 const char* PortLabel(Port port) {
   switch (port) {
     case Port::kData:
@@ -169,13 +174,21 @@ Metrics::Metrics(std::string_view backend, std::string_view version,
                           "error such as a lost quorum.")
                       .Register(r)
                       .Add({});
-  etcd_retries_ = &BuildCounter()
-                       .Name("fencepost_etcd_txn_retries_total")
-                       .Help(
-                           "etcd transactions decided again because a "
-                           "different replica moved one of their fences.")
-                       .Register(r)
-                       .Add({});
+  auto& retries =
+      BuildCounter()
+          .Name("fencepost_etcd_txn_retries_total")
+          .Help(
+              "Writes decided again because an etcd transaction's compare "
+              "failed, by cause: fence (a fence it compared moved), value "
+              "(a value a conditional write was decided on changed), turn "
+              "(a fence's turn held by a different replica, or this "
+              "replica's turn lease ran out), lease (a lease's record or "
+              "hold changed), lease-limit (a hold created since "
+              "--max-leases counted).")
+          .Register(r);
+  for (std::size_t i = 0; i < kRetryCauses.size(); ++i) {
+    etcd_retries_[i] = &retries.Add({{"cause", std::string(kRetryCauses[i])}});
+  }
   backend_errors_ = &BuildCounter()
                          .Name("fencepost_backend_errors_total")
                          .Help(
@@ -327,7 +340,11 @@ void Metrics::EtcdRequest(std::string_view path, double seconds, bool ok) {
   if (!ok) etcd_errors_->Increment();
 }
 
-void Metrics::EtcdTxnRetry() { etcd_retries_->Increment(); }
+void Metrics::EtcdTxnRetry(std::string_view cause) {
+  for (std::size_t i = 0; i < kRetryCauses.size(); ++i) {
+    if (kRetryCauses[i] == cause) etcd_retries_[i]->Increment();
+  }
+}
 
 void Metrics::SetLog(const BucketCounts& group_writes,
                      const BucketCounts& sync_seconds,

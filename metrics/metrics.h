@@ -81,9 +81,11 @@ class Metrics {
   void ConnectionShed(Port port);
   void AcceptFailed(Port port);
   // --fence-store etcd://: one request to etcd (`path` /v3/kv/txn or
-  // /v3/kv/range), and a group decided again after a failed compare.
+  // /v3/kv/range), and a write decided again after a failed compare, by
+  // `cause`: fence, value, turn, lease or lease-limit (any other counts
+  // nowhere).
   void EtcdRequest(std::string_view path, double seconds, bool ok);
-  void EtcdTxnRetry();
+  void EtcdTxnRetry(std::string_view cause);
   // Elections watched at their source (--election; `scope` is a configured
   // SCOPE, so the label has few values): a new holder seen, whether the
   // source answered its last read, a holder whose token was below the fence
@@ -158,7 +160,7 @@ class Metrics {
   std::array<prometheus::Counter*, 3> accept_errors_;
   std::array<prometheus::Histogram*, 2> etcd_durations_;  // txn, range
   prometheus::Counter* etcd_errors_;
-  prometheus::Counter* etcd_retries_;
+  std::array<prometheus::Counter*, 5> etcd_retries_;  // kRetryCauses' order
   struct ElectionSeries {
     prometheus::Counter* holder_changes = nullptr;
     prometheus::Gauge* up = nullptr;

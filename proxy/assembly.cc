@@ -191,7 +191,9 @@ bool Assembly::OpenEtcd(const Config& config, Failure* failure) {
                                   bool ok) {
     metrics.EtcdRequest(path, seconds, ok);
   };
-  options.on_retry = [&metrics] { metrics.EtcdTxnRetry(); };
+  options.on_retry = [&metrics](std::string_view cause) {
+    metrics.EtcdTxnRetry(cause);
+  };
   // A turn (fs:, http://) lasts at most one forward and its hold, with a
   // margin; the lease outlives it, and is renewed well within.
   const auto need = Millis(config.upstream_timeout + config.upstream_settle) +

@@ -173,7 +173,8 @@ std::string EtcdGroupPlan::Txn() {
   etcd::Txn txn;
   for (const std::string& name : changed_) {
     const std::string key = session_.FenceKey(name);
-    txn.If(etcd::CompareMod(key, cache_.Get(name).mod_revision));
+    compared_.push_back(cache_.Get(name).mod_revision);
+    txn.If(etcd::CompareMod(key, compared_.back()));
     txn.Else(etcd::RangeOp(key));
   }
   // The values preconditions were decided on, as read (0: none).
@@ -223,22 +224,31 @@ void EtcdGroupPlan::ForgetTurns() const {
   }
 }
 
-void EtcdGroupPlan::TakeConflict(const Json& responses) {
-  // Another replica moved a fence: take them as they are now (the failure
-  // branch read them), and decide again.
+etcd::Conflict EtcdGroupPlan::TakeConflict(const Json& responses) {
+  // Take the fences as they are now (the failure branch read them), and
+  // decide again. One moved when its mod_revision (0: none) is not the one
+  // Txn compared (kept: the watch may have refreshed the cache since).
+  bool fence_moved = false;
   for (std::size_t i = 0; i < changed_.size(); ++i) {
     cache_.Forget(changed_[i]);
     const std::vector<Json>* kvs = etcd::RangeKvsAt(responses, i);
+    const std::int64_t now =
+        kvs == nullptr ? -1
+        : kvs->empty() ? 0
+                       : etcd::Int64Of((*kvs)[0].Find("mod_revision"));
+    fence_moved = fence_moved || now != compared_[i];
     if (kvs == nullptr || kvs->size() != 1) continue;  // Load reads it
     Seen seen;
     if (etcd::SeenOf((*kvs)[0], &seen)) cache_.Take(changed_[i], seen);
   }
   // A turn another replica holds: that write waits (503, retry).
   std::vector<bool> held(group_.size(), false);
+  bool any_held = false;
   for (std::size_t t = 0; t < turn_writes_.size(); ++t) {
     const std::vector<Json>* kvs =
         etcd::RangeKvsAt(responses, changed_.size() + t);
     held[turn_writes_[t]] = kvs == nullptr || !kvs->empty();
+    any_held = any_held || held[turn_writes_[t]];
   }
   std::vector<Pending> rest;
   for (std::size_t i = 0; i < group_.size(); ++i) {
@@ -251,6 +261,8 @@ void EtcdGroupPlan::TakeConflict(const Json& responses) {
     }
   }
   group_ = std::move(rest);
+  if (fence_moved) return etcd::Conflict::kFence;
+  return any_held ? etcd::Conflict::kTurn : etcd::Conflict::kValue;
 }
 
 void EtcdGroupPlan::AnswerCommitted(const Json& answer, const Json& responses) {

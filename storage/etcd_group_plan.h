@@ -84,8 +84,10 @@ class EtcdGroupPlan {
   void ForgetTurns() const;
   // A failed compare: caches the fences as the failure branch read them
   // and answers the writes whose turn another replica holds (leaving the
-  // others in the group).
-  void TakeConflict(const http::JsonValue& responses);
+  // others in the group). Returns its cause: kFence when a fence compared
+  // moved, else kTurn when a turn was held, else kValue (a value compare,
+  // which the failure branch does not read).
+  etcd::Conflict TakeConflict(const http::JsonValue& responses);
   // A committed transaction: caches the fences it moved and answers every
   // write of the group.
   void AnswerCommitted(const http::JsonValue& answer,
@@ -121,6 +123,7 @@ class EtcdGroupPlan {
   std::vector<std::size_t> turn_writes_;  // writes that take their turn
   bool rejected_ = false;
   // Set by Txn, in the order of its responses.
+  std::vector<std::int64_t> compared_;   // changed_'s mod_revisions
   std::vector<std::string> moved_;       // the fences put
   std::vector<std::string> value_keys_;  // the values put or deleted
   std::vector<std::string> turn_values_;

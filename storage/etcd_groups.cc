@@ -115,21 +115,23 @@ Awaitable<void> EtcdGroups::Settle(std::vector<Pending> group) {
     co_await SettleBatch(std::move(group.front()));
     co_return;
   }
-  const std::function<void()>& on_retry = session_.options().on_retry;
+  // Each retry counts the cause of the attempt that failed before it.
+  etcd::Conflict conflict = etcd::Conflict::kFence;
   for (int attempt = 0; attempt < kGroupAttempts; ++attempt) {
-    if (attempt > 0 && on_retry) on_retry();
-    if (co_await TryOnce(group) != Settled::kConflict) co_return;
+    if (attempt > 0) Retried(conflict);
+    if (co_await TryOnce(group, &conflict) != Settled::kConflict) co_return;
   }
   // Contended: each write alone, so one replica's progress on one fence
   // cannot keep failing a whole group.
   for (Pending& pending : group) {
     std::vector<Pending> alone;
     alone.push_back(std::move(pending));
+    etcd::Conflict alone_conflict = conflict;  // the group's last
     Settled settled = Settled::kConflict;
     for (int attempt = 0;
          attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-      if (on_retry) on_retry();
-      settled = co_await TryOnce(alone);
+      Retried(alone_conflict);
+      settled = co_await TryOnce(alone, &alone_conflict);
     }
     if (settled == Settled::kConflict) {
       FailAll(alone, fence::Errc::kOverloaded);
@@ -149,12 +151,12 @@ Awaitable<void> EtcdGroups::SettleBatch(Pending batch) {
          [outcomes, i](WriteOutcome o) { (*outcomes)[i] = std::move(o); },
          nullptr});
   }
-  const std::function<void()>& on_retry = session_.options().on_retry;
+  etcd::Conflict conflict = etcd::Conflict::kFence;
   Settled settled = Settled::kConflict;
   for (int attempt = 0;
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-    if (attempt > 0 && on_retry) on_retry();
-    settled = co_await TryOnce(items, true);
+    if (attempt > 0) Retried(conflict);
+    settled = co_await TryOnce(items, &conflict, true);
   }
   WriteOutcome result;
   if (settled == Settled::kConflict) {
@@ -171,7 +173,14 @@ Awaitable<void> EtcdGroups::SettleBatch(Pending batch) {
   batch.done(fence::BatchOutcome(std::move(decided)));
 }
 
+void EtcdGroups::Retried(etcd::Conflict cause) const {
+  if (session_.options().on_retry) {
+    session_.options().on_retry(etcd::ConflictName(cause));
+  }
+}
+
 Awaitable<etcd::Settled> EtcdGroups::TryOnce(std::vector<Pending>& group,
+                                             etcd::Conflict* conflict,
                                              bool all_or_nothing) {
   std::string error;
   EtcdFenceCache::ValuesRead values;
@@ -186,6 +195,7 @@ Awaitable<etcd::Settled> EtcdGroups::TryOnce(std::vector<Pending>& group,
   if (plan.takes_turns() && turns_.lease() == 0) {
     // The lease ran out since the turn was asked for: no turn without it.
     DropTurns(group);
+    *conflict = etcd::Conflict::kTurn;
     co_return Settled::kConflict;  // decide the others again
   }
   if (plan.applies_nothing()) {
@@ -205,7 +215,7 @@ Awaitable<etcd::Settled> EtcdGroups::TryOnce(std::vector<Pending>& group,
     co_return Settled::kFailed;
   }
   if (!success) {
-    plan.TakeConflict(*responses);
+    *conflict = plan.TakeConflict(*responses);
     co_return Settled::kConflict;
   }
   ++transactions_;

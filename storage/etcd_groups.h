@@ -77,12 +77,16 @@ class EtcdGroups {
   // A batch: its writes decided in order and applied all together, or none.
   Awaitable<void> SettleBatch(Pending batch);
   // One attempt: kConflict when a compare failed (the cache now holds the
-  // fences as they are); every write is answered otherwise.
+  // fences as they are; `*conflict` says why), or when the turn lease ran
+  // out (kTurn); every write is answered otherwise.
   // With `all_or_nothing`, one write not applied (a rejection, or a
   // precondition that fails) applies nothing (each write is answered with
   // its own decision).
   Awaitable<Settled> TryOnce(std::vector<Pending>& group,
+                             etcd::Conflict* conflict,
                              bool all_or_nothing = false);
+  // Counts a new attempt after a conflict of `cause` (on_retry).
+  void Retried(etcd::Conflict cause) const;
   // Answers the writes of `group` that take a turn (the lease ran out since
   // they asked for it) and leaves the others.
   static void DropTurns(std::vector<Pending>& group);

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "fence/errc.h"
+#include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_json.h"
 #include "storage/etcd_paging.h"
@@ -42,10 +43,16 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
     state->holds = static_cast<std::size_t>(holds);
     state->read_revision = etcd::RevisionOf(reply.json);
   }
+  co_return StateOf(*responses, 0, state);
+}
+
+std::error_code EtcdLeaseRecords::StateOf(const Json& responses,
+                                          std::size_t first,
+                                          StoredLease* state) {
   const Json* kv[3] = {nullptr, nullptr, nullptr};
   for (std::size_t i = 0; i < 3; ++i) {
-    const std::vector<Json>* kvs = etcd::RangeKvsAt(*responses, i);
-    if (kvs == nullptr || kvs->size() > 1) co_return fence::Errc::kStorage;
+    const std::vector<Json>* kvs = etcd::RangeKvsAt(responses, first + i);
+    if (kvs == nullptr || kvs->size() > 1) return fence::Errc::kStorage;
     if (!kvs->empty()) kv[i] = &(*kvs)[0];
   }
   std::string text;
@@ -53,21 +60,21 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
     fence::LeaseRecord record;
     if (!etcd::BytesOf(*kv[0], "value", &text) ||
         !etcd::ParseLease(text, &record, &state->noticed)) {
-      co_return fence::Errc::kStorage;
+      return fence::Errc::kStorage;
     }
     state->record = std::move(record);
     state->record_revision = etcd::Int64Of(kv[0]->Find("mod_revision"));
   }
   if (kv[1] != nullptr) {
     Hold hold;
-    if (!etcd::HoldOf(*kv[1], &hold)) co_return fence::Errc::kStorage;
+    if (!etcd::HoldOf(*kv[1], &hold)) return fence::Errc::kStorage;
     state->hold = std::move(hold);
     state->hold_revision = etcd::Int64Of(kv[1]->Find("mod_revision"));
   }
   if (kv[2] != nullptr && !etcd::SeenOf(*kv[2], &state->fence)) {
-    co_return fence::Errc::kStorage;
+    return fence::Errc::kStorage;
   }
-  co_return std::error_code();
+  return {};
 }
 
 fence::LeaseState EtcdLeaseRecords::RulesView(const fence::LeaseOp& op,
@@ -122,6 +129,29 @@ fence::LeaseEntry EtcdLeaseRecords::EntryOf(const StoredLease& state,
   return entry;
 }
 
+std::optional<etcd::Conflict> EtcdLeaseRecords::Changed(
+    const fence::LeaseOp& op, const StoredLease& read, const StoredLease* now) {
+  if (now == nullptr || now->record_revision != read.record_revision ||
+      now->hold_revision != read.hold_revision) {
+    return etcd::Conflict::kLease;
+  }
+  if (op.kind == fence::LeaseOp::Kind::kAcquire &&
+      now->fence.mod_revision != read.fence.mod_revision) {
+    return etcd::Conflict::kFence;
+  }
+  return std::nullopt;
+}
+
+bool EtcdLeaseRecords::KeepsHold(const fence::LeaseOp& op,
+                                 const StoredLease& state,
+                                 const fence::LeaseRecord& next) {
+  const Hold* hold = state.hold ? &*state.hold : nullptr;
+  return hold != nullptr && state.record && hold->name == op.name &&
+         hold->token == state.record->token &&
+         etcd::EtcdSeconds(state.record->ttl_ms) ==
+             etcd::EtcdSeconds(next.ttl_ms);
+}
+
 Awaitable<std::error_code> EtcdLeaseRecords::ReadHolds(NamedLeases& leases) {
   // 64 reads to a transaction.
   for (std::size_t first = 0; first < leases.size(); first += 64) {
@@ -148,6 +178,26 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadHolds(NamedLeases& leases) {
     }
   }
   co_return std::error_code();
+}
+
+std::error_code EtcdLeaseLoads::LoadFence(const std::string&,
+                                          fence::FenceNow* now) {
+  *now = {fence_.token, fence_.updated_at_ns};
+  return {};
+}
+
+fence::LeaseState EtcdLeaseLoads::LoadLease(
+    const fence::LeaseOp&, std::int64_t, std::optional<fence::LeaseRecord>*) {
+  fence::LeaseState state = rules_;
+  state.other.reset();
+  return state;
+}
+
+bool EtcdLeaseLoads::OverLeaseLimit(const fence::LeaseOp& op,
+                                    const fence::LeaseState& state,
+                                    std::int64_t) {
+  limited_ = holds_ && fence::CountsAgainstLeaseLimit(op, state);
+  return limited_ && fence::OverLeaseLimit(op, state, *holds_, max_leases_);
 }
 
 }  // namespace fencepost::storage

@@ -8,9 +8,11 @@
 #include <utility>
 #include <vector>
 
+#include "fence/fold.h"
 #include "fence/lease.h"
 #include "fence/rules.h"
 #include "http/coro.h"
+#include "http/json.h"
 #include "storage/etcd_records.h"
 #include "storage/etcd_session.h"
 
@@ -59,6 +61,10 @@ class EtcdLeaseRecords {
                                        const std::string& fence,
                                        StoredLease* state,
                                        bool count_holds = false);
+  // The lease read by three ranges from `first` of `responses` (a
+  // transaction's: the record, the hold, the fence), into `*state`.
+  static std::error_code StateOf(const http::JsonValue& responses,
+                                 std::size_t first, StoredLease* state);
   // Reads the holds of the fences of `leases`, keeping each that is its
   // lease's.
   Awaitable<std::error_code> ReadHolds(NamedLeases& leases);
@@ -74,11 +80,62 @@ class EtcdLeaseRecords {
                                      std::int64_t now_ns);
   // The lease document's entry for `state` at steady time `now`.
   static fence::LeaseEntry EntryOf(const StoredLease& state, std::int64_t now);
+  // What changed between `read` and `now` (a failure branch's reads; null:
+  // unreadable) that a lease operation's transaction compares: the record
+  // or the hold (kLease), else an acquire's fence (kFence); nullopt when
+  // neither did.
+  static std::optional<etcd::Conflict> Changed(const fence::LeaseOp& op,
+                                               const StoredLease& read,
+                                               const StoredLease* now);
+  // Whether a renewal of `state` to `next` keeps the live hold's etcd
+  // lease (the TTL in whole seconds stays): then it is kept alive, not
+  // replaced.
+  static bool KeepsHold(const fence::LeaseOp& op, const StoredLease& state,
+                        const fence::LeaseRecord& next);
 
  private:
   using Hold = etcd::Hold;
 
   EtcdSession& session_;
+};
+
+// What the fold of one lease operation reads: the fence read with the lease,
+// the lease as its hold tells it (`rules`), and --max-leases over the holds
+// counted with it (`holds`, set for an acquire when there is a limit).
+// Nothing to take: the transaction compares everything it was decided on.
+class EtcdLeaseLoads : public fence::Fold::Source {
+ public:
+  EtcdLeaseLoads(const etcd::Seen& fence, const fence::LeaseState& rules,
+                 std::optional<std::size_t> holds, std::size_t max_leases)
+      : fence_(fence), rules_(rules), holds_(holds), max_leases_(max_leases) {}
+
+  // Whether the operation counted against --max-leases (OverLeaseLimit).
+  bool limited() const { return limited_; }
+
+  std::error_code LoadFence(const std::string&, fence::FenceNow* now) override;
+  std::error_code LoadValue(const std::string&, bool,
+                            fence::ValueNow*) override {
+    return {};  // a lease operation has no value
+  }
+  fence::LeaseState LoadLease(const fence::LeaseOp&, std::int64_t,
+                              std::optional<fence::LeaseRecord>*) override;
+  std::optional<fence::LeaseState::Blocking> LiveOnFence(
+      const fence::LeaseOp&, std::int64_t) override {
+    return rules_.other;
+  }
+  bool OverLeaseLimit(const fence::LeaseOp& op, const fence::LeaseState& state,
+                      std::int64_t) override;
+  std::error_code Admit(fence::Change&, std::size_t,
+                        fence::WriteOutcome*) override {
+    return {};
+  }
+
+ private:
+  const etcd::Seen& fence_;
+  const fence::LeaseState& rules_;
+  const std::optional<std::size_t> holds_;
+  const std::size_t max_leases_;
+  bool limited_ = false;
 };
 
 }  // namespace fencepost::storage

@@ -39,57 +39,46 @@ WriteOutcome Unavailable() {
   return outcome;
 }
 
-// What the fold of one lease operation reads: the fence read with the lease,
-// the lease as its hold tells it (`rules`), and --max-leases over the holds
-// counted with it (`holds`, set for an acquire when there is a limit).
-// Nothing to take: the transaction compares everything it was decided on.
-class LeaseLoads : public fence::Fold::Source {
- public:
-  LeaseLoads(const etcd::Seen& fence, const fence::LeaseState& rules,
-             std::optional<std::size_t> holds, std::size_t max_leases)
-      : fence_(fence), rules_(rules), holds_(holds), max_leases_(max_leases) {}
+// What a lease operation's failed compare found changed since `state` was
+// read, from its failure branch's reads (the record, the hold, the fence);
+// else the compare that failed was the count's (`limited`).
+etcd::Conflict ConflictOf(const fence::LeaseOp& op,
+                          const EtcdLeaseRecords::StoredLease& state,
+                          const Json& answer, bool limited) {
+  EtcdLeaseRecords::StoredLease now;
+  const Json* responses = etcd::ResponsesOf(answer, 3);
+  const bool read =
+      responses != nullptr && !EtcdLeaseRecords::StateOf(*responses, 0, &now);
+  return EtcdLeaseRecords::Changed(op, state, read ? &now : nullptr)
+      .value_or(limited ? etcd::Conflict::kLeaseLimit : etcd::Conflict::kLease);
+}
 
-  // Whether the operation counted against --max-leases (OverLeaseLimit).
-  bool limited() const { return limited_; }
-
-  std::error_code LoadFence(const std::string&, fence::FenceNow* now) override {
-    *now = {fence_.token, fence_.updated_at_ns};
-    return {};
-  }
-  std::error_code LoadValue(const std::string&, bool,
-                            fence::ValueNow*) override {
-    return {};  // a lease operation has no value
-  }
-  fence::LeaseState LoadLease(const fence::LeaseOp&, std::int64_t,
-                              std::optional<fence::LeaseRecord>*) override {
-    fence::LeaseState state = rules_;
-    state.other.reset();
-    return state;
-  }
-  std::optional<fence::LeaseState::Blocking> LiveOnFence(
-      const fence::LeaseOp&, std::int64_t) override {
-    return rules_.other;
-  }
-  bool OverLeaseLimit(const fence::LeaseOp& op, const fence::LeaseState& state,
-                      std::int64_t) override {
-    limited_ = holds_ && fence::CountsAgainstLeaseLimit(op, state);
-    return limited_ && fence::OverLeaseLimit(op, state, *holds_, max_leases_);
-  }
-  std::error_code Admit(fence::Change&, std::size_t, WriteOutcome*) override {
-    return {};
-  }
-
- private:
-  const etcd::Seen& fence_;
-  const fence::LeaseState& rules_;
-  const std::optional<std::size_t> holds_;
-  const std::size_t max_leases_;
-  bool limited_ = false;
+// The state a granting or renewing transaction left: `next`, its hold
+// attached to the etcd lease `at.etcd_lease`, at the transaction's revision
+// (and a grant's fence raised to its token).
+struct CommitPoint {
+  std::int64_t etcd_lease, deadline_ns, now_ns, revision;
 };
+EtcdLeaseRecords::StoredLease Committed(
+    const fence::LeaseOp& op, const EtcdLeaseRecords::StoredLease& state,
+    const fence::LeaseRecord& next, bool granted, const CommitPoint& at) {
+  EtcdLeaseRecords::StoredLease after = state;
+  after.record = next;
+  after.hold = etcd::Hold{next.token, at.deadline_ns, op.name, next.holder,
+                          at.etcd_lease};
+  after.record_revision = after.hold_revision = at.revision;
+  if (granted) after.fence = {next.token, at.now_ns, at.revision};
+  return after;
+}
 
 }  // namespace
 
 void EtcdLeases::Enqueue(Pending pending) {
+  if (renewals_.Enqueue(pending)) return;
+  SettleAlone(std::move(pending));
+}
+
+void EtcdLeases::SettleAlone(Pending pending) {
   // Beside the writes' transactions: each lease operation is settled
   // alone, by one of a few workers (their compares order them).
   leases_.push_back(std::move(pending));
@@ -118,21 +107,23 @@ Awaitable<void> EtcdLeases::SettleLimited() {
 }
 
 Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
-  const std::function<void()>& on_retry = session_.options().on_retry;
+  const std::function<void(std::string_view)>& on_retry =
+      session_.options().on_retry;
   WriteOutcome outcome;
   Settled settled = Settled::kConflict;
+  Tried tried;
   for (int attempt = 0;
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-    if (attempt > 0 && on_retry) on_retry();
+    if (attempt > 0 && on_retry) on_retry(etcd::ConflictName(tried.conflict));
     outcome = WriteOutcome();
-    bool limited = false;
+    tried = Tried();
     // While the lane runs, every grant it would race goes there instead.
     const bool defer = !in_lane && lane_running_;
     settled = co_await TryLease(std::get<fence::LeaseOp>(pending.write),
-                                &outcome, &limited, defer);
-    if (settled == Settled::kConflict && limited && !in_lane) {
+                                &outcome, defer, &tried);
+    if (settled == Settled::kConflict && tried.limited && !in_lane) {
       // A failed compare: the lane's first attempt is its retry.
-      if (!defer && on_retry) on_retry();
+      if (!defer && on_retry) on_retry(etcd::ConflictName(tried.conflict));
       // Grants racing here for the holds' compare: one at a time from now.
       grant_lane_.push_back(std::move(pending));
       if (!lane_running_) {
@@ -151,8 +142,8 @@ Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
 
 Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
                                               WriteOutcome* outcome,
-                                              bool* limited,
-                                              bool defer_limited) {
+                                              bool defer_limited,
+                                              Tried* tried) {
   StoredLease state;
   const bool count_holds = session_.options().max_leases > 0 &&
                            op.kind == fence::LeaseOp::Kind::kAcquire;
@@ -167,6 +158,7 @@ Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
     outcome->error = Errc::kScopeMismatch;
     co_return Settled::kFailed;
   }
+  renewals_.Remember(op.name, state);
   const std::int64_t now_ns = EtcdSession::WallNowNs();
   const fence::LeaseState rules =
       EtcdLeaseRecords::RulesView(op, state, now_ns);
@@ -176,8 +168,8 @@ Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
       state.record && !state.record->released && !rules.live && !state.noticed;
   // --max-leases, decided on the count read with the lease; the grant's
   // transaction compares that no hold was created since.
-  LeaseLoads loads(state.fence, rules, state.holds,
-                   session_.options().max_leases);
+  EtcdLeaseLoads loads(state.fence, rules, state.holds,
+                       session_.options().max_leases);
   fence::Fold fold(loads);
   fold.Decide(op, now_ns, fence::SteadyNowNs(), outcome);
   if (fold.changes().empty()) {
@@ -188,11 +180,10 @@ Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
     }
     co_return Settled::kDone;
   }
-  *limited = loads.limited();
-  if (*limited && defer_limited) co_return Settled::kConflict;
-  const Settled settled =
-      co_await CommitLease(op, state, *fold.changes().front().lease, outcome,
-                           now_ns, loads.limited());
+  tried->limited = loads.limited();
+  if (tried->limited && defer_limited) co_return Settled::kConflict;
+  const Settled settled = co_await CommitLease(
+      op, state, *fold.changes().front().lease, outcome, now_ns, tried);
   if (settled == Settled::kDone && unnoticed) {
     outcome->lease->expired = *state.record;
   }
@@ -204,7 +195,7 @@ Awaitable<etcd::Settled> EtcdLeases::CommitLease(const fence::LeaseOp& op,
                                                  const fence::LeaseRecord& next,
                                                  WriteOutcome* outcome,
                                                  std::int64_t now_ns,
-                                                 bool limited) {
+                                                 Tried* tried) {
   const LeaseVerdict verdict = outcome->lease->verdict;
   const std::string lease_key = session_.LeaseKey(op.name);
   const std::string hold_key = session_.HoldKey(op.fence);
@@ -218,13 +209,19 @@ Awaitable<etcd::Settled> EtcdLeases::CommitLease(const fence::LeaseOp& op,
     txn.If(etcd::CompareMod(session_.FenceKey(op.fence),
                             state.fence.mod_revision));
   }
-  if (limited) {
+  if (tried->limited) {
     txn.If(etcd::CompareCreatedBefore(session_.HoldKey(""),
                                       etcd::PrefixEnd(session_.HoldKey("")),
                                       state.read_revision + 1));
   }
   txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(next, false)));
+  // On failure, what changed (the retry's cause).
+  txn.Else(etcd::RangeOp(lease_key))
+      .Else(etcd::RangeOp(hold_key))
+      .Else(etcd::RangeOp(session_.FenceKey(op.fence)));
   HoldLease hold;
+  const std::int64_t deadline_ns =
+      now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000;
   if (verdict == LeaseVerdict::kReleased) {
     txn.Then(etcd::DeleteOp(hold_key));
     hold.revoke = state.hold->etcd_lease;
@@ -239,14 +236,13 @@ Awaitable<etcd::Settled> EtcdLeases::CommitLease(const fence::LeaseOp& op,
       txn.Then(etcd::PutOp(session_.FenceKey(op.fence),
                            etcd::FormatFence(next.token, now_ns)));
     }
-    const std::int64_t deadline_ns =
-        now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000;
     txn.Then(etcd::PutOp(
         hold_key,
         etcd::FormatHold(next.token, deadline_ns, op.name, next.holder),
         {.lease = hold.id}));
   }
   EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", txn.Json());
+  if (!reply.ok || !etcd::Succeeded(reply.json)) renewals_.Forget(op.name);
   if (!reply.ok) {
     // Unknown: it may be applied. A holder that asks again renews it.
     *outcome = Unavailable();
@@ -254,13 +250,22 @@ Awaitable<etcd::Settled> EtcdLeases::CommitLease(const fence::LeaseOp& op,
   }
   if (!etcd::Succeeded(reply.json)) {
     session_.RevokeLease(hold.granted);
+    tried->conflict = ConflictOf(op, state, reply.json, tried->limited);
     co_return Settled::kConflict;
   }
   ++transactions_;
   session_.RevokeLease(hold.revoke);
+  const std::int64_t revision = etcd::RevisionOf(reply.json);
   if (verdict == LeaseVerdict::kGranted) {
-    cache_.CacheFence(op.fence, next.token, now_ns,
-                      etcd::RevisionOf(reply.json));
+    cache_.CacheFence(op.fence, next.token, now_ns, revision);
+  }
+  // What this replica now knows of the lease (EtcdRenewals).
+  if (verdict == LeaseVerdict::kReleased) {
+    renewals_.Forget(op.name);
+  } else {
+    renewals_.Remember(
+        op.name, Committed(op, state, next, verdict == LeaseVerdict::kGranted,
+                           {hold.id, deadline_ns, now_ns, revision}));
   }
   co_return Settled::kDone;
 }
@@ -270,10 +275,7 @@ Awaitable<EtcdLeases::HoldLease> EtcdLeases::AttachHold(
     const fence::LeaseRecord& next, bool renewed) {
   const Hold* hold = state.hold ? &*state.hold : nullptr;
   HoldLease out;
-  const bool live = renewed && hold != nullptr && hold->name == op.name &&
-                    hold->token == state.record->token;
-  if (live && etcd::EtcdSeconds(state.record->ttl_ms) ==
-                  etcd::EtcdSeconds(next.ttl_ms)) {
+  if (renewed && EtcdLeaseRecords::KeepsHold(op, state, next)) {
     // etcd restarts the lease's TTL from when it sees this. The etcd
     // lease is this lease's own (each grant gets a new one), so the
     // keep-alive extends nobody else's; if the hold changed meanwhile,

@@ -15,6 +15,7 @@
 #include "storage/changes.h"
 #include "storage/etcd_fence_cache.h"
 #include "storage/etcd_lease_records.h"
+#include "storage/etcd_renewals.h"
 #include "storage/etcd_session.h"
 #include "storage/fences.h"
 
@@ -52,19 +53,25 @@ class EtcdLeases {
       : session_(session),
         records_(session),
         cache_(cache),
-        tell_(std::move(tell)) {}
+        tell_(std::move(tell)),
+        renewals_(session, [this](Pending p) { SettleAlone(std::move(p)); }) {}
 
-  // Queues a lease operation (`pending.write` holds a fence::LeaseOp), and
-  // settles it alone by one of a few workers.
+  // Queues a lease operation (`pending.write` holds a fence::LeaseOp): a
+  // renewal of a lease this replica knows with others (EtcdRenewals), any
+  // other alone by one of a few workers.
   void Enqueue(etcd::Pending pending);
-  // Lease operations waiting for a worker.
-  std::size_t queued() const { return leases_.size() + grant_lane_.size(); }
+  // Lease operations waiting.
+  std::size_t queued() const {
+    return leases_.size() + grant_lane_.size() + renewals_.queued();
+  }
   // Fences::GetLease and Fences::ListLeases.
   Awaitable<Fences::LeaseRead> GetLease(std::string name, std::string fence);
   Awaitable<Fences::LeaseList> ListLeases(std::string prefix, std::string after,
                                           std::size_t limit);
   // Transactions committed.
-  std::uint64_t transactions() const { return transactions_; }
+  std::uint64_t transactions() const {
+    return transactions_ + renewals_.transactions();
+  }
 
  private:
   using Pending = etcd::Pending;
@@ -83,6 +90,8 @@ class EtcdLeases {
   static constexpr int kAloneAttempts = 16;
   static constexpr int kLeaseWorkers = 16;
 
+  // Queues `pending` for a worker that settles it alone.
+  void SettleAlone(Pending pending);
   // A lease operation: decided and applied alone, again after a conflict.
   // A grant that counts against --max-leases and met a failed compare goes
   // on in the grant lane (grant_lane_), so that this replica's grants stop
@@ -93,22 +102,28 @@ class EtcdLeases {
   Awaitable<void> SettleLimited();
   // A worker: settles lease operations from leases_ until it is empty.
   Awaitable<void> SettleLeases();
+  // What one attempt at a lease operation found.
+  struct Tried {
+    // Decided as a grant that counts against --max-leases.
+    bool limited = false;
+    // What its failed compare found changed.
+    etcd::Conflict conflict = etcd::Conflict::kLease;
+  };
   // Reads, decides (fence::DecideLease) and commits one lease operation.
-  // Sets `*limited` when it was decided as a grant that counts against
-  // --max-leases; such a grant is not committed but kConflict when
-  // `defer_limited` (the grant lane takes it).
+  // A grant that counts against --max-leases is not committed but kConflict
+  // when `defer_limited` (the grant lane takes it).
   Awaitable<Settled> TryLease(const fence::LeaseOp& op,
-                              fence::WriteOutcome* outcome, bool* limited,
-                              bool defer_limited);
+                              fence::WriteOutcome* outcome, bool defer_limited,
+                              Tried* tried);
   // Persists a lease decision (`next`, the verdict in `outcome`) in one
-  // transaction comparing what it was decided on (with `limited`, a grant
-  // that counts against --max-leases: no hold created since the count);
-  // on failure resets `outcome` to the error.
+  // transaction comparing what it was decided on (with `tried->limited`, a
+  // grant that counts against --max-leases: no hold created since the
+  // count); on failure resets `outcome` to the error.
   Awaitable<Settled> CommitLease(const fence::LeaseOp& op,
                                  const StoredLease& state,
                                  const fence::LeaseRecord& next,
                                  fence::WriteOutcome* outcome,
-                                 std::int64_t now_ns, bool limited);
+                                 std::int64_t now_ns, Tried* tried);
   // The etcd lease for the hold of a renewal or grant of `next`: the live
   // hold's own, kept alive, when its TTL stays; else a new one.
   Awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
@@ -124,6 +139,7 @@ class EtcdLeases {
   std::deque<Pending> grant_lane_;
   bool lane_running_ = false;
   std::uint64_t transactions_ = 0;
+  EtcdRenewals renewals_;
 };
 
 }  // namespace fencepost::storage

@@ -12,6 +12,22 @@ namespace fencepost::storage {
 
 namespace asio = boost::asio;
 
+std::string_view etcd::ConflictName(Conflict conflict) {
+  switch (conflict) {
+    case Conflict::kFence:
+      return "fence";
+    case Conflict::kValue:
+      return "value";
+    case Conflict::kTurn:
+      return "turn";
+    case Conflict::kLease:
+      return "lease";
+    case Conflict::kLeaseLimit:
+      return "lease-limit";
+  }
+  return "fence";
+}
+
 EtcdSession::EtcdSession(asio::io_context& io, EtcdOptions options,
                          std::unique_ptr<EtcdApi> api)
     : io_(io), options_(std::move(options)), client_(std::move(api)) {}

@@ -25,9 +25,10 @@ struct EtcdOptions {
   std::size_t max_queue = 16384;
   // Called after every etcd request: its API path, duration, success.
   EtcdClient::Observer on_request;
-  // Called when a transaction's compare failed (another replica moved a
-  // fence of the group) and the group is decided again.
-  std::function<void()> on_retry;
+  // Called when a transaction's compare failed (another replica changed
+  // what it was decided on) and it is decided again, with the cause
+  // (etcd::ConflictName: fencepost_etcd_txn_retries_total's label).
+  std::function<void(std::string_view cause)> on_retry;
   // Turns: this replica's etcd lease TTL, and how long a turn may last
   // (the longest forward plus its hold), which must be shorter.
   std::chrono::seconds turn_ttl{30};
@@ -53,6 +54,13 @@ struct Pending {
 // compare (another replica moved what it was decided on: decide again), or
 // a failure (answered with the error).
 enum class Settled { kDone, kConflict, kFailed };
+
+// What a failed compare found changed since it was read: a fence, a value
+// a precondition was decided on, a turn another replica holds, a lease's
+// record or hold, or the holds counted for --max-leases.
+enum class Conflict { kFence, kValue, kTurn, kLease, kLeaseLimit };
+// "fence", "value", "turn", "lease", "lease-limit".
+std::string_view ConflictName(Conflict conflict);
 
 }  // namespace etcd
 

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <string_view>
+
 #include "tests/testing/exposition.h"
 
 namespace fencepost::metrics {
@@ -110,6 +113,30 @@ TEST(MetricsTest, TheLogsHistogramsCatchUpToTheirTotals) {
   EXPECT_EQ(MetricValue(text, "fencepost_log_sync_seconds_count"), 0);
   EXPECT_NE(text.find("# TYPE fencepost_log_group_wait_seconds histogram"),
             std::string::npos);
+}
+
+// Every cause's series at zero from the start, each counted alone; a cause
+// outside the five counts nowhere.
+TEST(MetricsTest, EtcdRetriesAreCountedByCause) {
+  Metrics m("etcd");
+  const auto series = [](std::string_view cause) {
+    return "fencepost_etcd_txn_retries_total{cause=\"" + std::string(cause) +
+           "\"}";
+  };
+  const std::string before = m.Serialize();
+  for (const char* cause : {"fence", "value", "turn", "lease", "lease-limit"}) {
+    EXPECT_EQ(MetricValue(before, series(cause)), 0) << cause;
+  }
+  m.EtcdTxnRetry("fence");
+  m.EtcdTxnRetry("fence");
+  m.EtcdTxnRetry("lease-limit");
+  m.EtcdTxnRetry("no-such-cause");
+  const std::string text = m.Serialize();
+  EXPECT_EQ(MetricValue(text, series("fence")), 2);
+  EXPECT_EQ(MetricValue(text, series("value")), 0);
+  EXPECT_EQ(MetricValue(text, series("lease")), 0);
+  EXPECT_EQ(MetricValue(text, series("lease-limit")), 1);
+  EXPECT_EQ(MetricValue(text, series("no-such-cause")), -1);
 }
 
 TEST(MetricsTest, BuildInfoMapAndRejectedTokenLag) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fence/errc.h"
@@ -98,7 +99,9 @@ class EtcdFencesTest : public ::testing::Test {
     etcd_ = fake.get();
     EtcdFences::Options options;
     options.spec.prefix = "fp";
-    options.on_retry = [this] { ++retries_; };
+    options.on_retry = [this](std::string_view cause) {
+      causes_.emplace_back(cause);
+    };
     options.max_leases = max_leases;
     fences_ =
         std::make_unique<EtcdFences>(io_, std::move(options), std::move(fake));
@@ -175,7 +178,8 @@ class EtcdFencesTest : public ::testing::Test {
   asio::io_context io_;
   FakeEtcd* etcd_ = nullptr;
   std::unique_ptr<EtcdFences> fences_;
-  int retries_ = 0;
+  // The cause of each retry (on_retry), in order.
+  std::vector<std::string> causes_;
 };
 
 TEST_F(EtcdFencesTest, AWriteAtOrAboveTheFenceIsAcceptedAndBelowItRejected) {
@@ -275,7 +279,7 @@ TEST_F(EtcdFencesTest, AFenceMovedBetweenReadAndCommitIsDecidedAgain) {
   WriteOutcome stale = Submit(Write("f", 7, "k", "seven"));
   EXPECT_EQ(stale.verdict, Verdict::kRejected);
   EXPECT_EQ(stale.current, 9u);
-  EXPECT_EQ(retries_, 1);
+  EXPECT_EQ(causes_, std::vector<std::string>{"fence"});
   EXPECT_EQ(FenceInEtcd("f"), 9u);
   EXPECT_EQ(ValueInEtcd("k"), "");
 
@@ -284,7 +288,7 @@ TEST_F(EtcdFencesTest, AFenceMovedBetweenReadAndCommitIsDecidedAgain) {
   WriteOutcome fresh = Submit(Write("f", 12, "k", "twelve"));
   EXPECT_EQ(fresh.verdict, Verdict::kAccepted);
   EXPECT_EQ(fresh.previous, 11u);
-  EXPECT_EQ(retries_, 2);
+  EXPECT_EQ(causes_, (std::vector<std::string>{"fence", "fence"}));
   EXPECT_EQ(FenceInEtcd("f"), 12u);
   EXPECT_EQ(ValueInEtcd("k"), "12\ntwelve");
 }
@@ -356,7 +360,7 @@ TEST_F(EtcdFencesTest, AGrantElsewhereBetweenCountAndCommitIsSeen) {
   });
   WriteOutcome over = Submit(Acquire("B", "h", 5000));
   EXPECT_EQ(over.lease->verdict, LeaseVerdict::kTooManyLeases);
-  EXPECT_EQ(retries_, 1);
+  EXPECT_EQ(causes_, std::vector<std::string>{"lease-limit"});
   EXPECT_EQ(etcd_->Find("fp/holds/B"), nullptr);
   EXPECT_EQ(etcd_->Find("fp/leases/B"), nullptr);
 }
@@ -518,7 +522,7 @@ TEST_F(EtcdFencesTest, AValueWrittenBetweenReadAndCommitIsDecidedAgain) {
   EXPECT_EQ(lost.verdict, Verdict::kPreconditionFailed);
   EXPECT_EQ(lost.etag,
             std::to_string(etcd_->Find("fp/values/k")->mod_revision));
-  EXPECT_EQ(retries_, 1);
+  EXPECT_EQ(causes_, std::vector<std::string>{"value"});
   EXPECT_EQ(ValueInEtcd("k"), "5\nother");
 
   // A value created meanwhile fails a create-only write the same way.
@@ -526,6 +530,7 @@ TEST_F(EtcdFencesTest, AValueWrittenBetweenReadAndCommitIsDecidedAgain) {
   EXPECT_EQ(Submit(IfNoneMatchAny(Write("f", 5, "new", "second"))).verdict,
             Verdict::kPreconditionFailed);
   EXPECT_EQ(ValueInEtcd("new"), "5\nfirst");
+  EXPECT_EQ(causes_, (std::vector<std::string>{"value", "value"}));
 }
 
 // A replica whose cache has the fence below another replica's write

@@ -1,0 +1,285 @@
+// EtcdRenewals: renewals of known leases, a group to a transaction (see the
+// class comment). The rules are fence::DecideLease's, as for every lease
+// operation (EtcdLeases).
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include "storage/etcd_renewals.h"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <memory>
+#include <set>
+
+#include "fence/errc.h"
+#include "fence/fold.h"
+#include "fence/rules.h"
+#include "storage/errc.h"
+#include "storage/etcd_json.h"
+#include "storage/etcd_txn.h"
+
+namespace fencepost::storage {
+
+namespace asio = boost::asio;
+using fence::WriteOutcome;
+using Json = http::JsonValue;
+
+struct EtcdRenewals::Planned {
+  Pending pending;
+  StoredLease state;     // as decided on
+  StoredLease next;      // after the transaction (its revisions unset)
+  WriteOutcome outcome;  // the renewal's answer
+  etcd::Settled kept =
+      etcd::Settled::kFailed;  // the keep-alive of its etcd lease
+};
+
+struct EtcdRenewals::KeptAlive {
+  KeptAlive(asio::io_context& io, std::size_t n)
+      : done(io, asio::steady_timer::time_point::max()), left(n) {}
+  asio::steady_timer done;  // cancelled when `left` reaches 0
+  std::size_t left;
+};
+
+bool EtcdRenewals::Enqueue(Pending& pending) {
+  const auto& op = std::get<fence::LeaseOp>(pending.write);
+  if (op.kind != fence::LeaseOp::Kind::kAcquire || !known_.count(op.name)) {
+    return false;
+  }
+  queue_.push_back(std::move(pending));
+  if (runners_ < kRunners) {
+    ++runners_;
+    asio::co_spawn(session_.io(), Run(), asio::detached);
+  }
+  return true;
+}
+
+void EtcdRenewals::Remember(const std::string& name, StoredLease state) {
+  // Bounded: past it, what was known is read again.
+  if (known_.size() >= kKnownLeases && !known_.count(name)) known_.clear();
+  state.holds.reset();
+  known_[name] = std::move(state);
+}
+
+Awaitable<void> EtcdRenewals::Run() {
+  while (!queue_.empty()) {
+    std::vector<Pending> group = NextGroup();
+    if (group.empty()) break;  // the rest wait for the group in flight
+    std::vector<std::pair<std::string, std::string>> taken;
+    for (const Pending& pending : group) {
+      const auto& op = std::get<fence::LeaseOp>(pending.write);
+      taken.emplace_back(op.name, op.fence);
+      names_in_flight_.insert(op.name);
+      fences_in_flight_.insert(op.fence);
+    }
+    co_await Settle(std::move(group));
+    for (const auto& [name, fence] : taken) {
+      names_in_flight_.erase(name);
+      fences_in_flight_.erase(fence);
+    }
+  }
+  --runners_;
+}
+
+std::vector<EtcdRenewals::Pending> EtcdRenewals::NextGroup() {
+  std::vector<Pending> group;
+  std::set<std::string> names, fences;
+  std::deque<Pending> later;
+  while (!queue_.empty() && group.size() < kGroupLeases) {
+    Pending pending = std::move(queue_.front());
+    queue_.pop_front();
+    const auto& op = std::get<fence::LeaseOp>(pending.write);
+    if (!names_in_flight_.count(op.name) &&
+        !fences_in_flight_.count(op.fence) && names.insert(op.name).second &&
+        fences.insert(op.fence).second) {
+      group.push_back(std::move(pending));
+    } else {
+      later.push_back(std::move(pending));
+    }
+  }
+  while (!later.empty()) {
+    queue_.push_front(std::move(later.back()));
+    later.pop_back();
+  }
+  return group;
+}
+
+Awaitable<void> EtcdRenewals::Settle(std::vector<Pending> group) {
+  const std::function<void(std::string_view)>& on_retry =
+      session_.options().on_retry;
+  for (int attempt = 0; attempt < kGroupAttempts && !group.empty(); ++attempt) {
+    const std::optional<etcd::Conflict> conflict = co_await TryOnce(group);
+    if (conflict && on_retry) on_retry(etcd::ConflictName(*conflict));
+  }
+  // Contended: each alone, read afresh.
+  for (Pending& pending : group) alone_(std::move(pending));
+}
+
+std::optional<EtcdRenewals::Planned> EtcdRenewals::Decide(
+    const Pending& pending, std::int64_t now_ns) {
+  const auto& op = std::get<fence::LeaseOp>(pending.write);
+  auto it = known_.find(op.name);
+  if (it == known_.end()) return std::nullopt;
+  const StoredLease& state = it->second;
+  if (!state.record || state.record->fence != op.fence) return std::nullopt;
+  const fence::LeaseState rules =
+      EtcdLeaseRecords::RulesView(op, state, now_ns);
+  EtcdLeaseLoads loads(state.fence, rules, std::nullopt, 0);
+  fence::Fold fold(loads);
+  WriteOutcome outcome;
+  fold.Decide(op, now_ns, fence::SteadyNowNs(), &outcome);
+  if (outcome.error || fold.changes().empty() ||
+      outcome.lease->verdict != fence::LeaseOutcome::Verdict::kRenewed) {
+    return std::nullopt;
+  }
+  const fence::LeaseRecord& record = *fold.changes().front().lease;
+  if (!EtcdLeaseRecords::KeepsHold(op, state, record)) return std::nullopt;
+  Planned planned{Pending{}, state, state, std::move(outcome)};
+  planned.next.record = record;
+  planned.next.hold->deadline_ns =
+      now_ns + static_cast<std::int64_t>(record.ttl_ms) * 1000000;
+  planned.next.hold->holder = record.holder;
+  return planned;
+}
+
+Awaitable<std::optional<etcd::Conflict>> EtcdRenewals::TryOnce(
+    std::vector<Pending>& group) {
+  std::vector<Planned> planned = Plan(group);
+  if (planned.empty()) co_return std::nullopt;
+  // The keep-alives go beside the transaction: each etcd lease is its
+  // lease's own, so one whose compare fails extends nobody else's.
+  const std::shared_ptr<KeptAlive> kept = KeepAlive(planned);
+  EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", TxnOf(planned));
+  if (kept->left > 0) {
+    boost::system::error_code ec;
+    co_await kept->done.async_wait(asio::redirect_error(kUseAwaitable, ec));
+  }
+  co_return Take(planned, reply, group);
+}
+
+std::vector<EtcdRenewals::Planned> EtcdRenewals::Plan(
+    std::vector<Pending>& group) {
+  const std::int64_t now_ns = EtcdSession::WallNowNs();
+  std::vector<Planned> planned;
+  for (Pending& pending : group) {
+    std::optional<Planned> one = Decide(pending, now_ns);
+    if (!one) {
+      alone_(std::move(pending));
+      continue;
+    }
+    one->pending = std::move(pending);
+    planned.push_back(std::move(*one));
+  }
+  group.clear();
+  return planned;
+}
+
+std::string EtcdRenewals::TxnOf(const std::vector<Planned>& planned) const {
+  // Compare what each was decided on; on failure, read it.
+  etcd::Txn txn;
+  for (const Planned& p : planned) {
+    const auto& op = std::get<fence::LeaseOp>(p.pending.write);
+    const std::string lease_key = session_.LeaseKey(op.name);
+    const std::string hold_key = session_.HoldKey(op.fence);
+    const std::string fence_key = session_.FenceKey(op.fence);
+    const etcd::Hold& hold = *p.next.hold;
+    txn.If(etcd::CompareMod(lease_key, p.state.record_revision))
+        .If(etcd::CompareMod(hold_key, p.state.hold_revision))
+        .If(etcd::CompareMod(fence_key, p.state.fence.mod_revision));
+    txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(*p.next.record, false)))
+        .Then(etcd::PutOp(hold_key,
+                          etcd::FormatHold(hold.token, hold.deadline_ns,
+                                           op.name, hold.holder),
+                          {.lease = hold.etcd_lease}));
+    txn.Else(etcd::RangeOp(lease_key))
+        .Else(etcd::RangeOp(hold_key))
+        .Else(etcd::RangeOp(fence_key));
+  }
+  return txn.Json();
+}
+
+std::shared_ptr<EtcdRenewals::KeptAlive> EtcdRenewals::KeepAlive(
+    std::vector<Planned>& planned) {
+  auto kept = std::make_shared<KeptAlive>(session_.io(), planned.size());
+  for (Planned& p : planned) {
+    asio::co_spawn(
+        session_.io(),
+        [](EtcdSession& session, Planned& p,
+           std::shared_ptr<KeptAlive> kept) -> Awaitable<void> {
+          p.kept = co_await session.KeepLeaseAlive(p.next.hold->etcd_lease);
+          if (--kept->left == 0) kept->done.cancel();
+        }(session_, p, kept),
+        asio::detached);
+  }
+  return kept;
+}
+
+std::optional<etcd::Conflict> EtcdRenewals::Take(std::vector<Planned>& planned,
+                                                 const EtcdApi::Reply& reply,
+                                                 std::vector<Pending>& group) {
+  const bool success = reply.ok && etcd::Succeeded(reply.json);
+  const Json* responses =
+      reply.ok ? etcd::ResponsesOf(reply.json, success ? 2 * planned.size()
+                                                       : 3 * planned.size())
+               : nullptr;
+  if (responses == nullptr) {
+    // Unknown: it may be applied. A holder that asks again renews it.
+    for (Planned& p : planned) {
+      const auto& op = std::get<fence::LeaseOp>(p.pending.write);
+      known_.erase(op.name);
+      WriteOutcome outcome;
+      outcome.error = Errc::kStoreUnavailable;
+      if (reply.ok) outcome.error = fence::Errc::kStorage;
+      p.pending.done(std::move(outcome));
+    }
+    return std::nullopt;
+  }
+  if (!success) {
+    // Decide again on the state the failure branch read.
+    std::optional<etcd::Conflict> conflict;
+    for (std::size_t i = 0; i < planned.size(); ++i) {
+      Planned& p = planned[i];
+      const auto& op = std::get<fence::LeaseOp>(p.pending.write);
+      StoredLease now;
+      const bool read = !EtcdLeaseRecords::StateOf(*responses, 3 * i, &now);
+      // The group's cause: a lease changed, else a fence.
+      const std::optional<etcd::Conflict> changed =
+          EtcdLeaseRecords::Changed(op, p.state, read ? &now : nullptr);
+      if (changed && conflict != etcd::Conflict::kLease) conflict = changed;
+      if (read) {
+        known_[op.name] = std::move(now);
+      } else {
+        known_.erase(op.name);
+      }
+      group.push_back(std::move(p.pending));
+    }
+    return conflict.value_or(etcd::Conflict::kLease);
+  }
+  ++transactions_;
+  const std::int64_t revision = etcd::RevisionOf(reply.json);
+  for (Planned& p : planned) {
+    const auto& op = std::get<fence::LeaseOp>(p.pending.write);
+    if (p.kept != etcd::Settled::kDone) {
+      known_.erase(op.name);
+      if (p.kept == etcd::Settled::kConflict) {
+        // Its etcd lease ran out: the hold is gone; decided afresh.
+        alone_(std::move(p.pending));
+      } else {
+        WriteOutcome outcome;
+        outcome.error = Errc::kStoreUnavailable;
+        p.pending.done(std::move(outcome));
+      }
+      continue;
+    }
+    p.next.record_revision = p.next.hold_revision = revision;
+    known_[op.name] = std::move(p.next);
+    p.pending.done(std::move(p.outcome));
+  }
+  return std::nullopt;
+}
+
+}  // namespace fencepost::storage
