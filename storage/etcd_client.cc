@@ -14,7 +14,10 @@ namespace ssl = asio::ssl;
 
 namespace {
 
-constexpr std::size_t kMaxIdle = 16;
+// Idle connections kept: a group of lease renewals sends one keep-alive
+// each at once (EtcdRenewals: two groups of 32 in flight), beside the
+// writes' transactions.
+constexpr std::size_t kMaxIdle = 80;
 // etcd's answers: a page of fences or a value (at most etcd's own request
 // limit, 1.5 MiB by default, base64-encoded).
 constexpr std::uint64_t kMaxAnswer = 16ull << 20;

@@ -11,6 +11,7 @@
 #include <algorithm>
 
 #include "fence/errc.h"
+#include "fence/fold.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_json.h"
@@ -20,6 +21,59 @@
 namespace fencepost::storage {
 
 using Json = http::JsonValue;
+
+namespace {
+
+// What the fold of one lease operation reads: the fence read with the lease,
+// the lease as its hold tells it (`rules`), and --max-leases over the holds
+// counted with it (`holds`, set for an acquire when there is a limit).
+// Nothing to take: the transaction compares everything it was decided on.
+class LeaseLoads : public fence::Fold::Source {
+ public:
+  LeaseLoads(const etcd::Seen& fence, const fence::LeaseState& rules,
+             std::optional<std::size_t> holds, std::size_t max_leases)
+      : fence_(fence), rules_(rules), holds_(holds), max_leases_(max_leases) {}
+
+  // Whether the operation counted against --max-leases (OverLeaseLimit).
+  bool limited() const { return limited_; }
+
+  std::error_code LoadFence(const std::string&, fence::FenceNow* now) override {
+    *now = {fence_.token, fence_.updated_at_ns};
+    return {};
+  }
+  std::error_code LoadValue(const std::string&, bool,
+                            fence::ValueNow*) override {
+    return {};  // a lease operation has no value
+  }
+  fence::LeaseState LoadLease(const fence::LeaseOp&, std::int64_t,
+                              std::optional<fence::LeaseRecord>*) override {
+    fence::LeaseState state = rules_;
+    state.other.reset();
+    return state;
+  }
+  std::optional<fence::LeaseState::Blocking> LiveOnFence(
+      const fence::LeaseOp&, std::int64_t) override {
+    return rules_.other;
+  }
+  bool OverLeaseLimit(const fence::LeaseOp& op, const fence::LeaseState& state,
+                      std::int64_t) override {
+    limited_ = holds_ && fence::CountsAgainstLeaseLimit(op, state);
+    return limited_ && fence::OverLeaseLimit(op, state, *holds_, max_leases_);
+  }
+  std::error_code Admit(fence::Change&, std::size_t,
+                        fence::WriteOutcome*) override {
+    return {};
+  }
+
+ private:
+  const etcd::Seen& fence_;
+  const fence::LeaseState& rules_;
+  const std::optional<std::size_t> holds_;
+  const std::size_t max_leases_;
+  bool limited_ = false;
+};
+
+}  // namespace
 
 Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
     const std::string& name, const std::string& fence_name, StoredLease* state,
@@ -142,6 +196,27 @@ std::optional<etcd::Conflict> EtcdLeaseRecords::Changed(
   return std::nullopt;
 }
 
+EtcdLeaseRecords::Decision EtcdLeaseRecords::Decide(
+    const fence::LeaseOp& op, const StoredLease& state, std::size_t max_leases,
+    std::int64_t now_ns, fence::WriteOutcome* outcome) {
+  const fence::LeaseState rules = RulesView(op, state, now_ns);
+  Decision decision;
+  // The lease ran out and no replica has counted it yet: the transaction
+  // that changes its record counts it (its compare makes that one).
+  decision.unnoticed =
+      state.record && !state.record->released && !rules.live && !state.noticed;
+  // --max-leases, decided on the count read with the lease; the grant's
+  // transaction compares that no hold was created since.
+  LeaseLoads loads(state.fence, rules, state.holds, max_leases);
+  fence::Fold fold(loads);
+  fold.Decide(op, now_ns, fence::SteadyNowNs(), outcome);
+  if (!fold.changes().empty()) {
+    decision.next = *fold.changes().front().lease;
+    decision.limited = loads.limited();
+  }
+  return decision;
+}
+
 bool EtcdLeaseRecords::KeepsHold(const fence::LeaseOp& op,
                                  const StoredLease& state,
                                  const fence::LeaseRecord& next) {
@@ -178,26 +253,6 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadHolds(NamedLeases& leases) {
     }
   }
   co_return std::error_code();
-}
-
-std::error_code EtcdLeaseLoads::LoadFence(const std::string&,
-                                          fence::FenceNow* now) {
-  *now = {fence_.token, fence_.updated_at_ns};
-  return {};
-}
-
-fence::LeaseState EtcdLeaseLoads::LoadLease(
-    const fence::LeaseOp&, std::int64_t, std::optional<fence::LeaseRecord>*) {
-  fence::LeaseState state = rules_;
-  state.other.reset();
-  return state;
-}
-
-bool EtcdLeaseLoads::OverLeaseLimit(const fence::LeaseOp& op,
-                                    const fence::LeaseState& state,
-                                    std::int64_t) {
-  limited_ = holds_ && fence::CountsAgainstLeaseLimit(op, state);
-  return limited_ && fence::OverLeaseLimit(op, state, *holds_, max_leases_);
 }
 
 }  // namespace fencepost::storage

@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "fence/fold.h"
 #include "fence/lease.h"
 #include "fence/rules.h"
 #include "http/coro.h"
@@ -87,6 +86,16 @@ class EtcdLeaseRecords {
   static std::optional<etcd::Conflict> Changed(const fence::LeaseOp& op,
                                                const StoredLease& read,
                                                const StoredLease* now);
+  // What fence::DecideLease made of `op` on `state` (its answer in
+  // `*outcome`), with --max-leases over `state.holds` when counted.
+  struct Decision {
+    std::optional<fence::LeaseRecord> next;  // the change; none: answered
+    bool limited = false;    // a grant that counts against --max-leases
+    bool unnoticed = false;  // ran out, and no replica counted it yet
+  };
+  static Decision Decide(const fence::LeaseOp& op, const StoredLease& state,
+                         std::size_t max_leases, std::int64_t now_ns,
+                         fence::WriteOutcome* outcome);
   // Whether a renewal of `state` to `next` keeps the live hold's etcd
   // lease (the TTL in whole seconds stays): then it is kept alive, not
   // replaced.
@@ -97,45 +106,6 @@ class EtcdLeaseRecords {
   using Hold = etcd::Hold;
 
   EtcdSession& session_;
-};
-
-// What the fold of one lease operation reads: the fence read with the lease,
-// the lease as its hold tells it (`rules`), and --max-leases over the holds
-// counted with it (`holds`, set for an acquire when there is a limit).
-// Nothing to take: the transaction compares everything it was decided on.
-class EtcdLeaseLoads : public fence::Fold::Source {
- public:
-  EtcdLeaseLoads(const etcd::Seen& fence, const fence::LeaseState& rules,
-                 std::optional<std::size_t> holds, std::size_t max_leases)
-      : fence_(fence), rules_(rules), holds_(holds), max_leases_(max_leases) {}
-
-  // Whether the operation counted against --max-leases (OverLeaseLimit).
-  bool limited() const { return limited_; }
-
-  std::error_code LoadFence(const std::string&, fence::FenceNow* now) override;
-  std::error_code LoadValue(const std::string&, bool,
-                            fence::ValueNow*) override {
-    return {};  // a lease operation has no value
-  }
-  fence::LeaseState LoadLease(const fence::LeaseOp&, std::int64_t,
-                              std::optional<fence::LeaseRecord>*) override;
-  std::optional<fence::LeaseState::Blocking> LiveOnFence(
-      const fence::LeaseOp&, std::int64_t) override {
-    return rules_.other;
-  }
-  bool OverLeaseLimit(const fence::LeaseOp& op, const fence::LeaseState& state,
-                      std::int64_t) override;
-  std::error_code Admit(fence::Change&, std::size_t,
-                        fence::WriteOutcome*) override {
-    return {};
-  }
-
- private:
-  const etcd::Seen& fence_;
-  const fence::LeaseState& rules_;
-  const std::optional<std::size_t> holds_;
-  const std::size_t max_leases_;
-  bool limited_ = false;
 };
 
 }  // namespace fencepost::storage

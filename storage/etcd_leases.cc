@@ -67,6 +67,7 @@ EtcdLeaseRecords::StoredLease Committed(
   after.hold = etcd::Hold{next.token, at.deadline_ns, op.name, next.holder,
                           at.etcd_lease};
   after.record_revision = after.hold_revision = at.revision;
+  after.noticed = false;
   if (granted) after.fence = {next.token, at.now_ns, at.revision};
   return after;
 }
@@ -74,8 +75,12 @@ EtcdLeaseRecords::StoredLease Committed(
 }  // namespace
 
 void EtcdLeases::Enqueue(Pending pending) {
-  if (renewals_.Enqueue(pending)) return;
-  SettleAlone(std::move(pending));
+  const auto& op = std::get<fence::LeaseOp>(pending.write);
+  if (op.kind == fence::LeaseOp::Kind::kAcquire && renewals_.Knows(op.name)) {
+    renewals_.Enqueue(std::move(pending));
+  } else {
+    SettleAlone(std::move(pending));
+  }
 }
 
 void EtcdLeases::SettleAlone(Pending pending) {
@@ -158,33 +163,26 @@ Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
     outcome->error = Errc::kScopeMismatch;
     co_return Settled::kFailed;
   }
-  renewals_.Remember(op.name, state);
+  // Known from now on when it holds its fence (EtcdRenewals).
+  if (state.hold && state.hold->name == op.name) {
+    renewals_.Remember(op.name, state);
+  }
   const std::int64_t now_ns = EtcdSession::WallNowNs();
-  const fence::LeaseState rules =
-      EtcdLeaseRecords::RulesView(op, state, now_ns);
-  // The lease ran out and no replica has counted it yet: the transaction
-  // that changes its record counts it (its compare makes that one).
-  const bool unnoticed =
-      state.record && !state.record->released && !rules.live && !state.noticed;
-  // --max-leases, decided on the count read with the lease; the grant's
-  // transaction compares that no hold was created since.
-  EtcdLeaseLoads loads(state.fence, rules, state.holds,
-                       session_.options().max_leases);
-  fence::Fold fold(loads);
-  fold.Decide(op, now_ns, fence::SteadyNowNs(), outcome);
-  if (fold.changes().empty()) {
+  const EtcdLeaseRecords::Decision decision = EtcdLeaseRecords::Decide(
+      op, state, session_.options().max_leases, now_ns, outcome);
+  if (!decision.next) {
     if (outcome->error) co_return Settled::kFailed;
     // A refusal changes nothing, but notices a lease that ran out.
-    if (unnoticed && co_await records_.NoticeExpiry(op.name, state)) {
+    if (decision.unnoticed && co_await records_.NoticeExpiry(op.name, state)) {
       outcome->lease->expired = *state.record;
     }
     co_return Settled::kDone;
   }
-  tried->limited = loads.limited();
+  tried->limited = decision.limited;
   if (tried->limited && defer_limited) co_return Settled::kConflict;
-  const Settled settled = co_await CommitLease(
-      op, state, *fold.changes().front().lease, outcome, now_ns, tried);
-  if (settled == Settled::kDone && unnoticed) {
+  const Settled settled =
+      co_await CommitLease(op, state, *decision.next, outcome, now_ns, tried);
+  if (settled == Settled::kDone && decision.unnoticed) {
     outcome->lease->expired = *state.record;
   }
   co_return settled;

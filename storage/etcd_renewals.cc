@@ -17,7 +17,6 @@
 #include <set>
 
 #include "fence/errc.h"
-#include "fence/fold.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_json.h"
@@ -45,22 +44,19 @@ struct EtcdRenewals::KeptAlive {
   std::size_t left;
 };
 
-bool EtcdRenewals::Enqueue(Pending& pending) {
-  const auto& op = std::get<fence::LeaseOp>(pending.write);
-  if (op.kind != fence::LeaseOp::Kind::kAcquire || !known_.count(op.name)) {
-    return false;
-  }
+void EtcdRenewals::Enqueue(Pending pending) {
   queue_.push_back(std::move(pending));
   if (runners_ < kRunners) {
     ++runners_;
     asio::co_spawn(session_.io(), Run(), asio::detached);
   }
-  return true;
 }
 
 void EtcdRenewals::Remember(const std::string& name, StoredLease state) {
-  // Bounded: past it, what was known is read again.
-  if (known_.size() >= kKnownLeases && !known_.count(name)) known_.clear();
+  // Bounded: past it, one lease known is forgotten (read again).
+  if (known_.size() >= kKnownLeases && !known_.count(name)) {
+    known_.erase(known_.begin());
+  }
   state.holds.reset();
   known_[name] = std::move(state);
 }
@@ -89,7 +85,9 @@ std::vector<EtcdRenewals::Pending> EtcdRenewals::NextGroup() {
   std::vector<Pending> group;
   std::set<std::string> names, fences;
   std::deque<Pending> later;
-  while (!queue_.empty() && group.size() < kGroupLeases) {
+  std::size_t scanned = 0;
+  while (!queue_.empty() && group.size() < kGroupLeases &&
+         scanned++ < kGroupScan) {
     Pending pending = std::move(queue_.front());
     queue_.pop_front();
     const auto& op = std::get<fence::LeaseOp>(pending.write);
@@ -126,20 +124,19 @@ std::optional<EtcdRenewals::Planned> EtcdRenewals::Decide(
   if (it == known_.end()) return std::nullopt;
   const StoredLease& state = it->second;
   if (!state.record || state.record->fence != op.fence) return std::nullopt;
-  const fence::LeaseState rules =
-      EtcdLeaseRecords::RulesView(op, state, now_ns);
-  EtcdLeaseLoads loads(state.fence, rules, std::nullopt, 0);
-  fence::Fold fold(loads);
+  // A renewal never counts against --max-leases: no count is needed.
   WriteOutcome outcome;
-  fold.Decide(op, now_ns, fence::SteadyNowNs(), &outcome);
-  if (outcome.error || fold.changes().empty() ||
+  const EtcdLeaseRecords::Decision decision =
+      EtcdLeaseRecords::Decide(op, state, 0, now_ns, &outcome);
+  if (!decision.next ||
       outcome.lease->verdict != fence::LeaseOutcome::Verdict::kRenewed) {
     return std::nullopt;
   }
-  const fence::LeaseRecord& record = *fold.changes().front().lease;
+  const fence::LeaseRecord& record = *decision.next;
   if (!EtcdLeaseRecords::KeepsHold(op, state, record)) return std::nullopt;
   Planned planned{Pending{}, state, state, std::move(outcome)};
   planned.next.record = record;
+  planned.next.noticed = false;
   planned.next.hold->deadline_ns =
       now_ns + static_cast<std::int64_t>(record.ttl_ms) * 1000000;
   planned.next.hold->holder = record.holder;
@@ -152,13 +149,14 @@ Awaitable<std::optional<etcd::Conflict>> EtcdRenewals::TryOnce(
   if (planned.empty()) co_return std::nullopt;
   // The keep-alives go beside the transaction: each etcd lease is its
   // lease's own, so one whose compare fails extends nobody else's.
+  std::string txn = TxnOf(planned);
   const std::shared_ptr<KeptAlive> kept = KeepAlive(planned);
-  EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", TxnOf(planned));
+  EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", std::move(txn));
   if (kept->left > 0) {
     boost::system::error_code ec;
     co_await kept->done.async_wait(asio::redirect_error(kUseAwaitable, ec));
   }
-  co_return Take(planned, reply, group);
+  co_return Answer(planned, reply, group);
 }
 
 std::vector<EtcdRenewals::Planned> EtcdRenewals::Plan(
@@ -218,9 +216,9 @@ std::shared_ptr<EtcdRenewals::KeptAlive> EtcdRenewals::KeepAlive(
   return kept;
 }
 
-std::optional<etcd::Conflict> EtcdRenewals::Take(std::vector<Planned>& planned,
-                                                 const EtcdApi::Reply& reply,
-                                                 std::vector<Pending>& group) {
+std::optional<etcd::Conflict> EtcdRenewals::Answer(
+    std::vector<Planned>& planned, const EtcdApi::Reply& reply,
+    std::vector<Pending>& group) {
   const bool success = reply.ok && etcd::Succeeded(reply.json);
   const Json* responses =
       reply.ok ? etcd::ResponsesOf(reply.json, success ? 2 * planned.size()
@@ -239,23 +237,24 @@ std::optional<etcd::Conflict> EtcdRenewals::Take(std::vector<Planned>& planned,
     return std::nullopt;
   }
   if (!success) {
-    // Decide again on the state the failure branch read.
+    // The renewals whose lease changed go alone, decided afresh; the others
+    // are decided again at once.
     std::optional<etcd::Conflict> conflict;
     for (std::size_t i = 0; i < planned.size(); ++i) {
       Planned& p = planned[i];
       const auto& op = std::get<fence::LeaseOp>(p.pending.write);
       StoredLease now;
       const bool read = !EtcdLeaseRecords::StateOf(*responses, 3 * i, &now);
-      // The group's cause: a lease changed, else a fence.
       const std::optional<etcd::Conflict> changed =
           EtcdLeaseRecords::Changed(op, p.state, read ? &now : nullptr);
-      if (changed && conflict != etcd::Conflict::kLease) conflict = changed;
-      if (read) {
-        known_[op.name] = std::move(now);
-      } else {
-        known_.erase(op.name);
+      if (!changed) {
+        group.push_back(std::move(p.pending));
+        continue;
       }
-      group.push_back(std::move(p.pending));
+      // The group's cause: a lease changed, else a fence.
+      if (conflict != etcd::Conflict::kLease) conflict = changed;
+      known_.erase(op.name);
+      alone_(std::move(p.pending));
     }
     return conflict.value_or(etcd::Conflict::kLease);
   }

@@ -17,21 +17,27 @@
 namespace fencepost::storage {
 
 // Renewals of leases this replica knows (EtcdLeases): an acquire of a lease
-// whose last state this replica committed or read is decided on that
-// state, with others, and applied in one etcd transaction for the group,
-// while the etcd leases of their holds are kept alive beside it. So a
-// renewal costs one round trip, and a group one raft entry.
+// whose state this replica last committed or read (holding its fence) is
+// decided on that state, with the others waiting, and the group is applied
+// in one etcd transaction while the etcd leases of their holds are kept
+// alive beside it. So a renewal costs one round trip, and a group one raft
+// entry.
 //
 // The transaction compares each lease's record, hold and fence with the
-// state it was decided on. A failed compare reads them in the same
-// transaction: the group is decided again on what it read, then, still
-// contended, each operation goes alone. An operation that is no renewal
-// keeping its hold's etcd lease on the state known (a grant, a release, a
-// refusal, a new TTL) goes alone at once: the lease operations that read
-// first (EtcdLeases). A renewal is answered only once its hold's etcd lease
-// was kept alive after it was decided: the hold then lives past the new
-// deadline. One whose etcd lease ran out meanwhile goes alone (its hold is
-// gone: it is decided afresh).
+// state it was decided on; a failed compare reads them in the same
+// transaction. The renewals whose lease did not change are decided again at
+// once (twice at most); those whose lease changed, and any acquire that is
+// not a renewal keeping its hold's etcd lease on the state known (a grant,
+// a refusal, a new TTL in whole seconds), are handed to `alone`: read
+// first, decided alone. A renewal is answered only once its hold's etcd
+// lease was kept alive after it was decided, so the hold lives past the new
+// deadline; one whose etcd lease ran out meanwhile is handed on (its hold
+// is gone).
+//
+// Errors: etcd not answering the transaction or a keep-alive answers those
+// renewals storage::Errc::kStoreUnavailable (the transaction may be
+// applied: a holder that asks again renews); an answer fencepost cannot
+// read, fence::Errc::kStorage.
 //
 // Thread safety: every call on the io thread of the session's io_context;
 // `done` callbacks run there too.
@@ -44,13 +50,16 @@ class EtcdRenewals {
   EtcdRenewals(EtcdSession& session, std::function<void(Pending)> alone)
       : session_(session), alone_(std::move(alone)) {}
 
-  // Takes `pending` (an acquire) when its lease is known; false otherwise.
-  bool Enqueue(Pending& pending);
+  // Whether the lease `name` is known: an acquire of it may be queued.
+  bool Knows(const std::string& name) const { return known_.count(name) > 0; }
+  // Queues `pending`, an acquire of a known lease.
+  void Enqueue(Pending pending);
   // Operations waiting.
   std::size_t queued() const { return queue_.size(); }
 
-  // What this replica knows of a lease: its state after a transaction of
-  // this replica committed it (revisions: the transaction's).
+  // What this replica knows of a lease: its state as read, or after a
+  // transaction of this replica committed it (revisions: the
+  // transaction's).
   void Remember(const std::string& name, StoredLease state);
   void Forget(const std::string& name) { known_.erase(name); }
 
@@ -61,10 +70,15 @@ class EtcdRenewals {
   // A renewal of a group: decided, and the parts of its transaction.
   struct Planned;
 
-  static constexpr std::size_t kGroupLeases = 64;
+  // Three compares and three failure reads a renewal, within etcd's
+  // default --max-txn-ops (128).
+  static constexpr std::size_t kGroupLeases = 32;
   static constexpr int kRunners = 2;        // groups in flight
   static constexpr int kGroupAttempts = 2;  // then each alone
   static constexpr std::size_t kKnownLeases = 1 << 16;
+
+  // How far NextGroup looks past operations it leaves for later.
+  static constexpr std::size_t kGroupScan = 4 * kGroupLeases;
 
   // A runner: settles groups from queue_ until it is empty.
   Awaitable<void> Run();
@@ -83,14 +97,15 @@ class EtcdRenewals {
   // renewed; on failure each read.
   std::string TxnOf(const std::vector<Planned>& planned) const;
   // Keeps the etcd leases of `planned` alive, all at once (Planned::kept);
-  // KeptAlive::done is cancelled when the last has answered.
+  // KeptAlive::done is cancelled when the last has answered. (A timer as
+  // the event: Boost 1.74's Asio has no channel.)
   struct KeptAlive;
   std::shared_ptr<KeptAlive> KeepAlive(std::vector<Planned>& planned);
-  // Answers or hands on `planned` after its transaction's `reply`; a
-  // failed compare leaves them in `group` to decide again, and its cause.
-  std::optional<etcd::Conflict> Take(std::vector<Planned>& planned,
-                                     const EtcdApi::Reply& reply,
-                                     std::vector<Pending>& group);
+  // Answers or hands on `planned` after its transaction's `reply`; a failed
+  // compare leaves in `group` those to decide again, and says why.
+  std::optional<etcd::Conflict> Answer(std::vector<Planned>& planned,
+                                       const EtcdApi::Reply& reply,
+                                       std::vector<Pending>& group);
   // Decides `pending` on the state known: nullopt when it is no renewal
   // that keeps its hold (or its lease is not known).
   std::optional<Planned> Decide(const Pending& pending, std::int64_t now_ns);

@@ -110,12 +110,14 @@ TEST_F(EtcdRenewalsTest, WhatAnotherReplicaChangedIsDecidedAgain) {
   EXPECT_NE(doc.find("\"holder\":\"B\",\"token\":7"), std::string::npos) << doc;
 }
 
-// Renewals of 32 leases sent at once are each renewed, in fewer
-// transactions than renewals: they share them. Seen failing with a group
-// of one renewal: 32 transactions.
+// Renewals of 64 leases sent at once are each renewed, in fewer
+// transactions than renewals: they share them, each within etcd's 128
+// operations a transaction. Seen failing with a group of one renewal (64
+// transactions), and with groups of up to 64 (503s: etcd refused a
+// transaction of more than 128 compares).
 TEST_F(EtcdRenewalsTest, ConcurrentRenewalsShareTransactions) {
   auto a = Replica("crowd");
-  constexpr int kLeases = 32;
+  constexpr int kLeases = 64;
   std::vector<std::string> tokens(kLeases);
   for (int i = 0; i < kLeases; ++i) {
     auto granted = Acquire(*a, "l" + std::to_string(i), "h");
