@@ -389,6 +389,33 @@ TEST_F(EtcdFencesTest, ALeaseWhoseHoldRanOutGoesToTheNextAndIsCountedOnce) {
   EXPECT_TRUE(again.entry->expiry_noticed);
 }
 
+// A renewal of a lease this replica knows is one transaction, the
+// keep-alive of its hold's etcd lease beside it; when that etcd lease ran
+// out between the transaction and the keep-alive (etcd deleted the hold the
+// transaction kept), the renewal is not answered as renewed on a hold that
+// is gone: it is decided again and gets a hold that lives. Seen failing
+// with the keep-alive's answer ignored: renewed, and no hold in etcd.
+TEST_F(EtcdFencesTest,
+       ARenewalWhoseEtcdLeaseRanOutAfterItsTransactionGetsANewHold) {
+  ASSERT_EQ(Submit(Acquire("L", "a", 2000)).lease->verdict,
+            LeaseVerdict::kGranted);
+  const std::size_t before = etcd_->calls().size();
+  WriteOutcome renewed = Submit(Acquire("L", "a", 2000));
+  EXPECT_EQ(renewed.lease->verdict, LeaseVerdict::kRenewed);
+  ASSERT_EQ(etcd_->calls().size(), before + 2);  // no read first
+  EXPECT_EQ(etcd_->calls()[before].path, "/v3/kv/txn");
+  EXPECT_EQ(etcd_->calls()[before + 1].path, "/v3/lease/keepalive");
+
+  // The transaction is the next call, the keep-alive the one after.
+  etcd_->BeforeCall(2, [this] { etcd_->Advance(std::chrono::seconds(3)); });
+  WriteOutcome again = Submit(Acquire("L", "a", 2000));
+  ASSERT_TRUE(again.lease.has_value()) << again.error.message();
+  EXPECT_EQ(again.lease->lease.token, 1u);  // nobody else took it
+  const FakeEtcd::Kv* hold = etcd_->Find("fp/holds/L");
+  ASSERT_NE(hold, nullptr) << "answered on a hold etcd deleted";
+  EXPECT_EQ(etcd_->live_leases(), 1u);
+}
+
 TEST_F(EtcdFencesTest, AGrantAfterTheFenceWentAboveTheHolderTakesANewToken) {
   Submit(Acquire("L", "a", 5000));
   Submit(Write("L", 10));
