@@ -78,10 +78,24 @@ class LeaseLoads : public fence::Fold::Source {
 Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
     const std::string& name, const std::string& fence_name, StoredLease* state,
     bool count_holds) {
+  std::vector<std::pair<std::string, std::string>> leases;
+  leases.emplace_back(name, fence_name);
+  std::vector<StoredLease> states;
+  const std::error_code error =
+      co_await ReadLeases(leases, &states, count_holds);
+  if (!error) *state = std::move(states.front());
+  co_return error;
+}
+
+Awaitable<std::error_code> EtcdLeaseRecords::ReadLeases(
+    const std::vector<std::pair<std::string, std::string>>& leases,
+    std::vector<StoredLease>* states, bool count_holds) {
   etcd::Txn reads;
-  reads.Then(etcd::RangeOp(session_.LeaseKey(name)))
-      .Then(etcd::RangeOp(session_.HoldKey(fence_name)))
-      .Then(etcd::RangeOp(session_.FenceKey(fence_name)));
+  for (const auto& [name, fence_name] : leases) {
+    reads.Then(etcd::RangeOp(session_.LeaseKey(name)))
+        .Then(etcd::RangeOp(session_.HoldKey(fence_name)))
+        .Then(etcd::RangeOp(session_.FenceKey(fence_name)));
+  }
   if (count_holds) {
     reads.Then(etcd::CountOp(session_.HoldKey(""),
                              etcd::PrefixEnd(session_.HoldKey(""))));
@@ -91,13 +105,23 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
   if (!reply.ok) co_return Errc::kStoreUnavailable;
   const Json* responses = etcd::ResponsesOf(reply.json, reads.success_ops());
   if (responses == nullptr) co_return fence::Errc::kStorage;
+  std::optional<std::size_t> holds;
   if (count_holds) {
-    const std::int64_t holds = etcd::RangeCountAt(*responses, 3);
-    if (holds < 0) co_return fence::Errc::kStorage;
-    state->holds = static_cast<std::size_t>(holds);
-    state->read_revision = etcd::RevisionOf(reply.json);
+    const std::int64_t count =
+        etcd::RangeCountAt(*responses, 3 * leases.size());
+    if (count < 0) co_return fence::Errc::kStorage;
+    holds = static_cast<std::size_t>(count);
   }
-  co_return StateOf(*responses, 0, state);
+  states->assign(leases.size(), StoredLease());
+  for (std::size_t i = 0; i < leases.size(); ++i) {
+    StoredLease& state = (*states)[i];
+    if (std::error_code error = StateOf(*responses, 3 * i, &state)) {
+      co_return error;
+    }
+    state.holds = holds;
+    state.read_revision = etcd::RevisionOf(reply.json);
+  }
+  co_return std::error_code();
 }
 
 std::error_code EtcdLeaseRecords::StateOf(const Json& responses,

@@ -46,7 +46,7 @@ class EtcdLeaseRecords {
     std::int64_t hold_revision = 0;
     etcd::Seen fence;
     // With --max-leases, for an acquire: the holds under PREFIX, counted at
-    // `read_revision` (the read's).
+    // `read_revision` (the read's; set by every read of a lease).
     std::optional<std::size_t> holds;
     std::int64_t read_revision = 0;
   };
@@ -64,6 +64,11 @@ class EtcdLeaseRecords {
   // transaction's: the record, the hold, the fence), into `*state`.
   static std::error_code StateOf(const http::JsonValue& responses,
                                  std::size_t first, StoredLease* state);
+  // ReadLease of each (name, fence) of `leases`, in one transaction, into
+  // `*states` (one count of the holds for all).
+  Awaitable<std::error_code> ReadLeases(
+      const std::vector<std::pair<std::string, std::string>>& leases,
+      std::vector<StoredLease>* states, bool count_holds);
   // Reads the holds of the fences of `leases`, keeping each that is its
   // lease's.
   Awaitable<std::error_code> ReadHolds(NamedLeases& leases);

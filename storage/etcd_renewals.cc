@@ -11,8 +11,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <set>
 
@@ -35,13 +33,6 @@ struct EtcdRenewals::Planned {
   WriteOutcome outcome;  // the renewal's answer
   etcd::Settled kept =
       etcd::Settled::kFailed;  // the keep-alive of its etcd lease
-};
-
-struct EtcdRenewals::KeptAlive {
-  KeptAlive(asio::io_context& io, std::size_t n)
-      : done(io, asio::steady_timer::time_point::max()), left(n) {}
-  asio::steady_timer done;  // cancelled when `left` reaches 0
-  std::size_t left;
 };
 
 void EtcdRenewals::Enqueue(Pending pending) {
@@ -149,13 +140,13 @@ Awaitable<std::optional<etcd::Conflict>> EtcdRenewals::TryOnce(
   if (planned.empty()) co_return std::nullopt;
   // The keep-alives go beside the transaction: each etcd lease is its
   // lease's own, so one whose compare fails extends nobody else's.
-  std::string txn = TxnOf(planned);
-  const std::shared_ptr<KeptAlive> kept = KeepAlive(planned);
-  EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", std::move(txn));
-  if (kept->left > 0) {
-    boost::system::error_code ec;
-    co_await kept->done.async_wait(asio::redirect_error(kUseAwaitable, ec));
-  }
+  // The keep-alives go beside the transaction: each etcd lease is its
+  // lease's own, so one whose compare fails extends nobody else's.
+  EtcdApi::Reply reply;
+  std::vector<Awaitable<void>> calls;
+  calls.push_back(Commit(session_, TxnOf(planned), reply));
+  for (Planned& p : planned) calls.push_back(KeepAlive(session_, p));
+  co_await session_.AllAtOnce(std::move(calls));
   co_return Answer(planned, reply, group);
 }
 
@@ -200,20 +191,13 @@ std::string EtcdRenewals::TxnOf(const std::vector<Planned>& planned) const {
   return txn.Json();
 }
 
-std::shared_ptr<EtcdRenewals::KeptAlive> EtcdRenewals::KeepAlive(
-    std::vector<Planned>& planned) {
-  auto kept = std::make_shared<KeptAlive>(session_.io(), planned.size());
-  for (Planned& p : planned) {
-    asio::co_spawn(
-        session_.io(),
-        [](EtcdSession& session, Planned& p,
-           std::shared_ptr<KeptAlive> kept) -> Awaitable<void> {
-          p.kept = co_await session.KeepLeaseAlive(p.next.hold->etcd_lease);
-          if (--kept->left == 0) kept->done.cancel();
-        }(session_, p, kept),
-        asio::detached);
-  }
-  return kept;
+Awaitable<void> EtcdRenewals::Commit(EtcdSession& session, std::string txn,
+                                     EtcdApi::Reply& reply) {
+  reply = co_await session.Call("/v3/kv/txn", std::move(txn));
+}
+
+Awaitable<void> EtcdRenewals::KeepAlive(EtcdSession& session, Planned& p) {
+  p.kept = co_await session.KeepLeaseAlive(p.next.hold->etcd_lease);
 }
 
 std::optional<etcd::Conflict> EtcdRenewals::Answer(

@@ -3,7 +3,6 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
-#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -96,11 +95,11 @@ class EtcdRenewals {
   // The transaction of `planned`: each compared as decided on, put as
   // renewed; on failure each read.
   std::string TxnOf(const std::vector<Planned>& planned) const;
-  // Keeps the etcd leases of `planned` alive, all at once (Planned::kept);
-  // KeptAlive::done is cancelled when the last has answered. (A timer as
-  // the event: Boost 1.74's Asio has no channel.)
-  struct KeptAlive;
-  std::shared_ptr<KeptAlive> KeepAlive(std::vector<Planned>& planned);
+  // The calls of an attempt, made all at once: its transaction, and the
+  // keep-alive of each renewal's etcd lease (Planned::kept).
+  static Awaitable<void> Commit(EtcdSession& session, std::string txn,
+                                EtcdApi::Reply& reply);
+  static Awaitable<void> KeepAlive(EtcdSession& session, Planned& p);
   // Answers or hands on `planned` after its transaction's `reply`; a failed
   // compare leaves in `group` those to decide again, and says why.
   std::optional<etcd::Conflict> Answer(std::vector<Planned>& planned,

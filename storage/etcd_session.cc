@@ -2,6 +2,10 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <exception>
+#include <memory>
 
 #include "fence/errc.h"
 #include "storage/errc.h"
@@ -105,6 +109,28 @@ void EtcdSession::RevokeLease(std::int64_t id) {
   if (id <= 0) return;
   asio::co_spawn(io_, Call("/v3/lease/revoke", etcd::LeaseId(id)),
                  asio::detached);
+}
+
+Awaitable<void> EtcdSession::AllAtOnce(std::vector<Awaitable<void>> tasks) {
+  // A timer as the event the last task sets (Boost 1.74's Asio has no
+  // channel).
+  struct Latch {
+    Latch(asio::io_context& io, std::size_t n)
+        : done(io, asio::steady_timer::time_point::max()), left(n) {}
+    asio::steady_timer done;  // cancelled when `left` reaches 0
+    std::size_t left;
+  };
+  if (tasks.empty()) co_return;
+  auto latch = std::make_shared<Latch>(io_, tasks.size());
+  for (Awaitable<void>& task : tasks) {
+    asio::co_spawn(io_, std::move(task), [latch](std::exception_ptr) {
+      if (--latch->left == 0) latch->done.cancel();
+    });
+  }
+  if (latch->left > 0) {
+    boost::system::error_code ec;
+    co_await latch->done.async_wait(asio::redirect_error(kUseAwaitable, ec));
+  }
 }
 
 std::int64_t EtcdSession::WallNowNs() {

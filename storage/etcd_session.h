@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include "fence/write.h"
 #include "storage/etcd_api.h"
@@ -113,6 +114,10 @@ class EtcdSession {
   // Revokes the etcd lease `id` (0: none) in the background, best effort:
   // an etcd lease left behind runs out by itself.
   void RevokeLease(std::int64_t id);
+
+  // Runs every one of `tasks` at once on the io thread, and returns when
+  // the last has finished.
+  Awaitable<void> AllAtOnce(std::vector<Awaitable<void>> tasks);
 
   // The wall clock (Unix ns) that stamps fences and holds.
   static std::int64_t WallNowNs();
