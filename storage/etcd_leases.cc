@@ -1,7 +1,6 @@
-// EtcdLeases: leases (see the class comment). The rules are
-// fence::DecideLease's; here the hold in etcd decides whether a lease is
-// live, and each decision becomes one transaction that compares
-// everything it was decided on.
+// EtcdLeases: leases (see the class comment): the queues and lanes of lease
+// operations. What one attempt decides and applies is EtcdLeaseAttempt's
+// (read first) or EtcdRenewals's (renewals of known leases).
 
 // clang-format off
 // Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
@@ -20,6 +19,7 @@
 #include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_json.h"
+#include "storage/etcd_lease_attempt.h"
 #include "storage/etcd_paging.h"
 #include "storage/etcd_txn.h"
 
@@ -29,50 +29,6 @@ namespace asio = boost::asio;
 using fence::WriteOutcome;
 using Json = http::JsonValue;
 using LeaseVerdict = fence::LeaseOutcome::Verdict;
-
-namespace {
-
-// A failure of a lease operation's transaction: nothing is decided.
-WriteOutcome Unavailable() {
-  WriteOutcome outcome;
-  outcome.error = Errc::kStoreUnavailable;
-  return outcome;
-}
-
-// What a lease operation's failed compare found changed since `state` was
-// read, from its failure branch's reads (the record, the hold, the fence);
-// else the compare that failed was the count's (`limited`).
-etcd::Conflict ConflictOf(const fence::LeaseOp& op,
-                          const EtcdLeaseRecords::StoredLease& state,
-                          const Json& answer, bool limited) {
-  EtcdLeaseRecords::StoredLease now;
-  const Json* responses = etcd::ResponsesOf(answer, 3);
-  const bool read =
-      responses != nullptr && !EtcdLeaseRecords::StateOf(*responses, 0, &now);
-  return EtcdLeaseRecords::Changed(op, state, read ? &now : nullptr)
-      .value_or(limited ? etcd::Conflict::kLeaseLimit : etcd::Conflict::kLease);
-}
-
-// The state a granting or renewing transaction left: `next`, its hold
-// attached to the etcd lease `at.etcd_lease`, at the transaction's revision
-// (and a grant's fence raised to its token).
-struct CommitPoint {
-  std::int64_t etcd_lease, deadline_ns, now_ns, revision;
-};
-EtcdLeaseRecords::StoredLease Committed(
-    const fence::LeaseOp& op, const EtcdLeaseRecords::StoredLease& state,
-    const fence::LeaseRecord& next, bool granted, const CommitPoint& at) {
-  EtcdLeaseRecords::StoredLease after = state;
-  after.record = next;
-  after.hold = etcd::Hold{next.token, at.deadline_ns, op.name, next.holder,
-                          at.etcd_lease};
-  after.record_revision = after.hold_revision = at.revision;
-  after.noticed = false;
-  if (granted) after.fence = {next.token, at.now_ns, at.revision};
-  return after;
-}
-
-}  // namespace
 
 void EtcdLeases::Enqueue(Pending pending) {
   const auto& op = std::get<fence::LeaseOp>(pending.write);
@@ -104,192 +60,64 @@ Awaitable<void> EtcdLeases::SettleLeases() {
 
 Awaitable<void> EtcdLeases::SettleLimited() {
   while (!grant_lane_.empty()) {
-    Pending pending = std::move(grant_lane_.front());
-    grant_lane_.pop_front();
-    co_await SettleLease(std::move(pending), /*in_lane=*/true);
+    std::vector<Pending> group = etcd::TakeLeaseGroup(
+        grant_lane_, kLaneGroup, 4 * kLaneGroup, etcd::Busy());
+    std::optional<etcd::Conflict> conflict;
+    for (int attempt = 0; attempt < kLaneAttempts && !group.empty();
+         ++attempt) {
+      if (attempt > 0) Retried(*conflict);
+      bool limited = false;
+      EtcdLeaseAttempt tried(session_, records_, cache_, renewals_);
+      conflict = co_await tried.Run(group, false, &limited);
+      if (tried.committed()) ++transactions_;
+    }
+    // Still contended: one at a time.
+    if (!group.empty()) Retried(*conflict);
+    for (Pending& pending : group) {
+      co_await SettleLease(std::move(pending), /*in_lane=*/true);
+    }
   }
   lane_running_ = false;
 }
 
+void EtcdLeases::ToLane(Pending pending) {
+  grant_lane_.push_back(std::move(pending));
+  if (!lane_running_) {
+    lane_running_ = true;
+    asio::co_spawn(session_.io(), SettleLimited(), asio::detached);
+  }
+}
+
+void EtcdLeases::Retried(etcd::Conflict cause) const {
+  if (session_.options().on_retry) {
+    session_.options().on_retry(etcd::ConflictName(cause));
+  }
+}
+
 Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
-  const std::function<void(std::string_view)>& on_retry =
-      session_.options().on_retry;
-  WriteOutcome outcome;
-  Settled settled = Settled::kConflict;
-  Tried tried;
-  for (int attempt = 0;
-       attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-    if (attempt > 0 && on_retry) on_retry(etcd::ConflictName(tried.conflict));
-    outcome = WriteOutcome();
-    tried = Tried();
+  std::vector<Pending> group;
+  group.push_back(std::move(pending));
+  std::optional<etcd::Conflict> conflict;
+  for (int attempt = 0; attempt < kAloneAttempts; ++attempt) {
+    if (attempt > 0) Retried(*conflict);
+    bool limited = false;
     // While the lane runs, every grant it would race goes there instead.
     const bool defer = !in_lane && lane_running_;
-    settled = co_await TryLease(std::get<fence::LeaseOp>(pending.write),
-                                &outcome, defer, &tried);
-    if (settled == Settled::kConflict && tried.limited && !in_lane) {
+    EtcdLeaseAttempt tried(session_, records_, cache_, renewals_);
+    conflict = co_await tried.Run(group, defer, &limited);
+    if (tried.committed()) ++transactions_;
+    if (!conflict) co_return;
+    if (limited && !in_lane) {
       // A failed compare: the lane's first attempt is its retry.
-      if (!defer && on_retry) on_retry(etcd::ConflictName(tried.conflict));
-      // Grants racing here for the holds' compare: one at a time from now.
-      grant_lane_.push_back(std::move(pending));
-      if (!lane_running_) {
-        lane_running_ = true;
-        asio::co_spawn(session_.io(), SettleLimited(), asio::detached);
-      }
+      if (!defer) Retried(*conflict);
+      // Grants racing here for the holds' compare: the lane from now.
+      ToLane(std::move(group.front()));
       co_return;
     }
   }
-  if (settled == Settled::kConflict) {
-    outcome = WriteOutcome();
-    outcome.error = fence::Errc::kOverloaded;
-  }
-  pending.done(std::move(outcome));
-}
-
-Awaitable<etcd::Settled> EtcdLeases::TryLease(const fence::LeaseOp& op,
-                                              WriteOutcome* outcome,
-                                              bool defer_limited,
-                                              Tried* tried) {
-  StoredLease state;
-  const bool count_holds = session_.options().max_leases > 0 &&
-                           op.kind == fence::LeaseOp::Kind::kAcquire;
-  if (std::error_code error =
-          co_await records_.ReadLease(op.name, op.fence, &state, count_holds)) {
-    outcome->error = error;
-    co_return Settled::kFailed;
-  }
-  if (state.record && state.record->fence != op.fence) {
-    // Another replica granted it under other --fence-scope settings: its
-    // hold is under that fence, so this replica would not see it live.
-    outcome->error = Errc::kScopeMismatch;
-    co_return Settled::kFailed;
-  }
-  // Known from now on when it holds its fence (EtcdRenewals).
-  if (state.hold && state.hold->name == op.name) {
-    renewals_.Remember(op.name, state);
-  }
-  const std::int64_t now_ns = EtcdSession::WallNowNs();
-  const EtcdLeaseRecords::Decision decision = EtcdLeaseRecords::Decide(
-      op, state, session_.options().max_leases, now_ns, outcome);
-  if (!decision.next) {
-    if (outcome->error) co_return Settled::kFailed;
-    // A refusal changes nothing, but notices a lease that ran out.
-    if (decision.unnoticed && co_await records_.NoticeExpiry(op.name, state)) {
-      outcome->lease->expired = *state.record;
-    }
-    co_return Settled::kDone;
-  }
-  tried->limited = decision.limited;
-  if (tried->limited && defer_limited) co_return Settled::kConflict;
-  const Settled settled =
-      co_await CommitLease(op, state, *decision.next, outcome, now_ns, tried);
-  if (settled == Settled::kDone && decision.unnoticed) {
-    outcome->lease->expired = *state.record;
-  }
-  co_return settled;
-}
-
-Awaitable<etcd::Settled> EtcdLeases::CommitLease(const fence::LeaseOp& op,
-                                                 const StoredLease& state,
-                                                 const fence::LeaseRecord& next,
-                                                 WriteOutcome* outcome,
-                                                 std::int64_t now_ns,
-                                                 Tried* tried) {
-  const LeaseVerdict verdict = outcome->lease->verdict;
-  const std::string lease_key = session_.LeaseKey(op.name);
-  const std::string hold_key = session_.HoldKey(op.fence);
-  // Every transaction compares the record and the hold as read; an acquire
-  // also the fence, since a renewal keeps its token only while the fence
-  // is not above it.
-  etcd::Txn txn;
-  txn.If(etcd::CompareMod(lease_key, state.record_revision))
-      .If(etcd::CompareMod(hold_key, state.hold_revision));
-  if (op.kind == fence::LeaseOp::Kind::kAcquire) {
-    txn.If(etcd::CompareMod(session_.FenceKey(op.fence),
-                            state.fence.mod_revision));
-  }
-  if (tried->limited) {
-    txn.If(etcd::CompareCreatedBefore(session_.HoldKey(""),
-                                      etcd::PrefixEnd(session_.HoldKey("")),
-                                      state.read_revision + 1));
-  }
-  txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(next, false)));
-  // On failure, what changed (the retry's cause).
-  txn.Else(etcd::RangeOp(lease_key))
-      .Else(etcd::RangeOp(hold_key))
-      .Else(etcd::RangeOp(session_.FenceKey(op.fence)));
-  HoldLease hold;
-  const std::int64_t deadline_ns =
-      now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000;
-  if (verdict == LeaseVerdict::kReleased) {
-    txn.Then(etcd::DeleteOp(hold_key));
-    hold.revoke = state.hold->etcd_lease;
-  } else {
-    hold =
-        co_await AttachHold(op, state, next, verdict == LeaseVerdict::kRenewed);
-    if (hold.settled != Settled::kDone) {
-      if (hold.settled == Settled::kFailed) *outcome = Unavailable();
-      co_return hold.settled;
-    }
-    if (verdict == LeaseVerdict::kGranted) {
-      txn.Then(etcd::PutOp(session_.FenceKey(op.fence),
-                           etcd::FormatFence(next.token, now_ns)));
-    }
-    txn.Then(etcd::PutOp(
-        hold_key,
-        etcd::FormatHold(next.token, deadline_ns, op.name, next.holder),
-        {.lease = hold.id}));
-  }
-  EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", txn.Json());
-  if (!reply.ok || !etcd::Succeeded(reply.json)) renewals_.Forget(op.name);
-  if (!reply.ok) {
-    // Unknown: it may be applied. A holder that asks again renews it.
-    *outcome = Unavailable();
-    co_return Settled::kFailed;
-  }
-  if (!etcd::Succeeded(reply.json)) {
-    session_.RevokeLease(hold.granted);
-    tried->conflict = ConflictOf(op, state, reply.json, tried->limited);
-    co_return Settled::kConflict;
-  }
-  ++transactions_;
-  session_.RevokeLease(hold.revoke);
-  const std::int64_t revision = etcd::RevisionOf(reply.json);
-  if (verdict == LeaseVerdict::kGranted) {
-    cache_.CacheFence(op.fence, next.token, now_ns, revision);
-  }
-  // What this replica now knows of the lease (EtcdRenewals).
-  if (verdict == LeaseVerdict::kReleased) {
-    renewals_.Forget(op.name);
-  } else {
-    renewals_.Remember(
-        op.name, Committed(op, state, next, verdict == LeaseVerdict::kGranted,
-                           {hold.id, deadline_ns, now_ns, revision}));
-  }
-  co_return Settled::kDone;
-}
-
-Awaitable<EtcdLeases::HoldLease> EtcdLeases::AttachHold(
-    const fence::LeaseOp& op, const StoredLease& state,
-    const fence::LeaseRecord& next, bool renewed) {
-  const Hold* hold = state.hold ? &*state.hold : nullptr;
-  HoldLease out;
-  if (renewed && EtcdLeaseRecords::KeepsHold(op, state, next)) {
-    // etcd restarts the lease's TTL from when it sees this. The etcd
-    // lease is this lease's own (each grant gets a new one), so the
-    // keep-alive extends nobody else's; if the hold changed meanwhile,
-    // the compare fails and nothing is renewed.
-    out.settled = co_await session_.KeepLeaseAlive(hold->etcd_lease);
-    out.id = hold->etcd_lease;
-    co_return out;
-  }
-  out.id = out.granted =
-      co_await session_.GrantLease(etcd::EtcdSeconds(next.ttl_ms));
-  if (out.id == 0) {
-    out.settled = Settled::kFailed;
-    co_return out;
-  }
-  if (hold != nullptr) out.revoke = hold->etcd_lease;
-  co_return out;
+  WriteOutcome outcome;
+  outcome.error = fence::Errc::kOverloaded;
+  group.front().done(std::move(outcome));
 }
 
 Awaitable<Fences::LeaseRead> EtcdLeases::GetLease(std::string name,

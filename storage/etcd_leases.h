@@ -21,9 +21,12 @@
 
 namespace fencepost::storage {
 
-// Leases (/v1/leases), decided on this replica and applied with one etcd
-// transaction each, up to 16 at a time beside the writes' transactions; a
-// lease lives in etcd as its record and the hold of its fence
+// Leases (/v1/leases), decided on this replica and applied with etcd
+// transactions beside the writes': renewals of leases this replica knows in
+// groups (EtcdRenewals), any other operation read first and applied alone,
+// up to 16 at a time, and grants that race for --max-leases in the grant
+// lane's groups (EtcdLeaseAttempt both). A lease lives in etcd as its
+// record and the hold of its fence
 // (EtcdLeaseRecords). Every lease operation's transaction compares the
 // record and the hold as read, an acquire the fence too (the mark of a
 // noticed expiry compares the record only); a grant puts all three: the
@@ -33,7 +36,9 @@ namespace fencepost::storage {
 // lease, at revision R, and is refused (fence::OverLeaseLimit) when the
 // limit is reached; else its transaction also compares that no hold under
 // PREFIX was created after R. A grant elsewhere in between fails that
-// compare, and the acquire is read and decided again. So the limit holds
+// compare, and the acquire is read and decided again (the grants of one
+// group count against the same read, each after those before it). So the
+// limit holds
 // across every replica that shares PREFIX with the same --max-leases, in
 // the transaction that grants (a replica with a larger one may fill the
 // room up to its own). The count and the compare read every hold: leases
@@ -79,56 +84,30 @@ class EtcdLeases {
   using Hold = etcd::Hold;
   using StoredLease = EtcdLeaseRecords::StoredLease;
   using NamedLeases = EtcdLeaseRecords::NamedLeases;
-  // The outcome of the etcd lease a hold is attached to.
-  struct HoldLease {
-    Settled settled = Settled::kDone;
-    std::int64_t id = 0;       // the hold's etcd lease
-    std::int64_t granted = 0;  // a new etcd lease for the hold
-    std::int64_t revoke = 0;   // the etcd lease the hold leaves
-  };
-
   static constexpr int kAloneAttempts = 16;
   static constexpr int kLeaseWorkers = 16;
 
   // Queues `pending` for a worker that settles it alone.
   void SettleAlone(Pending pending);
-  // A lease operation: decided and applied alone, again after a conflict.
-  // A grant that counts against --max-leases and met a failed compare goes
-  // on in the grant lane (grant_lane_), so that this replica's grants stop
-  // failing each other's compare of the holds; while the lane runs, such
-  // grants go there before their first commit.
+  // The lane's groups: grants of distinct leases and fences, decided and
+  // applied together (EtcdLeaseAttempt), up to twice, then one at a time.
+  static constexpr std::size_t kLaneGroup = 32;
+  static constexpr int kLaneAttempts = 2;
+
+  // A lease operation: decided and applied alone (EtcdLeaseAttempt), again
+  // after a conflict. A grant that counts against --max-leases and met a
+  // failed compare goes on in the grant lane (grant_lane_), so that this
+  // replica's grants stop failing each other's compare of the holds; while
+  // the lane runs, such grants go there before their first commit.
   Awaitable<void> SettleLease(Pending pending, bool in_lane = false);
-  // The grant lane: settles grant_lane_ one operation at a time.
+  // The grant lane: settles grant_lane_ a group at a time.
   Awaitable<void> SettleLimited();
+  // Queues `pending` in the grant lane, and starts it.
+  void ToLane(Pending pending);
   // A worker: settles lease operations from leases_ until it is empty.
   Awaitable<void> SettleLeases();
-  // What one attempt at a lease operation found.
-  struct Tried {
-    // Decided as a grant that counts against --max-leases.
-    bool limited = false;
-    // What its failed compare found changed.
-    etcd::Conflict conflict = etcd::Conflict::kLease;
-  };
-  // Reads, decides (fence::DecideLease) and commits one lease operation.
-  // A grant that counts against --max-leases is not committed but kConflict
-  // when `defer_limited` (the grant lane takes it).
-  Awaitable<Settled> TryLease(const fence::LeaseOp& op,
-                              fence::WriteOutcome* outcome, bool defer_limited,
-                              Tried* tried);
-  // Persists a lease decision (`next`, the verdict in `outcome`) in one
-  // transaction comparing what it was decided on (with `tried->limited`, a
-  // grant that counts against --max-leases: no hold created since the
-  // count); on failure resets `outcome` to the error.
-  Awaitable<Settled> CommitLease(const fence::LeaseOp& op,
-                                 const StoredLease& state,
-                                 const fence::LeaseRecord& next,
-                                 fence::WriteOutcome* outcome,
-                                 std::int64_t now_ns, Tried* tried);
-  // The etcd lease for the hold of a renewal or grant of `next`: the live
-  // hold's own, kept alive, when its TTL stays; else a new one.
-  Awaitable<HoldLease> AttachHold(const fence::LeaseOp& op,
-                                  const StoredLease& state,
-                                  const fence::LeaseRecord& next, bool renewed);
+  // Counts a new attempt after a conflict of `cause` (on_retry).
+  void Retried(etcd::Conflict cause) const;
 
   EtcdSession& session_;
   EtcdLeaseRecords records_;

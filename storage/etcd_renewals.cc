@@ -12,7 +12,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <memory>
-#include <set>
 
 #include "fence/errc.h"
 #include "fence/rules.h"
@@ -54,47 +53,23 @@ void EtcdRenewals::Remember(const std::string& name, StoredLease state) {
 
 Awaitable<void> EtcdRenewals::Run() {
   while (!queue_.empty()) {
-    std::vector<Pending> group = NextGroup();
+    std::vector<Pending> group =
+        etcd::TakeLeaseGroup(queue_, kGroupLeases, kGroupScan, in_flight_);
     if (group.empty()) break;  // the rest wait for the group in flight
     std::vector<std::pair<std::string, std::string>> taken;
     for (const Pending& pending : group) {
       const auto& op = std::get<fence::LeaseOp>(pending.write);
       taken.emplace_back(op.name, op.fence);
-      names_in_flight_.insert(op.name);
-      fences_in_flight_.insert(op.fence);
+      in_flight_.names.insert(op.name);
+      in_flight_.fences.insert(op.fence);
     }
     co_await Settle(std::move(group));
     for (const auto& [name, fence] : taken) {
-      names_in_flight_.erase(name);
-      fences_in_flight_.erase(fence);
+      in_flight_.names.erase(name);
+      in_flight_.fences.erase(fence);
     }
   }
   --runners_;
-}
-
-std::vector<EtcdRenewals::Pending> EtcdRenewals::NextGroup() {
-  std::vector<Pending> group;
-  std::set<std::string> names, fences;
-  std::deque<Pending> later;
-  std::size_t scanned = 0;
-  while (!queue_.empty() && group.size() < kGroupLeases &&
-         scanned++ < kGroupScan) {
-    Pending pending = std::move(queue_.front());
-    queue_.pop_front();
-    const auto& op = std::get<fence::LeaseOp>(pending.write);
-    if (!names_in_flight_.count(op.name) &&
-        !fences_in_flight_.count(op.fence) && names.insert(op.name).second &&
-        fences.insert(op.fence).second) {
-      group.push_back(std::move(pending));
-    } else {
-      later.push_back(std::move(pending));
-    }
-  }
-  while (!later.empty()) {
-    queue_.push_front(std::move(later.back()));
-    later.pop_back();
-  }
-  return group;
 }
 
 Awaitable<void> EtcdRenewals::Settle(std::vector<Pending> group) {

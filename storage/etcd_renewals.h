@@ -4,7 +4,6 @@
 #include <deque>
 #include <functional>
 #include <optional>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -76,15 +75,11 @@ class EtcdRenewals {
   static constexpr int kGroupAttempts = 2;  // then each alone
   static constexpr std::size_t kKnownLeases = 1 << 16;
 
-  // How far NextGroup looks past operations it leaves for later.
+  // How far a group is looked for past operations left for later.
   static constexpr std::size_t kGroupScan = 4 * kGroupLeases;
 
   // A runner: settles groups from queue_ until it is empty.
   Awaitable<void> Run();
-  // The next group: up to kGroupLeases operations on distinct leases and
-  // fences, none in a group in flight (they would fail each other's
-  // compare).
-  std::vector<Pending> NextGroup();
   Awaitable<void> Settle(std::vector<Pending> group);
   // One attempt: answers or hands on every operation of `group` but those
   // to decide again (left in it); the cause of their failed compare.
@@ -114,8 +109,7 @@ class EtcdRenewals {
   std::deque<Pending> queue_;
   int runners_ = 0;
   std::unordered_map<std::string, StoredLease> known_;
-  // The leases and fences of the groups in flight.
-  std::set<std::string> names_in_flight_, fences_in_flight_;
+  etcd::Busy in_flight_;  // the leases and fences of the groups in flight
   std::uint64_t transactions_ = 0;
 };
 

@@ -16,6 +16,34 @@ namespace fencepost::storage {
 
 namespace asio = boost::asio;
 
+std::vector<etcd::Pending> etcd::TakeLeaseGroup(std::deque<Pending>& queue,
+                                                std::size_t max,
+                                                std::size_t scan,
+                                                const Busy& busy) {
+  std::vector<Pending> group;
+  Busy taken;
+  std::deque<Pending> later;
+  for (std::size_t looked = 0;
+       !queue.empty() && group.size() < max && looked < scan; ++looked) {
+    Pending pending = std::move(queue.front());
+    queue.pop_front();
+    const auto& op = std::get<fence::LeaseOp>(pending.write);
+    if (busy.names.count(op.name) || busy.fences.count(op.fence) ||
+        taken.names.count(op.name) || taken.fences.count(op.fence)) {
+      later.push_back(std::move(pending));
+      continue;
+    }
+    taken.names.insert(op.name);
+    taken.fences.insert(op.fence);
+    group.push_back(std::move(pending));
+  }
+  while (!later.empty()) {
+    queue.push_front(std::move(later.back()));
+    later.pop_back();
+  }
+  return group;
+}
+
 std::string_view etcd::ConflictName(Conflict conflict) {
   switch (conflict) {
     case Conflict::kFence:

@@ -4,9 +4,11 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -55,6 +57,17 @@ struct Pending {
 // compare (another replica moved what it was decided on: decide again), or
 // a failure (answered with the error).
 enum class Settled { kDone, kConflict, kFailed };
+
+// Takes from the front of `queue` (lease operations) up to `max` for one
+// transaction, looking at `scan` at most: of distinct leases and fences
+// (two on one would fail each other's compare), none in `busy` (the leases
+// and fences of transactions in flight). Those passed over keep their
+// order at the front.
+struct Busy {
+  std::set<std::string> names, fences;
+};
+std::vector<Pending> TakeLeaseGroup(std::deque<Pending>& queue, std::size_t max,
+                                    std::size_t scan, const Busy& busy);
 
 // What a failed compare found changed since it was read: a fence, a value
 // a precondition was decided on, a turn another replica holds, a lease's

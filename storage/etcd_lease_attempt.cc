@@ -1,0 +1,280 @@
+// EtcdLeaseAttempt: a group of lease operations read, decided and applied
+// together (see the class comment).
+
+// clang-format off
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
+
+#include "storage/etcd_lease_attempt.h"
+
+#include "fence/errc.h"
+#include "fence/rules.h"
+#include "storage/errc.h"
+#include "storage/etcd_json.h"
+#include "storage/etcd_txn.h"
+
+namespace fencepost::storage {
+
+using fence::WriteOutcome;
+using Json = http::JsonValue;
+using LeaseVerdict = fence::LeaseOutcome::Verdict;
+
+struct EtcdLeaseAttempt::HoldLease {
+  etcd::Settled settled = etcd::Settled::kDone;
+  std::int64_t id = 0;       // the hold's etcd lease
+  std::int64_t granted = 0;  // a new etcd lease for the hold
+  std::int64_t revoke = 0;   // the etcd lease the hold leaves
+};
+
+struct EtcdLeaseAttempt::Op {
+  Pending pending;
+  StoredLease state;  // as read
+  WriteOutcome outcome;
+  EtcdLeaseRecords::Decision decision;
+  HoldLease hold;
+  std::int64_t now_ns = 0;
+
+  const fence::LeaseOp& op() const {
+    return std::get<fence::LeaseOp>(pending.write);
+  }
+  LeaseVerdict verdict() const { return outcome.lease->verdict; }
+  std::int64_t deadline_ns() const {
+    return now_ns + static_cast<std::int64_t>(decision.next->ttl_ms) * 1000000;
+  }
+};
+
+namespace {
+
+void AnswerError(etcd::Pending& pending, std::error_code error) {
+  WriteOutcome outcome;
+  outcome.error = error;
+  pending.done(std::move(outcome));
+}
+
+}  // namespace
+
+Awaitable<std::optional<etcd::Conflict>> EtcdLeaseAttempt::Run(
+    std::vector<Pending>& group, bool defer_limited, bool* limited) {
+  co_await Decide(group, defer_limited, limited);
+  if (!ops_.empty()) co_await AttachHolds(group);
+  std::optional<etcd::Conflict> conflict;
+  if (!ops_.empty()) {
+    EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", Txn());
+    conflict = Answer(reply, group);
+  }
+  // Also left: grants deferred, and renewals whose etcd lease ran out.
+  if (!group.empty() && !conflict) {
+    conflict = *limited ? etcd::Conflict::kLeaseLimit : etcd::Conflict::kLease;
+  }
+  co_return conflict;
+}
+
+Awaitable<void> EtcdLeaseAttempt::Decide(std::vector<Pending>& group,
+                                         bool defer_limited, bool* limited) {
+  const std::size_t max_leases = session_.options().max_leases;
+  std::vector<std::pair<std::string, std::string>> keys;
+  bool count = false;
+  for (const Pending& pending : group) {
+    const auto& op = std::get<fence::LeaseOp>(pending.write);
+    keys.emplace_back(op.name, op.fence);
+    count =
+        count || (max_leases > 0 && op.kind == fence::LeaseOp::Kind::kAcquire);
+  }
+  std::vector<StoredLease> states;
+  if (std::error_code error =
+          co_await records_.ReadLeases(keys, &states, count)) {
+    for (Pending& pending : group) AnswerError(pending, error);
+    group.clear();
+    co_return;
+  }
+  const std::int64_t now_ns = EtcdSession::WallNowNs();
+  std::vector<Pending> deferred;
+  std::size_t counted = 0;  // grants decided before, against the limit
+  for (std::size_t i = 0; i < group.size(); ++i) {
+    Op op;
+    op.pending = std::move(group[i]);
+    op.state = std::move(states[i]);
+    op.now_ns = now_ns;
+    const fence::LeaseOp& lease_op = op.op();
+    if (op.state.record && op.state.record->fence != lease_op.fence) {
+      // Another replica granted it under other --fence-scope settings: its
+      // hold is under that fence, so this replica would not see it live.
+      AnswerError(op.pending, Errc::kScopeMismatch);
+      continue;
+    }
+    // Known from now on when it holds its fence (EtcdRenewals).
+    if (op.state.hold && op.state.hold->name == lease_op.name) {
+      renewals_.Remember(lease_op.name, op.state);
+    }
+    if (op.state.holds) *op.state.holds += counted;
+    op.decision = EtcdLeaseRecords::Decide(lease_op, op.state, max_leases,
+                                           now_ns, &op.outcome);
+    if (!op.decision.next) {
+      // A refusal changes nothing, but notices a lease that ran out.
+      if (!op.outcome.error && op.decision.unnoticed &&
+          co_await records_.NoticeExpiry(lease_op.name, op.state)) {
+        op.outcome.lease->expired = *op.state.record;
+      }
+      op.pending.done(std::move(op.outcome));
+      continue;
+    }
+    if (op.decision.limited) {
+      *limited = true;
+      if (defer_limited) {
+        deferred.push_back(std::move(op.pending));
+        continue;
+      }
+      ++counted;
+      counted_ = true;
+      read_revision_ = op.state.read_revision;
+    }
+    ops_.push_back(std::move(op));
+  }
+  group = std::move(deferred);
+}
+
+Awaitable<void> EtcdLeaseAttempt::AttachHolds(std::vector<Pending>& group) {
+  std::vector<Awaitable<void>> calls;
+  for (Op& op : ops_) {
+    if (op.verdict() != LeaseVerdict::kReleased)
+      calls.push_back(AttachHold(op));
+  }
+  co_await session_.AllAtOnce(std::move(calls));
+  std::vector<Op> attached;
+  for (Op& op : ops_) {
+    if (op.hold.settled == etcd::Settled::kFailed) {
+      AnswerError(op.pending, Errc::kStoreUnavailable);
+    } else if (op.hold.settled == etcd::Settled::kConflict) {
+      group.push_back(std::move(op.pending));  // its etcd lease ran out
+    } else {
+      attached.push_back(std::move(op));
+    }
+  }
+  ops_ = std::move(attached);
+}
+
+Awaitable<void> EtcdLeaseAttempt::AttachHold(Op& op) {
+  const etcd::Hold* hold = op.state.hold ? &*op.state.hold : nullptr;
+  const fence::LeaseRecord& next = *op.decision.next;
+  if (op.verdict() == LeaseVerdict::kRenewed &&
+      EtcdLeaseRecords::KeepsHold(op.op(), op.state, next)) {
+    // etcd restarts the lease's TTL from when it sees this. The etcd
+    // lease is this lease's own (each grant gets a new one), so the
+    // keep-alive extends nobody else's; if the hold changed meanwhile,
+    // the compare fails and nothing is renewed.
+    op.hold.settled = co_await session_.KeepLeaseAlive(hold->etcd_lease);
+    op.hold.id = hold->etcd_lease;
+    co_return;
+  }
+  op.hold.id = op.hold.granted =
+      co_await session_.GrantLease(etcd::EtcdSeconds(next.ttl_ms));
+  if (op.hold.id == 0) {
+    op.hold.settled = etcd::Settled::kFailed;
+    co_return;
+  }
+  if (hold != nullptr) op.hold.revoke = hold->etcd_lease;
+}
+
+std::string EtcdLeaseAttempt::Txn() const {
+  // Every operation compares the record and the hold as read; an acquire
+  // also the fence, since a renewal keeps its token only while the fence is
+  // not above it. On failure, what each compared is read (the cause).
+  etcd::Txn txn;
+  for (const Op& op : ops_) {
+    const fence::LeaseOp& lease_op = op.op();
+    const fence::LeaseRecord& next = *op.decision.next;
+    const std::string lease_key = session_.LeaseKey(lease_op.name);
+    const std::string hold_key = session_.HoldKey(lease_op.fence);
+    const std::string fence_key = session_.FenceKey(lease_op.fence);
+    txn.If(etcd::CompareMod(lease_key, op.state.record_revision))
+        .If(etcd::CompareMod(hold_key, op.state.hold_revision));
+    if (lease_op.kind == fence::LeaseOp::Kind::kAcquire) {
+      txn.If(etcd::CompareMod(fence_key, op.state.fence.mod_revision));
+    }
+    txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(next, false)));
+    if (op.verdict() == LeaseVerdict::kReleased) {
+      txn.Then(etcd::DeleteOp(hold_key));
+    } else {
+      if (op.verdict() == LeaseVerdict::kGranted) {
+        txn.Then(
+            etcd::PutOp(fence_key, etcd::FormatFence(next.token, op.now_ns)));
+      }
+      txn.Then(etcd::PutOp(hold_key,
+                           etcd::FormatHold(next.token, op.deadline_ns(),
+                                            lease_op.name, next.holder),
+                           {.lease = op.hold.id}));
+    }
+    txn.Else(etcd::RangeOp(lease_key))
+        .Else(etcd::RangeOp(hold_key))
+        .Else(etcd::RangeOp(fence_key));
+  }
+  // --max-leases: no hold created since the count.
+  if (counted_) {
+    txn.If(etcd::CompareCreatedBefore(session_.HoldKey(""),
+                                      etcd::PrefixEnd(session_.HoldKey("")),
+                                      read_revision_ + 1));
+  }
+  return txn.Json();
+}
+
+std::optional<etcd::Conflict> EtcdLeaseAttempt::Answer(
+    const EtcdApi::Reply& reply, std::vector<Pending>& group) {
+  if (!reply.ok) {
+    // Unknown: it may be applied. A holder that asks again renews it.
+    for (Op& op : ops_) {
+      renewals_.Forget(op.op().name);
+      AnswerError(op.pending, Errc::kStoreUnavailable);
+    }
+    return std::nullopt;
+  }
+  if (!etcd::Succeeded(reply.json)) {
+    const Json* responses = etcd::ResponsesOf(reply.json, 3 * ops_.size());
+    std::optional<etcd::Conflict> conflict;
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      Op& op = ops_[i];
+      session_.RevokeLease(op.hold.granted);
+      renewals_.Forget(op.op().name);
+      StoredLease now;
+      const bool read = responses != nullptr &&
+                        !EtcdLeaseRecords::StateOf(*responses, 3 * i, &now);
+      const std::optional<etcd::Conflict> changed =
+          EtcdLeaseRecords::Changed(op.op(), op.state, read ? &now : nullptr);
+      // A lease changed, else a fence, else the count's compare failed.
+      if (changed && conflict != etcd::Conflict::kLease) conflict = changed;
+      group.push_back(std::move(op.pending));
+    }
+    return conflict.value_or(counted_ ? etcd::Conflict::kLeaseLimit
+                                      : etcd::Conflict::kLease);
+  }
+  committed_ = true;
+  const std::int64_t revision = etcd::RevisionOf(reply.json);
+  for (Op& op : ops_) {
+    const fence::LeaseOp& lease_op = op.op();
+    const fence::LeaseRecord& next = *op.decision.next;
+    session_.RevokeLease(op.verdict() == LeaseVerdict::kReleased
+                             ? op.state.hold->etcd_lease
+                             : op.hold.revoke);
+    // What this replica now knows of the lease (EtcdRenewals).
+    if (op.verdict() == LeaseVerdict::kReleased) {
+      renewals_.Forget(lease_op.name);
+    } else {
+      StoredLease after = op.state;
+      after.record = next;
+      after.noticed = false;
+      after.hold = etcd::Hold{next.token, op.deadline_ns(), lease_op.name,
+                              next.holder, op.hold.id};
+      after.record_revision = after.hold_revision = revision;
+      if (op.verdict() == LeaseVerdict::kGranted) {
+        after.fence = {next.token, op.now_ns, revision};
+        cache_.CacheFence(lease_op.fence, next.token, op.now_ns, revision);
+      }
+      renewals_.Remember(lease_op.name, std::move(after));
+    }
+    if (op.decision.unnoticed) op.outcome.lease->expired = *op.state.record;
+    op.pending.done(std::move(op.outcome));
+  }
+  return std::nullopt;
+}
+
+}  // namespace fencepost::storage
