@@ -21,7 +21,7 @@ using Json = http::JsonValue;
 using LeaseVerdict = fence::LeaseOutcome::Verdict;
 
 struct EtcdLeaseAttempt::HoldLease {
-  etcd::Settled settled = etcd::Settled::kDone;
+  etcd::Settled settled = etcd::Settled::kFailed;
   std::int64_t id = 0;       // the hold's etcd lease
   std::int64_t granted = 0;  // a new etcd lease for the hold
   std::int64_t revoke = 0;   // the etcd lease the hold leaves
@@ -54,18 +54,41 @@ void AnswerError(etcd::Pending& pending, std::error_code error) {
 
 }  // namespace
 
+EtcdLeaseAttempt::EtcdLeaseAttempt(EtcdSession& session,
+                                   EtcdLeaseRecords& records,
+                                   EtcdFenceCache& cache,
+                                   EtcdRenewals& renewals)
+    : session_(session),
+      records_(records),
+      cache_(cache),
+      renewals_(renewals) {}
+
+EtcdLeaseAttempt::~EtcdLeaseAttempt() = default;
+
 Awaitable<std::optional<etcd::Conflict>> EtcdLeaseAttempt::Run(
     std::vector<Pending>& group, bool defer_limited, bool* limited) {
   co_await Decide(group, defer_limited, limited);
   if (!ops_.empty()) co_await AttachHolds(group);
   std::optional<etcd::Conflict> conflict;
+  std::size_t counted_committed = 0;
   if (!ops_.empty()) {
     EtcdApi::Reply reply = co_await session_.Call("/v3/kv/txn", Txn());
-    conflict = Answer(reply, group);
+    conflict = Answer(reply, group, &counted_committed);
   }
-  // Also left: grants deferred, and renewals whose etcd lease ran out.
+  // A refusal past the limit counted after grants of this group stands
+  // once they all committed; else it is decided again.
+  for (Op& op : over_limit_) {
+    if (committed_ && counted_committed == counted_) {
+      co_await Refuse(op);
+    } else {
+      group.push_back(std::move(op.pending));
+      waiting_ = true;
+    }
+  }
+  // Also left: grants deferred or waiting for the count, and renewals whose
+  // etcd lease ran out.
   if (!group.empty() && !conflict) {
-    conflict = *limited ? etcd::Conflict::kLeaseLimit : etcd::Conflict::kLease;
+    conflict = waiting_ ? etcd::Conflict::kLeaseLimit : etcd::Conflict::kLease;
   }
   co_return conflict;
 }
@@ -82,51 +105,55 @@ Awaitable<void> EtcdLeaseAttempt::Decide(std::vector<Pending>& group,
         count || (max_leases > 0 && op.kind == fence::LeaseOp::Kind::kAcquire);
   }
   std::vector<StoredLease> states;
-  if (std::error_code error =
-          co_await records_.ReadLeases(keys, &states, count)) {
+  std::vector<std::error_code> errors;
+  const std::error_code error =
+      co_await records_.ReadLeases(keys, &states, count, &errors);
+  if (error) {
     for (Pending& pending : group) AnswerError(pending, error);
     group.clear();
     co_return;
   }
   const std::int64_t now_ns = EtcdSession::WallNowNs();
   std::vector<Pending> deferred;
-  std::size_t counted = 0;  // grants decided before, against the limit
   for (std::size_t i = 0; i < group.size(); ++i) {
     Op op;
     op.pending = std::move(group[i]);
     op.state = std::move(states[i]);
     op.now_ns = now_ns;
     const fence::LeaseOp& lease_op = op.op();
-    if (op.state.record && op.state.record->fence != lease_op.fence) {
-      // Another replica granted it under other --fence-scope settings: its
-      // hold is under that fence, so this replica would not see it live.
-      AnswerError(op.pending, Errc::kScopeMismatch);
+    if (errors[i] ||
+        (op.state.record && op.state.record->fence != lease_op.fence)) {
+      // Unreadable; or another replica granted it under other --fence-scope
+      // settings: its hold is under that fence, so this replica would not
+      // see it live.
+      AnswerError(op.pending, errors[i] ? errors[i] : Errc::kScopeMismatch);
       continue;
     }
     // Known from now on when it holds its fence (EtcdRenewals).
     if (op.state.hold && op.state.hold->name == lease_op.name) {
       renewals_.Remember(lease_op.name, op.state);
     }
-    if (op.state.holds) *op.state.holds += counted;
+    // A grant counts after the grants of the group decided before it.
+    if (op.state.holds) *op.state.holds += counted_;
     op.decision = EtcdLeaseRecords::Decide(lease_op, op.state, max_leases,
                                            now_ns, &op.outcome);
     if (!op.decision.next) {
-      // A refusal changes nothing, but notices a lease that ran out.
-      if (!op.outcome.error && op.decision.unnoticed &&
-          co_await records_.NoticeExpiry(lease_op.name, op.state)) {
-        op.outcome.lease->expired = *op.state.record;
+      if (counted_ > 0 && op.outcome.lease &&
+          op.outcome.lease->verdict == LeaseVerdict::kTooManyLeases) {
+        over_limit_.push_back(std::move(op));
+      } else {
+        co_await Refuse(op);
       }
-      op.pending.done(std::move(op.outcome));
       continue;
     }
     if (op.decision.limited) {
       *limited = true;
       if (defer_limited) {
         deferred.push_back(std::move(op.pending));
+        waiting_ = true;
         continue;
       }
-      ++counted;
-      counted_ = true;
+      ++counted_;
       read_revision_ = op.state.read_revision;
     }
     ops_.push_back(std::move(op));
@@ -134,10 +161,21 @@ Awaitable<void> EtcdLeaseAttempt::Decide(std::vector<Pending>& group,
   group = std::move(deferred);
 }
 
+Awaitable<void> EtcdLeaseAttempt::Refuse(Op& op) {
+  // A refusal changes nothing, but notices a lease that ran out.
+  if (!op.outcome.error && op.decision.unnoticed) {
+    const bool noticed = co_await records_.NoticeExpiry(op.op().name, op.state);
+    if (noticed) op.outcome.lease->expired = *op.state.record;
+  }
+  op.pending.done(std::move(op.outcome));
+}
+
 Awaitable<void> EtcdLeaseAttempt::AttachHolds(std::vector<Pending>& group) {
   std::vector<Awaitable<void>> calls;
   for (Op& op : ops_) {
-    if (op.verdict() != LeaseVerdict::kReleased)
+    if (op.verdict() == LeaseVerdict::kReleased) {
+      op.hold.settled = etcd::Settled::kDone;  // it leaves its hold
+    } else
       calls.push_back(AttachHold(op));
   }
   co_await session_.AllAtOnce(std::move(calls));
@@ -169,10 +207,8 @@ Awaitable<void> EtcdLeaseAttempt::AttachHold(Op& op) {
   }
   op.hold.id = op.hold.granted =
       co_await session_.GrantLease(etcd::EtcdSeconds(next.ttl_ms));
-  if (op.hold.id == 0) {
-    op.hold.settled = etcd::Settled::kFailed;
-    co_return;
-  }
+  if (op.hold.id == 0) co_return;  // kFailed
+  op.hold.settled = etcd::Settled::kDone;
   if (hold != nullptr) op.hold.revoke = hold->etcd_lease;
 }
 
@@ -210,7 +246,7 @@ std::string EtcdLeaseAttempt::Txn() const {
         .Else(etcd::RangeOp(fence_key));
   }
   // --max-leases: no hold created since the count.
-  if (counted_) {
+  if (counted_ > 0) {
     txn.If(etcd::CompareCreatedBefore(session_.HoldKey(""),
                                       etcd::PrefixEnd(session_.HoldKey("")),
                                       read_revision_ + 1));
@@ -219,7 +255,8 @@ std::string EtcdLeaseAttempt::Txn() const {
 }
 
 std::optional<etcd::Conflict> EtcdLeaseAttempt::Answer(
-    const EtcdApi::Reply& reply, std::vector<Pending>& group) {
+    const EtcdApi::Reply& reply, std::vector<Pending>& group,
+    std::size_t* counted_committed) {
   if (!reply.ok) {
     // Unknown: it may be applied. A holder that asks again renews it.
     for (Op& op : ops_) {
@@ -244,12 +281,13 @@ std::optional<etcd::Conflict> EtcdLeaseAttempt::Answer(
       if (changed && conflict != etcd::Conflict::kLease) conflict = changed;
       group.push_back(std::move(op.pending));
     }
-    return conflict.value_or(counted_ ? etcd::Conflict::kLeaseLimit
-                                      : etcd::Conflict::kLease);
+    return conflict.value_or(counted_ > 0 ? etcd::Conflict::kLeaseLimit
+                                          : etcd::Conflict::kLease);
   }
   committed_ = true;
   const std::int64_t revision = etcd::RevisionOf(reply.json);
   for (Op& op : ops_) {
+    if (op.decision.limited) ++*counted_committed;
     const fence::LeaseOp& lease_op = op.op();
     const fence::LeaseRecord& next = *op.decision.next;
     session_.RevokeLease(op.verdict() == LeaseVerdict::kReleased

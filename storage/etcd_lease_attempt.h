@@ -1,5 +1,6 @@
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,11 +36,8 @@ class EtcdLeaseAttempt {
   using StoredLease = EtcdLeaseRecords::StoredLease;
 
   EtcdLeaseAttempt(EtcdSession& session, EtcdLeaseRecords& records,
-                   EtcdFenceCache& cache, EtcdRenewals& renewals)
-      : session_(session),
-        records_(records),
-        cache_(cache),
-        renewals_(renewals) {}
+                   EtcdFenceCache& cache, EtcdRenewals& renewals);
+  ~EtcdLeaseAttempt();
 
   // Reads, decides and applies `group`: answers each operation it settles
   // and leaves in `group` those to decide again, with the cause of their
@@ -71,18 +69,26 @@ class EtcdLeaseAttempt {
   Awaitable<void> AttachHold(Op& op);
   // The transaction that applies ops_; on failure it reads them.
   std::string Txn() const;
+  // Answers a refusal (noticing a lease that ran out unnoticed).
+  Awaitable<void> Refuse(Op& op);
   // Answers ops_ after the transaction's `reply`, or leaves them in `group`
-  // (a failed compare) and says why.
+  // (a failed compare) and says why; counts the grants against the limit
+  // it committed.
   std::optional<etcd::Conflict> Answer(const EtcdApi::Reply& reply,
-                                       std::vector<Pending>& group);
+                                       std::vector<Pending>& group,
+                                       std::size_t* counted_committed);
 
   EtcdSession& session_;
   EtcdLeaseRecords& records_;
   EtcdFenceCache& cache_;
   EtcdRenewals& renewals_;
-  std::vector<Op> ops_;
-  std::int64_t read_revision_ = 0;
-  bool counted_ = false;  // a grant counts against --max-leases
+  std::vector<Op> ops_;  // the changes
+  // Refused past --max-leases, counted after grants of this group: they
+  // stand only when those commit.
+  std::vector<Op> over_limit_;
+  std::int64_t read_revision_ = 0;  // of the count
+  std::size_t counted_ = 0;         // grants decided against --max-leases
+  bool waiting_ = false;            // an operation left for the count
   bool committed_ = false;
 };
 

@@ -89,7 +89,8 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadLease(
 
 Awaitable<std::error_code> EtcdLeaseRecords::ReadLeases(
     const std::vector<std::pair<std::string, std::string>>& leases,
-    std::vector<StoredLease>* states, bool count_holds) {
+    std::vector<StoredLease>* states, bool count_holds,
+    std::vector<std::error_code>* each) {
   etcd::Txn reads;
   for (const auto& [name, fence_name] : leases) {
     reads.Then(etcd::RangeOp(session_.LeaseKey(name)))
@@ -113,10 +114,12 @@ Awaitable<std::error_code> EtcdLeaseRecords::ReadLeases(
     holds = static_cast<std::size_t>(count);
   }
   states->assign(leases.size(), StoredLease());
+  if (each != nullptr) each->assign(leases.size(), std::error_code());
   for (std::size_t i = 0; i < leases.size(); ++i) {
     StoredLease& state = (*states)[i];
     if (std::error_code error = StateOf(*responses, 3 * i, &state)) {
-      co_return error;
+      if (each == nullptr) co_return error;
+      (*each)[i] = error;
     }
     state.holds = holds;
     state.read_revision = etcd::RevisionOf(reply.json);

@@ -65,10 +65,12 @@ class EtcdLeaseRecords {
   static std::error_code StateOf(const http::JsonValue& responses,
                                  std::size_t first, StoredLease* state);
   // ReadLease of each (name, fence) of `leases`, in one transaction, into
-  // `*states` (one count of the holds for all).
+  // `*states` (one count of the holds for all). With `each`, a lease
+  // fencepost cannot read sets its own error there, not the read's.
   Awaitable<std::error_code> ReadLeases(
       const std::vector<std::pair<std::string, std::string>>& leases,
-      std::vector<StoredLease>* states, bool count_holds);
+      std::vector<StoredLease>* states, bool count_holds,
+      std::vector<std::error_code>* each = nullptr);
   // Reads the holds of the fences of `leases`, keeping each that is its
   // lease's.
   Awaitable<std::error_code> ReadHolds(NamedLeases& leases);

