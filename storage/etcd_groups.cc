@@ -118,7 +118,7 @@ Awaitable<void> EtcdGroups::Settle(std::vector<Pending> group) {
   // Each retry counts the cause of the attempt that failed before it.
   etcd::Conflict conflict = etcd::Conflict::kFence;
   for (int attempt = 0; attempt < kGroupAttempts; ++attempt) {
-    if (attempt > 0) Retried(conflict);
+    if (attempt > 0) session_.Retried(conflict);
     if (co_await TryOnce(group, &conflict) != Settled::kConflict) co_return;
   }
   // Contended: each write alone, so one replica's progress on one fence
@@ -130,7 +130,7 @@ Awaitable<void> EtcdGroups::Settle(std::vector<Pending> group) {
     Settled settled = Settled::kConflict;
     for (int attempt = 0;
          attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-      Retried(alone_conflict);
+      session_.Retried(alone_conflict);
       settled = co_await TryOnce(alone, &alone_conflict);
     }
     if (settled == Settled::kConflict) {
@@ -155,7 +155,7 @@ Awaitable<void> EtcdGroups::SettleBatch(Pending batch) {
   Settled settled = Settled::kConflict;
   for (int attempt = 0;
        attempt < kAloneAttempts && settled == Settled::kConflict; ++attempt) {
-    if (attempt > 0) Retried(conflict);
+    if (attempt > 0) session_.Retried(conflict);
     settled = co_await TryOnce(items, &conflict, true);
   }
   WriteOutcome result;
@@ -171,12 +171,6 @@ Awaitable<void> EtcdGroups::SettleBatch(Pending batch) {
     if (fence::StopsBatch(decided.back())) break;
   }
   batch.done(fence::BatchOutcome(std::move(decided)));
-}
-
-void EtcdGroups::Retried(etcd::Conflict cause) const {
-  if (session_.options().on_retry) {
-    session_.options().on_retry(etcd::ConflictName(cause));
-  }
 }
 
 Awaitable<etcd::Settled> EtcdGroups::TryOnce(std::vector<Pending>& group,

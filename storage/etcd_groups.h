@@ -85,8 +85,6 @@ class EtcdGroups {
   Awaitable<Settled> TryOnce(std::vector<Pending>& group,
                              etcd::Conflict* conflict,
                              bool all_or_nothing = false);
-  // Counts a new attempt after a conflict of `cause` (on_retry).
-  void Retried(etcd::Conflict cause) const;
   // Answers the writes of `group` that take a turn (the lease ran out since
   // they asked for it) and leaves the others.
   static void DropTurns(std::vector<Pending>& group);

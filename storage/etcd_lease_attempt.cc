@@ -39,9 +39,6 @@ struct EtcdLeaseAttempt::Op {
     return std::get<fence::LeaseOp>(pending.write);
   }
   LeaseVerdict verdict() const { return outcome.lease->verdict; }
-  std::int64_t deadline_ns() const {
-    return now_ns + static_cast<std::int64_t>(decision.next->ttl_ms) * 1000000;
-  }
 };
 
 namespace {
@@ -213,37 +210,10 @@ Awaitable<void> EtcdLeaseAttempt::AttachHold(Op& op) {
 }
 
 std::string EtcdLeaseAttempt::Txn() const {
-  // Every operation compares the record and the hold as read; an acquire
-  // also the fence, since a renewal keeps its token only while the fence is
-  // not above it. On failure, what each compared is read (the cause).
   etcd::Txn txn;
   for (const Op& op : ops_) {
-    const fence::LeaseOp& lease_op = op.op();
-    const fence::LeaseRecord& next = *op.decision.next;
-    const std::string lease_key = session_.LeaseKey(lease_op.name);
-    const std::string hold_key = session_.HoldKey(lease_op.fence);
-    const std::string fence_key = session_.FenceKey(lease_op.fence);
-    txn.If(etcd::CompareMod(lease_key, op.state.record_revision))
-        .If(etcd::CompareMod(hold_key, op.state.hold_revision));
-    if (lease_op.kind == fence::LeaseOp::Kind::kAcquire) {
-      txn.If(etcd::CompareMod(fence_key, op.state.fence.mod_revision));
-    }
-    txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(next, false)));
-    if (op.verdict() == LeaseVerdict::kReleased) {
-      txn.Then(etcd::DeleteOp(hold_key));
-    } else {
-      if (op.verdict() == LeaseVerdict::kGranted) {
-        txn.Then(
-            etcd::PutOp(fence_key, etcd::FormatFence(next.token, op.now_ns)));
-      }
-      txn.Then(etcd::PutOp(hold_key,
-                           etcd::FormatHold(next.token, op.deadline_ns(),
-                                            lease_op.name, next.holder),
-                           {.lease = op.hold.id}));
-    }
-    txn.Else(etcd::RangeOp(lease_key))
-        .Else(etcd::RangeOp(hold_key))
-        .Else(etcd::RangeOp(fence_key));
+    records_.AddChange(txn, op.op(), op.state, *op.decision.next, op.verdict(),
+                       op.hold.id, op.now_ns);
   }
   // --max-leases: no hold created since the count.
   if (counted_ > 0) {
@@ -297,16 +267,12 @@ std::optional<etcd::Conflict> EtcdLeaseAttempt::Answer(
     if (op.verdict() == LeaseVerdict::kReleased) {
       renewals_.Forget(lease_op.name);
     } else {
-      StoredLease after = op.state;
-      after.record = next;
-      after.noticed = false;
-      after.hold = etcd::Hold{next.token, op.deadline_ns(), lease_op.name,
-                              next.holder, op.hold.id};
-      after.record_revision = after.hold_revision = revision;
-      if (op.verdict() == LeaseVerdict::kGranted) {
-        after.fence = {next.token, op.now_ns, revision};
+      const bool granted = op.verdict() == LeaseVerdict::kGranted;
+      if (granted) {
         cache_.CacheFence(lease_op.fence, next.token, op.now_ns, revision);
       }
+      StoredLease after = EtcdLeaseRecords::After(
+          lease_op, op.state, next, granted, op.hold.id, op.now_ns, revision);
       renewals_.Remember(lease_op.name, std::move(after));
     }
     if (op.decision.unnoticed) op.outcome.lease->expired = *op.state.record;

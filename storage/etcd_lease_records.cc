@@ -244,6 +244,60 @@ EtcdLeaseRecords::Decision EtcdLeaseRecords::Decide(
   return decision;
 }
 
+namespace {
+
+std::int64_t DeadlineNs(const fence::LeaseRecord& next, std::int64_t now_ns) {
+  return now_ns + static_cast<std::int64_t>(next.ttl_ms) * 1000000;
+}
+
+}  // namespace
+
+void EtcdLeaseRecords::AddChange(etcd::Txn& txn, const fence::LeaseOp& op,
+                                 const StoredLease& state,
+                                 const fence::LeaseRecord& next,
+                                 fence::LeaseOutcome::Verdict verdict,
+                                 std::int64_t hold_id,
+                                 std::int64_t now_ns) const {
+  using Verdict = fence::LeaseOutcome::Verdict;
+  const std::string lease_key = session_.LeaseKey(op.name);
+  const std::string hold_key = session_.HoldKey(op.fence);
+  const std::string fence_key = session_.FenceKey(op.fence);
+  txn.If(etcd::CompareMod(lease_key, state.record_revision))
+      .If(etcd::CompareMod(hold_key, state.hold_revision));
+  if (op.kind == fence::LeaseOp::Kind::kAcquire) {
+    txn.If(etcd::CompareMod(fence_key, state.fence.mod_revision));
+  }
+  txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(next, false)));
+  if (verdict == Verdict::kReleased) {
+    txn.Then(etcd::DeleteOp(hold_key));
+  } else {
+    if (verdict == Verdict::kGranted) {
+      txn.Then(etcd::PutOp(fence_key, etcd::FormatFence(next.token, now_ns)));
+    }
+    txn.Then(etcd::PutOp(hold_key,
+                         etcd::FormatHold(next.token, DeadlineNs(next, now_ns),
+                                          op.name, next.holder),
+                         {.lease = hold_id}));
+  }
+  txn.Else(etcd::RangeOp(lease_key))
+      .Else(etcd::RangeOp(hold_key))
+      .Else(etcd::RangeOp(fence_key));
+}
+
+EtcdLeaseRecords::StoredLease EtcdLeaseRecords::After(
+    const fence::LeaseOp& op, const StoredLease& state,
+    const fence::LeaseRecord& next, bool granted, std::int64_t hold_id,
+    std::int64_t now_ns, std::int64_t revision) {
+  StoredLease after = state;
+  after.record = next;
+  after.noticed = false;
+  after.hold =
+      Hold{next.token, DeadlineNs(next, now_ns), op.name, next.holder, hold_id};
+  after.record_revision = after.hold_revision = revision;
+  if (granted) after.fence = {next.token, now_ns, revision};
+  return after;
+}
+
 bool EtcdLeaseRecords::KeepsHold(const fence::LeaseOp& op,
                                  const StoredLease& state,
                                  const fence::LeaseRecord& next) {

@@ -103,6 +103,22 @@ class EtcdLeaseRecords {
   static Decision Decide(const fence::LeaseOp& op, const StoredLease& state,
                          std::size_t max_leases, std::int64_t now_ns,
                          fence::WriteOutcome* outcome);
+  // Adds to `txn` the change of a lease operation decided on `state`: the
+  // compares of its record and hold as read (an acquire's fence too, since
+  // a renewal keeps its token only while the fence is not above it); the
+  // puts of the record `next`, a grant's fence, and the hold on the etcd
+  // lease `hold_id` until `now_ns` + ttl_ms (a release deletes it); on
+  // failure, the reads of the three (StateOf).
+  void AddChange(etcd::Txn& txn, const fence::LeaseOp& op,
+                 const StoredLease& state, const fence::LeaseRecord& next,
+                 fence::LeaseOutcome::Verdict verdict, std::int64_t hold_id,
+                 std::int64_t now_ns) const;
+  // The lease as the transaction that applied such a change (not a
+  // release) left it, at `revision`.
+  static StoredLease After(const fence::LeaseOp& op, const StoredLease& state,
+                           const fence::LeaseRecord& next, bool granted,
+                           std::int64_t hold_id, std::int64_t now_ns,
+                           std::int64_t revision);
   // Whether a renewal of `state` to `next` keeps the live hold's etcd
   // lease (the TTL in whole seconds stays): then it is kept alive, not
   // replaced.

@@ -9,26 +9,20 @@
 
 #include "storage/etcd_leases.h"
 
-#include <algorithm>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <functional>
 
 #include "fence/errc.h"
-#include "fence/fold.h"
 #include "fence/rules.h"
 #include "storage/errc.h"
 #include "storage/etcd_json.h"
 #include "storage/etcd_lease_attempt.h"
 #include "storage/etcd_paging.h"
-#include "storage/etcd_txn.h"
 
 namespace fencepost::storage {
 
 namespace asio = boost::asio;
 using fence::WriteOutcome;
-using Json = http::JsonValue;
-using LeaseVerdict = fence::LeaseOutcome::Verdict;
 
 void EtcdLeases::Enqueue(Pending pending) {
   const auto& op = std::get<fence::LeaseOp>(pending.write);
@@ -65,14 +59,14 @@ Awaitable<void> EtcdLeases::SettleLimited() {
     std::optional<etcd::Conflict> conflict;
     for (int attempt = 0; attempt < kLaneAttempts && !group.empty();
          ++attempt) {
-      if (attempt > 0) Retried(*conflict);
+      if (attempt > 0) session_.Retried(*conflict);
       bool limited = false;
       EtcdLeaseAttempt tried(session_, records_, cache_, renewals_);
       conflict = co_await tried.Run(group, false, &limited);
       if (tried.committed()) ++transactions_;
     }
     // Still contended: one at a time.
-    if (!group.empty()) Retried(*conflict);
+    if (!group.empty()) session_.Retried(*conflict);
     for (Pending& pending : group) {
       co_await SettleLease(std::move(pending), /*in_lane=*/true);
     }
@@ -88,18 +82,12 @@ void EtcdLeases::ToLane(Pending pending) {
   }
 }
 
-void EtcdLeases::Retried(etcd::Conflict cause) const {
-  if (session_.options().on_retry) {
-    session_.options().on_retry(etcd::ConflictName(cause));
-  }
-}
-
 Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
   std::vector<Pending> group;
   group.push_back(std::move(pending));
   std::optional<etcd::Conflict> conflict;
   for (int attempt = 0; attempt < kAloneAttempts; ++attempt) {
-    if (attempt > 0) Retried(*conflict);
+    if (attempt > 0) session_.Retried(*conflict);
     bool limited = false;
     // While the lane runs, every grant it would race goes there instead.
     const bool defer = !in_lane && lane_running_;
@@ -109,7 +97,7 @@ Awaitable<void> EtcdLeases::SettleLease(Pending pending, bool in_lane) {
     if (!conflict) co_return;
     if (limited && !in_lane) {
       // A failed compare: the lane's first attempt is its retry.
-      if (!defer) Retried(*conflict);
+      if (!defer) session_.Retried(*conflict);
       // Grants racing here for the holds' compare: the lane from now.
       ToLane(std::move(group.front()));
       co_return;

@@ -59,7 +59,8 @@ class EtcdLeases {
         records_(session),
         cache_(cache),
         tell_(std::move(tell)),
-        renewals_(session, [this](Pending p) { SettleAlone(std::move(p)); }) {}
+        renewals_(session, records_,
+                  [this](Pending p) { SettleAlone(std::move(p)); }) {}
 
   // Queues a lease operation (`pending.write` holds a fence::LeaseOp): a
   // renewal of a lease this replica knows with others (EtcdRenewals), any
@@ -80,8 +81,6 @@ class EtcdLeases {
 
  private:
   using Pending = etcd::Pending;
-  using Settled = etcd::Settled;
-  using Hold = etcd::Hold;
   using StoredLease = EtcdLeaseRecords::StoredLease;
   using NamedLeases = EtcdLeaseRecords::NamedLeases;
   static constexpr int kAloneAttempts = 16;
@@ -109,8 +108,6 @@ class EtcdLeases {
   void ToLane(Pending pending);
   // A worker: settles lease operations from leases_ until it is empty.
   Awaitable<void> SettleLeases();
-  // Counts a new attempt after a conflict of `cause` (on_retry).
-  void Retried(etcd::Conflict cause) const;
 
   EtcdSession& session_;
   EtcdLeaseRecords records_;

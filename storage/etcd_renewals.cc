@@ -27,11 +27,16 @@ using Json = http::JsonValue;
 
 struct EtcdRenewals::Planned {
   Pending pending;
-  StoredLease state;     // as decided on
-  StoredLease next;      // after the transaction (its revisions unset)
-  WriteOutcome outcome;  // the renewal's answer
-  etcd::Settled kept =
-      etcd::Settled::kFailed;  // the keep-alive of its etcd lease
+  StoredLease state;        // as decided on
+  fence::LeaseRecord next;  // the record renewed
+  std::int64_t now_ns = 0;  // when it was decided (wall clock)
+  WriteOutcome outcome;     // the renewal's answer
+  etcd::Settled kept = etcd::Settled::kFailed;  // its etcd lease's keep-alive
+
+  const fence::LeaseOp& op() const {
+    return std::get<fence::LeaseOp>(pending.write);
+  }
+  std::int64_t etcd_lease() const { return state.hold->etcd_lease; }
 };
 
 void EtcdRenewals::Enqueue(Pending pending) {
@@ -73,11 +78,9 @@ Awaitable<void> EtcdRenewals::Run() {
 }
 
 Awaitable<void> EtcdRenewals::Settle(std::vector<Pending> group) {
-  const std::function<void(std::string_view)>& on_retry =
-      session_.options().on_retry;
   for (int attempt = 0; attempt < kGroupAttempts && !group.empty(); ++attempt) {
     const std::optional<etcd::Conflict> conflict = co_await TryOnce(group);
-    if (conflict && on_retry) on_retry(etcd::ConflictName(*conflict));
+    if (conflict) session_.Retried(*conflict);
   }
   // Contended: each alone, read afresh.
   for (Pending& pending : group) alone_(std::move(pending));
@@ -98,14 +101,14 @@ std::optional<EtcdRenewals::Planned> EtcdRenewals::Decide(
       outcome.lease->verdict != fence::LeaseOutcome::Verdict::kRenewed) {
     return std::nullopt;
   }
-  const fence::LeaseRecord& record = *decision.next;
-  if (!EtcdLeaseRecords::KeepsHold(op, state, record)) return std::nullopt;
-  Planned planned{Pending{}, state, state, std::move(outcome)};
-  planned.next.record = record;
-  planned.next.noticed = false;
-  planned.next.hold->deadline_ns =
-      now_ns + static_cast<std::int64_t>(record.ttl_ms) * 1000000;
-  planned.next.hold->holder = record.holder;
+  if (!EtcdLeaseRecords::KeepsHold(op, state, *decision.next)) {
+    return std::nullopt;
+  }
+  Planned planned;
+  planned.state = state;
+  planned.next = *decision.next;
+  planned.now_ns = now_ns;
+  planned.outcome = std::move(outcome);
   return planned;
 }
 
@@ -113,8 +116,6 @@ Awaitable<std::optional<etcd::Conflict>> EtcdRenewals::TryOnce(
     std::vector<Pending>& group) {
   std::vector<Planned> planned = Plan(group);
   if (planned.empty()) co_return std::nullopt;
-  // The keep-alives go beside the transaction: each etcd lease is its
-  // lease's own, so one whose compare fails extends nobody else's.
   // The keep-alives go beside the transaction: each etcd lease is its
   // lease's own, so one whose compare fails extends nobody else's.
   EtcdApi::Reply reply;
@@ -143,25 +144,11 @@ std::vector<EtcdRenewals::Planned> EtcdRenewals::Plan(
 }
 
 std::string EtcdRenewals::TxnOf(const std::vector<Planned>& planned) const {
-  // Compare what each was decided on; on failure, read it.
   etcd::Txn txn;
   for (const Planned& p : planned) {
-    const auto& op = std::get<fence::LeaseOp>(p.pending.write);
-    const std::string lease_key = session_.LeaseKey(op.name);
-    const std::string hold_key = session_.HoldKey(op.fence);
-    const std::string fence_key = session_.FenceKey(op.fence);
-    const etcd::Hold& hold = *p.next.hold;
-    txn.If(etcd::CompareMod(lease_key, p.state.record_revision))
-        .If(etcd::CompareMod(hold_key, p.state.hold_revision))
-        .If(etcd::CompareMod(fence_key, p.state.fence.mod_revision));
-    txn.Then(etcd::PutOp(lease_key, etcd::FormatLease(*p.next.record, false)))
-        .Then(etcd::PutOp(hold_key,
-                          etcd::FormatHold(hold.token, hold.deadline_ns,
-                                           op.name, hold.holder),
-                          {.lease = hold.etcd_lease}));
-    txn.Else(etcd::RangeOp(lease_key))
-        .Else(etcd::RangeOp(hold_key))
-        .Else(etcd::RangeOp(fence_key));
+    records_.AddChange(txn, p.op(), p.state, p.next,
+                       fence::LeaseOutcome::Verdict::kRenewed, p.etcd_lease(),
+                       p.now_ns);
   }
   return txn.Json();
 }
@@ -172,7 +159,7 @@ Awaitable<void> EtcdRenewals::Commit(EtcdSession& session, std::string txn,
 }
 
 Awaitable<void> EtcdRenewals::KeepAlive(EtcdSession& session, Planned& p) {
-  p.kept = co_await session.KeepLeaseAlive(p.next.hold->etcd_lease);
+  p.kept = co_await session.KeepLeaseAlive(p.etcd_lease());
 }
 
 std::optional<etcd::Conflict> EtcdRenewals::Answer(
@@ -233,8 +220,8 @@ std::optional<etcd::Conflict> EtcdRenewals::Answer(
       }
       continue;
     }
-    p.next.record_revision = p.next.hold_revision = revision;
-    known_[op.name] = std::move(p.next);
+    known_[op.name] = EtcdLeaseRecords::After(
+        op, p.state, p.next, false, p.etcd_lease(), p.now_ns, revision);
     p.pending.done(std::move(p.outcome));
   }
   return std::nullopt;

@@ -45,8 +45,9 @@ class EtcdRenewals {
   using StoredLease = EtcdLeaseRecords::StoredLease;
 
   // `alone`: settles an operation by reading it first (EtcdLeases).
-  EtcdRenewals(EtcdSession& session, std::function<void(Pending)> alone)
-      : session_(session), alone_(std::move(alone)) {}
+  EtcdRenewals(EtcdSession& session, const EtcdLeaseRecords& records,
+               std::function<void(Pending)> alone)
+      : session_(session), records_(records), alone_(std::move(alone)) {}
 
   // Whether the lease `name` is known: an acquire of it may be queued.
   bool Knows(const std::string& name) const { return known_.count(name) > 0; }
@@ -106,6 +107,7 @@ class EtcdRenewals {
   std::optional<Planned> Decide(const Pending& pending, std::int64_t now_ns);
 
   EtcdSession& session_;
+  const EtcdLeaseRecords& records_;
   const std::function<void(Pending)> alone_;
   std::deque<Pending> queue_;
   int runners_ = 0;

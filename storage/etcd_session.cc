@@ -139,6 +139,10 @@ void EtcdSession::RevokeLease(std::int64_t id) {
                  asio::detached);
 }
 
+void EtcdSession::Retried(etcd::Conflict cause) const {
+  if (options_.on_retry) options_.on_retry(etcd::ConflictName(cause));
+}
+
 Awaitable<void> EtcdSession::AllAtOnce(std::vector<Awaitable<void>> tasks) {
   // A timer as the event the last task sets (Boost 1.74's Asio has no
   // channel).

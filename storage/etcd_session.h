@@ -128,6 +128,10 @@ class EtcdSession {
   // an etcd lease left behind runs out by itself.
   void RevokeLease(std::int64_t id);
 
+  // Counts a new attempt of a transaction after a conflict of `cause`
+  // (EtcdOptions::on_retry).
+  void Retried(etcd::Conflict cause) const;
+
   // Runs every one of `tasks` at once on the io thread, and returns when
   // the last has finished.
   Awaitable<void> AllAtOnce(std::vector<Awaitable<void>> tasks);
